@@ -1,0 +1,99 @@
+# fabro-go: run `make help` for the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
+
+# Every Go module in the workspace (go.work), tested one by one with GOWORK=off
+# so that a missing require cannot hide behind the workspace.
+MODULES := gen platform services/vault services/llmgateway services/sandbox services/agent cmd/fabro
+
+# Pinned tool versions; `make tools` installs them into .tmp/bin through the module proxy.
+BUF_VERSION := v1.75.0
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+GRPC_GATEWAY_VERSION := v2.33.0
+
+TMP := $(CURDIR)/.tmp
+BIN := $(TMP)/bin
+BUF := $(BIN)/buf
+export PATH := $(BIN):$(PATH)
+
+# Where `make run` keeps its data (vault store, KEK, audit log).
+FABRO_DATA_DIR ?= $(TMP)/data
+export FABRO_DATA_DIR
+
+.PHONY: help
+help: ## Describe the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: run
+run: ## Run every service and the REST gateway in one process on embedded defaults
+	go run ./cmd/fabro serve --data-dir "$(FABRO_DATA_DIR)"
+
+.PHONY: test
+test: tools lint checkgenerate test-go ## Run every check and every test (what CI runs)
+
+.PHONY: test-go
+test-go: ## go test -race in every module, each with GOWORK=off
+	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && GOWORK=off go test -race -count=1 -shuffle=on ./...); done
+
+.PHONY: lint
+lint: tools ## gofmt, go vet in every module, buf lint and buf format
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go vet ./...); done
+	$(BUF) lint
+	$(BUF) format --diff --exit-code
+
+.PHONY: generate
+generate: tools ## Regenerate gen/ from proto/
+	find gen -type f \( -name '*.pb.go' -o -name '*.pb.gw.go' \) -delete
+	rm -f gen/openapi/fabro.swagger.json
+	$(BUF) generate
+
+.PHONY: checkgenerate
+checkgenerate: generate ## Fail when gen/ differs from what proto/ generates
+	@git add --intent-to-add gen
+	@if ! git diff --quiet -- gen; then \
+	  echo "gen/ is stale: run 'make generate' and commit the result"; git diff --stat -- gen; exit 1; fi
+
+.PHONY: tidy
+tidy: ## go mod tidy in every module, then go work sync
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
+	go work sync
+
+.PHONY: build
+build: ## Build every binary into bin/
+	@mkdir -p bin
+	go build -o bin/fabro ./cmd/fabro
+	@for s in vault llmgateway sandbox agent; do go build -o bin/$$s ./services/$$s/cmd/$$s; done
+
+.PHONY: bench
+bench: ## Run the benchmarks of every module
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
+
+.PHONY: tools
+tools: $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## Install pinned tools into .tmp/bin
+
+# Each tool is rebuilt when its pinned version changes: the stamp file names the version.
+$(BUF): $(TMP)/stamps/buf-$(BUF_VERSION)
+$(TMP)/stamps/buf-$(BUF_VERSION):
+	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	@mkdir -p $(@D) && touch $@
+$(BIN)/protoc-gen-go: $(TMP)/stamps/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+$(TMP)/stamps/protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
+	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	@mkdir -p $(@D) && touch $@
+$(BIN)/protoc-gen-go-grpc: $(TMP)/stamps/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
+$(TMP)/stamps/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
+	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	@mkdir -p $(@D) && touch $@
+$(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2: $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION)
+$(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION):
+	GOBIN=$(BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
+	@mkdir -p $(@D) && touch $@
+
+.PHONY: clean
+clean: ## Remove build output and installed tools
+	rm -rf bin .tmp
