@@ -1,0 +1,210 @@
+package vault
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/audit"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/store"
+)
+
+// errorDomain is the google.rpc.ErrorInfo domain of every vault error.
+const errorDomain = "vault.fabro.dev"
+
+// PutSecret implements VaultService.
+func (s *Service) PutSecret(ctx context.Context, req *vaultv1.PutSecretRequest) (*vaultv1.PutSecretResponse, error) {
+	caller := s.caller(ctx)
+	md, err := s.store.Put(req.GetName(), []byte(req.GetValue()), req.ExpectedVersion, caller)
+	e := audit.Entry{Op: "put", Caller: caller, Names: []string{req.GetName()}, Version: md.Current}
+	if err != nil {
+		return nil, s.fail(ctx, e, err)
+	}
+	s.record(ctx, e)
+	return &vaultv1.PutSecretResponse{Secret: toProto(md)}, nil
+}
+
+// GetSecret implements VaultService.
+func (s *Service) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest) (*vaultv1.GetSecretResponse, error) {
+	e := audit.Entry{Op: "get", Caller: s.caller(ctx), Names: []string{req.GetName()}}
+	md, err := s.store.Get(req.GetName())
+	if err != nil {
+		return nil, s.fail(ctx, e, err)
+	}
+	s.record(ctx, e)
+	return &vaultv1.GetSecretResponse{Secret: toProto(md)}, nil
+}
+
+// ListSecrets implements VaultService.
+func (s *Service) ListSecrets(ctx context.Context, req *vaultv1.ListSecretsRequest) (*vaultv1.ListSecretsResponse, error) {
+	secrets, corrupt := s.store.List(req.GetPrefix())
+	resp := &vaultv1.ListSecretsResponse{CorruptNames: corrupt}
+	for _, md := range secrets {
+		resp.Secrets = append(resp.Secrets, toProto(md))
+	}
+	s.record(ctx, audit.Entry{Op: "list", Caller: s.caller(ctx), Outcome: codes.OK.String()})
+	return resp, nil
+}
+
+// DeleteSecret implements VaultService.
+func (s *Service) DeleteSecret(ctx context.Context, req *vaultv1.DeleteSecretRequest) (*vaultv1.DeleteSecretResponse, error) {
+	e := audit.Entry{Op: "delete", Caller: s.caller(ctx), Names: []string{req.GetName()}, Version: req.GetVersion()}
+	n, err := s.store.Delete(req.GetName(), req.Version, req.ExpectedVersion)
+	if err != nil {
+		return nil, s.fail(ctx, e, err)
+	}
+	s.record(ctx, e)
+	return &vaultv1.DeleteSecretResponse{DeletedVersions: int32(n)}, nil
+}
+
+// ResolveCredentials implements VaultService.
+func (s *Service) ResolveCredentials(ctx context.Context, req *vaultv1.ResolveCredentialsRequest) (*vaultv1.ResolveCredentialsResponse, error) {
+	service := s.identify(bearerToken(ctx))
+	e := audit.Entry{Op: "resolve", Caller: cmp.Or(service, "anonymous"), Names: req.GetNames()}
+	if len(req.GetNames()) == 0 {
+		return nil, s.fail(ctx, e, invalidArgument("names", "name at least one credential to resolve"))
+	}
+	// Policy first, for every name, before the store is consulted: a denied
+	// caller learns nothing about which secrets exist.
+	for _, name := range req.GetNames() {
+		if service == "" || !s.policy.Allows(service, name) {
+			e.Outcome = codes.PermissionDenied.String()
+			s.record(ctx, e)
+			return nil, withInfo(codes.PermissionDenied, "caller may not resolve the requested credentials", "DENIED", nil)
+		}
+	}
+	resp := &vaultv1.ResolveCredentialsResponse{}
+	for _, name := range req.GetNames() {
+		value, ver, err := s.store.Value(name)
+		switch {
+		case err == nil:
+			resp.Credentials = append(resp.Credentials, &vaultv1.Credential{
+				Name: name, Value: string(value), Source: vaultv1.CredentialSource_CREDENTIAL_SOURCE_VAULT, Version: ver,
+			})
+			e.Sources = append(e.Sources, "vault")
+		case errors.Is(err, store.ErrNotFound):
+			if v, ok := s.lookupEnv(name); ok && v != "" && envFallback(name) {
+				resp.Credentials = append(resp.Credentials, &vaultv1.Credential{
+					Name: name, Value: v, Source: vaultv1.CredentialSource_CREDENTIAL_SOURCE_ENVIRONMENT,
+				})
+				e.Sources = append(e.Sources, "environment")
+				continue
+			}
+			resp.Missing = append(resp.Missing, name)
+			e.Sources = append(e.Sources, "missing")
+		default:
+			return nil, s.fail(ctx, e, err)
+		}
+	}
+	s.record(ctx, e)
+	return resp, nil
+}
+
+// caller names who is calling for the audit log: a service presenting its
+// token, else "admin" (a person through the CLI or REST).
+func (s *Service) caller(ctx context.Context) string {
+	return cmp.Or(s.identify(bearerToken(ctx)), "admin")
+}
+
+func bearerToken(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
+			return strings.TrimSpace(tok)
+		}
+	}
+	return ""
+}
+
+// record appends e to the audit log. An audit failure is logged loudly but
+// does not fail the request that has already taken effect.
+func (s *Service) record(ctx context.Context, e audit.Entry) {
+	if e.Outcome == "" {
+		e.Outcome = codes.OK.String()
+	}
+	if err := s.audit.Record(e); err != nil {
+		s.logger.ErrorContext(ctx, "vault audit write failed", "op", e.Op, "err", err)
+	}
+}
+
+// fail audits a failed operation and turns err into a gRPC status.
+func (s *Service) fail(ctx context.Context, e audit.Entry, err error) error {
+	st := s.toStatus(ctx, err)
+	e.Outcome = st.Code().String()
+	s.record(ctx, e)
+	return st.Err()
+}
+
+// toStatus maps store errors to gRPC statuses with details. Store errors
+// carry names and versions, never values, so their text is safe to return.
+func (s *Service) toStatus(ctx context.Context, err error) *status.Status {
+	if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return st.GRPCStatus()
+	}
+	var (
+		conflict *store.ConflictError
+		corrupt  *store.CorruptError
+	)
+	switch {
+	case errors.Is(err, store.ErrInvalidName):
+		return badRequest("name", err.Error()+": use upper-case letters, digits and underscores, starting with a letter")
+	case errors.Is(err, store.ErrEmptyValue):
+		return badRequest("value", err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		return statusWithInfo(codes.NotFound, err.Error(), "SECRET_NOT_FOUND", nil)
+	case errors.As(err, &conflict):
+		return statusWithInfo(codes.Aborted, err.Error(), "VERSION_CONFLICT", map[string]string{
+			"name": conflict.Name, "expected_version": strconv.FormatInt(conflict.Expected, 10),
+			"current_version": strconv.FormatInt(conflict.Current, 10),
+		})
+	case errors.As(err, &corrupt):
+		return statusWithInfo(codes.DataLoss, err.Error(), "RECORD_CORRUPT", map[string]string{"name": corrupt.Name})
+	default:
+		s.logger.ErrorContext(ctx, "vault internal error", "err", err)
+		return status.New(codes.Internal, "internal error")
+	}
+}
+
+func invalidArgument(field, msg string) error { return badRequest(field, msg).Err() }
+
+func badRequest(field, msg string) *status.Status {
+	st := status.New(codes.InvalidArgument, msg)
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
+		return d
+	}
+	return st
+}
+
+func withInfo(code codes.Code, msg, reason string, md map[string]string) error {
+	return statusWithInfo(code, msg, reason, md).Err()
+}
+
+func statusWithInfo(code codes.Code, msg, reason string, md map[string]string) *status.Status {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md}); err == nil {
+		return d
+	}
+	return st
+}
+
+func toProto(md store.Metadata) *vaultv1.SecretMetadata {
+	out := &vaultv1.SecretMetadata{
+		Name: md.Name, CurrentVersion: md.Current,
+		CreateTime: timestamppb.New(md.Created), UpdateTime: timestamppb.New(md.Updated),
+	}
+	for _, v := range md.Versions {
+		out.Versions = append(out.Versions, &vaultv1.SecretVersion{
+			Version: v.Version, CreateTime: timestamppb.New(v.Created), CreatedBy: v.CreatedBy, SizeBytes: v.Size,
+		})
+	}
+	return out
+}

@@ -1,0 +1,539 @@
+// Package store keeps the vault's secrets in one file, every version sealed
+// by the envelope package. The file is line oriented, one secret a line, so a
+// record damaged on disk costs that secret alone: the other lines still load,
+// and the damaged line is kept verbatim on every rewrite.
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fabro-sh/fabro-go/services/vault/internal/envelope"
+)
+
+// Errors that callers branch on; the store wraps them with the secret's name.
+var (
+	ErrNotFound    = errors.New("secret not found")
+	ErrInvalidName = errors.New("invalid secret name")
+	ErrEmptyValue  = errors.New("empty secret value")
+)
+
+// ConflictError is a failed check-and-set.
+type ConflictError struct {
+	Name     string
+	Expected int64
+	Current  int64 // 0 when the secret does not exist
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("secret %s: expected version %d, current version is %d", e.Name, e.Expected, e.Current)
+}
+
+// CorruptError says a record cannot be read or does not authenticate.
+type CorruptError struct {
+	Name   string
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("secret %s: record is corrupt: %s", e.Name, e.Reason)
+}
+
+// WrongKEKError is returned by [Open] when the store was sealed under a key
+// other than the ones configured.
+type WrongKEKError struct {
+	StoreKEKID      string
+	ConfiguredKEKID string
+}
+
+func (e *WrongKEKError) Error() string {
+	return fmt.Sprintf("the key-encryption key (id %s) does not match the key that sealed the store (id %s): "+
+		"configure the key in use, or pass it as the previous key to rotate to the new one", e.ConfiguredKEKID, e.StoreKEKID)
+}
+
+var nameRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,127}$`)
+
+// ValidName reports whether name is a valid secret name: an upper-case letter,
+// then upper-case letters, digits and underscores, 128 characters at most.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// Metadata describes a secret without its value.
+type Metadata struct {
+	Name     string
+	Current  int64
+	Versions []VersionInfo // newest first
+	Created  time.Time
+	Updated  time.Time
+}
+
+// VersionInfo describes one version without its value.
+type VersionInfo struct {
+	Version   int64
+	Created   time.Time
+	CreatedBy string
+	Size      int64
+}
+
+// Options tune a store; zero values take defaults.
+type Options struct {
+	MaxVersions int              // versions kept per secret, default 10
+	Now         func() time.Time // clock, default time.Now
+}
+
+// Store is the secrets file and its decoded contents. It is safe for
+// concurrent use; every write rewrites the file atomically.
+type Store struct {
+	path        string
+	maxVersions int
+	now         func() time.Time
+
+	mu      sync.RWMutex
+	kek     *envelope.KEK
+	secrets map[string]*record
+	corrupt map[string]string // name -> the line as read, kept verbatim
+	strays  []string          // lines without a readable name, kept verbatim
+}
+
+type record struct {
+	Name string `json:"name"`
+	// Latest is the highest version ever written, so numbers are never reused
+	// after the newest version is destroyed.
+	Latest    int64     `json:"latest"`
+	CreatedNS int64     `json:"created_unix_nano"`
+	Versions  []version `json:"versions"` // newest first
+}
+
+type version struct {
+	Version    int64  `json:"version"`
+	CreatedNS  int64  `json:"created_unix_nano"`
+	CreatedBy  string `json:"created_by"`
+	Size       int64  `json:"size"`
+	KEKID      string `json:"kek_id"`
+	WrappedDEK []byte `json:"wrapped_dek"`
+	Ciphertext []byte `json:"ciphertext"`
+}
+
+// aad binds every stored field of a version to its ciphertext, so editing
+// the name, number, time, author or size makes the record fail to open.
+func (v *version) aad(name string) []byte {
+	return fmt.Appendf(nil, "fabro-vault/v1\x00%s\x00%d\x00%d\x00%s\x00%d", name, v.Version, v.CreatedNS, v.CreatedBy, v.Size)
+}
+
+func (v *version) sealed() envelope.Sealed {
+	return envelope.Sealed{WrappedDEK: v.WrappedDEK, Ciphertext: v.Ciphertext, KEKID: v.KEKID}
+}
+
+const (
+	headerPrefix = "#fabro-vault v1 "
+	checkText    = "fabro-vault kek check"
+)
+
+var checkAAD = []byte("fabro-vault/v1 kek check")
+
+// Open loads the store at path, creating it when absent. When previous is not
+// nil and the store is sealed under it, every data key is re-wrapped under
+// kek before Open returns. A store sealed under neither key is refused with a
+// [*WrongKEKError].
+func Open(path string, kek, previous *envelope.KEK, opts Options) (*Store, error) {
+	s := &Store{
+		path:        path,
+		maxVersions: cmp.Or(opts.MaxVersions, 10),
+		now:         opts.Now,
+		kek:         kek,
+		secrets:     map[string]*record{},
+		corrupt:     map[string]string{},
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("create store directory: %w", err)
+		}
+		return s, s.persist()
+	case err != nil:
+		return nil, fmt.Errorf("read store: %w", err)
+	}
+	sealedUnder, err := s.load(data)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case sealedUnder == kek.ID():
+		return s, nil
+	case previous != nil && sealedUnder == previous.ID():
+		if err := s.checkKey(data, previous); err != nil {
+			return nil, err
+		}
+		s.kek = previous
+		if err := s.Rotate(kek); err != nil {
+			return nil, fmt.Errorf("rotate to the new key-encryption key: %w", err)
+		}
+		return s, nil
+	default:
+		return nil, &WrongKEKError{StoreKEKID: sealedUnder, ConfiguredKEKID: kek.ID()}
+	}
+}
+
+// load decodes the file and returns the id of the KEK its header names,
+// after checking that the configured KEK opens the header when it is that one.
+func (s *Store) load(data []byte) (string, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
+	var kekID string
+	for first := true; sc.Scan(); first = false {
+		line := sc.Text()
+		if first {
+			id, _, ok := parseHeader(line)
+			if !ok {
+				return "", fmt.Errorf("store %s: missing or damaged header line", s.path)
+			}
+			kekID = id
+			continue
+		}
+		if line == "" {
+			continue
+		}
+		name, body, ok := strings.Cut(line, "\t")
+		if !ok || !ValidName(name) {
+			s.strays = append(s.strays, line)
+			continue
+		}
+		var r record
+		if err := json.Unmarshal([]byte(body), &r); err != nil || r.Name != name || len(r.Versions) == 0 {
+			s.corrupt[name] = line
+			continue
+		}
+		s.secrets[name] = &r
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("read store: %w", err)
+	}
+	if kekID == s.kek.ID() {
+		if err := s.checkKey(data, s.kek); err != nil {
+			return "", err
+		}
+	}
+	return kekID, nil
+}
+
+// parseHeader reads "#fabro-vault v1 kek=ID dek=B64 check=B64": the id of
+// the KEK that seals the store and a known text sealed under it.
+func parseHeader(line string) (kekID string, check envelope.Sealed, ok bool) {
+	rest, ok := strings.CutPrefix(line, headerPrefix)
+	if !ok {
+		return "", check, false
+	}
+	var errs []error
+	for f := range strings.FieldsSeq(rest) {
+		k, v, _ := strings.Cut(f, "=")
+		var err error
+		switch k {
+		case "kek":
+			kekID = v
+		case "dek":
+			check.WrappedDEK, err = base64.StdEncoding.DecodeString(v)
+		case "check":
+			check.Ciphertext, err = base64.StdEncoding.DecodeString(v)
+		}
+		errs = append(errs, err)
+	}
+	if errors.Join(errs...) != nil || kekID == "" {
+		return "", check, false
+	}
+	return kekID, check, true
+}
+
+// checkKey opens the header's check value: a key whose id matches but which
+// fails here means the header itself was altered.
+func (s *Store) checkKey(data []byte, kek *envelope.KEK) error {
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	_, check, _ := parseHeader(string(line))
+	got, err := kek.Open(check, checkAAD)
+	if err != nil || string(got) != checkText {
+		return fmt.Errorf("store %s: the key check in the header does not open with key %s", s.path, kek.ID())
+	}
+	return nil
+}
+
+// persist writes the whole store to a temporary file and renames it over the
+// old one, so a crash leaves either the old or the new file, never a mix.
+func (s *Store) persist() error {
+	var buf bytes.Buffer
+	check, err := s.kek.Seal([]byte(checkText), checkAAD)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&buf, "%skek=%s dek=%s check=%s\n", headerPrefix, s.kek.ID(),
+		base64.StdEncoding.EncodeToString(check.WrappedDEK), base64.StdEncoding.EncodeToString(check.Ciphertext))
+	lines := make(map[string]string, len(s.secrets)+len(s.corrupt))
+	for name, r := range s.secrets {
+		body, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode secret %s: %w", name, err)
+		}
+		lines[name] = name + "\t" + string(body)
+	}
+	for name, line := range s.corrupt {
+		lines[name] = line
+	}
+	for _, name := range slices.Sorted(maps.Keys(lines)) {
+		buf.WriteString(lines[name])
+		buf.WriteByte('\n')
+	}
+	for _, line := range s.strays {
+		buf.WriteString(line)
+		buf.WriteByte('\n')
+	}
+	return writeFileAtomic(s.path, buf.Bytes())
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write store: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("write store: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write store: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write store: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write store: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // best effort: makes the rename durable on filesystems that need it
+		d.Close()
+	}
+	return nil
+}
+
+// Put seals value as the next version of name. With expected set, the write
+// happens only when the current version equals *expected (0: no secret yet).
+func (s *Store) Put(name string, value []byte, expected *int64, by string) (Metadata, error) {
+	if !ValidName(name) {
+		return Metadata{}, fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
+	if len(value) == 0 {
+		return Metadata{}, fmt.Errorf("secret %s: %w", name, ErrEmptyValue)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.corrupt[name]; ok {
+		return Metadata{}, &CorruptError{Name: name, Reason: "cannot be decoded; delete it before writing a new value"}
+	}
+	r := s.secrets[name]
+	current := int64(0)
+	if r != nil {
+		current = r.Versions[0].Version
+	}
+	if expected != nil && *expected != current {
+		return Metadata{}, &ConflictError{Name: name, Expected: *expected, Current: current}
+	}
+	now := s.now().UnixNano()
+	next := &record{Name: name, Latest: 1, CreatedNS: now}
+	if r != nil {
+		next.Latest, next.CreatedNS, next.Versions = r.Latest+1, r.CreatedNS, r.Versions
+	}
+	v := version{Version: next.Latest, CreatedNS: now, CreatedBy: by, Size: int64(len(value))}
+	sealed, err := s.kek.Seal(value, v.aad(name))
+	if err != nil {
+		return Metadata{}, fmt.Errorf("seal secret %s: %w", name, err)
+	}
+	v.KEKID, v.WrappedDEK, v.Ciphertext = sealed.KEKID, sealed.WrappedDEK, sealed.Ciphertext
+	next.Versions = append([]version{v}, next.Versions...)
+	if len(next.Versions) > s.maxVersions {
+		next.Versions = next.Versions[:s.maxVersions]
+	}
+	s.secrets[name] = next
+	if err := s.persist(); err != nil {
+		if r == nil {
+			delete(s.secrets, name)
+		} else {
+			s.secrets[name] = r
+		}
+		return Metadata{}, err
+	}
+	return next.metadata(), nil
+}
+
+// Get returns a secret's metadata.
+func (s *Store) Get(name string) (Metadata, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, err := s.lookup(name)
+	if err != nil {
+		return Metadata{}, err
+	}
+	return r.metadata(), nil
+}
+
+func (s *Store) lookup(name string) (*record, error) {
+	if _, ok := s.corrupt[name]; ok {
+		return nil, &CorruptError{Name: name, Reason: "cannot be decoded"}
+	}
+	r, ok := s.secrets[name]
+	if !ok {
+		return nil, fmt.Errorf("secret %s: %w", name, ErrNotFound)
+	}
+	return r, nil
+}
+
+// List returns the metadata of every readable secret whose name starts with
+// prefix, sorted by name, and the names of the records that cannot be read.
+func (s *Store) List(prefix string) (secrets []Metadata, corrupt []string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for name, r := range s.secrets {
+		if strings.HasPrefix(name, prefix) {
+			secrets = append(secrets, r.metadata())
+		}
+	}
+	for name := range s.corrupt {
+		if strings.HasPrefix(name, prefix) {
+			corrupt = append(corrupt, name)
+		}
+	}
+	slices.SortFunc(secrets, func(a, b Metadata) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(corrupt)
+	return secrets, corrupt
+}
+
+// Delete destroys every version of name, or only version when it is not nil.
+// With expected set it is a check-and-set on the current version. It returns
+// how many versions were destroyed.
+func (s *Store) Delete(name string, ver, expected *int64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if line, ok := s.corrupt[name]; ok {
+		// A corrupt record can always be removed whole: that is how it is fixed.
+		if ver != nil || expected != nil {
+			return 0, &CorruptError{Name: name, Reason: "cannot be decoded; delete it without a version"}
+		}
+		delete(s.corrupt, name)
+		if err := s.persist(); err != nil {
+			s.corrupt[name] = line
+			return 0, err
+		}
+		return 1, nil
+	}
+	r, ok := s.secrets[name]
+	if !ok {
+		return 0, fmt.Errorf("secret %s: %w", name, ErrNotFound)
+	}
+	if expected != nil && *expected != r.Versions[0].Version {
+		return 0, &ConflictError{Name: name, Expected: *expected, Current: r.Versions[0].Version}
+	}
+	next := &record{Name: name, Latest: r.Latest, CreatedNS: r.CreatedNS}
+	for _, v := range r.Versions {
+		if ver != nil && v.Version != *ver {
+			next.Versions = append(next.Versions, v)
+		}
+	}
+	destroyed := len(r.Versions) - len(next.Versions)
+	if destroyed == 0 {
+		return 0, fmt.Errorf("secret %s version %d: %w", name, *ver, ErrNotFound)
+	}
+	if len(next.Versions) == 0 {
+		delete(s.secrets, name)
+	} else {
+		s.secrets[name] = next
+	}
+	if err := s.persist(); err != nil {
+		s.secrets[name] = r
+		return 0, err
+	}
+	return destroyed, nil
+}
+
+// Value decrypts the current version of name.
+func (s *Store) Value(name string) (value []byte, ver int64, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, err := s.lookup(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	v := &r.Versions[0]
+	value, err = s.kek.Open(v.sealed(), v.aad(name))
+	if err != nil {
+		return nil, 0, &CorruptError{Name: name, Reason: "version " + strconv.FormatInt(v.Version, 10) + " does not authenticate"}
+	}
+	return value, v.Version, nil
+}
+
+// Rotate re-wraps every data key under next and makes next the store's KEK.
+// Values are not re-encrypted: only their wrapped DEKs change. A version that
+// does not open under the current KEK is left as it is, and stays unreadable.
+func (s *Store) Rotate(next *envelope.KEK) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rotated := make(map[string]*record, len(s.secrets))
+	for name, r := range s.secrets {
+		nr := &record{Name: name, Latest: r.Latest, CreatedNS: r.CreatedNS, Versions: slices.Clone(r.Versions)}
+		for i := range nr.Versions {
+			v := &nr.Versions[i]
+			sealed, err := envelope.Rewrap(s.kek, next, v.sealed(), v.aad(name))
+			if err != nil {
+				continue
+			}
+			v.KEKID, v.WrappedDEK = sealed.KEKID, sealed.WrappedDEK
+		}
+		rotated[name] = nr
+	}
+	old, oldSecrets := s.kek, s.secrets
+	s.kek, s.secrets = next, rotated
+	if err := s.persist(); err != nil {
+		s.kek, s.secrets = old, oldSecrets
+		return err
+	}
+	return nil
+}
+
+// KEKID names the key that currently seals the store.
+func (s *Store) KEKID() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.kek.ID()
+}
+
+func (r *record) metadata() Metadata {
+	m := Metadata{Name: r.Name, Current: r.Versions[0].Version}
+	for _, v := range r.Versions {
+		m.Versions = append(m.Versions, VersionInfo{
+			Version: v.Version, Created: time.Unix(0, v.CreatedNS).UTC(), CreatedBy: v.CreatedBy, Size: v.Size,
+		})
+	}
+	m.Updated = m.Versions[0].Created
+	m.Created = time.Unix(0, r.CreatedNS).UTC()
+	return m
+}

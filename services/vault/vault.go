@@ -1,0 +1,285 @@
+// Package vault is the vault service: provider credentials encrypted at rest,
+// listed to people as metadata only, and resolved for services under a
+// deny-by-default policy with an environment fallback.
+package vault
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/audit"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/envelope"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/policy"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/store"
+)
+
+// Environment variables that carry a KEK directly, for deployments that keep
+// it in a secret manager rather than a file.
+const (
+	EnvKEK         = "FABRO_VAULT_KEK"
+	EnvPreviousKEK = "FABRO_VAULT_PREVIOUS_KEK"
+)
+
+// ServiceNames are the identities of fabro's own services, each of which gets
+// a token in the service tokens file.
+var ServiceNames = []string{"llmgateway", "agent", "sandbox"}
+
+// Config configures the vault.
+type Config struct {
+	// DataDir holds the store, the audit log and, by default, the KEK and
+	// the service tokens, all under DataDir/vault.
+	DataDir string
+	// KEKFile holds the key-encryption key (32 bytes as base64 or hex).
+	// When empty, FABRO_VAULT_KEK is used, else DataDir/vault/kek, created
+	// on first start.
+	KEKFile string
+	// PreviousKEKFile holds the key the store was sealed with before a
+	// rotation (or FABRO_VAULT_PREVIOUS_KEK): at start-up every data key is
+	// re-wrapped from it to the current KEK.
+	PreviousKEKFile string
+	// PolicyFile overrides the default resolution policy (JSON).
+	PolicyFile string
+	// ServiceTokensFile maps service identities to bearer tokens (JSON
+	// object). Default DataDir/vault/service-tokens.json, created with a
+	// fresh token per service when absent.
+	ServiceTokensFile string
+	// MaxVersions is how many versions of a secret are kept (default 10).
+	MaxVersions int
+	// LookupEnv reads the environment: the KEK variables and the credential
+	// fallback. Default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// RegisterFlags adds the vault's flags to fs. The data directory flag is
+// shared by every service, so the caller registers it.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.KEKFile, "vault-kek-file", c.KEKFile, "file holding the vault's key-encryption key (base64 or hex, 32 bytes); default $"+EnvKEK+", else <data-dir>/vault/kek")
+	fs.StringVar(&c.PreviousKEKFile, "vault-previous-kek-file", c.PreviousKEKFile, "file holding the previous key-encryption key, to rotate from it at start-up (or $"+EnvPreviousKEK+")")
+	fs.StringVar(&c.PolicyFile, "vault-policy-file", c.PolicyFile, "JSON file with the credential resolution policy; default: built-in policy for fabro's services")
+	fs.StringVar(&c.ServiceTokensFile, "vault-service-tokens-file", c.ServiceTokensFile, "JSON file mapping service identities to tokens; default <data-dir>/vault/service-tokens.json")
+	fs.IntVar(&c.MaxVersions, "vault-max-versions", c.MaxVersions, "versions kept per secret (0: 10)")
+}
+
+// Service is the running vault. It implements the gRPC VaultService and the
+// server runtime's Service interface.
+type Service struct {
+	vaultv1.UnimplementedVaultServiceServer
+
+	logger    *slog.Logger
+	store     *store.Store
+	audit     *audit.Log
+	policy    policy.Policy
+	tokens    []serviceToken
+	lookupEnv func(string) (string, bool)
+}
+
+type serviceToken struct {
+	service string
+	hash    [sha256.Size]byte
+}
+
+// New opens the vault's store, rotating its key when a previous KEK is
+// configured. It fails, saying why, when the KEK does not match the store.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("vault: a data directory is required")
+	}
+	dir := filepath.Join(cfg.DataDir, "vault")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("vault: create %s: %w", dir, err)
+	}
+	storePath := filepath.Join(dir, "secrets.db")
+	_, statErr := os.Stat(storePath)
+	newStore := errors.Is(statErr, os.ErrNotExist)
+
+	kek, err := loadKEK(cfg.KEKFile, EnvKEK, cfg.LookupEnv, filepath.Join(dir, "kek"), newStore, logger)
+	if err != nil {
+		return nil, err
+	}
+	var previous *envelope.KEK
+	if cfg.PreviousKEKFile != "" || hasEnv(cfg.LookupEnv, EnvPreviousKEK) {
+		if previous, err = loadKEK(cfg.PreviousKEKFile, EnvPreviousKEK, cfg.LookupEnv, "", false, logger); err != nil {
+			return nil, err
+		}
+	}
+	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions})
+	if err != nil {
+		return nil, fmt.Errorf("vault: open store: %w", err)
+	}
+	pol := policy.Default()
+	if cfg.PolicyFile != "" {
+		if pol, err = policy.Load(cfg.PolicyFile); err != nil {
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+	}
+	tokensFile := cfg.ServiceTokensFile
+	if tokensFile == "" {
+		tokensFile = DefaultServiceTokensFile(cfg.DataDir)
+		if err := ensureServiceTokens(tokensFile); err != nil {
+			return nil, err
+		}
+	}
+	tokens, err := ReadServiceTokens(tokensFile)
+	if err != nil {
+		return nil, err
+	}
+	al, err := audit.Open(filepath.Join(dir, "audit.log"))
+	if err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	s := &Service{logger: logger, store: st, audit: al, policy: pol, lookupEnv: cfg.LookupEnv}
+	for svc, tok := range tokens {
+		s.tokens = append(s.tokens, serviceToken{service: svc, hash: sha256.Sum256([]byte(tok))})
+	}
+	if previous != nil {
+		s.record(ctx, audit.Entry{Op: "rotate", Caller: "admin", Outcome: "OK"})
+	}
+	logger.InfoContext(ctx, "vault ready", "store", storePath, "kek_id", st.KEKID())
+	return s, nil
+}
+
+// Close releases the audit log.
+func (s *Service) Close() error { return s.audit.Close() }
+
+// Name implements the server runtime's Service.
+func (s *Service) Name() string { return vaultv1.VaultService_ServiceDesc.ServiceName }
+
+// RegisterGRPC implements the server runtime's Service.
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { vaultv1.RegisterVaultServiceServer(r, s) }
+
+// RegisterGateway implements the server runtime's Service.
+func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return vaultv1.RegisterVaultServiceHandler(ctx, mux, conn)
+}
+
+func hasEnv(lookup func(string) (string, bool), name string) bool {
+	v, ok := lookup(name)
+	return ok && v != ""
+}
+
+// loadKEK reads a KEK from file, else from the environment variable env, else
+// from fallback, which is created with a fresh key when create is true.
+func loadKEK(file, env string, lookup func(string) (string, bool), fallback string, create bool, logger *slog.Logger) (*envelope.KEK, error) {
+	source := file
+	var text string
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("vault: read key-encryption key: %w", err)
+		}
+		text = string(b)
+	case hasEnv(lookup, env):
+		text, _ = lookup(env)
+		source = "$" + env
+	case fallback != "":
+		source = fallback
+		b, err := os.ReadFile(fallback)
+		switch {
+		case err == nil:
+			text = string(b)
+		case errors.Is(err, os.ErrNotExist) && create:
+			text = envelope.GenerateKEKText()
+			if err := os.WriteFile(fallback, []byte(text+"\n"), 0o600); err != nil {
+				return nil, fmt.Errorf("vault: write key-encryption key: %w", err)
+			}
+			logger.Warn("vault generated a key-encryption key beside its data; in production give one with -vault-kek-file or $"+EnvKEK, "path", fallback)
+		case errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("vault: the store exists but its key-encryption key does not: give it with -vault-kek-file or $%s (looked for %s)", env, fallback)
+		default:
+			return nil, fmt.Errorf("vault: read key-encryption key: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("vault: no key-encryption key given")
+	}
+	kek, err := envelope.ParseKEK(text)
+	if err != nil {
+		return nil, fmt.Errorf("vault: key-encryption key from %s: %w", source, err)
+	}
+	return kek, nil
+}
+
+// DefaultServiceTokensFile is where the vault keeps service tokens when no
+// file is configured; in-process services read theirs from it too.
+func DefaultServiceTokensFile(dataDir string) string {
+	return filepath.Join(dataDir, "vault", "service-tokens.json")
+}
+
+func ensureServiceTokens(file string) error {
+	if _, err := os.Stat(file); err == nil {
+		return nil
+	}
+	tokens := map[string]string{}
+	for _, svc := range ServiceNames {
+		tokens[svc] = rand.Text()
+	}
+	b, _ := json.MarshalIndent(tokens, "", "  ")
+	if err := os.WriteFile(file, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("vault: write service tokens: %w", err)
+	}
+	return nil
+}
+
+// ReadServiceTokens reads a service tokens file: a JSON object from service
+// identity to token.
+func ReadServiceTokens(file string) (map[string]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("vault: read service tokens: %w", err)
+	}
+	var tokens map[string]string
+	if err := json.Unmarshal(b, &tokens); err != nil {
+		return nil, fmt.Errorf("vault: parse service tokens %s: %w", file, err)
+	}
+	for svc, tok := range tokens {
+		if len(tok) < 16 {
+			return nil, fmt.Errorf("vault: service tokens %s: the token of %q is shorter than 16 characters", file, svc)
+		}
+	}
+	return tokens, nil
+}
+
+// identify returns the service whose token the caller presents, or "" when
+// it presents none or an unknown one.
+func (s *Service) identify(token string) string {
+	if token == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(token))
+	who := ""
+	for _, t := range s.tokens {
+		// Compare with every token, in constant time, so timing tells nothing.
+		if subtle.ConstantTimeCompare(h[:], t.hash[:]) == 1 {
+			who = t.service
+		}
+	}
+	return who
+}
+
+// envFallback reports whether name is one of the conventional variables the
+// environment may supply when the store has no value.
+func envFallback(name string) bool {
+	for _, pat := range []string{"*_API_KEY", "AWS_*", "DAYTONA_*"} {
+		if ok, _ := path.Match(pat, name); ok {
+			return true
+		}
+	}
+	return false
+}
