@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fabroBin is the fabro binary built once for every test, so the tests
+// exercise the command exactly as a person runs it.
+var fabroBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fabro-bin-")
+	if err != nil {
+		panic(err)
+	}
+	fabroBin = filepath.Join(dir, "fabro")
+	if out, err := exec.Command("go", "build", "-race", "-o", fabroBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build fabro: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// serveProc is a running `fabro serve`.
+type serveProc struct {
+	cmd      *exec.Cmd
+	grpcAddr string
+	httpAddr string
+	logs     *bytes.Buffer // everything printed after start-up, once stopped
+	done     chan error
+}
+
+// startServe runs `fabro serve` on free ports and waits for it to report
+// its addresses.
+func startServe(t *testing.T, dataDir string, extraEnv ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(fabroBin, "serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-format", "json", "-log-level", "debug")
+	cmd.Env = append(os.Environ(), append([]string{"FABRO_DATA_DIR=" + dataDir}, extraEnv...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &serveProc{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		s.logs.Write(append(sc.Bytes(), '\n'))
+		var line struct {
+			Msg      string `json:"msg"`
+			GRPCAddr string `json:"grpc_addr"`
+			HTTPAddr string `json:"http_addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "server started" {
+			s.grpcAddr, s.httpAddr = line.GRPCAddr, line.HTTPAddr
+			break
+		}
+	}
+	if s.grpcAddr == "" {
+		cmd.Process.Kill()
+		t.Fatalf("fabro serve did not start:\n%s", s.logs)
+	}
+	go func() {
+		io.Copy(s.logs, stderr)
+		s.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *serveProc) stop(t *testing.T) {
+	t.Helper()
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("fabro serve exited with %v after SIGTERM:\n%s", err, s.logs)
+		}
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		t.Errorf("fabro serve did not stop within 30s of SIGTERM")
+	}
+}
+
+// fabro runs the CLI and returns its stdout, stderr and exit code.
+func fabro(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(fabroBin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestSecretCommands(t *testing.T) {
+	const canary = "sk-CANARY-cli-3141592653"
+	dir := t.TempDir()
+	s := startServe(t, dir)
+
+	out, errOut, code := fabro(t, canary+"\n", "secret", "set", "OPENAI_API_KEY", "-server", s.grpcAddr)
+	if code != 0 || !strings.Contains(out, "stored OPENAI_API_KEY version 1") {
+		t.Fatalf("secret set = %d %q %q", code, out, errOut)
+	}
+	fabro(t, "second", "secret", "set", "-server", s.grpcAddr, "OPENAI_API_KEY") // flags before NAME work too
+	fabro(t, "anthropic", "secret", "set", "ANTHROPIC_API_KEY", "-server", s.grpcAddr)
+
+	out, _, code = fabro(t, "", "secret", "list", "-server", s.grpcAddr)
+	if code != 0 {
+		t.Fatalf("secret list exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "ANTHROPIC_API_KEY") ||
+		!strings.HasPrefix(lines[2], "OPENAI_API_KEY") || strings.Fields(lines[2])[1] != "2" {
+		t.Errorf("secret list =\n%s", out)
+	}
+
+	tests := []struct {
+		name     string
+		stdin    string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"value on the command line", "", []string{"secret", "set", "X_API_KEY", "sk-value"}, 2, "never from the command line"},
+		{"empty value", "", []string{"secret", "set", "X_API_KEY"}, 1, "empty value"},
+		{"stale version", "v", []string{"secret", "set", "OPENAI_API_KEY", "-expected-version", "1"}, 1, "Aborted"},
+		{"bad name", "v", []string{"secret", "set", "lower-case"}, 1, "InvalidArgument"},
+		{"unknown secret", "", []string{"secret", "rm", "NOPE_API_KEY"}, 1, "NotFound"},
+		{"no name", "", []string{"secret", "rm"}, 2, "needs a secret NAME"},
+		{"unknown subcommand", "", []string{"secret", "show"}, 2, "unknown secret subcommand"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, errOut, code := fabro(t, tt.stdin, append(tt.args, "-server", s.grpcAddr)...)
+			if code != tt.wantCode || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+
+	out, errOut, code = fabro(t, "", "secret", "rm", "ANTHROPIC_API_KEY", "-server", s.grpcAddr)
+	if code != 0 || !strings.Contains(out, "deleted ANTHROPIC_API_KEY") {
+		t.Errorf("secret rm = %d %q %q", code, out, errOut)
+	}
+
+	// Data survives a restart of the server.
+	s.stop(t)
+	s2 := startServe(t, dir)
+	out, _, _ = fabro(t, "", "secret", "list", "-server", s2.grpcAddr)
+	if !strings.Contains(out, "OPENAI_API_KEY") || strings.Contains(out, "ANTHROPIC_API_KEY") {
+		t.Errorf("after restart, secret list =\n%s", out)
+	}
+	s2.stop(t)
+	for _, printed := range []string{s.logs.String(), s2.logs.String(), out} {
+		if strings.Contains(printed, "CANARY") {
+			t.Errorf("the secret value was printed:\n%s", printed)
+		}
+	}
+}
+
+func TestSecretsOverREST(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	base := "http://" + s.httpAddr
+
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	tests := []struct {
+		method, path, body string
+		wantStatus         int
+		wantBody           string
+	}{
+		{"PUT", "/v1/secrets/GROQ_API_KEY", `{"value":"gsk-rest"}`, 200, `"currentVersion":"1"`},
+		{"PUT", "/v1/secrets/GROQ_API_KEY", `{"value":"gsk-2","expectedVersion":"0"}`, 409, "expected version 0"},
+		{"GET", "/v1/secrets/GROQ_API_KEY", "", 200, `"name":"GROQ_API_KEY"`},
+		{"GET", "/v1/secrets", "", 200, `"GROQ_API_KEY"`},
+		{"GET", "/v1/secrets/NOPE_API_KEY", "", 404, "SECRET_NOT_FOUND"},
+		{"PUT", "/v1/secrets/bad-name", `{"value":"x"}`, 400, "invalid secret name"},
+		{"POST", "/v1/credentials:resolve", `{"names":["GROQ_API_KEY"]}`, 403, "may not resolve"},
+		{"DELETE", "/v1/secrets/GROQ_API_KEY", "", 200, `"deletedVersions":1`},
+		{"GET", "/v1/secrets/GROQ_API_KEY", "", 404, "not found"},
+		{"GET", "/openapi.json", "", 200, `"/v1/secrets/{name}"`},
+	}
+	for _, tt := range tests {
+		status, body := do(tt.method, tt.path, tt.body)
+		if status != tt.wantStatus || !strings.Contains(body, tt.wantBody) {
+			t.Errorf("%s %s = %d %s; want %d containing %q", tt.method, tt.path, status, body, tt.wantStatus, tt.wantBody)
+		}
+		if strings.Contains(body, "gsk-") {
+			t.Errorf("%s %s returned a secret value: %s", tt.method, tt.path, body)
+		}
+	}
+}

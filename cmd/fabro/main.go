@@ -1,0 +1,87 @@
+// Command fabro runs the fabro services and talks to them.
+//
+//	fabro serve                  every service and the REST gateway in one process
+//	fabro secret set NAME        store a credential (value from stdin or a prompt)
+//	fabro secret list            list stored credentials (names and metadata only)
+//	fabro secret rm NAME         delete a credential
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, lookupEnv: os.LookupEnv})
+	stop()
+	os.Exit(code)
+}
+
+// env is what a command may touch of the outside world, so tests can run
+// commands in-process.
+type env struct {
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
+	lookupEnv func(string) (string, bool)
+}
+
+const usage = `fabro runs AI coding agents against your code.
+
+Usage:
+  fabro serve [flags]             run every service and the REST gateway in one process
+  fabro secret set NAME [flags]   store a credential; the value is read from stdin or a prompt
+  fabro secret list [flags]       list stored credentials (never their values)
+  fabro secret rm NAME [flags]    delete a credential, or one version of it
+
+Run "fabro COMMAND -h" for a command's flags. Every flag can also be set by
+an environment variable: FABRO_ and the flag's name in capitals, "-" as "_"
+(e.g. -data-dir is FABRO_DATA_DIR).
+`
+
+// run executes one command and returns the process exit code.
+func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], e)
+	case "secret":
+		err = secret(ctx, args[1:], e)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(e.stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(e.stderr, "fabro: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(e.stderr, "fabro: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "fabro: %v\n", err)
+		return 1
+	}
+}
+
+// usageError is a mistake in the command line.
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
