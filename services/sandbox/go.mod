@@ -2,6 +2,22 @@ module github.com/fabro-sh/fabro-go/services/sandbox
 
 go 1.26.8
 
-require github.com/fabro-sh/fabro-go/gen v0.0.0
+require (
+	github.com/fabro-sh/fabro-go/gen v0.0.0
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
 
-replace github.com/fabro-sh/fabro-go/gen => ../../gen
+require (
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
+)
+
+replace (
+	github.com/fabro-sh/fabro-go/gen => ../../gen
+	github.com/fabro-sh/fabro-go/platform => ../../platform
+)

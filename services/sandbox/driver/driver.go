@@ -1,0 +1,284 @@
+// Package driver defines what a sandbox driver is: a way of making sandboxes
+// (local processes, a container, a remote VM, a plugin) that offer file, exec
+// and search operations confined to a root. The sandbox service keeps
+// sandboxes by id and calls drivers through these interfaces; the drivertest
+// package checks that a driver keeps the contract.
+//
+// Paths given to a [Sandbox] are as the client sent them: absolute in the
+// sandbox's view, or relative to its working directory, always with "/".
+// The driver confines them to the root and reports an escape with
+// [ErrPathEscapes], touching nothing.
+package driver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Isolation says how far a sandbox's commands are kept from the host.
+type Isolation int
+
+// Isolation levels, weakest first.
+const (
+	IsolationNone      Isolation = iota + 1 // the service's own host and user
+	IsolationContainer                      // a container on a shared kernel
+	IsolationVM                             // a machine of its own
+)
+
+// Capabilities are what a driver's sandboxes really do. They must be honest
+// both ways: drivertest checks every capability stated, and the service
+// refuses requests that need one not stated.
+type Capabilities struct {
+	Isolation Isolation
+	// LiveStreaming: output reaches the caller while the command runs.
+	LiveStreaming bool
+	// StreamsSeparated: stdout and stderr are kept apart.
+	StreamsSeparated bool
+	// Stdin: a command can be given stdin bytes.
+	Stdin bool
+	// Cancel: a running command can be stopped.
+	Cancel bool
+}
+
+// Driver makes sandboxes of one kind.
+type Driver interface {
+	// Name is the name clients use in a spec, such as "local".
+	Name() string
+	// Capabilities are those of every sandbox this driver makes.
+	Capabilities() Capabilities
+	// Available returns nil when a sandbox can be created now, else an
+	// error naming what is missing.
+	Available(ctx context.Context) error
+	// Create makes a sandbox and returns it ready. A sandbox that fails to
+	// start is cleaned up before the error is returned.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Spec is what a sandbox is created from.
+type Spec struct {
+	// WorkingDirectory: for the local driver an existing host directory to
+	// use (kept on delete); empty means a managed one (removed on delete).
+	WorkingDirectory string
+	// Env is given to every command, over the allowlisted environment.
+	Env map[string]string
+	// Labels are copied to the driver's own resources where it has any.
+	Labels map[string]string
+	// Options are driver-specific; an unknown key is [ErrInvalid].
+	Options map[string]string
+}
+
+// Info describes a sandbox.
+type Info struct {
+	Capabilities     Capabilities
+	Platform         string // "linux", "darwin", "windows" or "unknown"
+	OSVersion        string
+	WorkingDirectory string // absolute, in the sandbox's view
+	RootDirectory    string // absolute; every file operation stays inside
+	ManagedWorkspace bool   // the workspace is removed on Delete
+}
+
+// Sandbox is one sandbox. Every method may be called concurrently.
+type Sandbox interface {
+	Info() Info
+	// Delete stops every command and removes what the sandbox created. It
+	// is idempotent.
+	Delete(ctx context.Context) error
+
+	Files
+	Execer
+	Searcher
+}
+
+// FileType is the kind of a filesystem entry.
+type FileType int
+
+// File types.
+const (
+	TypeFile FileType = iota + 1
+	TypeDirectory
+	TypeSymlink
+	TypeOther
+)
+
+// FileInfo describes one filesystem entry.
+type FileInfo struct {
+	Path    string // as requested (Stat) or relative to the listed directory
+	Type    FileType
+	Size    int64
+	Mode    uint32 // permission bits
+	ModTime time.Time
+}
+
+// Files are the file operations, all confined to the root.
+type Files interface {
+	// Open opens a regular file for reading from offset, and returns its
+	// size when opened. A directory is [ErrIsDirectory].
+	Open(ctx context.Context, path string, offset int64) (io.ReadCloser, int64, error)
+	// WriteFile creates or atomically replaces a file, creating missing
+	// parents. An existing file keeps its permission bits.
+	WriteFile(ctx context.Context, path string, data []byte) (created bool, err error)
+	// Remove removes a file, a link (not its target) or a directory; a
+	// non-empty directory needs recursive ([ErrNotEmpty] otherwise).
+	Remove(ctx context.Context, path string, recursive bool) error
+	// Stat follows links that stay inside the root. A missing path is an
+	// error wrapping [ErrNotFound].
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// ListDir lists entries down to depth (>= 1), sorted by path, links
+	// not followed.
+	ListDir(ctx context.Context, path string, depth int) ([]FileInfo, error)
+	// Rename moves a path, creating the destination's parents.
+	Rename(ctx context.Context, from, to string) error
+	// Mkdir creates a directory and its parents; an existing one is
+	// created false.
+	Mkdir(ctx context.Context, path string) (created bool, err error)
+}
+
+// Stream names an output stream.
+type Stream int
+
+// Output streams.
+const (
+	Stdout Stream = iota + 1
+	Stderr
+)
+
+// ExecSpec is one command. The service has already applied defaults and
+// limits: Timeout and RetainLimit are positive.
+type ExecSpec struct {
+	Command     string            // Bash source, run as `bash -c`
+	Dir         string            // a path like any other; "" is the working directory
+	Env         map[string]string // over the sandbox's env
+	Stdin       []byte
+	Timeout     time.Duration
+	RetainLimit int // bytes retained per stream, head plus tail
+}
+
+// Output receives a running command's output. Chunks are delivered one at a
+// time, in the order they were read; a slow Chunk slows the command's
+// output down (back-pressure) but never loses it.
+type Output interface {
+	// Started is called once the command runs, before any chunk.
+	Started() error
+	// Chunk is one piece of output; data is only valid during the call.
+	Chunk(s Stream, data []byte) error
+}
+
+// Termination says how a command ended.
+type Termination int
+
+// Terminations.
+const (
+	TerminationUnknown Termination = iota
+	Exited
+	TimedOut
+	Cancelled
+	Killed
+)
+
+// CaptureStats accounts for one output stream; see [Capture].
+type CaptureStats struct {
+	Observed, Retained, Omitted, Head int64
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	Termination      Termination
+	ExitCode         *int   // nil when ended by a signal
+	Signal           string // such as "SIGKILL"
+	Duration         time.Duration
+	Stdout, Stderr   []byte
+	StdoutStats      CaptureStats
+	StderrStats      CaptureStats
+	StreamsSeparated bool
+}
+
+// Execer runs commands.
+type Execer interface {
+	// Exec runs spec to its end. A command that fails, times out or is
+	// stopped is a result, not an error; errors are for commands that
+	// could not start (a bad Dir, no bash).
+	//
+	// Stopping: when ctx is cancelled the command is stopped with TERM to
+	// its process group, 2 s, then KILL, and the result says Cancelled;
+	// when the cancel cause (context.Cause) is [ErrKill], KILL is sent at
+	// once and the result says Killed. No descendant survives the command.
+	Exec(ctx context.Context, spec ExecSpec, out Output) (ExecResult, error)
+}
+
+// StopGrace is how long a stopped command has between TERM and KILL.
+const StopGrace = 2 * time.Second
+
+// GrepOptions is a grep.
+type GrepOptions struct {
+	Pattern         string // validated by the caller with [ValidatePattern]
+	Path            string // "" means "."
+	GlobFilter      string // validated with [ValidateGlobFilter]
+	CaseInsensitive bool
+	MaxResults      int // > 0
+	// Backend forces a back end; zero means the best one present.
+	Backend GrepBackend
+}
+
+// GrepBackend names the program a grep ran with.
+type GrepBackend int
+
+// Grep back ends.
+const (
+	BackendAuto GrepBackend = iota
+	BackendRipgrep
+	BackendPOSIX
+)
+
+// GrepMatch is one matching line.
+type GrepMatch struct {
+	Path          string
+	Line          int64
+	Text          string
+	TextTruncated bool
+}
+
+// GrepResult holds matches sorted by path, then line.
+type GrepResult struct {
+	Matches   []GrepMatch
+	Truncated bool
+	Backend   GrepBackend
+}
+
+// WalkedFile is one regular file found by Walk.
+type WalkedFile struct {
+	Path string
+	Size int64
+}
+
+// Searcher searches files.
+type Searcher interface {
+	Grep(ctx context.Context, opts GrepOptions) (GrepResult, error)
+	// Glob returns the files below dir whose relative path matches pattern
+	// (validated with [ValidateGlob]), sorted. A missing dir gives none.
+	Glob(ctx context.Context, pattern, dir string) ([]string, error)
+	// Walk lists regular files below dir down to maxDepth (0: no limit),
+	// skipping directories named in exclude, sorted. A missing dir gives
+	// none.
+	Walk(ctx context.Context, dir string, maxDepth int, exclude []string) ([]WalkedFile, error)
+}
+
+// Errors a driver wraps so the service can pick a status code. Wrap them
+// with context: fmt.Errorf("%w: %s", driver.ErrNotFound, path).
+var (
+	ErrNotFound       = errors.New("no such file or directory")
+	ErrPathEscapes    = errors.New("path escapes the sandbox root")
+	ErrInvalid        = errors.New("invalid argument")
+	ErrInvalidPattern = errors.New("invalid pattern")
+	ErrIsDirectory    = errors.New("is a directory")
+	ErrNotDirectory   = errors.New("not a directory")
+	ErrNotEmpty       = errors.New("directory not empty")
+	ErrExists         = errors.New("already exists as a non-directory")
+	ErrNotUTF8        = errors.New("not valid UTF-8")
+	ErrBashMissing    = errors.New("bash is missing")
+	ErrUnsupported    = errors.New("capability unsupported")
+	ErrUnavailable    = errors.New("driver unavailable")
+	// ErrKill is the cancel cause that asks Exec to KILL at once.
+	ErrKill = errors.New("killed")
+)

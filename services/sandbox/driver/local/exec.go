@@ -1,0 +1,203 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+)
+
+// drainGrace bounds how long output is read after the process group is
+// gone: only a descendant that left the group (setsid) can hold the pipes
+// open that long.
+const drainGrace = 2 * time.Second
+
+const chunkSize = 32 << 10
+
+// Exec implements driver.Execer.
+func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Output) (driver.ExecResult, error) {
+	rel, err := s.resolve(spec.Dir)
+	if err != nil {
+		return driver.ExecResult{}, err
+	}
+	fi, err := s.root.Stat(rel)
+	if err != nil {
+		return driver.ExecResult{}, fsErr(spec.Dir, err)
+	}
+	if !fi.IsDir() {
+		return driver.ExecResult{}, fmt.Errorf("%w: working_dir %s", driver.ErrNotDirectory, spec.Dir)
+	}
+	cmd := exec.Command(s.bash, "-c", spec.Command)
+	cmd.Dir = filepath.Join(s.dir, rel)
+	cmd.Env = append(append([]string(nil), s.env...), envList(spec.Env)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = drainGrace // bounds the stdin copy if a descendant holds stdin
+	if len(spec.Stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(spec.Stdin)
+	}
+	// Our own pipes, read to EOF by us: exec's would be closed by Wait.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return driver.ExecResult{}, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return driver.ExecResult{}, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+
+	s.mu.Lock()
+	if s.deleted {
+		s.mu.Unlock()
+		return driver.ExecResult{}, fmt.Errorf("%w: the sandbox is deleted", driver.ErrNotFound)
+	}
+	start := time.Now()
+	err = cmd.Start()
+	if err == nil {
+		if s.running == nil {
+			s.running = map[*exec.Cmd]struct{}{}
+		}
+		s.running[cmd] = struct{}{}
+	}
+	s.mu.Unlock()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if _, serr := os.Stat(s.bash); errors.Is(err, fs.ErrNotExist) && serr != nil {
+			return driver.ExecResult{}, fmt.Errorf("%w: %s is gone", driver.ErrBashMissing, s.bash)
+		}
+		return driver.ExecResult{}, fmt.Errorf("start bash: %w", err)
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, cmd)
+		s.mu.Unlock()
+	}()
+	pid := cmd.Process.Pid
+
+	var sinkMu sync.Mutex // one chunk at a time, across both streams
+	sinkOK := out != nil
+	if out != nil && out.Started() != nil {
+		sinkOK = false
+	}
+	stdout, stderr := driver.NewCapture(spec.RetainLimit), driver.NewCapture(spec.RetainLimit)
+	var readers sync.WaitGroup
+	read := func(r *os.File, c *driver.Capture, stream driver.Stream) {
+		buf := make([]byte, chunkSize)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				c.Write(buf[:n])
+				sinkMu.Lock()
+				if sinkOK {
+					// A failed send means the caller is gone; its context
+					// stops the command, and we keep draining.
+					sinkOK = out.Chunk(stream, buf[:n]) == nil
+				}
+				sinkMu.Unlock()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	readers.Go(func() { read(outR, stdout, driver.Stdout) })
+	readers.Go(func() { read(errR, stderr, driver.Stderr) })
+
+	exited := make(chan struct{})
+	go func() {
+		waitExit(pid) // does not reap: the group id stays ours until Wait
+		close(exited)
+	}()
+	timer := time.NewTimer(spec.Timeout)
+	defer timer.Stop()
+	term := driver.Exited
+	select {
+	case <-exited:
+	case <-timer.C:
+		term = driver.TimedOut
+		stopGroup(pid, exited)
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), driver.ErrKill) {
+			term = driver.Killed
+			killGroup(pid)
+		} else {
+			term = driver.Cancelled
+			stopGroup(pid, exited)
+		}
+	}
+	<-exited
+	// Whatever the command left behind in its group dies with it.
+	killGroup(pid)
+
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		outR.SetReadDeadline(time.Now())
+		errR.SetReadDeadline(time.Now())
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+	werr := cmd.Wait()
+	res := driver.ExecResult{
+		Termination: term, Duration: time.Since(start), StreamsSeparated: true,
+		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StdoutStats: stdout.Stats(), StderrStats: stderr.Stats(),
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return res, fmt.Errorf("wait bash: %w", werr)
+	case ws.Signaled():
+		res.Signal = signalName(ws.Signal())
+	default:
+		code := ws.ExitStatus()
+		res.ExitCode = &code
+	}
+	return res, nil
+}
+
+// stopGroup sends TERM to the group, gives it driver.StopGrace to exit,
+// then KILL.
+func stopGroup(pid int, exited <-chan struct{}) {
+	syscall.Kill(-pid, syscall.SIGTERM)
+	t := time.NewTimer(driver.StopGrace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		killGroup(pid)
+	}
+}
+
+func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
+	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
+	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGXCPU: "SIGXCPU",
+	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
+}
+
+func signalName(sig syscall.Signal) string {
+	if n, ok := signalNames[sig]; ok {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(sig))
+}

@@ -1,0 +1,232 @@
+// Package local is the driver that runs sandboxes on the service's own host:
+// a workspace directory confined with os.Root, commands run by bash in their
+// own process group with an allowlisted environment, and search by ripgrep
+// or POSIX grep. Its isolation is none: commands run as the service's user.
+package local
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+)
+
+// Name is the driver's name in a spec.
+const Name = "local"
+
+// DefaultAllowedEnv are the variables of the service's environment that
+// commands get; nothing else passes, so the service's secrets never reach
+// a command.
+var DefaultAllowedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ"}
+
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Config configures the local driver.
+type Config struct {
+	// WorkspaceRoot is where managed workspaces are created; default
+	// os.TempDir().
+	WorkspaceRoot string
+	// Environ is the service's environment, from which the allowlisted
+	// variables are taken; default os.Environ().
+	Environ []string
+	// AllowedEnv replaces DefaultAllowedEnv when not nil.
+	AllowedEnv []string
+}
+
+// Driver is the local driver.
+type Driver struct {
+	cfg  Config
+	base []string // allowlisted KEY=value pairs
+	path string   // the PATH commands (and the probes) use
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New returns the local driver.
+func New(cfg Config) *Driver {
+	if cfg.Environ == nil {
+		cfg.Environ = os.Environ()
+	}
+	allowed := cfg.AllowedEnv
+	if allowed == nil {
+		allowed = DefaultAllowedEnv
+	}
+	d := &Driver{cfg: cfg}
+	for _, kv := range cfg.Environ {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, a := range allowed {
+			if k == a {
+				d.base = append(d.base, kv)
+				if k == "PATH" {
+					d.path = v
+				}
+			}
+		}
+	}
+	if d.path == "" {
+		d.path = defaultPath
+		d.base = append(d.base, "PATH="+defaultPath)
+	}
+	return d
+}
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return Name }
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true}
+}
+
+// Available implements driver.Driver: the host needs bash (and Linux, for
+// the way commands are reaped).
+func (d *Driver) Available(context.Context) error {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("%w: the local driver runs on linux only, not %s", driver.ErrUnavailable, runtime.GOOS)
+	}
+	_, err := d.lookPath("bash")
+	return err
+}
+
+// lookPath finds a program in the commands' PATH, not the service's.
+func (d *Driver) lookPath(name string) (string, error) {
+	for dir := range strings.SplitSeq(d.path, ":") {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if name == "bash" {
+		return "", fmt.Errorf("%w: no executable bash in PATH=%s", driver.ErrBashMissing, d.path)
+	}
+	return "", fmt.Errorf("%s not found in PATH", name)
+}
+
+// Create implements driver.Driver.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
+	for k := range spec.Options {
+		return nil, fmt.Errorf("%w: driver_options: the local driver has no option %q", driver.ErrInvalid, k)
+	}
+	if runtime.GOOS != "linux" {
+		return nil, d.Available(ctx)
+	}
+	bash, err := d.lookPath("bash")
+	if err != nil {
+		return nil, err
+	}
+	dir, managed := spec.WorkingDirectory, false
+	if dir == "" {
+		base := cmp.Or(d.cfg.WorkspaceRoot, os.TempDir())
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return nil, fmt.Errorf("create workspace root: %w", err)
+		}
+		if dir, err = os.MkdirTemp(base, "sandbox-"); err != nil {
+			return nil, fmt.Errorf("create workspace: %w", err)
+		}
+		managed = true
+	} else if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("%w: working_directory %q must be an absolute host path", driver.ErrInvalid, dir)
+	}
+	// The canonical path, so absolute paths the sandbox reports are the
+	// ones clients can send back.
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: working_directory %s", driver.ErrNotFound, dir)
+	}
+	if fi, err := os.Stat(canon); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: working_directory %s", driver.ErrNotDirectory, dir)
+	}
+	root, err := os.OpenRoot(canon)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	s := &sandbox{
+		d: d, root: root, dir: canon, bash: bash, managed: managed,
+		env: append(append([]string(nil), d.base...), envList(spec.Env)...),
+	}
+	// Probed once per sandbox: which search programs the host has.
+	s.rg, _ = d.lookPath("rg")
+	s.grep, _ = d.lookPath("grep")
+	s.info = driver.Info{
+		Capabilities: d.Capabilities(), Platform: runtime.GOOS, OSVersion: osVersion(),
+		WorkingDirectory: canon, RootDirectory: canon, ManagedWorkspace: managed,
+	}
+	return s, nil
+}
+
+func envList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func osVersion() string {
+	f, err := os.Open("/etc/os-release")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return "unknown"
+}
+
+// sandbox is one local sandbox: the workspace is both root and working
+// directory.
+type sandbox struct {
+	d        *Driver
+	root     *os.Root
+	dir      string // canonical host path of the workspace
+	bash     string
+	rg, grep string
+	env      []string
+	managed  bool
+	info     driver.Info
+
+	mu      sync.Mutex
+	running map[*exec.Cmd]struct{}
+	deleted bool
+}
+
+// Info implements driver.Sandbox.
+func (s *sandbox) Info() driver.Info { return s.info }
+
+// Delete implements driver.Sandbox. Commands are killed by the service
+// first (their contexts); any still registered here are killed too.
+func (s *sandbox) Delete(ctx context.Context) error {
+	s.mu.Lock()
+	if s.deleted {
+		s.mu.Unlock()
+		return nil
+	}
+	s.deleted = true
+	for c := range s.running {
+		killGroup(c.Process.Pid)
+	}
+	s.mu.Unlock()
+	s.root.Close()
+	if s.managed {
+		if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove workspace: %w", err)
+		}
+	}
+	return nil
+}

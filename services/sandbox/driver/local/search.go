@@ -1,0 +1,346 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+)
+
+// searchTimeout bounds every search, as the agent tools expect.
+const searchTimeout = 30 * time.Second
+
+// maxLineBytes is how much of a matching line a result carries.
+const maxLineBytes = 2000
+
+// Grep implements driver.Searcher with ripgrep when the host has it, else
+// POSIX grep, run directly (no shell) in the root with a relative path.
+func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepResult, error) {
+	reqPath := o.Path
+	if reqPath == "" {
+		reqPath = "."
+	}
+	rel, err := s.resolve(reqPath)
+	if err != nil {
+		return driver.GrepResult{}, err
+	}
+	fi, err := s.root.Stat(rel)
+	if err != nil {
+		return driver.GrepResult{}, fsErr(reqPath, err)
+	}
+	backend := o.Backend
+	if backend == driver.BackendAuto {
+		backend = driver.BackendPOSIX
+		if s.rg != "" {
+			backend = driver.BackendRipgrep
+		}
+	}
+	glob := o.GlobFilter
+	if !fi.IsDir() && glob != "" {
+		// The tools disagree on filters for a file named outright, so
+		// apply it here.
+		if ok, _ := path.Match(glob, path.Base(filepath.ToSlash(rel))); !ok {
+			return driver.GrepResult{Backend: backend}, nil
+		}
+		glob = ""
+	}
+	var prog string
+	var args []string
+	env := []string{"LC_ALL=C", "PATH=" + s.d.path}
+	switch backend {
+	case driver.BackendRipgrep:
+		if s.rg == "" {
+			return driver.GrepResult{}, fmt.Errorf("%w: ripgrep is not installed", driver.ErrUnsupported)
+		}
+		// Hidden and ignored files too, as grep -r searches them; no
+		// symlink following (no -L).
+		prog, args = s.rg, []string{"--no-config", "--hidden", "--no-ignore", "--no-messages", "--null",
+			"--line-number", "--with-filename", "--no-heading", "--color=never"}
+		if o.CaseInsensitive {
+			args = append(args, "-i")
+		}
+		if glob != "" {
+			args = append(args, "--glob", glob)
+		}
+		args = append(args, "-e", o.Pattern)
+	case driver.BackendPOSIX:
+		if s.grep == "" {
+			return driver.GrepResult{}, fmt.Errorf("%w: neither ripgrep nor grep is installed", driver.ErrUnsupported)
+		}
+		// -r, not -R: symlinks below the path are not followed. -I skips
+		// binary files as ripgrep does; -s hides unreadable files.
+		prog, args = s.grep, []string{"-r", "-n", "-H", "-I", "-s", "--null", "-E"}
+		if o.CaseInsensitive {
+			args = append(args, "-i")
+		}
+		if glob != "" {
+			args = append(args, "--include="+glob)
+		}
+		args = append(args, "-e", posixPattern(o.Pattern))
+	default:
+		return driver.GrepResult{}, fmt.Errorf("%w: unknown grep backend %d", driver.ErrInvalid, backend)
+	}
+	args = append(args, "--", filepath.ToSlash(rel))
+
+	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Dir, cmd.Env = s.dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return driver.GrepResult{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return driver.GrepResult{}, fmt.Errorf("start %s: %w", prog, err)
+	}
+	res := driver.GrepResult{Backend: backend}
+	top := filepath.ToSlash(rel)
+	br := bufio.NewReaderSize(pipe, 64<<10)
+	var parseErr error
+	for {
+		rec, err := br.ReadBytes('\n')
+		if len(rec) > 0 {
+			m, ok := parseMatch(rec, top, reqPath, fi.IsDir())
+			if !ok {
+				parseErr = fmt.Errorf("%s printed an unparseable line %q", prog, truncate(rec, 200))
+				break
+			}
+			if len(res.Matches) == o.MaxResults {
+				res.Truncated = true
+				break
+			}
+			res.Matches = append(res.Matches, m)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if res.Truncated || parseErr != nil {
+		cancel() // enough: stop the search
+	}
+	io.Copy(io.Discard, pipe)
+	werr := cmd.Wait()
+	if ctx.Err() != nil && !res.Truncated && parseErr == nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == context.DeadlineExceeded {
+			return driver.GrepResult{}, fmt.Errorf("grep ran past %s: %w", searchTimeout, context.DeadlineExceeded)
+		}
+		return driver.GrepResult{}, ctx.Err()
+	}
+	if parseErr != nil {
+		return driver.GrepResult{}, parseErr
+	}
+	var ee *exec.ExitError
+	if werr != nil && !res.Truncated && errors.As(werr, &ee) && ee.ExitCode() == 2 && len(res.Matches) == 0 && stderr.Len() > 0 {
+		return driver.GrepResult{}, fmt.Errorf("%s: %s", filepath.Base(prog), truncate(stderr.Bytes(), 500))
+	}
+	slices.SortFunc(res.Matches, func(a, b driver.GrepMatch) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return int(a.Line - b.Line)
+	})
+	return res, nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// parseMatch parses "path\0line:text\n", the NUL-separated form both tools
+// print, and rebuilds the path from the request's path.
+func parseMatch(rec []byte, top, reqPath string, isDir bool) (driver.GrepMatch, bool) {
+	rec = bytes.TrimSuffix(rec, []byte{'\n'})
+	name, rest, ok := bytes.Cut(rec, []byte{0})
+	if !ok {
+		return driver.GrepMatch{}, false
+	}
+	num, text, ok := bytes.Cut(rest, []byte{':'})
+	if !ok {
+		return driver.GrepMatch{}, false
+	}
+	line, err := strconv.ParseInt(string(num), 10, 64)
+	if err != nil {
+		return driver.GrepMatch{}, false
+	}
+	m := driver.GrepMatch{Path: reqPath, Line: line}
+	if isDir {
+		m.Path = path.Join(reqPath, relBelow(top, path.Clean(string(name))))
+	}
+	if len(text) > maxLineBytes {
+		cut := maxLineBytes
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text, m.TextTruncated = text[:cut], true
+	}
+	m.Text = strings.ToValidUTF8(string(text), "\uFFFD")
+	return m, true
+}
+
+// posixPattern rewrites the Perl classes \d and \D, which GNU grep -E lacks,
+// into bracket expressions; \w, \s and \b it has.
+func posixPattern(p string) string {
+	if !strings.Contains(p, `\d`) && !strings.Contains(p, `\D`) {
+		return p
+	}
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p):
+			n := p[i+1]
+			switch {
+			case !inClass && n == 'd':
+				b.WriteString("[0-9]")
+			case !inClass && n == 'D':
+				b.WriteString("[^0-9]")
+			case inClass && n == 'd':
+				b.WriteString("0-9")
+			default:
+				b.WriteByte(c)
+				b.WriteByte(n)
+			}
+			i++
+			continue
+		case c == '[' && !inClass:
+			inClass = true
+			// A ']' first in a class is literal.
+			if i+1 < len(p) && p[i+1] == '^' {
+				b.WriteString("[^")
+				i++
+			} else {
+				b.WriteByte(c)
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				b.WriteByte(']')
+				i++
+			}
+			continue
+		case c == ']' && inClass:
+			inClass = false
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// Glob implements driver.Searcher by walking the root.
+func (s *sandbox) Glob(ctx context.Context, pattern, dir string) ([]string, error) {
+	rel, err := s.resolve(dir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
+	defer cancel()
+	// Without "**" no match lies deeper than the pattern's segments.
+	maxDepth := 0
+	if !slices.Contains(strings.Split(pattern, "/"), "**") {
+		maxDepth = strings.Count(pattern, "/") + 1
+	}
+	var out []string
+	err = s.walk(ctx, rel, maxDepth, nil, func(name string, _ fs.DirEntry) {
+		if driver.MatchGlob(pattern, name) {
+			out = append(out, name)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Walk implements driver.Searcher.
+func (s *sandbox) Walk(ctx context.Context, dir string, maxDepth int, exclude []string) ([]driver.WalkedFile, error) {
+	rel, err := s.resolve(dir)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := s.root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fsErr(dir, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("%w: %s (a symbolic link is not walked)", driver.ErrNotDirectory, dir)
+	}
+	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
+	defer cancel()
+	var out []driver.WalkedFile
+	err = s.walk(ctx, rel, maxDepth, exclude, func(name string, d fs.DirEntry) {
+		if info, err := d.Info(); err == nil {
+			out = append(out, driver.WalkedFile{Path: name, Size: info.Size()})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b driver.WalkedFile) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// walk calls fn for every regular file below rel with its path relative to
+// rel, down to maxDepth (0: no limit), pruning directories named in exclude.
+// A missing rel gives nothing.
+func (s *sandbox) walk(ctx context.Context, rel string, maxDepth int, exclude []string, fn func(string, fs.DirEntry)) error {
+	top := filepath.ToSlash(rel)
+	err := fs.WalkDir(s.root.FS(), top, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if name == top && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			if name == top {
+				return err
+			}
+			return nil // unreadable below the top: skip it
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if name == top {
+			return nil
+		}
+		below := relBelow(top, name)
+		depth := strings.Count(below, "/") + 1
+		if d.IsDir() {
+			if slices.Contains(exclude, d.Name()) || (maxDepth > 0 && depth >= maxDepth) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			fn(below, d)
+		}
+		return nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("search ran past %s: %w", searchTimeout, err)
+	}
+	if err != nil {
+		return fsErr(top, err)
+	}
+	return nil
+}

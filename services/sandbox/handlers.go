@@ -1,0 +1,560 @@
+package sandbox
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+)
+
+// Limits from the contract.
+const (
+	defaultReadLines   = 2000
+	readChunkBytes     = 1 << 20
+	defaultTimeout     = 10 * time.Second
+	maxTimeout         = 10 * time.Minute
+	maxRetainedBytes   = 1 << 20
+	maxGrepResults     = 10000
+	errorDomain        = "sandbox.fabro.dev"
+	defaultListDepth   = 1
+	readFileLineWidth  = 3
+	maxExecIDLength    = 128
+	execIDAllowedChars = "A-Za-z0-9._-"
+)
+
+var execIDRe = regexp.MustCompile(`^[` + execIDAllowedChars + `]{1,128}$`)
+
+// ListDrivers implements SandboxService.
+func (s *Service) ListDrivers(ctx context.Context, _ *sandboxv1.ListDriversRequest) (*sandboxv1.ListDriversResponse, error) {
+	resp := &sandboxv1.ListDriversResponse{}
+	for _, name := range slices.Sorted(mapKeys(s.drivers)) {
+		d := s.drivers[name]
+		pd := &sandboxv1.Driver{Name: name, Capabilities: capsToProto(d.Capabilities()), Available: true}
+		if err := d.Available(ctx); err != nil {
+			pd.Available, pd.UnavailableReason = false, err.Error()
+		}
+		resp.Drivers = append(resp.Drivers, pd)
+	}
+	return resp, nil
+}
+
+// CreateSandbox implements SandboxService.
+func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandboxRequest) (*sandboxv1.CreateSandboxResponse, error) {
+	spec := req.GetSpec()
+	if spec == nil {
+		return nil, badRequest("spec", "a spec is required")
+	}
+	d, ok := s.drivers[spec.GetDriver()]
+	if !ok {
+		return nil, badRequest("spec.driver", fmt.Sprintf("unknown driver %q; ListDrivers names the drivers", spec.GetDriver()))
+	}
+	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
+		return nil, err
+	}
+	ds := driver.Spec{
+		WorkingDirectory: spec.GetWorkingDirectory(), Env: cloneMap(spec.GetEnv()),
+		Labels: cloneMap(spec.GetLabels()), Options: cloneMap(spec.GetDriverOptions()),
+	}
+	sb, err := d.Create(ctx, ds)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	e := &entry{id: newID("sbx-"), driver: d.Name(), spec: ds, sb: sb, created: time.Now()}
+	s.add(e)
+	s.logger.InfoContext(ctx, "sandbox created", "sandbox_id", e.id, "driver", e.driver, "working_directory", sb.Info().WorkingDirectory)
+	return &sandboxv1.CreateSandboxResponse{Sandbox: e.toProto()}, nil
+}
+
+// GetSandbox implements SandboxService.
+func (s *Service) GetSandbox(_ context.Context, req *sandboxv1.GetSandboxRequest) (*sandboxv1.GetSandboxResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxv1.GetSandboxResponse{Sandbox: e.toProto()}, nil
+}
+
+// ListSandboxes implements SandboxService.
+func (s *Service) ListSandboxes(_ context.Context, req *sandboxv1.ListSandboxesRequest) (*sandboxv1.ListSandboxesResponse, error) {
+	s.mu.Lock()
+	var es []*entry
+	for _, id := range s.order {
+		if e := s.sandboxes[id]; hasLabels(e.spec.Labels, req.GetLabels()) {
+			es = append(es, e)
+		}
+	}
+	s.mu.Unlock()
+	resp := &sandboxv1.ListSandboxesResponse{}
+	for _, e := range es {
+		resp.Sandboxes = append(resp.Sandboxes, e.toProto())
+	}
+	return resp, nil
+}
+
+// DeleteSandbox implements SandboxService.
+func (s *Service) DeleteSandbox(ctx context.Context, req *sandboxv1.DeleteSandboxRequest) (*sandboxv1.DeleteSandboxResponse, error) {
+	existed, err := s.deleteSandbox(ctx, req.GetSandboxId())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.DeleteSandboxResponse{Existed: existed}, nil
+}
+
+// ReadFile implements SandboxService. The whole file is scanned, to count
+// its lines and check it is UTF-8, but only the requested lines are kept.
+func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) (*sandboxv1.ReadFileResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetOffset() < 0 || req.GetLimit() < 0 {
+		return nil, badRequest("offset", "offset and limit must not be negative")
+	}
+	first := max(req.GetOffset(), 1)
+	limit := cmp.Or(req.GetLimit(), defaultReadLines)
+	rc, _, err := e.sb.Open(ctx, req.GetPath(), 0)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 64<<10)
+	var lines []string
+	var total int64
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			total++
+			if !utf8.ValidString(line) {
+				return nil, s.toStatus(ctx, fmt.Errorf("%w: %s, line %d; ReadFileBytes reads any file", driver.ErrNotUTF8, req.GetPath(), total))
+			}
+			if total >= first && total < first+limit {
+				line = strings.TrimSuffix(line, "\n")
+				lines = append(lines, strings.TrimSuffix(line, "\r"))
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+	}
+	resp := &sandboxv1.ReadFileResponse{StartLine: first, LineCount: int64(len(lines)), TotalLines: total,
+		Truncated: first+int64(len(lines))-1 < total}
+	if len(lines) > 0 {
+		width := max(readFileLineWidth, len(strconv.FormatInt(first+int64(len(lines))-1, 10)))
+		var b strings.Builder
+		for i, l := range lines {
+			fmt.Fprintf(&b, "%*d | %s\n", width, first+int64(i), l)
+		}
+		resp.Content = b.String()
+	}
+	return resp, nil
+}
+
+// ReadFileBytes implements SandboxService.
+func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc.ServerStreamingServer[sandboxv1.ReadFileBytesResponse]) error {
+	ctx := stream.Context()
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return err
+	}
+	if req.GetOffset() < 0 || req.GetLength() < 0 {
+		return badRequest("offset", "offset and length must not be negative")
+	}
+	rc, size, err := e.sb.Open(ctx, req.GetPath(), req.GetOffset())
+	if err != nil {
+		return s.toStatus(ctx, err)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if req.GetLength() > 0 {
+		r = io.LimitReader(rc, req.GetLength())
+	}
+	buf := make([]byte, readChunkBytes)
+	off, sent := req.GetOffset(), false
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 || !sent {
+			if serr := stream.Send(&sandboxv1.ReadFileBytesResponse{Offset: off, Data: buf[:n], SizeBytes: size}); serr != nil {
+				return serr
+			}
+			off += int64(n)
+			sent = true
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return s.toStatus(ctx, err)
+		}
+	}
+}
+
+// WriteFile implements SandboxService.
+func (s *Service) WriteFile(ctx context.Context, req *sandboxv1.WriteFileRequest) (*sandboxv1.WriteFileResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	created, err := e.sb.WriteFile(ctx, req.GetPath(), req.GetContent())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.WriteFileResponse{BytesWritten: int64(len(req.GetContent())), Created: created}, nil
+}
+
+// DeleteFile implements SandboxService.
+func (s *Service) DeleteFile(ctx context.Context, req *sandboxv1.DeleteFileRequest) (*sandboxv1.DeleteFileResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if err := e.sb.Remove(ctx, req.GetPath(), req.GetRecursive()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.DeleteFileResponse{}, nil
+}
+
+// StatFile implements SandboxService.
+func (s *Service) StatFile(ctx context.Context, req *sandboxv1.StatFileRequest) (*sandboxv1.StatFileResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	fi, err := e.sb.Stat(ctx, req.GetPath())
+	if errors.Is(err, driver.ErrNotFound) {
+		return &sandboxv1.StatFileResponse{}, nil
+	}
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.StatFileResponse{Exists: true, Info: infoToProto(fi)}, nil
+}
+
+// ListDirectory implements SandboxService.
+func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirectoryRequest) (*sandboxv1.ListDirectoryResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetDepth() < 0 {
+		return nil, badRequest("depth", "depth must not be negative")
+	}
+	entries, err := e.sb.ListDir(ctx, req.GetPath(), int(cmp.Or(req.GetDepth(), defaultListDepth)))
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	resp := &sandboxv1.ListDirectoryResponse{}
+	for _, fi := range entries {
+		resp.Entries = append(resp.Entries, infoToProto(fi))
+	}
+	return resp, nil
+}
+
+// RenameFile implements SandboxService.
+func (s *Service) RenameFile(ctx context.Context, req *sandboxv1.RenameFileRequest) (*sandboxv1.RenameFileResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if err := e.sb.Rename(ctx, req.GetFromPath(), req.GetToPath()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.RenameFileResponse{}, nil
+}
+
+// MakeDirectory implements SandboxService.
+func (s *Service) MakeDirectory(ctx context.Context, req *sandboxv1.MakeDirectoryRequest) (*sandboxv1.MakeDirectoryResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	created, err := e.sb.Mkdir(ctx, req.GetPath())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.MakeDirectoryResponse{Created: created}, nil
+}
+
+// Exec implements SandboxService.
+func (s *Service) Exec(ctx context.Context, req *sandboxv1.ExecRequest) (*sandboxv1.ExecResponse, error) {
+	res, err := s.exec(ctx, req.GetSandboxId(), req.GetSpec(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxv1.ExecResponse{Result: res}, nil
+}
+
+// ExecStream implements SandboxService.
+func (s *Service) ExecStream(req *sandboxv1.ExecStreamRequest, stream grpc.ServerStreamingServer[sandboxv1.ExecStreamResponse]) error {
+	out := &streamOutput{stream: stream}
+	res, err := s.exec(stream.Context(), req.GetSandboxId(), req.GetSpec(), out)
+	if err != nil {
+		return err
+	}
+	return stream.Send(&sandboxv1.ExecStreamResponse{Event: &sandboxv1.ExecStreamResponse_Finished{Finished: res}})
+}
+
+// streamOutput sends a command's output down an ExecStream.
+type streamOutput struct {
+	stream  grpc.ServerStreamingServer[sandboxv1.ExecStreamResponse]
+	started *sandboxv1.ExecStarted
+}
+
+func (o *streamOutput) Started() error {
+	return o.stream.Send(&sandboxv1.ExecStreamResponse{Event: &sandboxv1.ExecStreamResponse_Started{Started: o.started}})
+}
+
+func (o *streamOutput) Chunk(st driver.Stream, data []byte) error {
+	ps := sandboxv1.OutputStream_OUTPUT_STREAM_STDOUT
+	if st == driver.Stderr {
+		ps = sandboxv1.OutputStream_OUTPUT_STREAM_STDERR
+	}
+	// Send marshals before it returns, so data need not be copied.
+	return o.stream.Send(&sandboxv1.ExecStreamResponse{Event: &sandboxv1.ExecStreamResponse_Output{Output: &sandboxv1.ExecOutput{Stream: ps, Data: data}}})
+}
+
+func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec, out *streamOutput) (*sandboxv1.ExecResult, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	ds, execID, err := execSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	caps := e.sb.Info().Capabilities
+	if len(ds.Stdin) > 0 && !caps.Stdin {
+		return nil, withInfo(codes.FailedPrecondition, "this sandbox's driver cannot give a command stdin", "CAPABILITY_UNSUPPORTED", map[string]string{"capability": "stdin"})
+	}
+	ctx, done, err := e.startExec(ctx, execID)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var o driver.Output
+	if out != nil {
+		out.started = &sandboxv1.ExecStarted{ExecId: execID, StreamsSeparated: caps.StreamsSeparated, LiveStreaming: caps.LiveStreaming}
+		o = out
+	}
+	res, err := e.sb.Exec(ctx, ds, o)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return resultToProto(execID, res), nil
+}
+
+// execSpec validates spec and applies the contract's defaults and caps.
+func execSpec(spec *sandboxv1.ExecSpec) (driver.ExecSpec, string, error) {
+	switch {
+	case spec.GetCommand() == "":
+		return driver.ExecSpec{}, "", badRequest("spec.command", "the command is empty")
+	case spec.GetTimeoutMs() < 0:
+		return driver.ExecSpec{}, "", badRequest("spec.timeout_ms", "timeout_ms must not be negative")
+	case spec.GetRetainedOutputLimitBytes() < 0:
+		return driver.ExecSpec{}, "", badRequest("spec.retained_output_limit_bytes", "the output limit must not be negative")
+	case spec.GetExecId() != "" && !execIDRe.MatchString(spec.GetExecId()):
+		return driver.ExecSpec{}, "", badRequest("spec.exec_id", "exec_id must be 1 to 128 characters from ["+execIDAllowedChars+"]")
+	case strings.ContainsRune(spec.GetCommand(), 0):
+		return driver.ExecSpec{}, "", badRequest("spec.command", "the command contains NUL")
+	}
+	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
+		return driver.ExecSpec{}, "", err
+	}
+	timeout := time.Duration(spec.GetTimeoutMs()) * time.Millisecond
+	if timeout == 0 {
+		timeout = defaultTimeout
+	}
+	limit := spec.GetRetainedOutputLimitBytes()
+	if limit == 0 || limit > maxRetainedBytes {
+		limit = maxRetainedBytes
+	}
+	return driver.ExecSpec{
+		Command: spec.GetCommand(), Dir: spec.GetWorkingDir(), Env: spec.GetEnv(), Stdin: spec.GetStdin(),
+		Timeout: min(timeout, maxTimeout), RetainLimit: int(limit),
+	}, cmp.Or(spec.GetExecId(), newID("exec-")), nil
+}
+
+func validateEnv(field string, env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return badRequest(field, fmt.Sprintf("environment variable name %q must be non-empty without '=' or NUL", k))
+		}
+		if strings.ContainsRune(v, 0) {
+			return badRequest(field, fmt.Sprintf("the value of %s contains NUL", k))
+		}
+	}
+	return nil
+}
+
+// CancelExec implements SandboxService.
+func (s *Service) CancelExec(_ context.Context, req *sandboxv1.CancelExecRequest) (*sandboxv1.CancelExecResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if !e.sb.Info().Capabilities.Cancel {
+		return nil, withInfo(codes.FailedPrecondition, "this sandbox's driver cannot stop a running command", "CAPABILITY_UNSUPPORTED", map[string]string{"capability": "cancel"})
+	}
+	return &sandboxv1.CancelExecResponse{Stopping: e.cancelExec(req.GetExecId(), req.GetKill())}, nil
+}
+
+// Grep implements SandboxService.
+func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandboxv1.GrepResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if err := driver.ValidatePattern(req.GetPattern()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if err := driver.ValidateGlobFilter(req.GetGlobFilter()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if req.GetMaxResults() < 0 {
+		return nil, badRequest("max_results", "max_results must not be negative")
+	}
+	max := int(req.GetMaxResults())
+	if max == 0 || max > maxGrepResults {
+		max = maxGrepResults
+	}
+	res, err := e.sb.Grep(ctx, driver.GrepOptions{
+		Pattern: req.GetPattern(), Path: req.GetPath(), GlobFilter: req.GetGlobFilter(),
+		CaseInsensitive: req.GetCaseInsensitive(), MaxResults: max,
+	})
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	resp := &sandboxv1.GrepResponse{Truncated: res.Truncated, Backend: sandboxv1.GrepBackend_GREP_BACKEND_POSIX_GREP}
+	if res.Backend == driver.BackendRipgrep {
+		resp.Backend = sandboxv1.GrepBackend_GREP_BACKEND_RIPGREP
+	}
+	for _, m := range res.Matches {
+		resp.Matches = append(resp.Matches, &sandboxv1.GrepMatch{Path: m.Path, LineNumber: m.Line, Line: m.Text, LineTruncated: m.TextTruncated})
+	}
+	return resp, nil
+}
+
+// Glob implements SandboxService.
+func (s *Service) Glob(ctx context.Context, req *sandboxv1.GlobRequest) (*sandboxv1.GlobResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if err := driver.ValidateGlob(req.GetPattern()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	paths, err := e.sb.Glob(ctx, req.GetPattern(), req.GetPath())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.GlobResponse{Paths: paths}, nil
+}
+
+// Walk implements SandboxService.
+func (s *Service) Walk(ctx context.Context, req *sandboxv1.WalkRequest) (*sandboxv1.WalkResponse, error) {
+	e, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetMaxDepth() < 0 {
+		return nil, badRequest("max_depth", "max_depth must not be negative")
+	}
+	files, err := e.sb.Walk(ctx, req.GetPath(), int(req.GetMaxDepth()), req.GetExcludeDirs())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	resp := &sandboxv1.WalkResponse{}
+	for _, f := range files {
+		resp.Files = append(resp.Files, &sandboxv1.WalkedFile{Path: f.Path, SizeBytes: f.Size})
+	}
+	return resp, nil
+}
+
+// toStatus maps driver errors to statuses once, at the edge. Driver error
+// texts name paths and programs the client gave or may see, never secrets.
+func (s *Service) toStatus(ctx context.Context, err error) error {
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return err
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, driver.ErrPathEscapes):
+		return withInfo(codes.PermissionDenied, msg, "PATH_ESCAPES_ROOT", nil)
+	case errors.Is(err, driver.ErrNotFound):
+		return withInfo(codes.NotFound, msg, "FILE_NOT_FOUND", nil)
+	case errors.Is(err, driver.ErrInvalidPattern):
+		return withInfo(codes.InvalidArgument, msg, "INVALID_PATTERN", nil)
+	case errors.Is(err, driver.ErrInvalid):
+		return status.Error(codes.InvalidArgument, msg)
+	case errors.Is(err, driver.ErrBashMissing):
+		return withInfo(codes.FailedPrecondition, msg, "BASH_MISSING", nil)
+	case errors.Is(err, driver.ErrUnsupported):
+		return withInfo(codes.FailedPrecondition, msg, "CAPABILITY_UNSUPPORTED", nil)
+	case errors.Is(err, driver.ErrIsDirectory), errors.Is(err, driver.ErrNotDirectory),
+		errors.Is(err, driver.ErrNotEmpty), errors.Is(err, driver.ErrNotUTF8):
+		return status.Error(codes.FailedPrecondition, msg)
+	case errors.Is(err, driver.ErrExists):
+		return status.Error(codes.AlreadyExists, msg)
+	case errors.Is(err, driver.ErrUnavailable):
+		return withInfo(codes.Unavailable, msg, "DRIVER_UNAVAILABLE", nil)
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, msg)
+	case errors.Is(err, context.Canceled):
+		return status.FromContextError(err).Err()
+	}
+	s.logger.ErrorContext(ctx, "sandbox driver failure", "error", err)
+	return status.Error(codes.Internal, "internal error")
+}
+
+func errSandboxNotFound(id string) error {
+	return withInfo(codes.NotFound, fmt.Sprintf("no sandbox %q", id), "SANDBOX_NOT_FOUND", map[string]string{"sandbox_id": id})
+}
+
+func errExecIDInUse(id string) error {
+	return withInfo(codes.AlreadyExists, fmt.Sprintf("exec id %q names a running command", id), "EXEC_ID_IN_USE", map[string]string{"exec_id": id})
+}
+
+func badRequest(field, msg string) error {
+	st := status.New(codes.InvalidArgument, msg)
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func withInfo(code codes.Code, msg, reason string, md map[string]string) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+

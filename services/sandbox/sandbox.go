@@ -1,0 +1,204 @@
+// Package sandbox is the sandbox service: it keeps many sandboxes by id,
+// each made by a driver (see package driver), and offers their file, exec
+// and search operations over gRPC and the REST gateway.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+)
+
+// Config configures the service.
+type Config struct {
+	// DataDir, when set, holds managed local workspaces under
+	// DataDir/sandbox/workspaces; otherwise they go to the system's
+	// temporary directory.
+	DataDir string
+	// Drivers are the drivers sandboxes can be made with; default the
+	// local driver alone.
+	Drivers []driver.Driver
+}
+
+// Service is the sandbox service. It implements the gRPC SandboxService and
+// the server runtime's Service interface.
+type Service struct {
+	sandboxv1.UnimplementedSandboxServiceServer
+
+	logger  *slog.Logger
+	drivers map[string]driver.Driver
+
+	mu        sync.Mutex
+	sandboxes map[string]*entry
+	order     []string // ids, oldest first
+}
+
+// entry is one sandbox and its running commands.
+type entry struct {
+	id      string
+	driver  string
+	spec    driver.Spec
+	sb      driver.Sandbox
+	created time.Time
+
+	mu       sync.Mutex
+	deleting bool
+	execs    map[string]context.CancelCauseFunc
+}
+
+// New returns the service. It starts nothing: sandboxes are made on request.
+func New(cfg Config, logger *slog.Logger) (*Service, error) {
+	if len(cfg.Drivers) == 0 {
+		lc := local.Config{}
+		if cfg.DataDir != "" {
+			lc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
+		}
+		cfg.Drivers = []driver.Driver{local.New(lc)}
+	}
+	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}}
+	for _, d := range cfg.Drivers {
+		if _, dup := s.drivers[d.Name()]; dup {
+			return nil, fmt.Errorf("sandbox: driver %q given twice", d.Name())
+		}
+		s.drivers[d.Name()] = d
+	}
+	return s, nil
+}
+
+// Close deletes every sandbox, killing their commands and removing managed
+// workspaces.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	ids := slices.Clone(s.order)
+	s.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		if _, err := s.deleteSandbox(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Name implements the server runtime's Service.
+func (s *Service) Name() string { return sandboxv1.SandboxService_ServiceDesc.ServiceName }
+
+// RegisterGRPC implements the server runtime's Service.
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { sandboxv1.RegisterSandboxServiceServer(r, s) }
+
+// RegisterGateway implements the server runtime's Service.
+func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return sandboxv1.RegisterSandboxServiceHandler(ctx, mux, conn)
+}
+
+func (s *Service) lookup(id string) (*entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.sandboxes[id]
+	if !ok {
+		return nil, errSandboxNotFound(id)
+	}
+	return e, nil
+}
+
+func (s *Service) add(e *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sandboxes[e.id] = e
+	s.order = append(s.order, e.id)
+}
+
+func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
+	s.mu.Lock()
+	e, ok := s.sandboxes[id]
+	if ok {
+		delete(s.sandboxes, id)
+		s.order = slices.DeleteFunc(s.order, func(x string) bool { return x == id })
+	}
+	s.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	e.mu.Lock()
+	e.deleting = true
+	for _, cancel := range e.execs {
+		cancel(driver.ErrKill)
+	}
+	e.mu.Unlock()
+	if err := e.sb.Delete(ctx); err != nil {
+		return true, err
+	}
+	s.logger.InfoContext(ctx, "sandbox deleted", "sandbox_id", id)
+	return true, nil
+}
+
+// startExec registers an exec id on e and returns a context that
+// CancelExec and DeleteSandbox cancel, and a function to unregister it.
+func (e *entry) startExec(ctx context.Context, id string) (context.Context, func(), error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deleting {
+		return nil, nil, errSandboxNotFound(e.id)
+	}
+	if _, busy := e.execs[id]; busy {
+		return nil, nil, errExecIDInUse(id)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	if e.execs == nil {
+		e.execs = map[string]context.CancelCauseFunc{}
+	}
+	e.execs[id] = cancel
+	return ctx, func() {
+		e.mu.Lock()
+		delete(e.execs, id)
+		e.mu.Unlock()
+		cancel(nil)
+	}, nil
+}
+
+func (e *entry) cancelExec(id string, kill bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cancel, ok := e.execs[id]
+	if !ok {
+		return false
+	}
+	cause := errors.New("cancelled by CancelExec")
+	if kill {
+		cause = driver.ErrKill
+	}
+	cancel(cause)
+	return true
+}
+
+func newID(prefix string) string { return prefix + rand.Text()[:16] }
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	return maps.Clone(m)
+}
