@@ -1,0 +1,445 @@
+package bedrock
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+)
+
+// OpaqueKind is the kind of the opaque blocks this codec emits: the raw
+// Converse ContentBlock JSON (redacted reasoning, and content blocks with no
+// neutral form), replayed untouched by NewRequest.
+const OpaqueKind = "bedrock.content"
+
+// block is the decoder's view of one contentBlockIndex.
+type block struct {
+	kind     llmv1.ContentBlockKind // 0: not open
+	closed   bool
+	ignored  bool   // a start we do not surface (server tool results, images)
+	redacted []byte // redactedContent gathered for an opaque reasoning block
+}
+
+// decoder reads a ConverseStream body. It keeps per-stream state small and
+// reuses every buffer, so a text delta costs the delta's string alone.
+type decoder struct {
+	fr      frameReader
+	js      jscan
+	f       frame
+	blocks  []block
+	pending []codec.Event // events owed before reading the next frame
+	head    int
+
+	stopped  bool // messageStop seen
+	metadata bool // metadata seen
+	err      error
+}
+
+func newDecoder(body io.Reader) *decoder {
+	return &decoder{fr: frameReader{r: body}}
+}
+
+// push queues an event to hand out on a later Next.
+func (d *decoder) push() *codec.Event {
+	if d.head == len(d.pending) {
+		d.pending, d.head = d.pending[:0], 0
+	}
+	d.pending = append(d.pending, codec.Event{})
+	return &d.pending[len(d.pending)-1]
+}
+
+// Next implements codec.Decoder.
+func (d *decoder) Next(ev *codec.Event) error {
+	for {
+		if d.head < len(d.pending) {
+			*ev = d.pending[d.head]
+			d.pending[d.head] = codec.Event{}
+			d.head++
+			return nil
+		}
+		if d.err != nil {
+			return d.err
+		}
+		if err := d.fr.next(&d.f); err != nil {
+			d.err = d.readErr(err)
+			continue
+		}
+		ev.Reset()
+		ok, err := d.handle(ev)
+		if err != nil {
+			d.err = err
+			continue
+		}
+		if ok {
+			return nil
+		}
+	}
+}
+
+// readErr turns a frame read failure into the decoder's terminal error.
+func (d *decoder) readErr(err error) error {
+	switch {
+	case err == io.EOF && d.stopped && d.metadata:
+		return io.EOF
+	case err == io.EOF:
+		// The body ended between frames but before the provider's end:
+		// a truncated stream must never pass for a complete one.
+		return fmt.Errorf("bedrock: stream ended before messageStop and metadata: %w", io.ErrUnexpectedEOF)
+	case errors.Is(err, errFrame):
+		return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, Message: "bedrock: " + err.Error()}
+	}
+	return fmt.Errorf("bedrock: read stream: %w", err)
+}
+
+func decodeErr(what string) error {
+	return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, Message: "bedrock: malformed " + what + " event"}
+}
+
+// handle decodes the current frame into ev (and possibly pending events),
+// reporting whether ev was filled.
+func (d *decoder) handle(ev *codec.Event) (bool, error) {
+	f := &d.f
+	switch string(f.messageType) {
+	case "event":
+	case "exception":
+		return false, streamException(string(f.exceptionType), f.payload)
+	case "error":
+		return false, &codec.Error{
+			Kind:    classify(string(f.errorCode), 0, string(f.errorMessage)),
+			Message: "bedrock: " + string(f.errorMessage),
+			Code:    string(f.errorCode),
+		}
+	default:
+		return false, &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, Message: fmt.Sprintf("bedrock: unknown :message-type %q", f.messageType)}
+	}
+	d.js.reset(f.payload)
+	switch string(f.eventType) {
+	case "messageStart":
+		ev.Type = codec.EventStart
+		return true, nil
+	case "contentBlockStart":
+		return d.blockStart(ev)
+	case "contentBlockDelta":
+		return d.blockDelta(ev)
+	case "contentBlockStop":
+		return d.blockStop(ev)
+	case "messageStop":
+		return d.messageStop(ev)
+	case "metadata":
+		return d.metadataEvent(ev)
+	}
+	// Unknown future event types are ignored, never fatal.
+	return false, nil
+}
+
+// block returns the state of contentBlockIndex i, growing the table.
+func (d *decoder) block(i int64) (*block, bool) {
+	if i < 0 || i > 1<<16 {
+		return nil, false
+	}
+	for int(i) >= len(d.blocks) {
+		d.blocks = append(d.blocks, block{})
+	}
+	return &d.blocks[i], true
+}
+
+func (d *decoder) blockStart(ev *codec.Event) (bool, error) {
+	s := &d.js
+	idx := int64(-1)
+	var id, name string
+	tool, other := false, false
+	if !s.object() {
+		return false, decodeErr("contentBlockStart")
+	}
+	for k, ok := s.key(); ok; k, ok = s.key() {
+		switch string(k) {
+		case "contentBlockIndex":
+			idx = s.int()
+		case "start":
+			if !s.object() {
+				continue
+			}
+			for k, ok := s.key(); ok; k, ok = s.key() {
+				if string(k) != "toolUse" {
+					other = true
+					s.skip()
+					continue
+				}
+				tool = true
+				if !s.object() {
+					continue
+				}
+				for k, ok := s.key(); ok; k, ok = s.key() {
+					switch string(k) {
+					case "toolUseId":
+						id = string(s.str())
+					case "name":
+						name = string(s.str())
+					default:
+						s.skip()
+					}
+				}
+			}
+		default:
+			s.skip()
+		}
+	}
+	s.end()
+	b, ok := d.block(idx)
+	if s.err != nil || !ok {
+		return false, decodeErr("contentBlockStart")
+	}
+	if !tool {
+		b.ignored = other
+		return false, nil
+	}
+	b.kind = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL
+	ev.Type = codec.EventBlockStart
+	ev.Key = int(idx)
+	ev.Kind = b.kind
+	ev.ToolCallID = id
+	ev.ToolName = name
+	return true, nil
+}
+
+// Delta members we surface.
+const (
+	deltaNone = iota
+	deltaText
+	deltaToolInput
+	deltaReasoningText
+	deltaSignature
+	deltaRedacted
+)
+
+func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
+	s := &d.js
+	idx := int64(-1)
+	kind := deltaNone
+	var text string
+	if !s.object() {
+		return false, decodeErr("contentBlockDelta")
+	}
+	for k, ok := s.key(); ok; k, ok = s.key() {
+		switch string(k) {
+		case "contentBlockIndex":
+			idx = s.int()
+		case "delta":
+			if !s.object() {
+				continue
+			}
+			for k, ok := s.key(); ok; k, ok = s.key() {
+				switch string(k) {
+				case "text":
+					kind, text = deltaText, string(s.str())
+				case "toolUse":
+					if !s.object() {
+						continue
+					}
+					for k, ok := s.key(); ok; k, ok = s.key() {
+						if string(k) == "input" {
+							kind, text = deltaToolInput, string(s.str())
+						} else {
+							s.skip()
+						}
+					}
+				case "reasoningContent":
+					if !s.object() {
+						continue
+					}
+					for k, ok := s.key(); ok; k, ok = s.key() {
+						switch string(k) {
+						case "text":
+							kind, text = deltaReasoningText, string(s.str())
+						case "signature":
+							kind, text = deltaSignature, string(s.str())
+						case "redactedContent":
+							// Kept as the base64 text it arrives in.
+							kind = deltaRedacted
+							raw := s.str()
+							if b, ok := d.block(idx); ok && idx >= 0 {
+								b.redacted = append(b.redacted, raw...)
+							} else {
+								text = string(raw) // index not seen yet: resolved below
+							}
+						default:
+							s.skip()
+						}
+					}
+				default:
+					// citation, toolResult, image and future members.
+					s.skip()
+				}
+			}
+		default:
+			s.skip()
+		}
+	}
+	s.end()
+	b, ok := d.block(idx)
+	if s.err != nil || !ok {
+		return false, decodeErr("contentBlockDelta")
+	}
+	if kind == deltaNone || b.ignored || b.closed {
+		return false, nil
+	}
+	key := int(idx)
+	var want llmv1.ContentBlockKind
+	switch kind {
+	case deltaText:
+		want = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TEXT
+	case deltaToolInput:
+		if b.kind != llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL {
+			return false, decodeErr("contentBlockDelta (toolUse input without toolUse start)")
+		}
+		want = b.kind
+	case deltaReasoningText, deltaSignature:
+		want = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING
+	case deltaRedacted:
+		if text != "" {
+			b.redacted = append(b.redacted, text...)
+		}
+		if b.kind == 0 {
+			b.kind = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE
+			ev.Type, ev.Key, ev.Kind, ev.OpaqueKind = codec.EventBlockStart, key, b.kind, OpaqueKind
+			return true, nil
+		}
+		return false, nil
+	}
+	// Text and reasoning blocks have no contentBlockStart: the first delta
+	// opens them.
+	out := ev
+	if b.kind == 0 {
+		b.kind = want
+		ev.Type, ev.Key, ev.Kind = codec.EventBlockStart, key, want
+		out = d.push()
+	}
+	out.Key = key
+	switch kind {
+	case deltaText:
+		out.Type, out.Text = codec.EventTextDelta, text
+	case deltaToolInput:
+		out.Type, out.Text = codec.EventToolCallDelta, text
+	case deltaReasoningText:
+		out.Type, out.Text = codec.EventReasoningDelta, text
+	case deltaSignature:
+		out.Type, out.Signature = codec.EventSignature, text
+	}
+	return true, nil
+}
+
+func (d *decoder) blockStop(ev *codec.Event) (bool, error) {
+	s := &d.js
+	idx := int64(-1)
+	if !s.object() {
+		return false, decodeErr("contentBlockStop")
+	}
+	for k, ok := s.key(); ok; k, ok = s.key() {
+		if string(k) == "contentBlockIndex" {
+			idx = s.int()
+		} else {
+			s.skip()
+		}
+	}
+	s.end()
+	b, ok := d.block(idx)
+	if s.err != nil || !ok {
+		return false, decodeErr("contentBlockStop")
+	}
+	if b.closed || b.kind == 0 {
+		b.closed = true
+		return false, nil
+	}
+	d.endBlock(ev, int(idx), b)
+	return true, nil
+}
+
+// endBlock fills ev with block b's end.
+func (d *decoder) endBlock(ev *codec.Event, key int, b *block) {
+	b.closed = true
+	ev.Type, ev.Key = codec.EventBlockEnd, key
+	if b.kind == llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE {
+		ev.Opaque = redactedJSON(b.redacted)
+		b.redacted = nil
+	}
+}
+
+// redactedJSON is the Converse ContentBlock replaying redacted reasoning.
+func redactedJSON(b64 []byte) string {
+	return `{"reasoningContent":{"redactedContent":"` + string(b64) + `"}}`
+}
+
+func (d *decoder) messageStop(ev *codec.Event) (bool, error) {
+	s := &d.js
+	var raw string
+	if !s.object() {
+		return false, decodeErr("messageStop")
+	}
+	for k, ok := s.key(); ok; k, ok = s.key() {
+		if string(k) == "stopReason" {
+			raw = stopReasonString(s.str())
+		} else {
+			s.skip()
+		}
+	}
+	s.end()
+	if s.err != nil {
+		return false, decodeErr("messageStop")
+	}
+	d.stopped = true
+	// Blocks the provider left open are closed before the finish, so the
+	// assembler never sees a finish with a block still open.
+	for i := range d.blocks {
+		if b := &d.blocks[i]; b.kind != 0 && !b.closed {
+			d.endBlock(d.push(), i, b)
+		}
+	}
+	fin := d.push()
+	fin.Type, fin.Finish, fin.RawFinish = codec.EventFinish, finishReason(raw), raw
+	*ev = d.pending[d.head]
+	d.pending[d.head] = codec.Event{}
+	d.head++
+	return true, nil
+}
+
+func (d *decoder) metadataEvent(ev *codec.Event) (bool, error) {
+	s := &d.js
+	var u wireUsage
+	if !s.object() {
+		return false, decodeErr("metadata")
+	}
+	for k, ok := s.key(); ok; k, ok = s.key() {
+		if string(k) != "usage" {
+			s.skip()
+			continue
+		}
+		if !s.object() {
+			continue
+		}
+		for k, ok := s.key(); ok; k, ok = s.key() {
+			switch string(k) {
+			case "inputTokens":
+				u.InputTokens = s.int()
+			case "outputTokens":
+				u.OutputTokens = s.int()
+			case "totalTokens":
+				u.TotalTokens = s.int()
+			case "cacheReadInputTokens":
+				u.CacheReadInputTokens = s.int()
+			case "cacheWriteInputTokens":
+				u.CacheWriteInputTokens = s.int()
+			default:
+				s.skip()
+			}
+		}
+	}
+	s.end()
+	if s.err != nil {
+		return false, decodeErr("metadata")
+	}
+	d.metadata = true
+	ev.Type, ev.Usage = codec.EventUsage, u.normalize()
+	return true, nil
+}
