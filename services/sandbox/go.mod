@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/fabro-sh/fabro-go/gen v0.0.0
+	github.com/google/go-cmp v0.7.0
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
 	google.golang.org/grpc v1.85.0

@@ -557,4 +557,3 @@ func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
 		}
 	}
 }
-

@@ -44,12 +44,10 @@ func (s *sandbox) resolve(p string) (string, error) {
 
 // fsErr maps an os.Root error on path p to the driver's errors.
 func fsErr(p string, err error) error {
-	var pe *os.PathError
 	switch {
 	case err == nil:
 		return nil
-	// os.Root's escape error is unexported; its text is stable.
-	case errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent":
+	case isEscape(err):
 		return fmt.Errorf("%w: %s", driver.ErrPathEscapes, p)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %s", driver.ErrNotFound, p)
@@ -63,6 +61,17 @@ func fsErr(p string, err error) error {
 		return fmt.Errorf("%w: %s (too many symbolic links)", driver.ErrPathEscapes, p)
 	}
 	return err
+}
+
+// isEscape reports os.Root's escape error, which is unexported: its text is
+// stable, and it may sit inside nested PathErrors.
+func isEscape(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if err.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
 }
 
 func fileType(m fs.FileMode) driver.FileType {
