@@ -181,7 +181,7 @@ func (c *Codec) ParseError(resp *http.Response, body []byte) *codec.Error {
 	if code == "" {
 		code = b.Code
 	}
-	msg := cmp(b.Message, b.MessageU)
+	msg := firstNonEmpty(b.Message, b.MessageU)
 	if msg == "" {
 		msg = strings.TrimSpace(string(body))
 		if len(msg) > 512 {
@@ -205,7 +205,7 @@ func (c *Codec) ParseError(resp *http.Response, body []byte) *codec.Error {
 	return e
 }
 
-func cmp(a, b string) string {
+func firstNonEmpty(a, b string) string {
 	if a != "" {
 		return a
 	}
