@@ -1,0 +1,114 @@
+package openaiwire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+)
+
+// NewHTTPRequest posts body to the provider's base URL + path with the
+// provider's auth and extra headers.
+func NewHTTPRequest(ctx context.Context, call *codec.Call, path string, body []byte) (*http.Request, error) {
+	p := call.Provider
+	if p == nil || p.GetBaseUrl() == "" {
+		return nil, Invalid("provider has no base URL")
+	}
+	url := strings.TrimRight(p.GetBaseUrl(), "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, Invalid(fmt.Sprintf("build request: %v", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if call.Stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	// Extra headers first, so a catalog entry cannot override the credential.
+	for k, v := range p.GetExtraHeaders() {
+		req.Header.Set(k, v)
+	}
+	auth := p.GetAuth()
+	cred := Credential(auth, call.Credentials)
+	switch auth.GetScheme() {
+	case llmv1.AuthScheme_AUTH_SCHEME_BEARER:
+		if cred != "" {
+			req.Header.Set("Authorization", "Bearer "+cred)
+		}
+	case llmv1.AuthScheme_AUTH_SCHEME_HEADER:
+		if cred != "" && auth.GetHeaderName() != "" {
+			req.Header.Set(auth.GetHeaderName(), cred)
+		}
+	}
+	return req, nil
+}
+
+// Credential returns the first credential present, in the catalog's order.
+func Credential(auth *llmv1.Auth, creds map[string]string) string {
+	for _, name := range auth.GetCredentialNames() {
+		if v := creds[name]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Invalid is an INVALID_REQUEST error for a request the protocol cannot
+// express.
+func Invalid(msg string) *codec.Error {
+	return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST, Message: msg}
+}
+
+// JSONObject checks that text is a JSON object (a tool schema, a response
+// schema) and returns it as raw JSON, so its bytes are sent unchanged.
+func JSONObject(what, text string) (json.RawMessage, error) {
+	raw := json.RawMessage(text)
+	var s Scanner
+	s.Reset(raw)
+	if s.Peek() != '{' {
+		return nil, Invalid(what + ": not a JSON object")
+	}
+	s.Skip()
+	if err := s.End(); err != nil {
+		return nil, Invalid(fmt.Sprintf("%s: %v", what, err))
+	}
+	return raw, nil
+}
+
+// Effort is the OpenAI reasoning_effort value.
+func Effort(e llmv1.ReasoningEffort) string {
+	switch e {
+	case llmv1.ReasoningEffort_REASONING_EFFORT_LOW:
+		return "low"
+	case llmv1.ReasoningEffort_REASONING_EFFORT_MEDIUM:
+		return "medium"
+	case llmv1.ReasoningEffort_REASONING_EFFORT_HIGH:
+		return "high"
+	case llmv1.ReasoningEffort_REASONING_EFFORT_XHIGH:
+		return "xhigh"
+	case llmv1.ReasoningEffort_REASONING_EFFORT_MAX:
+		return "max"
+	}
+	return ""
+}
+
+// DataURL renders an image part as the URL OpenAI takes: its URL, or its
+// bytes as a base64 data: URL.
+func DataURL(img *llmv1.ImagePart) (string, error) {
+	if u := img.GetUrl(); u != "" {
+		return u, nil
+	}
+	if len(img.GetData()) == 0 {
+		return "", Invalid("image part has neither url nor data")
+	}
+	if img.GetMediaType() == "" {
+		return "", Invalid("image part with data needs media_type")
+	}
+	return "data:" + img.GetMediaType() + ";base64," + base64Std(img.GetData()), nil
+}
