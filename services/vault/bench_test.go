@@ -1,0 +1,101 @@
+package vault_test
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+
+	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/services/vault"
+)
+
+// loopback starts the vault behind the real runtime on 127.0.0.1:0 and
+// returns a connection to it, so latency includes TCP, HTTP/2 and the
+// interceptor chain.
+func loopback(b *testing.B) (*grpc.ClientConn, map[string]string) {
+	b.Helper()
+	dir := b.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	svc, err := vault.New(b.Context(), vault.Config{DataDir: dir, LookupEnv: env(nil)}, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := server.Start(b.Context(), server.Config{GRPCAddr: "127.0.0.1:0"}, logger, svc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Shutdown(b.Context()); svc.Close() })
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	tokens, err := vault.ReadServiceTokens(vault.DefaultServiceTokensFile(dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return conn, tokens
+}
+
+// timed runs op b.N times and reports its median latency.
+func timed(b *testing.B, op func(i int) error) {
+	b.Helper()
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "p50-µs")
+}
+
+// BenchmarkLoopbackBaseline is the floor: a health check over the same
+// connection, so Put and Resolve can be read as ratios of it.
+func BenchmarkLoopbackBaseline(b *testing.B) {
+	conn, _ := loopback(b)
+	client := healthpb.NewHealthClient(conn)
+	timed(b, func(int) error {
+		_, err := client.Check(b.Context(), &healthpb.HealthCheckRequest{})
+		return err
+	})
+}
+
+// BenchmarkPut writes a new version each time: seal, rewrite the file
+// atomically and fsync it.
+func BenchmarkPut(b *testing.B) {
+	conn, _ := loopback(b)
+	client := vaultv1.NewVaultServiceClient(conn)
+	timed(b, func(i int) error {
+		_, err := client.PutSecret(b.Context(), &vaultv1.PutSecretRequest{Name: fmt.Sprintf("KEY_%d_API_KEY", i%20), Value: "sk-benchmark-value"})
+		return err
+	})
+}
+
+// BenchmarkResolve resolves one credential as the gateway does on every
+// attempt: policy check, unwrap the data key, decrypt.
+func BenchmarkResolve(b *testing.B) {
+	conn, tokens := loopback(b)
+	client := vaultv1.NewVaultServiceClient(conn)
+	if _, err := client.PutSecret(b.Context(), &vaultv1.PutSecretRequest{Name: "OPENAI_API_KEY", Value: "sk-benchmark-value"}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+tokens["llmgateway"])
+	req := &vaultv1.ResolveCredentialsRequest{Names: []string{"OPENAI_API_KEY"}}
+	timed(b, func(int) error {
+		_, err := client.ResolveCredentials(ctx, req)
+		return err
+	})
+}
