@@ -7,6 +7,8 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 # Every Go module in the workspace (go.work), tested one by one with GOWORK=off
 # so that a missing require cannot hide behind the workspace.
 MODULES := gen platform services/vault services/llmgateway services/sandbox services/agent cmd/fabro
+# Modules that hold Go code yet (go test fails on a module with no packages).
+GO_MODULES = $(foreach m,$(MODULES),$(if $(shell find $(m) -name '*.go' -print -quit),$(m)))
 
 # Pinned tool versions; `make tools` installs them into .tmp/bin through the module proxy.
 BUF_VERSION := v1.75.0
@@ -36,13 +38,13 @@ test: tools lint checkgenerate test-go ## Run every check and every test (what C
 
 .PHONY: test-go
 test-go: ## go test -race in every module, each with GOWORK=off
-	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && GOWORK=off go test -race -count=1 -shuffle=on ./...); done
+	@for m in $(GO_MODULES); do echo "== go test $$m"; (cd $$m && GOWORK=off go test -race -count=1 -shuffle=on ./...); done
 
 .PHONY: lint
 lint: tools ## gofmt, go vet in every module, buf lint and buf format
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	@for m in $(MODULES); do (cd $$m && GOWORK=off go vet ./...); done
+	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go vet ./...); done
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 
@@ -60,21 +62,21 @@ checkgenerate: generate ## Fail when gen/ differs from what proto/ generates
 
 .PHONY: tidy
 tidy: ## go mod tidy in every module, then go work sync
-	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
+	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go mod tidy); done
 	go work sync
 
 .PHONY: build
 build: ## Build every binary into bin/
 	@mkdir -p bin
 	go build -o bin/fabro ./cmd/fabro
-	@for s in vault llmgateway sandbox agent; do go build -o bin/$$s ./services/$$s/cmd/$$s; done
+	@for d in services/*/cmd/*/; do go build -o bin/$$(basename $$d) ./$$d; done
 
 .PHONY: bench
 bench: ## Run the benchmarks of every module
-	@for m in $(MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
+	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
 
 .PHONY: tools
-tools: $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## Install pinned tools into .tmp/bin
+tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## Install pinned tools into .tmp/bin
 
 # Each tool is rebuilt when its pinned version changes: the stamp file names the version.
 $(BUF): $(TMP)/stamps/buf-$(BUF_VERSION)
@@ -93,6 +95,13 @@ $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2: $(TMP)/stamps/grpc-g
 $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION):
 	GOBIN=$(BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 	@mkdir -p $(@D) && touch $@
+
+# Debian packages the tests need: ripgrep for the sandbox's grep back end.
+.PHONY: deps
+deps: ## Install the Debian packages the tests need (apt-get, when missing)
+	@command -v rg >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq ripgrep; }
 
 .PHONY: clean
 clean: ## Remove build output and installed tools
