@@ -38,13 +38,15 @@ test: tools lint checkgenerate test-go ## Run every check and every test (what C
 
 .PHONY: test-go
 test-go: ## go test -race in every module, each with GOWORK=off
-	@for m in $(GO_MODULES); do echo "== go test $$m"; (cd $$m && GOWORK=off go test -race -count=1 -shuffle=on ./...); done
+	@fail=; for m in $(GO_MODULES); do echo "== go test $$m"; \
+	  (cd $$m && GOWORK=off go test -race -count=1 -shuffle=on ./...) || fail="$$fail $$m"; done; \
+	  if [ -n "$$fail" ]; then echo "FAILED in:$$fail"; exit 1; fi
 
 .PHONY: lint
 lint: tools ## gofmt, go vet in every module, buf lint and buf format
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go vet ./...); done
+	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null || { echo "$$m: go.mod is not tidy: run 'make tidy'"; exit 1; }; GOWORK=off go vet ./...); done
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 
