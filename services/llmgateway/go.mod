@@ -61,3 +61,8 @@ replace (
 	github.com/fabro-sh/fabro-go/platform => ../../platform
 	github.com/fabro-sh/fabro-go/services/vault => ../vault
 )
+
+replace (
+	github.com/fabro-sh/fabro-go/platform => ../../platform
+	github.com/fabro-sh/fabro-go/services/vault => ../vault
+)

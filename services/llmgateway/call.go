@@ -1,0 +1,270 @@
+package llmgateway
+
+import (
+	"context"
+	cryptorand "crypto/rand"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+)
+
+// DefaultBackoff is the wait before retry attempt+1 of a route: exponential
+// from 250 ms, capped at 8 s, with jitter over the upper half, and never
+// shorter than the provider's Retry-After.
+func DefaultBackoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := 250 * time.Millisecond << min(attempt-1, 5)
+	d = min(d, 8*time.Second)
+	d = d/2 + rand.N(d/2+1)
+	return max(d, retryAfter)
+}
+
+// call runs a request: resolve, then attempts with retries per route and
+// failover across routes. With emit (Stream) it sends the stream's events,
+// its terminal event included, and returns an error only when nothing was
+// sent; without emit (Complete) it returns the Response or the error.
+func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamEvent) error) (*llmv1.Response, error) {
+	if err := validateRequest(req); err != nil {
+		return nil, err
+	}
+	primary, err := s.cat.Resolve(req.GetModel())
+	if err != nil {
+		return nil, catalogError(err)
+	}
+	selectors := req.GetFallbacks()
+	if len(selectors) == 0 {
+		selectors = primary.Model.GetFallbacks()
+	}
+	if req.GetDisableFallbacks() {
+		selectors = nil
+	}
+
+	total := 0
+	var last *gwError
+	for ri := 0; ri <= len(selectors); ri++ {
+		route := primary
+		if ri > 0 {
+			if route, err = s.cat.Resolve(selectors[ri-1]); err != nil {
+				s.logger.WarnContext(ctx, "skipping fallback route", "selector", selectors[ri-1], "error", err)
+				continue
+			}
+			s.logger.InfoContext(ctx, "failing over", "from", primary.Canonical(), "to", route.Canonical(), "error_kind", last.detail.GetKind().String())
+		}
+		for attempt := 1; attempt <= s.maxAttempts; attempt++ {
+			total++
+			resp, partial, gerr := s.attempt(ctx, route, req, emit, attempt)
+			if gerr == nil {
+				resp.Attempts = int32(attempt)
+				if emit != nil {
+					return resp, emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: &llmv1.Ended{Response: resp}}})
+				}
+				return resp, nil
+			}
+			gerr.detail.Attempts = int32(total)
+			if partial != nil { // output was seen: no retry, no failover
+				partial.Attempts = int32(attempt)
+				return nil, emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Error{Error: &llmv1.StreamError{Error: gerr.detail, PartialResponse: partial}}})
+			}
+			last = gerr
+			if ctx.Err() != nil || !gerr.detail.GetRetryable() || attempt == s.maxAttempts {
+				break
+			}
+			ra := gerr.retryAfter()
+			if ra > s.maxRetryAfter {
+				break // waiting that long is worse than another route
+			}
+			wait := s.backoff(attempt, ra)
+			s.logger.DebugContext(ctx, "retrying", "route", route.Canonical(), "attempt", attempt, "wait", wait, "error_kind", gerr.detail.GetKind().String())
+			if err := sleep(ctx, wait); err != nil {
+				return nil, classify(ctx, err, route)
+			}
+		}
+		if ctx.Err() != nil || !last.detail.GetFailoverEligible() {
+			break
+		}
+	}
+	if last == nil { // every fallback failed to resolve and so did nothing
+		return nil, newError(codes.Internal, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED, "no route could be tried")
+	}
+	return nil, last
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// attempt makes one upstream call. On failure it returns the classified
+// error, and the partial response when the caller already saw output.
+func (s *Service) attempt(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamEvent) error, n int) (resp, partial *llmv1.Response, gerr *gwError) {
+	ctx, span := s.tracer.Start(ctx, "chat "+route.Model.GetId(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.system", route.Provider.GetId()),
+			attribute.String("gen_ai.provider.name", route.Provider.GetId()),
+			attribute.String("gen_ai.request.model", route.Model.GetId()),
+			attribute.Int("fabro.llm.attempt", n),
+			attribute.Bool("fabro.llm.stream", emit != nil),
+		))
+	if req.MaxOutputTokens != nil {
+		span.SetAttributes(attribute.Int("gen_ai.request.max_tokens", int(req.GetMaxOutputTokens())))
+	}
+	if req.Temperature != nil {
+		span.SetAttributes(attribute.Float64("gen_ai.request.temperature", req.GetTemperature()))
+	}
+	for k, v := range req.GetMetadata() {
+		span.SetAttributes(attribute.String("fabro.llm.metadata."+k, v))
+	}
+	defer func() {
+		if gerr != nil {
+			span.SetAttributes(attribute.String("error.type", gerr.detail.GetKind().String()))
+			span.SetStatus(otelcodes.Error, gerr.detail.GetMessage())
+		}
+		span.End()
+	}()
+
+	resp, partial, err := s.exchange(ctx, route, req, emit, span)
+	if err != nil {
+		return nil, partial, classify(ctx, err, route)
+	}
+	span.SetAttributes(
+		attribute.String("gen_ai.response.model", resp.GetModel()),
+		attribute.String("gen_ai.response.id", resp.GetId()),
+		attribute.Int64("gen_ai.usage.input_tokens", resp.GetUsage().GetInputTokens()+resp.GetUsage().GetCacheReadTokens()+resp.GetUsage().GetCacheWriteTokens()),
+		attribute.Int64("gen_ai.usage.output_tokens", resp.GetUsage().GetOutputTokens()),
+		attribute.StringSlice("gen_ai.response.finish_reasons", []string{finishName(resp.GetFinishReason())}),
+	)
+	if c := resp.GetCost(); c != nil {
+		span.SetAttributes(attribute.Int64("fabro.llm.cost_usd_micros", c.GetTotalUsdMicros()))
+	}
+	return resp, nil, nil
+}
+
+func finishName(f llmv1.FinishReason) string {
+	return strings.ToLower(strings.TrimPrefix(f.String(), "FINISH_REASON_"))
+}
+
+// exchange sends the HTTP request and assembles the reply.
+func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamEvent) error, span trace.Span) (*llmv1.Response, *llmv1.Response, error) {
+	cd, ok := s.codecs[route.Provider.GetCodec()]
+	if !ok {
+		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED,
+			"provider %s speaks %s, which this gateway has no codec for", route.Provider.GetId(), route.Provider.GetCodec())
+	}
+	creds, err := credentialsFor(ctx, s.creds, route.Provider)
+	if err != nil {
+		return nil, nil, err
+	}
+	hreq, err := cd.NewRequest(ctx, &codec.Call{Provider: route.Provider, Model: route.APIModel(), Request: req, Credentials: creds, Stream: emit != nil})
+	if err != nil {
+		return nil, nil, err
+	}
+	hresp, err := s.http.Do(hreq)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer hresp.Body.Close()
+	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
+		ce := cd.ParseError(hresp, body)
+		if ce == nil {
+			ce = &codec.Error{Kind: kindForStatus(hresp.StatusCode), Message: http.StatusText(hresp.StatusCode), StatusCode: hresp.StatusCode}
+		}
+		if ce.RetryAfter == 0 {
+			ce.RetryAfter = parseRetryAfter(hresp.Header.Get("Retry-After"), time.Now())
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", hresp.StatusCode))
+		return nil, nil, ce
+	}
+
+	asm := newAssembler(route, emit)
+	if emit != nil {
+		asm.rateLimits = parseRateLimits(hresp.Header, time.Now())
+		dec := cd.NewDecoder(hresp.Body)
+		var ev codec.Event
+		for {
+			ev.Reset()
+			err := dec.Next(&ev)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err == nil {
+				err = asm.handle(&ev)
+			}
+			if err != nil {
+				if asm.Visible() {
+					return nil, asm.partial(), err
+				}
+				return nil, nil, err
+			}
+		}
+	} else if err := cd.DecodeResponse(hresp.Body, asm.handle); err != nil {
+		return nil, nil, err
+	}
+	resp, err := asm.complete()
+	if err != nil {
+		if asm.Visible() {
+			return nil, asm.partial(), err
+		}
+		return nil, nil, err
+	}
+	return resp, nil, nil
+}
+
+// kindForStatus classifies an HTTP status the codec did not.
+func kindForStatus(code int) llmv1.ErrorKind {
+	switch {
+	case code == http.StatusUnauthorized:
+		return llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION
+	case code == http.StatusForbidden:
+		return llmv1.ErrorKind_ERROR_KIND_PERMISSION
+	case code == http.StatusNotFound:
+		return llmv1.ErrorKind_ERROR_KIND_NOT_FOUND
+	case code == http.StatusRequestTimeout, code == http.StatusGatewayTimeout:
+		return llmv1.ErrorKind_ERROR_KIND_TIMEOUT
+	case code == http.StatusTooManyRequests:
+		return llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT
+	case code == http.StatusServiceUnavailable, code == 529:
+		return llmv1.ErrorKind_ERROR_KIND_OVERLOADED
+	case code >= 500:
+		return llmv1.ErrorKind_ERROR_KIND_SERVER
+	}
+	return llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST
+}
+
+// parseRetryAfter reads Retry-After as seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func randomID() string { return strings.ToLower(cryptorand.Text()) }

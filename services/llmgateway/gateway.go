@@ -1,0 +1,293 @@
+// Package llmgateway is the LLM gateway service: one door to every model
+// provider. It resolves a model selector against the catalog, speaks the
+// provider's wire codec over HTTP, retries and fails over, resolves
+// credentials from the vault on every attempt, and accounts usage and cost.
+package llmgateway
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxAttempts   = 3
+	DefaultMaxRetryAfter = 30 * time.Second
+	// ServiceName is the gateway's identity in the vault's tokens file.
+	ServiceName = "llmgateway"
+)
+
+// Config configures the gateway. The flag-bound fields come first; the rest
+// are for embedding and tests.
+type Config struct {
+	// CatalogOverlay is an operator catalog file merged over the built-in one.
+	CatalogOverlay string
+	// VaultAddr is the vault's gRPC address; empty means credentials come
+	// from the environment only.
+	VaultAddr string
+	// ServiceTokenFile is the vault's service tokens file (JSON object from
+	// service name to token); the "llmgateway" entry is used. When empty,
+	// the FABRO_SERVICE_TOKEN environment variable holds the token.
+	ServiceTokenFile string
+
+	// Credentials overrides VaultAddr: e.g. an in-process vault client.
+	Credentials Credentials
+	// Codecs maps a catalog codec to its implementation; nil means the
+	// built-in codecs.
+	Codecs map[llmv1.Codec]codec.Codec
+	// HTTPClient calls providers; nil means a pooled client without an
+	// overall timeout (streams can be long; cancellation ends them).
+	HTTPClient *http.Client
+	// TracerProvider makes the per-attempt spans; nil means the global one.
+	TracerProvider trace.TracerProvider
+	// Backoff computes the wait before another attempt; nil means
+	// DefaultBackoff. Tests pass a zero backoff.
+	Backoff func(attempt int, retryAfter time.Duration) time.Duration
+	// MaxAttempts per route (default 3); MaxRetryAfter is the longest
+	// Retry-After honoured on the same route (default 30 s): longer goes
+	// to the next route instead.
+	MaxAttempts   int
+	MaxRetryAfter time.Duration
+	// LookupEnv reads the environment (default os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+}
+
+// RegisterFlags binds -llm-catalog-overlay, -vault-addr and
+// -service-token-file to c; with platform/envflag they read
+// FABRO_LLM_CATALOG_OVERLAY, FABRO_VAULT_ADDR and FABRO_SERVICE_TOKEN_FILE.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.CatalogOverlay, "llm-catalog-overlay", c.CatalogOverlay, "JSON catalog file merged over the built-in model catalog")
+	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) to resolve provider credentials from; empty: environment only")
+	fs.StringVar(&c.ServiceTokenFile, "service-token-file", c.ServiceTokenFile, "vault service tokens file (JSON); the \"llmgateway\" entry authenticates to the vault; default $FABRO_SERVICE_TOKEN")
+}
+
+// Service is the gateway. It implements llmv1.LLMGatewayServiceServer and
+// the server runtime's Service interface.
+type Service struct {
+	llmv1.UnimplementedLLMGatewayServiceServer
+
+	logger        *slog.Logger
+	cat           *catalog.Catalog
+	codecs        map[llmv1.Codec]codec.Codec
+	creds         Credentials
+	http          *http.Client
+	tracer        trace.Tracer
+	backoff       func(int, time.Duration) time.Duration
+	maxAttempts   int
+	maxRetryAfter time.Duration
+	closers       []func() error
+}
+
+// New loads the catalog and connects the credential source.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
+	}
+	cat, err := catalog.Load(cfg.CatalogOverlay)
+	if err != nil {
+		return nil, fmt.Errorf("llmgateway: %w", err)
+	}
+	s := &Service{
+		logger:        logger,
+		cat:           cat,
+		codecs:        cfg.Codecs,
+		creds:         cfg.Credentials,
+		http:          cfg.HTTPClient,
+		backoff:       cfg.Backoff,
+		maxAttempts:   cfg.MaxAttempts,
+		maxRetryAfter: cfg.MaxRetryAfter,
+	}
+	if s.codecs == nil {
+		s.codecs = builtinCodecs()
+	}
+	if s.http == nil {
+		s.http = newHTTPClient()
+	}
+	if s.backoff == nil {
+		s.backoff = DefaultBackoff
+	}
+	if s.maxAttempts <= 0 {
+		s.maxAttempts = DefaultMaxAttempts
+	}
+	if s.maxRetryAfter <= 0 {
+		s.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	s.tracer = tp.Tracer("github.com/fabro-sh/fabro-go/services/llmgateway")
+
+	switch {
+	case s.creds != nil:
+	case cfg.VaultAddr != "":
+		token := TokenFromFile(cfg.ServiceTokenFile, ServiceName)
+		if cfg.ServiceTokenFile == "" {
+			token = func() (string, error) {
+				if t, ok := cfg.LookupEnv("FABRO_SERVICE_TOKEN"); ok && t != "" {
+					return t, nil
+				}
+				return "", errors.New("set -service-token-file or FABRO_SERVICE_TOKEN")
+			}
+		}
+		conn, err := grpc.NewClient(cfg.VaultAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("llmgateway: vault client: %w", err)
+		}
+		s.closers = append(s.closers, conn.Close)
+		s.creds = NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), token)
+		logger.InfoContext(ctx, "llmgateway resolves credentials from the vault", "vault_addr", cfg.VaultAddr)
+	default:
+		s.creds = EnvCredentials{LookupEnv: cfg.LookupEnv}
+		logger.InfoContext(ctx, "llmgateway resolves credentials from the environment (no vault address)")
+	}
+	return s, nil
+}
+
+func newHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Many concurrent streams to few hosts: keep their connections.
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.ResponseHeaderTimeout = 10 * time.Minute // a slow first byte is normal for reasoning models
+	return &http.Client{Transport: t}
+}
+
+// Close releases the vault connection.
+func (s *Service) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// Name implements the server runtime's Service.
+func (s *Service) Name() string { return llmv1.LLMGatewayService_ServiceDesc.ServiceName }
+
+// RegisterGRPC implements the server runtime's Service.
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { llmv1.RegisterLLMGatewayServiceServer(r, s) }
+
+// RegisterGateway implements the server runtime's Service.
+func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return llmv1.RegisterLLMGatewayServiceHandler(ctx, mux, conn)
+}
+
+// Stream implements LLMGatewayService.Stream.
+func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingServer[llmv1.StreamResponse]) error {
+	ctx := stream.Context()
+	if req.GetRequest() == nil {
+		return invalid("request is required").statusErr()
+	}
+	_, err := s.call(ctx, req.GetRequest(), func(ev *llmv1.StreamEvent) error {
+		return stream.Send(&llmv1.StreamResponse{Event: ev})
+	})
+	return toStatus(ctx, err)
+}
+
+// Complete implements LLMGatewayService.Complete.
+func (s *Service) Complete(ctx context.Context, req *llmv1.CompleteRequest) (*llmv1.CompleteResponse, error) {
+	if req.GetRequest() == nil {
+		return nil, invalid("request is required").statusErr()
+	}
+	resp, err := s.call(ctx, req.GetRequest(), nil)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return &llmv1.CompleteResponse{Response: resp}, nil
+}
+
+// CompleteObject implements LLMGatewayService.CompleteObject.
+func (s *Service) CompleteObject(ctx context.Context, req *llmv1.CompleteObjectRequest) (*llmv1.CompleteObjectResponse, error) {
+	if req.GetRequest() == nil {
+		return nil, invalid("request is required").statusErr()
+	}
+	if !schemaNameRE.MatchString(req.GetSchemaName()) {
+		return nil, invalid("schema_name %q must be 1-64 letters, digits, '_' or '-'", req.GetSchemaName()).statusErr()
+	}
+	sch, err := compileSchema(req.GetSchema())
+	if err != nil {
+		return nil, invalid("malformed schema: %v", err).statusErr()
+	}
+	r := cloneRequest(req.GetRequest())
+	r.ResponseFormat = &llmv1.ResponseFormat{Type: llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA, Name: req.GetSchemaName(), Schema: req.GetSchema()}
+	resp, err := s.call(ctx, r, nil)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	text := jsonText(resp)
+	fail := func(format string, args ...any) error {
+		e := newError(codes.Internal, llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, format, args...)
+		e.detail.Provider, e.detail.Model, e.detail.Attempts = resp.GetProvider(), resp.GetModel(), resp.GetAttempts()
+		return e.statusErr()
+	}
+	v, err := decodeJSON(text)
+	if err != nil {
+		return nil, fail("the reply is not valid JSON: %v", err)
+	}
+	if err := sch.validate(v, "#"); err != nil {
+		return nil, fail("the reply does not match schema %s: %v", req.GetSchemaName(), err)
+	}
+	return &llmv1.CompleteObjectResponse{Object: text, Response: resp}, nil
+}
+
+// jsonText is the reply's text, without a Markdown code fence a model may
+// have wrapped it in.
+func jsonText(resp *llmv1.Response) string {
+	var b strings.Builder
+	for _, p := range resp.GetParts() {
+		b.WriteString(p.GetText().GetText())
+	}
+	t := strings.TrimSpace(b.String())
+	if strings.HasPrefix(t, "```") {
+		t = strings.TrimPrefix(t, "```json")
+		t = strings.TrimPrefix(t, "```")
+		t = strings.TrimSuffix(strings.TrimSpace(t), "```")
+	}
+	return strings.TrimSpace(t)
+}
+
+// ListModels implements LLMGatewayService.ListModels.
+func (s *Service) ListModels(_ context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
+	if p := req.GetProvider(); p != "" {
+		if _, ok := s.cat.Provider(p); !ok {
+			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).statusErr()
+		}
+	}
+	return &llmv1.ListModelsResponse{Models: s.cat.Models(req.GetProvider(), req.GetIncludeDisabled())}, nil
+}
+
+// ListProviders implements LLMGatewayService.ListProviders.
+func (s *Service) ListProviders(_ context.Context, req *llmv1.ListProvidersRequest) (*llmv1.ListProvidersResponse, error) {
+	return &llmv1.ListProvidersResponse{Providers: s.cat.Providers(req.GetIncludeDisabled())}, nil
+}
+
+// ResolveModel implements LLMGatewayService.ResolveModel.
+func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error) {
+	r, err := s.cat.Resolve(req.GetSelector())
+	if err != nil {
+		return nil, catalogError(err).statusErr()
+	}
+	return &llmv1.ResolveModelResponse{Canonical: r.Canonical(), Provider: r.Provider, Model: r.Model, Passthrough: r.Passthrough}, nil
+}
