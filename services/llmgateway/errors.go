@@ -26,21 +26,21 @@ type kindPolicy struct {
 }
 
 var kindPolicies = map[llmv1.ErrorKind]kindPolicy{
-	llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION:   {codes.FailedPrecondition, false, true},
-	llmv1.ErrorKind_ERROR_KIND_PERMISSION:       {codes.PermissionDenied, false, true},
-	llmv1.ErrorKind_ERROR_KIND_NOT_FOUND:        {codes.NotFound, false, true},
-	llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST:  {codes.InvalidArgument, false, false},
-	llmv1.ErrorKind_ERROR_KIND_CONTEXT_LENGTH:   {codes.OutOfRange, false, true}, // a larger-context fallback may fit
-	llmv1.ErrorKind_ERROR_KIND_CONTENT_FILTER:   {codes.FailedPrecondition, false, false},
-	llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT:       {codes.ResourceExhausted, true, true},
-	llmv1.ErrorKind_ERROR_KIND_OVERLOADED:       {codes.Unavailable, true, true},
-	llmv1.ErrorKind_ERROR_KIND_SERVER:           {codes.Unavailable, true, true},
-	llmv1.ErrorKind_ERROR_KIND_TIMEOUT:          {codes.DeadlineExceeded, true, true},
-	llmv1.ErrorKind_ERROR_KIND_NETWORK:          {codes.Unavailable, true, true},
-	llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE:    {codes.Unavailable, true, true},
-	llmv1.ErrorKind_ERROR_KIND_CANCELLED:        {codes.Canceled, false, false},
-	llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE:  {codes.Internal, false, false},
-	llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED:      {codes.Internal, false, false},
+	llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION:  {codes.FailedPrecondition, false, true},
+	llmv1.ErrorKind_ERROR_KIND_PERMISSION:      {codes.PermissionDenied, false, true},
+	llmv1.ErrorKind_ERROR_KIND_NOT_FOUND:       {codes.NotFound, false, true},
+	llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST: {codes.InvalidArgument, false, false},
+	llmv1.ErrorKind_ERROR_KIND_CONTEXT_LENGTH:  {codes.OutOfRange, false, true}, // a larger-context fallback may fit
+	llmv1.ErrorKind_ERROR_KIND_CONTENT_FILTER:  {codes.FailedPrecondition, false, false},
+	llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT:      {codes.ResourceExhausted, true, true},
+	llmv1.ErrorKind_ERROR_KIND_OVERLOADED:      {codes.Unavailable, true, true},
+	llmv1.ErrorKind_ERROR_KIND_SERVER:          {codes.Unavailable, true, true},
+	llmv1.ErrorKind_ERROR_KIND_TIMEOUT:         {codes.DeadlineExceeded, true, true},
+	llmv1.ErrorKind_ERROR_KIND_NETWORK:         {codes.Unavailable, true, true},
+	llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE:   {codes.Unavailable, true, true},
+	llmv1.ErrorKind_ERROR_KIND_CANCELLED:       {codes.Canceled, false, false},
+	llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Internal, false, false},
+	llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED:     {codes.Internal, false, false},
 }
 
 // quotaCodes are provider error codes of a rate-limit kind that waiting will

@@ -144,12 +144,12 @@ type recorded struct {
 
 // upstream is the test provider speaking ndjson.
 type upstream struct {
-	mu       sync.Mutex
-	turns    []turn
-	reqs     []recorded
-	srv      *httptest.Server
-	hangup   chan struct{} // a held stream saw its client go away
-	script   func(recorded) turn // when set, answers every request
+	mu     sync.Mutex
+	turns  []turn
+	reqs   []recorded
+	srv    *httptest.Server
+	hangup chan struct{}       // a held stream saw its client go away
+	script func(recorded) turn // when set, answers every request
 }
 
 func newUpstream(t testing.TB, turns ...turn) *upstream {

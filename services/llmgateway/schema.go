@@ -21,15 +21,15 @@ import (
 // Other keywords (description, format, minimum, ...) are accepted and not
 // checked; they are for the model.
 type schema struct {
-	types      []string
-	properties map[string]*schema
-	required   []string
-	items      *schema
-	enum       []any
-	hasEnum    bool
-	additional *schema // nil: anything allowed
+	types        []string
+	properties   map[string]*schema
+	required     []string
+	items        *schema
+	enum         []any
+	hasEnum      bool
+	additional   *schema // nil: anything allowed
 	noAdditional bool
-	anyOf      []*schema
+	anyOf        []*schema
 }
 
 var schemaTypes = []string{"object", "array", "string", "number", "integer", "boolean", "null"}
