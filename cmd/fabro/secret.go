@@ -45,9 +45,15 @@ type clientFlags struct {
 	timeout time.Duration
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet) {
+// newClientFlagSet returns the flag set of a client command with the
+// shared flags registered.
+func newClientFlagSet(name string, e env) (*flag.FlagSet, *clientFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	c := &clientFlags{}
 	fs.StringVar(&c.server, "server", defaultGRPCAddr, "gRPC address of a running fabro server")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for the server")
+	return fs, c
 }
 
 func (c *clientFlags) vault(ctx context.Context) (vaultv1.VaultServiceClient, context.Context, func(), error) {
@@ -79,10 +85,7 @@ func parseNamed(fs *flag.FlagSet, args []string, e env) (string, error) {
 }
 
 func secretSet(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("secret set", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var c clientFlags
-	c.register(fs)
+	fs, c := newClientFlagSet("secret set", e)
 	expected := fs.Int64("expected-version", -1, "write only if the current version is this (0: only if the secret does not exist)")
 	name, err := parseNamed(fs, args, e)
 	if err != nil {
@@ -137,10 +140,7 @@ func nonEmpty(v string) (string, error) {
 }
 
 func secretList(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("secret list", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var c clientFlags
-	c.register(fs)
+	fs, c := newClientFlagSet("secret list", e)
 	prefix := fs.String("prefix", "", "only names starting with this")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err
@@ -171,10 +171,7 @@ func secretList(ctx context.Context, args []string, e env) error {
 }
 
 func secretRm(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("secret rm", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var c clientFlags
-	c.register(fs)
+	fs, c := newClientFlagSet("secret rm", e)
 	version := fs.Int64("version", 0, "destroy only this version")
 	expected := fs.Int64("expected-version", 0, "delete only if the current version is this")
 	name, err := parseNamed(fs, args, e)
