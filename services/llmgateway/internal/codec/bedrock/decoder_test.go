@@ -52,7 +52,9 @@ var (
 func fDelta(i, delta string) []byte {
 	return evFrame("contentBlockDelta", `{"contentBlockIndex":`+i+`,"delta":`+delta+`,"p":"abcdef"}`)
 }
-func fStop(i string) []byte { return evFrame("contentBlockStop", `{"contentBlockIndex":`+i+`,"p":"ab"}`) }
+func fStop(i string) []byte {
+	return evFrame("contentBlockStop", `{"contentBlockIndex":`+i+`,"p":"ab"}`)
+}
 func fMsgStop(reason string) []byte {
 	return evFrame("messageStop", `{"stopReason":"`+reason+`","additionalModelResponseFields":{"stop_sequence":null}}`)
 }
@@ -83,7 +85,7 @@ func TestDecoder(t *testing.T) {
 		name   string
 		body   []byte
 		want   []codec.Event
-		target error     // errors.Is target for the terminal error
+		target error           // errors.Is target for the terminal error
 		kind   llmv1.ErrorKind // or the *codec.Error kind
 	}{{
 		name: "text with escapes, surrogate pairs and padding",
