@@ -34,7 +34,6 @@ const (
 	errorDomain        = "sandbox.fabro.dev"
 	defaultListDepth   = 1
 	readFileLineWidth  = 3
-	maxExecIDLength    = 128
 	execIDAllowedChars = "A-Za-z0-9._-"
 )
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -306,6 +305,3 @@ func (s *sandbox) Mkdir(_ context.Context, p string) (bool, error) {
 	}
 	return true, nil
 }
-
-// cleanSlash cleans a slash path.
-func cleanSlash(p string) string { return path.Clean(p) }
