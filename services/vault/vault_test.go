@@ -351,3 +351,41 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		}
 	}
 }
+
+func TestCorruptRecordIsReportedAlone(t *testing.T) {
+	dir := t.TempDir()
+	h := start(t, dir, nil)
+	h.put(t, "GOOD_API_KEY", "good")
+	h.put(t, "BAD_API_KEY", "bad")
+	path := filepath.Join(dir, "vault", "secrets.db")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut the BAD record's line short: it no longer decodes.
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "BAD_API_KEY\t") {
+			line = line[:40]
+		}
+		out = append(out, line)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	h = start(t, dir, nil)
+	ctx := h.as(t.Context(), "llmgateway")
+	_, err = h.client.ResolveCredentials(ctx, &vaultv1.ResolveCredentialsRequest{Names: []string{"BAD_API_KEY"}})
+	if code(err) != codes.DataLoss || !strings.Contains(err.Error(), "BAD_API_KEY") {
+		t.Errorf("resolve corrupt = %v, want DataLoss naming the secret", err)
+	}
+	resp, err := h.client.ResolveCredentials(ctx, &vaultv1.ResolveCredentialsRequest{Names: []string{"GOOD_API_KEY"}})
+	if err != nil || resp.GetCredentials()[0].GetValue() != "good" {
+		t.Errorf("resolve good = %v, %v", resp, err)
+	}
+	list, err := h.client.ListSecrets(t.Context(), &vaultv1.ListSecretsRequest{})
+	if err != nil || len(list.GetSecrets()) != 1 || !cmp.Equal(list.GetCorruptNames(), []string{"BAD_API_KEY"}) {
+		t.Errorf("list = %v, %v; want GOOD listed and BAD reported corrupt", list, err)
+	}
+}
