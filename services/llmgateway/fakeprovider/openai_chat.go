@@ -84,6 +84,9 @@ func nonStreamFault(w http.ResponseWriter, t Turn, full []byte) bool {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(full)))
 		w.Write(full[:len(full)/2])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush() // the client has the headers and half the body
+		}
 		panic(http.ErrAbortHandler)
 	default:
 		return false

@@ -6,7 +6,6 @@ package openaichat
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,10 +127,13 @@ type choice struct {
 // DecodeResponse implements codec.Codec for a chat.completion body.
 func (Codec) DecodeResponse(body io.Reader, emit func(*codec.Event) error) error {
 	var c completion
-	if err := json.NewDecoder(body).Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	// Read first: a failed read (a reset connection) is a transport error
+	// for the gateway to classify, a body that does not parse is ours.
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return fmt.Errorf("openai-chat: read response: %w", err)
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
 		return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, Message: "openai-chat: decode response: " + err.Error()}
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {

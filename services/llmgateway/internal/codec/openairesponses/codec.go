@@ -6,7 +6,6 @@ package openairesponses
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -149,10 +148,13 @@ type item struct {
 // the events the stream would have.
 func (Codec) DecodeResponse(body io.Reader, emit func(*codec.Event) error) error {
 	var r response
-	if err := json.NewDecoder(body).Decode(&r); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	// Read first: a failed read (a reset connection) is a transport error
+	// for the gateway to classify, a body that does not parse is ours.
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return fmt.Errorf("openai-responses: read response: %w", err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
 		return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, Message: "openai-responses: decode response: " + err.Error()}
 	}
 	if r.Status == "failed" && r.Error != nil {

@@ -4,9 +4,11 @@
 package wiretest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
@@ -138,4 +140,26 @@ func CollectResponse(c codec.Codec, body io.Reader) (Reply, error) {
 		err = errors.New("no finish event")
 	}
 	return a.Reply, err
+}
+
+// Do runs one call through a codec over HTTP: a non-2xx answer is the
+// codec's classified error, a 2xx one is decoded streaming or not.
+func Do(ctx context.Context, c codec.Codec, call *codec.Call) (Reply, error) {
+	req, err := c.NewRequest(ctx, call)
+	if err != nil {
+		return Reply{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(resp.Body)
+		return Reply{}, c.ParseError(resp, body)
+	}
+	if call.Stream {
+		return Collect(c.NewDecoder(resp.Body))
+	}
+	return CollectResponse(c, resp.Body)
 }
