@@ -10,8 +10,8 @@ import (
 )
 
 // OpaqueKind is the kind of the opaque blocks this codec emits: the raw
-// Converse ContentBlock JSON (redacted reasoning, and content blocks with no
-// neutral form), replayed untouched by NewRequest.
+// Converse ContentBlock JSON of blocks with no neutral form (citations,
+// guard content ...), replayed untouched by NewRequest.
 const OpaqueKind = "bedrock.content"
 
 // block is the decoder's view of one contentBlockIndex.
@@ -19,7 +19,7 @@ type block struct {
 	kind     llmv1.ContentBlockKind // 0: not open
 	closed   bool
 	ignored  bool   // a start we do not surface (server tool results, images)
-	redacted []byte // redactedContent gathered for an opaque reasoning block
+	redacted []byte // redactedContent gathered so far
 }
 
 // decoder reads a ConverseStream body. It keeps per-stream state small and
@@ -257,13 +257,7 @@ func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
 							kind, text = deltaSignature, string(s.str())
 						case "redactedContent":
 							// Kept as the base64 text it arrives in.
-							kind = deltaRedacted
-							raw := s.str()
-							if b, ok := d.block(idx); ok && idx >= 0 {
-								b.redacted = append(b.redacted, raw...)
-							} else {
-								text = string(raw) // index not seen yet: resolved below
-							}
+							kind, text = deltaRedacted, string(s.str())
 						default:
 							s.skip()
 						}
@@ -298,15 +292,13 @@ func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
 	case deltaReasoningText, deltaSignature:
 		want = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING
 	case deltaRedacted:
-		if text != "" {
-			b.redacted = append(b.redacted, text...)
-		}
-		if b.kind == 0 {
-			b.kind = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE
-			ev.Type, ev.Key, ev.Kind, ev.OpaqueKind = codec.EventBlockStart, key, b.kind, OpaqueKind
-			return true, nil
-		}
-		return false, nil
+		// Redacted reasoning is a reasoning block with no text whose
+		// signature is the base64 redactedContent (ReasoningPart's
+		// contract); it may arrive in several deltas, so the signature
+		// carries everything gathered so far.
+		b.redacted = append(b.redacted, text...)
+		text = string(b.redacted)
+		want = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING
 	}
 	// Text and reasoning blocks have no contentBlockStart: the first delta
 	// opens them.
@@ -324,7 +316,7 @@ func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
 		out.Type, out.Text = codec.EventToolCallDelta, text
 	case deltaReasoningText:
 		out.Type, out.Text = codec.EventReasoningDelta, text
-	case deltaSignature:
+	case deltaSignature, deltaRedacted:
 		out.Type, out.Signature = codec.EventSignature, text
 	}
 	return true, nil
@@ -360,15 +352,7 @@ func (d *decoder) blockStop(ev *codec.Event) (bool, error) {
 func (d *decoder) endBlock(ev *codec.Event, key int, b *block) {
 	b.closed = true
 	ev.Type, ev.Key = codec.EventBlockEnd, key
-	if b.kind == llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE {
-		ev.Opaque = redactedJSON(b.redacted)
-		b.redacted = nil
-	}
-}
-
-// redactedJSON is the Converse ContentBlock replaying redacted reasoning.
-func redactedJSON(b64 []byte) string {
-	return `{"reasoningContent":{"redactedContent":"` + string(b64) + `"}}`
+	b.redacted = nil
 }
 
 func (d *decoder) messageStop(ev *codec.Event) (bool, error) {

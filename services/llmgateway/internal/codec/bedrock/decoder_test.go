@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"net/http"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -137,7 +138,8 @@ func TestDecoder(t *testing.T) {
 			fDelta("0", `{"reasoningContent":{"text":"weather."}}`),
 			fDelta("0", `{"reasoningContent":{"signature":"EqQBCkYIBxgCKkA="}}`),
 			fStop("0"),
-			fDelta("1", `{"reasoningContent":{"redactedContent":"AAECAwQ="}}`),
+			fDelta("1", `{"reasoningContent":{"redactedContent":"AAEC"}}`),
+			fDelta("1", `{"reasoningContent":{"redactedContent":"AwQ="}}`),
 			fStop("1"),
 			evFrame("contentBlockStart", `{"contentBlockIndex":2,"start":{"toolUse":{"toolUseId":"t1","name":"f"}}}`),
 			fDelta("2", `{"toolUse":{"input":"{}"}}`),
@@ -149,8 +151,10 @@ func TestDecoder(t *testing.T) {
 			{Type: codec.EventReasoningDelta, Key: 0, Text: "weather."},
 			{Type: codec.EventSignature, Key: 0, Signature: "EqQBCkYIBxgCKkA="},
 			{Type: codec.EventBlockEnd, Key: 0},
-			{Type: codec.EventBlockStart, Key: 1, Kind: kOpaque, OpaqueKind: OpaqueKind},
-			{Type: codec.EventBlockEnd, Key: 1, Opaque: `{"reasoningContent":{"redactedContent":"AAECAwQ="}}`},
+			{Type: codec.EventBlockStart, Key: 1, Kind: kReason},
+			{Type: codec.EventSignature, Key: 1, Signature: "AAEC"},
+			{Type: codec.EventSignature, Key: 1, Signature: "AAECAwQ="},
+			{Type: codec.EventBlockEnd, Key: 1},
 			{Type: codec.EventBlockStart, Key: 2, Kind: kTool, ToolCallID: "t1", ToolName: "f"},
 			{Type: codec.EventToolCallDelta, Key: 2, Text: "{}"},
 			{Type: codec.EventBlockEnd, Key: 2},
@@ -319,4 +323,92 @@ func BenchmarkDecoderTextDelta(b *testing.B) {
 		for d.Next(&ev) == nil {
 		}
 	}))/n, "allocs/delta")
+}
+
+func TestDecodeResponse(t *testing.T) {
+	body := `{"output":{"message":{"role":"assistant","content":[
+	  {"reasoningContent":{"reasoningText":{"text":"Need weather.","signature":"EqQB"}}},
+	  {"reasoningContent":{"redactedContent":"AAEC"}},
+	  {"text":"Checking."},
+	  {"citationsContent": {"content":[{"text":"x"}]}},
+	  {"toolUse":{"toolUseId":"tooluse_1","name":"get_weather","input":{"city":"Paris"}}},
+	  {"toolUse":{"toolUseId":"tooluse_2","name":"get_time","input":{}}}]}},
+	 "stopReason":"tool_use",
+	 "usage":{"inputTokens":12,"outputTokens":40,"totalTokens":2100,"cacheReadInputTokens":2048,"cacheWriteInputTokens":0},
+	 "metrics":{"latencyMs":812}}`
+	var got []codec.Event
+	err := New().DecodeResponse(bytes.NewReader([]byte(body)), func(ev *codec.Event) error {
+		got = append(got, *ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []codec.Event{
+		{Type: codec.EventStart},
+		{Type: codec.EventBlockStart, Key: 0, Kind: kReason},
+		{Type: codec.EventReasoningDelta, Key: 0, Text: "Need weather."},
+		{Type: codec.EventSignature, Key: 0, Signature: "EqQB"},
+		{Type: codec.EventBlockEnd, Key: 0},
+		{Type: codec.EventBlockStart, Key: 1, Kind: kReason},
+		{Type: codec.EventSignature, Key: 1, Signature: "AAEC"},
+		{Type: codec.EventBlockEnd, Key: 1},
+		{Type: codec.EventBlockStart, Key: 2, Kind: kText},
+		{Type: codec.EventTextDelta, Key: 2, Text: "Checking."},
+		{Type: codec.EventBlockEnd, Key: 2},
+		{Type: codec.EventBlockStart, Key: 3, Kind: kOpaque, OpaqueKind: OpaqueKind},
+		{Type: codec.EventBlockEnd, Key: 3, Opaque: `{"citationsContent":{"content":[{"text":"x"}]}}`},
+		{Type: codec.EventBlockStart, Key: 4, Kind: kTool, ToolCallID: "tooluse_1", ToolName: "get_weather"},
+		{Type: codec.EventToolCallDelta, Key: 4, Text: `{"city":"Paris"}`},
+		{Type: codec.EventBlockEnd, Key: 4},
+		{Type: codec.EventBlockStart, Key: 5, Kind: kTool, ToolCallID: "tooluse_2", ToolName: "get_time"},
+		{Type: codec.EventToolCallDelta, Key: 5, Text: `{}`},
+		{Type: codec.EventBlockEnd, Key: 5},
+		{Type: codec.EventFinish, Finish: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS, RawFinish: "tool_use"},
+		{Type: codec.EventUsage, Usage: usage12},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	// 200 without output (some guardrail and internal failures).
+	err = New().DecodeResponse(bytes.NewReader([]byte(`{"stopReason":"end_turn"}`)), func(*codec.Event) error { return nil })
+	var ce *codec.Error
+	if !errors.As(err, &ce) || ce.Kind != llmv1.ErrorKind_ERROR_KIND_SERVER {
+		t.Fatalf("no output: err = %v", err)
+	}
+}
+
+func TestParseError(t *testing.T) {
+	tests := []struct {
+		status    int
+		errType   string
+		body      string
+		kind      llmv1.ErrorKind
+		code, msg string
+	}{
+		{429, "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/", `{"message":"Too many requests, please wait before trying again."}`, llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT, "ThrottlingException", "Too many requests, please wait before trying again."},
+		{429, "ModelNotReadyException", `{"message":"Model is not ready"}`, llmv1.ErrorKind_ERROR_KIND_OVERLOADED, "ModelNotReadyException", "Model is not ready"},
+		{503, "ServiceUnavailableException", `{"message":"unavailable"}`, llmv1.ErrorKind_ERROR_KIND_OVERLOADED, "ServiceUnavailableException", "unavailable"},
+		{400, "ValidationException", `{"message":"The model returned the following errors: prompt is too long: 200049 tokens > 200000 maximum"}`, llmv1.ErrorKind_ERROR_KIND_CONTEXT_LENGTH, "ValidationException", "The model returned the following errors: prompt is too long: 200049 tokens > 200000 maximum"},
+		{400, "ValidationException", `{"message":"Input is too long for requested model."}`, llmv1.ErrorKind_ERROR_KIND_CONTEXT_LENGTH, "ValidationException", "Input is too long for requested model."},
+		{400, "ValidationException", `{"message":"messages.1: roles must alternate"}`, llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST, "ValidationException", "messages.1: roles must alternate"},
+		{403, "AccessDeniedException", `{"message":"You don't have access to the model with the specified model ID."}`, llmv1.ErrorKind_ERROR_KIND_PERMISSION, "AccessDeniedException", "You don't have access to the model with the specified model ID."},
+		{403, "UnrecognizedClientException", `{"Message":"The security token included in the request is invalid."}`, llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION, "UnrecognizedClientException", "The security token included in the request is invalid."},
+		{408, "ModelTimeoutException", `{"message":"timed out"}`, llmv1.ErrorKind_ERROR_KIND_TIMEOUT, "ModelTimeoutException", "timed out"},
+		{404, "", `{"__type":"com.amazon.coral.service#ResourceNotFoundException","message":"no such model"}`, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "ResourceNotFoundException", "no such model"},
+		{502, "", `<html>bad gateway</html>`, llmv1.ErrorKind_ERROR_KIND_SERVER, "", "<html>bad gateway</html>"},
+	}
+	for _, tt := range tests {
+		resp := &http.Response{StatusCode: tt.status, Header: http.Header{}}
+		if tt.errType != "" {
+			resp.Header.Set("x-amzn-ErrorType", tt.errType)
+		}
+		resp.Header.Set("x-amzn-RequestId", "req-1")
+		got := New().ParseError(resp, []byte(tt.body))
+		want := &codec.Error{Kind: tt.kind, Message: "bedrock: " + tt.msg, StatusCode: tt.status, Code: tt.code, RequestID: "req-1"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ParseError(%d %s) (-want +got):\n%s", tt.status, tt.errType, diff)
+		}
+	}
 }

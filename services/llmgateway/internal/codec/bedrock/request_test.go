@@ -49,7 +49,8 @@ func richRequest() *llmv1.Request {
 			{Role: llmv1.Role_ROLE_ASSISTANT, Parts: []*llmv1.ContentPart{
 				{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "Need weather.", Signature: "EqQB", SignatureOrigin: "bedrock"}}},
 				{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "foreign", Signature: "zzz", SignatureOrigin: "anthropic"}}},
-				{Part: &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: OpaqueKind, Data: `{"reasoningContent":{"redactedContent":"AAEC"}}`}}},
+				{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Signature: "AAECAwQ=", Redacted: true, SignatureOrigin: "bedrock"}}},
+				{Part: &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: OpaqueKind, Data: `{"citationsContent": {"content":[{"text":"x"}]}}`}}},
 				{Part: &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: "openai.reasoning", Data: `{}`}}},
 				text(""),
 				{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: "tooluse_1", Name: "get_weather", Arguments: `{"city": "Paris"}`}}},
@@ -80,7 +81,8 @@ const richBody = `{
       {"image": {"format": "png", "source": {"bytes": "iVBORw=="}}}]},
     {"role": "assistant", "content": [
       {"reasoningContent": {"reasoningText": {"text": "Need weather.", "signature": "EqQB"}}},
-      {"reasoningContent": {"redactedContent": "AAEC"}},
+      {"reasoningContent": {"redactedContent": "AAECAwQ="}},
+      {"citationsContent": {"content": [{"text": "x"}]}},
       {"toolUse": {"toolUseId": "tooluse_1", "name": "get_weather", "input": {"city": "Paris"}}},
       {"toolUse": {"toolUseId": "tooluse_2", "name": "get_time", "input": {}}}]},
     {"role": "user", "content": [

@@ -294,9 +294,16 @@ func (c *Codec) DecodeResponse(body io.Reader, emit func(*codec.Event) error) er
 			if rt.Signature != "" {
 				evs = append(evs, codec.Event{Type: codec.EventSignature, Signature: rt.Signature})
 			}
+		case b.ReasoningContent != nil && b.ReasoningContent.RedactedContent != nil:
+			// A reasoning block with no text whose signature is the base64
+			// redactedContent (ReasoningPart's contract for redaction).
+			evs = []codec.Event{
+				{Type: codec.EventBlockStart, Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING},
+				{Type: codec.EventSignature, Signature: *b.ReasoningContent.RedactedContent},
+			}
 		default:
-			// Redacted reasoning and blocks with no neutral form travel as
-			// the raw ContentBlock, replayed byte for byte.
+			// Blocks with no neutral form travel as the raw ContentBlock,
+			// replayed byte for byte.
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, raw); err != nil {
 				return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, Message: "bedrock: decode content block: " + err.Error()}
