@@ -67,14 +67,12 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 }
 
 // dialTarget turns a listener address into one the loopback client can
-// dial: an unspecified host (":7700", "[::]:7700") becomes loopback.
+// dial: an unspecified host (":7700", "0.0.0.0:7700", "[::]:7700") becomes
+// 127.0.0.1. Go listens dual-stack on an unspecified address, so IPv4
+// loopback reaches it even where ::1 does not exist (many containers).
 func dialTarget(addr net.Addr) string {
 	if ta, ok := addr.(*net.TCPAddr); ok && (ta.IP == nil || ta.IP.IsUnspecified()) {
-		ip := net.IPv4(127, 0, 0, 1)
-		if ta.IP != nil && ta.IP.To4() == nil {
-			ip = net.IPv6loopback
-		}
-		return net.JoinHostPort(ip.String(), fmt.Sprint(ta.Port))
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
 	}
 	return addr.String()
 }

@@ -621,7 +621,7 @@ func TestDialTarget(t *testing.T) {
 	}{
 		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, "127.0.0.1:1"},
 		{&net.TCPAddr{IP: net.IPv4zero, Port: 2}, "127.0.0.1:2"},
-		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 3}, "[::1]:3"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 3}, "127.0.0.1:3"},
 		{&net.TCPAddr{Port: 4}, "127.0.0.1:4"},
 	}
 	for _, tt := range tests {
