@@ -226,3 +226,38 @@ func TestSecretsOverREST(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRunsSandbox checks that `fabro serve` serves the sandbox service
+// beside the vault, on the same ports.
+func TestServeRunsSandbox(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	work := t.TempDir()
+	post := func(path, body string) string {
+		t.Helper()
+		resp, err := http.Post("http://"+s.httpAddr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s = %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	var created struct {
+		Sandbox struct {
+			ID string `json:"sandboxId"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal([]byte(post("/v1/sandboxes", `{"spec":{"driver":"local","workingDirectory":"`+work+`"}}`)), &created); err != nil || created.Sandbox.ID == "" {
+		t.Fatalf("create sandbox: %v %+v", err, created)
+	}
+	out := post("/v1/sandboxes/"+created.Sandbox.ID+":exec", `{"spec":{"command":"echo made-by-fabro > out.txt && cat out.txt"}}`)
+	if !strings.Contains(out, `"exitCode":0`) {
+		t.Errorf("exec result = %s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "out.txt")); err != nil || string(b) != "made-by-fabro\n" {
+		t.Errorf("out.txt = %q, %v", b, err)
+	}
+}

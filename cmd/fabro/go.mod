@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/fabro-sh/fabro-go/gen v0.0.0
 	github.com/fabro-sh/fabro-go/platform v0.0.0
+	github.com/fabro-sh/fabro-go/services/sandbox v0.0.0
 	github.com/fabro-sh/fabro-go/services/vault v0.0.0
 	golang.org/x/term v0.47.0
 	google.golang.org/grpc v1.85.0
@@ -32,5 +33,6 @@ require (
 replace (
 	github.com/fabro-sh/fabro-go/gen => ../../gen
 	github.com/fabro-sh/fabro-go/platform => ../../platform
+	github.com/fabro-sh/fabro-go/services/sandbox => ../../services/sandbox
 	github.com/fabro-sh/fabro-go/services/vault => ../../services/vault
 )

@@ -10,6 +10,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
@@ -33,7 +34,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	srvCfg.RegisterFlags(fs, server.Config{GRPCAddr: defaultGRPCAddr, HTTPAddr: defaultHTTPAddr})
 	logCfg.RegisterFlags(fs)
 	vaultCfg.RegisterFlags(fs)
-	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "directory for the vault store, its audit log and generated keys")
+	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "directory for the vault store, its audit log and generated keys, and sandbox workspaces")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err
 	}
@@ -51,7 +52,14 @@ func serve(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer v.Close()
-	return server.Run(ctx, srvCfg, logger, v)
+	sb, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
+	if err != nil {
+		return err
+	}
+	// Sandboxes outlive the request that made them; delete them (and kill
+	// their commands) once the server has drained.
+	defer sb.Close(context.WithoutCancel(ctx))
+	return server.Run(ctx, srvCfg, logger, v, sb)
 }
 
 // defaultDataDir follows the XDG base directory convention.
