@@ -310,7 +310,7 @@ func TestRequestBody(t *testing.T) {
 		req: &llmv1.Request{Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{text("hi")}}},
 			Tools: []*llmv1.ToolDefinition{{Name: "t"}}, ToolChoice: &llmv1.ToolChoice{Mode: llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED},
 			MaxOutputTokens: proto.Int32(1000), ReasoningEffort: llmv1.ReasoningEffort_REASONING_EFFORT_HIGH,
-			ResponseFormat:  &llmv1.ResponseFormat{Type: llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT}},
+			ResponseFormat: &llmv1.ResponseFormat{Type: llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT}},
 		want: `{"model":"claude-x","max_tokens":1000,"system":"` + jsonObjectInstruction + `",
 		  "tools":[{"name":"t","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},
 		  "messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
@@ -366,7 +366,7 @@ func TestRequestHeaders(t *testing.T) {
 		want:     map[string]string{"x-api-key": "sk-ant", "anthropic-version": "2099-01-01", "anthropic-beta": "a,b", "Content-Type": "application/json"},
 		url:      "https://api.anthropic.com/v1/messages",
 	}, {
-		name: "bearer from the catalog's credential names",
+		name:     "bearer from the catalog's credential names",
 		provider: &llmv1.Provider{BaseUrl: "http://proxy/v1/", Auth: &llmv1.Auth{Scheme: llmv1.AuthScheme_AUTH_SCHEME_BEARER, CredentialNames: []string{"A", "B"}}},
 		creds:    map[string]string{"B": "tok"},
 		want:     map[string]string{"Authorization": "Bearer tok", "anthropic-version": APIVersion, "x-api-key": ""},

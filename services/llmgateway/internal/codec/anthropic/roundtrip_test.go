@@ -244,8 +244,8 @@ func TestSDKOracle(t *testing.T) {
 // know, so any misnamed or misplaced field shows up as a difference.
 func TestRequestAgainstSDKParams(t *testing.T) {
 	req := &llmv1.Request{System: "sys", MaxOutputTokens: proto.Int32(20000), ReasoningEffort: llmv1.ReasoningEffort_REASONING_EFFORT_LOW,
-		Tools:      []*llmv1.ToolDefinition{{Name: "get_weather", Description: "d", Parameters: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`}},
-		ToolChoice: &llmv1.ToolChoice{Mode: llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO},
+		Tools:          []*llmv1.ToolDefinition{{Name: "get_weather", Description: "d", Parameters: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`}},
+		ToolChoice:     &llmv1.ToolChoice{Mode: llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO},
 		ResponseFormat: &llmv1.ResponseFormat{Type: llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA, Schema: `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false}`},
 		Messages: []*llmv1.Message{
 			{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{text("hi"), {Part: &llmv1.ContentPart_Image{Image: &llmv1.ImagePart{Source: &llmv1.ImagePart_Data{Data: []byte{1, 2}}, MediaType: "image/png"}}}}},
