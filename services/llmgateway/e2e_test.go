@@ -1,0 +1,144 @@
+package llmgateway
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
+)
+
+var e2eEnv = map[string]string{
+	"ANTHROPIC_API_KEY": "sk-ant", "OPENAI_API_KEY": "sk-oai", "GEMINI_API_KEY": "g-key",
+	"AWS_BEARER_TOKEN_BEDROCK": "bedrock-key", "GROQ_API_KEY": "gsk",
+}
+
+// newE2E runs the gateway with the built-in codecs and catalog, every
+// provider pointed at one fake provider.
+func newE2E(t testing.TB) (*fakeprovider.Server, llmv1.LLMGatewayServiceClient, *Service) {
+	t.Helper()
+	fp := fakeprovider.New()
+	l, err := fakeprovider.Listen("127.0.0.1:0", fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	path := filepath.Join(t.TempDir(), "overlay.json")
+	if err := os.WriteFile(path, fakeprovider.CatalogOverlay(l.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(context.Background(), Config{
+		CatalogOverlay: path,
+		LookupEnv: func(k string) (string, bool) {
+			v, ok := e2eEnv[k]
+			return v, ok
+		},
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	return fp, dial(t, gw), gw
+}
+
+// TestEndToEndCodecs streams one scripted turn through each landed codec
+// and its fake renderer.
+func TestEndToEndCodecs(t *testing.T) {
+	fp, client, _ := newE2E(t)
+	turn := fakeprovider.Turn{
+		Text:      "Hello, wörld",
+		ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "read", Arguments: `{"path":"a.go"}`}, {ID: "call_2", Name: "grep", Arguments: `{"q":"x"}`}},
+		Usage:     fakeprovider.Usage{Input: 100, Output: 20},
+	}
+	for _, model := range []string{"groq/llama-3.3-70b-versatile", "anthropic/claude-sonnet-4.5", "gemini/gemini-2.5-flash", "bedrock/bedrock-claude-sonnet-4.5"} {
+		for _, stream := range []bool{true, false} {
+			name := model
+			if stream {
+				name += "/stream"
+			}
+			t.Run(name, func(t *testing.T) {
+				fp.Enqueue(turn)
+				req := userReq(model, "hi")
+				req.DisableFallbacks = true
+				var resp *llmv1.Response
+				if stream {
+					st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: req})
+					if err != nil {
+						t.Fatal(err)
+					}
+					evs, err := collect(t, st)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp = evs[len(evs)-1].GetEnded().GetResponse()
+				} else {
+					r, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: req})
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp = r.GetResponse()
+				}
+				if resp == nil {
+					t.Fatal("no ended response")
+				}
+				var text string
+				var calls []string
+				for _, p := range resp.GetParts() {
+					text += p.GetText().GetText()
+					if tc := p.GetToolCall(); tc != nil {
+						calls = append(calls, tc.GetName()+tc.GetArguments())
+					}
+				}
+				if text != turn.Text || !cmp.Equal(calls, []string{`read{"path":"a.go"}`, `grep{"q":"x"}`}) {
+					t.Errorf("text %q calls %q", text, calls)
+				}
+				if resp.GetFinishReason() != llmv1.FinishReason_FINISH_REASON_TOOL_CALLS {
+					t.Errorf("finish %v", resp.GetFinishReason())
+				}
+				if diff := cmp.Diff(&llmv1.Usage{InputTokens: 100, OutputTokens: 20}, resp.GetUsage(), protocmp.Transform(), protocmp.IgnoreFields(&llmv1.Usage{}, "cache_read_tokens", "cache_write_tokens")); diff != "" {
+					t.Errorf("usage (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// TestEndToEndFaults checks the fake's injected faults through a real codec.
+func TestEndToEndFaults(t *testing.T) {
+	fp, client, _ := newE2E(t)
+	req := userReq("anthropic/claude-sonnet-4.5", "hi")
+	req.DisableFallbacks = true
+
+	// Overloaded (529) then success: retried.
+	fp.Enqueue(fakeprovider.Turn{Fault: &fakeprovider.Fault{Kind: fakeprovider.FaultOverloaded}}, fakeprovider.Turn{Text: "ok"})
+	gwResp, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gwResp.GetResponse().GetAttempts() != 2 {
+		t.Errorf("attempts %d", gwResp.GetResponse().GetAttempts())
+	}
+
+	// Mid-stream error and a reset after output: terminal error events.
+	for _, kind := range []fakeprovider.FaultKind{fakeprovider.FaultMidStreamError, fakeprovider.FaultConnectionReset} {
+		fp.Enqueue(fakeprovider.Turn{Text: "a long enough reply to be cut", ChunkRunes: 4, Fault: &fakeprovider.Fault{Kind: kind, AfterChunks: 5}})
+		st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: req})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := collect(t, st)
+		if err != nil {
+			t.Fatalf("fault %d: status %v, want an error event", kind, err)
+		}
+		last := evs[len(evs)-1].GetError()
+		if last == nil || last.GetPartialResponse() == nil {
+			t.Errorf("fault %d: last event %v", kind, evs[len(evs)-1])
+		}
+	}
+}
