@@ -1,0 +1,436 @@
+// Package tools is the agent's built-in tool set: shell, file, search, web,
+// patch and todo tools, chosen per provider profile and permission level,
+// with argument validation against each tool's JSON schema and per-tool
+// output truncation. Every tool acts through the sandbox service's gRPC
+// contract (or, for web tools, an SSRF-guarded HTTP client); none touches
+// the host directly.
+package tools
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+)
+
+// Sandbox is the part of the sandbox service the tools use.
+// [sandboxv1.SandboxServiceClient] satisfies it.
+type Sandbox interface {
+	ReadFile(ctx context.Context, in *sandboxv1.ReadFileRequest, opts ...grpc.CallOption) (*sandboxv1.ReadFileResponse, error)
+	ReadFileBytes(ctx context.Context, in *sandboxv1.ReadFileBytesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sandboxv1.ReadFileBytesResponse], error)
+	WriteFile(ctx context.Context, in *sandboxv1.WriteFileRequest, opts ...grpc.CallOption) (*sandboxv1.WriteFileResponse, error)
+	DeleteFile(ctx context.Context, in *sandboxv1.DeleteFileRequest, opts ...grpc.CallOption) (*sandboxv1.DeleteFileResponse, error)
+	StatFile(ctx context.Context, in *sandboxv1.StatFileRequest, opts ...grpc.CallOption) (*sandboxv1.StatFileResponse, error)
+	ListDirectory(ctx context.Context, in *sandboxv1.ListDirectoryRequest, opts ...grpc.CallOption) (*sandboxv1.ListDirectoryResponse, error)
+	ExecStream(ctx context.Context, in *sandboxv1.ExecStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sandboxv1.ExecStreamResponse], error)
+	Grep(ctx context.Context, in *sandboxv1.GrepRequest, opts ...grpc.CallOption) (*sandboxv1.GrepResponse, error)
+	Glob(ctx context.Context, in *sandboxv1.GlobRequest, opts ...grpc.CallOption) (*sandboxv1.GlobResponse, error)
+}
+
+var _ Sandbox = sandboxv1.SandboxServiceClient(nil)
+
+// Env is what the tools of one agent session act on.
+type Env struct {
+	// Sandbox is the sandbox service client.
+	Sandbox Sandbox
+	// SandboxID is the sandbox the tools act in.
+	SandboxID string
+	// WorkDir is the sandbox's working directory (in the sandbox's view).
+	// Relative paths in tool arguments resolve against it, and glob and
+	// grep report absolute paths under it so read_file can take them as
+	// they are. Empty: paths are passed through and results stay relative.
+	WorkDir string
+	// SessionID is the calling session; it is the list id of an
+	// update_plan plan and is passed to the TodoStore's callback.
+	SessionID string
+
+	// Summarize answers web_fetch's prompt about a page with a small
+	// model. Nil: web_fetch returns the page content.
+	Summarize func(ctx context.Context, prompt, content string) (string, error)
+	// Credential returns a secret by name (BRAVE_SEARCH_API_KEY), from
+	// the vault. Nil or an empty value: web_search reports the key as
+	// missing.
+	Credential func(ctx context.Context, name string) (string, error)
+	// HTTPClient is the base client of web_fetch and web_search. web_fetch
+	// always uses a copy with the SSRF guard (unless AllowPrivateNetwork);
+	// nil means a default client.
+	HTTPClient *http.Client
+	// AllowPrivateNetwork turns the SSRF guard off. For tests only.
+	AllowPrivateNetwork bool
+	// BraveBaseURL is the Brave Search API; default
+	// https://api.search.brave.com.
+	BraveBaseURL string
+
+	// Todos is the todo list update_plan or Task* maintain: shared by a
+	// root session and its subagents for tasks, one per session for a
+	// plan. Nil: the set keeps a private list.
+	Todos *TodoStore
+
+	// DefaultCommandTimeout is the shell timeout when the model gives
+	// none; zero means the profile's default (10 s, 120 s for anthropic).
+	DefaultCommandTimeout time.Duration
+	// MaxCommandTimeout caps every shell timeout; zero means 600 s.
+	MaxCommandTimeout time.Duration
+	// ShellOutput, when set, receives shell output as the command writes
+	// it (for ToolCallOutputDelta events). It must not block for long.
+	ShellOutput func(callID string, stream sandboxv1.OutputStream, data []byte)
+}
+
+// Call is one tool call from the model.
+type Call struct {
+	// ID is the provider's call id.
+	ID string
+	// Name is the tool name as the model called it.
+	Name string
+	// Arguments is the JSON text the model gave; empty means {}.
+	Arguments string
+}
+
+// Error kinds of a [Result].
+const (
+	KindUnknownTool        = "unknown_tool"
+	KindInvalidArguments   = "invalid_arguments"
+	KindDenied             = "denied"
+	KindFailed             = "failed"
+	KindCancelled          = "cancelled"
+	KindTimeout            = "timeout"
+	KindSandboxUnavailable = "sandbox_unavailable"
+)
+
+// Result is what a tool call gives back.
+type Result struct {
+	// Output is what the model sees: the tool's output cut to the tool's
+	// limit, with a marker where text was removed.
+	Output string
+	// IsError is true when the call failed; Output then says why.
+	IsError bool
+	// ErrorKind classifies a failure: one of the Kind constants.
+	ErrorKind string
+	// Truncated is true when Output is shorter than Full.
+	Truncated bool
+
+	// Full is the output before the per-tool limit (itself capped at
+	// 1 MiB as head and tail), for the ToolCallCompleted event.
+	Full string
+	// CharsOmitted is how many characters of Full the limit removed.
+	CharsOmitted int64
+	// Process is how the shell's command ended; nil for other tools.
+	Process *agentv1.ProcessOutcome
+}
+
+// ErrorKindProto maps ErrorKind to the event's enum.
+func (r Result) ErrorKindProto() agentv1.ToolErrorKind {
+	switch r.ErrorKind {
+	case KindUnknownTool:
+		return agentv1.ToolErrorKind_TOOL_ERROR_KIND_UNKNOWN_TOOL
+	case KindInvalidArguments:
+		return agentv1.ToolErrorKind_TOOL_ERROR_KIND_INVALID_ARGUMENTS
+	case KindDenied:
+		return agentv1.ToolErrorKind_TOOL_ERROR_KIND_DENIED
+	case KindFailed:
+		return agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED
+	case KindCancelled:
+		return agentv1.ToolErrorKind_TOOL_ERROR_KIND_CANCELLED
+	case KindTimeout:
+		return agentv1.ToolErrorKind_TOOL_ERROR_KIND_TIMED_OUT
+	case KindSandboxUnavailable:
+		return agentv1.ToolErrorKind_TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE
+	}
+	return agentv1.ToolErrorKind_TOOL_ERROR_KIND_UNSPECIFIED
+}
+
+// PermissionLevel decides which tool categories a session may use.
+type PermissionLevel int
+
+// Permission levels, numbered as agentv1.PermissionLevel. The zero value
+// means ReadWrite.
+const (
+	ReadOnly  PermissionLevel = 1 // read tools only
+	ReadWrite PermissionLevel = 2 // read and write tools
+	Full      PermissionLevel = 3 // everything: shell, web, todo tools too
+)
+
+// LevelFromProto converts the API's permission level (unset = ReadWrite).
+func LevelFromProto(l agentv1.PermissionLevel) PermissionLevel {
+	switch l {
+	case agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY:
+		return ReadOnly
+	case agentv1.PermissionLevel_PERMISSION_LEVEL_FULL:
+		return Full
+	}
+	return ReadWrite
+}
+
+func (l PermissionLevel) String() string {
+	switch l {
+	case ReadOnly:
+		return "read-only"
+	case Full:
+		return "full"
+	}
+	return "read-write"
+}
+
+// category is a tool's permission category (upstream 2.13): everything
+// that is neither read nor write gates as shell.
+type category int
+
+const (
+	catRead category = iota
+	catWrite
+	catShell
+)
+
+func (l PermissionLevel) allows(c category) bool {
+	switch l {
+	case ReadOnly:
+		return c == catRead
+	case Full:
+		return true
+	}
+	return c != catShell // read-write, and the zero value
+}
+
+// Profile names [NewSet] understands directly; other names map to the
+// nearest with [Profile].
+const (
+	ProfileAnthropic = "anthropic"
+	ProfileOpenAI    = "openai"
+	ProfileGemini    = "gemini"
+)
+
+// Profile maps a catalog agent profile to the tool set it uses:
+// anthropic and claude-5 to anthropic; gemini to gemini; everything else
+// (openai, gpt56, gpt6, kimi, unknown) to openai, as upstream does.
+func Profile(name string) string {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "anthropic", "claude-5", "claude5", "bedrock":
+		return ProfileAnthropic
+	case "gemini":
+		return ProfileGemini
+	}
+	return ProfileOpenAI
+}
+
+// DefaultCommandTimeout is the shell timeout of a catalog agent profile:
+// 120 s for anthropic and claude-5, 60 s for kimi, 10 s otherwise.
+func DefaultCommandTimeout(profile string) time.Duration {
+	switch strings.ToLower(strings.TrimSpace(profile)) {
+	case "anthropic", "claude-5", "claude5", "bedrock":
+		return 120 * time.Second
+	case "kimi":
+		return 60 * time.Second
+	}
+	return 10 * time.Second
+}
+
+// MaxCommandTimeout is the cap on every shell timeout.
+const MaxCommandTimeout = 600 * time.Second
+
+// tool is one built-in tool.
+type tool struct {
+	name        string
+	description string
+	schema      *schema
+	category    category
+	serial      bool
+	run         func(ctx context.Context, s *Set, c Call, args []byte) (output, error)
+}
+
+// output is a tool's successful result; a tool may also mark it failed
+// (a non-zero shell exit) while keeping its rendered text.
+type output struct {
+	text    string
+	failed  bool
+	kind    string
+	process *agentv1.ProcessOutcome
+}
+
+func ok(text string) (output, error) { return output{text: text}, nil }
+
+var (
+	coreTools      = []string{"shell", "read_file", "write_file", "grep", "glob", "web_search", "web_fetch"}
+	profileExtras  = map[string][]string{
+		ProfileAnthropic: {"edit_file", "TaskCreate", "TaskUpdate", "TaskGet", "TaskList"},
+		ProfileOpenAI:    {"apply_patch", "update_plan"},
+		ProfileGemini:    {"edit_file", "read_many_files", "list_dir"},
+	}
+	registryOnce sync.Once
+	registry     map[string]*tool
+)
+
+func builtins() map[string]*tool {
+	registryOnce.Do(func() {
+		registry = map[string]*tool{}
+		for _, t := range []*tool{
+			shellTool(), readFileTool(), writeFileTool(), grepTool(), globTool(),
+			webSearchTool(), webFetchTool(), editFileTool(), applyPatchTool(),
+			updatePlanTool(), taskCreateTool(), taskUpdateTool(), taskGetTool(), taskListTool(),
+			readManyFilesTool(), listDirTool(),
+		} {
+			registry[t.name] = t
+		}
+	})
+	return registry
+}
+
+// Set is the tool set of one session: its profile's tools, the ones its
+// permission level allows visible, the others refused.
+type Set struct {
+	env     Env
+	profile string
+	level   PermissionLevel
+	limits  map[string]Limit
+
+	tools   []*tool          // the profile's tools, in definition order
+	byName  map[string]*tool // the profile's tools
+	visible []*tool
+
+	defaultTimeout, maxTimeout time.Duration
+	fetchClient                *http.Client
+	searchClient               *http.Client
+	// allowAddr, when set, lets these addresses through the SSRF guard
+	// (tests only: the httptest server of a redirect test).
+	allowAddr func(addr string) bool
+
+	// writeMu serializes read-modify-write tools (edit_file, apply_patch)
+	// of this session, so two parallel edits of a file never lose one.
+	writeMu sync.Mutex
+}
+
+// NewSet returns the tool set of a session. profile is a catalog agent
+// profile (see [Profile]); limits override the default output limits per
+// tool name.
+func NewSet(profile string, level PermissionLevel, env Env, limits map[string]Limit) *Set {
+	s := &Set{env: env, profile: Profile(profile), level: level, byName: map[string]*tool{}}
+	if s.level < ReadOnly || s.level > Full {
+		s.level = ReadWrite
+	}
+	s.limits = map[string]Limit{}
+	for name, l := range defaultLimits {
+		s.limits[name] = l
+	}
+	for name, l := range limits {
+		s.limits[name] = l
+	}
+	reg := builtins()
+	for _, name := range append(slices.Clone(coreTools), profileExtras[s.profile]...) {
+		t := reg[name]
+		s.tools = append(s.tools, t)
+		s.byName[name] = t
+		if s.level.allows(t.category) {
+			s.visible = append(s.visible, t)
+		}
+	}
+	s.defaultTimeout = env.DefaultCommandTimeout
+	if s.defaultTimeout <= 0 {
+		s.defaultTimeout = DefaultCommandTimeout(profile)
+	}
+	s.maxTimeout = env.MaxCommandTimeout
+	if s.maxTimeout <= 0 {
+		s.maxTimeout = MaxCommandTimeout
+	}
+	s.defaultTimeout = min(s.defaultTimeout, s.maxTimeout)
+	if s.env.Todos == nil {
+		kind := agentv1.TodoListKind_TODO_LIST_KIND_OPENAI_PLAN
+		if s.profile == ProfileAnthropic {
+			kind = agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS
+		}
+		s.env.Todos = NewTodoStore(env.SessionID, kind, nil)
+	}
+	if s.env.BraveBaseURL == "" {
+		s.env.BraveBaseURL = defaultBraveBaseURL
+	}
+	s.searchClient = env.HTTPClient
+	if s.searchClient == nil {
+		s.searchClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	s.fetchClient = s.guardedClient(env.HTTPClient)
+	return s
+}
+
+// Profile returns the tool profile the set was built for.
+func (s *Set) Profile() string { return s.profile }
+
+// Names returns the names of the tools the model is offered, in order.
+func (s *Set) Names() []string {
+	names := make([]string, len(s.visible))
+	for i, t := range s.visible {
+		names[i] = t.name
+	}
+	return names
+}
+
+// Definitions returns the tools the model is offered: those of the profile
+// the permission level allows.
+func (s *Set) Definitions() []*llmv1.ToolDefinition {
+	defs := make([]*llmv1.ToolDefinition, len(s.visible))
+	for i, t := range s.visible {
+		defs[i] = &llmv1.ToolDefinition{Name: t.name, Description: t.description, Parameters: t.schema.json()}
+	}
+	return defs
+}
+
+// Serial reports whether calls of the tool must not run alongside others
+// (shell: a round holding a shell call runs one call at a time).
+func (s *Set) Serial(name string) bool {
+	t, ok := s.byName[name]
+	return ok && t.serial
+}
+
+// Run runs one call. It never panics and never fails: every problem
+// (malformed JSON, schema violations, unknown or denied tools, sandbox
+// errors, cancellation) is an error Result the model sees. Output is cut to
+// the tool's limit.
+func (s *Set) Run(ctx context.Context, c Call) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = s.finish(c.Name, output{text: fmt.Sprintf("Tool %s failed with an internal error: %v", c.Name, p), failed: true, kind: KindFailed})
+		}
+	}()
+	t, known := s.byName[c.Name]
+	if !known {
+		return s.finish(c.Name, output{failed: true, kind: KindUnknownTool,
+			text: fmt.Sprintf("Unknown tool: %q. Available tools: %s.", c.Name, strings.Join(s.Names(), ", "))})
+	}
+	if !s.level.allows(t.category) {
+		return s.finish(c.Name, output{failed: true, kind: KindDenied,
+			text: fmt.Sprintf("Tool %s is not allowed at permission level %s.", c.Name, s.level)})
+	}
+	args, err := t.schema.validateJSON(c.Arguments)
+	if err != nil {
+		return s.finish(c.Name, output{failed: true, kind: KindInvalidArguments, text: "Tool argument validation failed: " + err.Error()})
+	}
+	if err := ctx.Err(); err != nil {
+		return s.finish(c.Name, output{failed: true, kind: KindCancelled, text: "Cancelled"})
+	}
+	out, err := t.run(ctx, s, c, args)
+	if err != nil {
+		out = s.describe(ctx, err)
+	}
+	return s.finish(c.Name, out)
+}
+
+// finish applies the retention cap and the tool's limit.
+func (s *Set) finish(name string, out output) Result {
+	full := retain(out.text)
+	model, omitted := truncate(full, s.limits[name])
+	r := Result{Output: model, Full: full, Truncated: omitted > 0, CharsOmitted: omitted, Process: out.process}
+	if out.failed {
+		r.IsError = true
+		r.ErrorKind = out.kind
+		if r.ErrorKind == "" {
+			r.ErrorKind = KindFailed
+		}
+	}
+	return r
+}

@@ -1,0 +1,152 @@
+package tools
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Mode says which part of a long output a [Limit] keeps.
+type Mode int
+
+const (
+	// HeadTail keeps the start and the end, dropping the middle.
+	HeadTail Mode = iota
+	// Tail keeps the end.
+	Tail
+	// Head keeps the start.
+	Head
+)
+
+// Limit is how much of a tool's output the model sees. Characters are
+// counted as Unicode code points and applied first, then lines.
+type Limit struct {
+	// MaxChars is the most characters kept; 0 means no limit.
+	MaxChars int
+	// MaxLines is the most lines kept; 0 means no limit.
+	MaxLines int
+	// Mode is which part is kept.
+	Mode Mode
+}
+
+// defaultLimits is the seed's table (grep 30,000 tail, glob 20,000 tail,
+// edit_file and apply_patch 10,000 tail, write_file 1,000 tail), plus the
+// upstream head-and-tail limits of read_file (50,000) and shell (30,000),
+// which the seed's "other tools" row leaves open. Other tools have no
+// limit beyond the 1 MiB retention cap and their own caps (web_fetch
+// 100 KB).
+var defaultLimits = map[string]Limit{
+	"grep":        {MaxChars: 30_000, Mode: Tail},
+	"glob":        {MaxChars: 20_000, Mode: Tail},
+	"edit_file":   {MaxChars: 10_000, Mode: Tail},
+	"apply_patch": {MaxChars: 10_000, Mode: Tail},
+	"write_file":  {MaxChars: 1_000, Mode: Tail},
+	"read_file":   {MaxChars: 50_000, Mode: HeadTail},
+	"shell":       {MaxChars: 30_000, Mode: HeadTail},
+}
+
+// DefaultLimit returns the default output limit of a tool (zero: none).
+func DefaultLimit(name string) Limit { return defaultLimits[name] }
+
+// retentionBytes caps what a tool result keeps at all (head and tail), as
+// the ToolCallCompleted event's output.
+const retentionBytes = 1 << 20
+
+// retain caps s at retentionBytes, keeping head and tail halves.
+func retain(s string) string {
+	if len(s) <= retentionBytes {
+		return s
+	}
+	half := retentionBytes / 2
+	head := s[:runeStart(s, half)]
+	tail := s[runeStart(s, len(s)-half):]
+	return head + fmt.Sprintf("\n\n[... %d bytes omitted ...]\n\n", len(s)-len(head)-len(tail)) + tail
+}
+
+// runeStart moves i back to the start of the rune it falls in.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// truncate cuts s to l, returning what the model sees and how many
+// characters were removed (lines mode counts the characters of the removed
+// lines too).
+func truncate(s string, l Limit) (string, int64) {
+	var omitted int64
+	if l.MaxChars > 0 && len(s) > l.MaxChars {
+		if n := utf8.RuneCountInString(s); n > l.MaxChars {
+			s, omitted = truncateChars(s, n, l)
+		}
+	}
+	if l.MaxLines > 0 {
+		var o int64
+		s, o = truncateLines(s, l)
+		omitted += o
+	}
+	return s, omitted
+}
+
+// byteOffset returns the byte offset of the rune numbered r (0-based).
+func byteOffset(s string, r int) int {
+	i := 0
+	for off := range s {
+		if i == r {
+			return off
+		}
+		i++
+	}
+	return len(s)
+}
+
+func truncateChars(s string, n int, l Limit) (string, int64) {
+	removed := n - l.MaxChars
+	note := "The full output is in the event log; re-run the tool with more targeted parameters to see other parts."
+	switch l.Mode {
+	case Tail:
+		cut := byteOffset(s, removed)
+		return fmt.Sprintf("[WARNING: Tool output was truncated. The first %d characters were removed; the last %d are shown. %s]\n\n", removed, l.MaxChars, note) + s[cut:], int64(removed)
+	case Head:
+		cut := byteOffset(s, l.MaxChars)
+		return s[:cut] + fmt.Sprintf("\n\n[WARNING: Tool output was truncated. The last %d characters were removed. %s]", removed, note), int64(removed)
+	}
+	headChars := l.MaxChars / 2
+	tailChars := l.MaxChars - headChars
+	head := s[:byteOffset(s, headChars)]
+	tail := s[byteOffset(s, n-tailChars):]
+	return head + fmt.Sprintf("\n\n[WARNING: Tool output was truncated. %d characters were removed from the middle. %s]\n\n", removed, note) + tail, int64(removed)
+}
+
+func truncateLines(s string, l Limit) (string, int64) {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) <= l.MaxLines {
+		return s, 0
+	}
+	dropped := len(lines) - l.MaxLines
+	var kept, removed []string
+	switch l.Mode {
+	case Tail:
+		removed, kept = lines[:dropped], lines[dropped:]
+		return fmt.Sprintf("[... %d lines omitted ...]\n", dropped) + strings.Join(kept, ""), chars(removed)
+	case Head:
+		kept, removed = lines[:l.MaxLines], lines[l.MaxLines:]
+		return strings.Join(kept, "") + fmt.Sprintf("\n[... %d lines omitted ...]", dropped), chars(removed)
+	}
+	h := l.MaxLines / 2
+	t := l.MaxLines - h
+	removed = lines[h : len(lines)-t]
+	return strings.Join(lines[:h], "") + fmt.Sprintf("[... %d lines omitted ...]\n", dropped) + strings.Join(lines[len(lines)-t:], ""), chars(removed)
+}
+
+func chars(lines []string) int64 {
+	var n int64
+	for _, l := range lines {
+		n += int64(utf8.RuneCountInString(l))
+	}
+	return n
+}
