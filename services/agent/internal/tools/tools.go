@@ -258,8 +258,8 @@ type output struct {
 func ok(text string) (output, error) { return output{text: text}, nil }
 
 var (
-	coreTools      = []string{"shell", "read_file", "write_file", "grep", "glob", "web_search", "web_fetch"}
-	profileExtras  = map[string][]string{
+	coreTools     = []string{"shell", "read_file", "write_file", "grep", "glob", "web_search", "web_fetch"}
+	profileExtras = map[string][]string{
 		ProfileAnthropic: {"edit_file", "TaskCreate", "TaskUpdate", "TaskGet", "TaskList"},
 		ProfileOpenAI:    {"apply_patch", "update_plan"},
 		ProfileGemini:    {"edit_file", "read_many_files", "list_dir"},

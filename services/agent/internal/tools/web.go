@@ -42,23 +42,23 @@ var errBlockedAddress = errors.New("refused: the address is private, loopback, l
 var blockedPrefixes = func() []netip.Prefix {
 	var ps []netip.Prefix
 	for _, s := range []string{
-		"0.0.0.0/8",          // "this network"
-		"100.64.0.0/10",      // CGNAT
-		"192.0.0.0/24",       // IETF protocol assignments
-		"192.0.2.0/24",       // TEST-NET-1
-		"198.18.0.0/15",      // benchmarking
-		"198.51.100.0/24",    // TEST-NET-2
-		"203.0.113.0/24",     // TEST-NET-3
-		"240.0.0.0/4",        // reserved, broadcast
-		"64:ff9b::/96",       // NAT64
-		"64:ff9b:1::/48",     // local NAT64
-		"100::/64",           // discard
-		"2001::/23",          // IETF protocol assignments (Teredo, ...)
-		"2001:db8::/32",      // documentation
-		"2002::/16",          // 6to4
-		"fec0::/10",          // site-local (deprecated)
-		"3fff::/20",          // documentation
-		"5f00::/16",          // SRv6 SIDs
+		"0.0.0.0/8",         // "this network"
+		"100.64.0.0/10",     // CGNAT
+		"192.0.0.0/24",      // IETF protocol assignments
+		"192.0.2.0/24",      // TEST-NET-1
+		"198.18.0.0/15",     // benchmarking
+		"198.51.100.0/24",   // TEST-NET-2
+		"203.0.113.0/24",    // TEST-NET-3
+		"240.0.0.0/4",       // reserved, broadcast
+		"64:ff9b::/96",      // NAT64
+		"64:ff9b:1::/48",    // local NAT64
+		"100::/64",          // discard
+		"2001::/23",         // IETF protocol assignments (Teredo, ...)
+		"2001:db8::/32",     // documentation
+		"2002::/16",         // 6to4
+		"fec0::/10",         // site-local (deprecated)
+		"3fff::/20",         // documentation
+		"5f00::/16",         // SRv6 SIDs
 		"::/128", "::1/128", // unspecified, loopback
 	} {
 		ps = append(ps, netip.MustParsePrefix(s))
