@@ -1,0 +1,219 @@
+// Package agent is the agent service: coding-agent sessions whose model
+// turns go through the LLM gateway and whose tools act through the sandbox
+// service, with every event published to NATS JetStream and streamed to
+// callers over gRPC and REST.
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultModel      = "claude-sonnet-4.5"
+	DefaultNATSListen = "127.0.0.1:7723"
+	// DefaultLLMAddr and DefaultSandboxAddr are the standalone binaries'
+	// gRPC addresses.
+	DefaultLLMAddr     = "127.0.0.1:7701"
+	DefaultSandboxAddr = "127.0.0.1:7702"
+)
+
+// Config configures the agent service. The flag-bound fields come first;
+// the rest are for embedding and tests.
+type Config struct {
+	// LLMAddr is the LLM gateway's gRPC address.
+	LLMAddr string
+	// SandboxAddr is the sandbox service's gRPC address.
+	SandboxAddr string
+	// NATSURL is an external NATS server with JetStream; empty runs
+	// nats-server embedded, storing under DataDir/agent/nats.
+	NATSURL string
+	// NATSListen is the embedded server's client address, so other
+	// processes can subscribe ("host:port", port -1 picks one; "none"
+	// accepts in-process connections only).
+	NATSListen string
+	// DataDir holds the embedded NATS store and the session records; the
+	// caller registers its flag, shared by every service.
+	DataDir string
+	// DefaultModel is used when CreateSession names no model.
+	DefaultModel string
+
+	// LLM and Sandbox override LLMAddr and SandboxAddr with ready clients
+	// (an in-process connection).
+	LLM     llmv1.LLMGatewayServiceClient
+	Sandbox sandboxv1.SandboxServiceClient
+	// ReplayBackoff is the wait before replaying a failed turn (tests pass
+	// a short one); nil means 1 s doubling.
+	ReplayBackoff func(attempt int) time.Duration
+}
+
+// RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
+// to c; with platform/envflag they read FABRO_LLM_ADDR, FABRO_SANDBOX_ADDR,
+// FABRO_NATS_URL and FABRO_NATS_LISTEN.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	if c.LLMAddr == "" {
+		c.LLMAddr = DefaultLLMAddr
+	}
+	if c.SandboxAddr == "" {
+		c.SandboxAddr = DefaultSandboxAddr
+	}
+	if c.NATSListen == "" {
+		c.NATSListen = DefaultNATSListen
+	}
+	fs.StringVar(&c.LLMAddr, "llm-addr", c.LLMAddr, "LLM gateway gRPC address (host:port)")
+	fs.StringVar(&c.SandboxAddr, "sandbox-addr", c.SandboxAddr, "sandbox service gRPC address (host:port)")
+	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS server URL with JetStream; empty runs nats-server embedded")
+	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded nats-server client address (host:port; port -1 picks one; \"none\": in-process only)")
+	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
+}
+
+// Service is the agent service. It implements agentv1.AgentServiceServer
+// and the server runtime's Service interface.
+type Service struct {
+	agentv1.UnimplementedAgentServiceServer
+
+	logger        *slog.Logger
+	llm           llmv1.LLMGatewayServiceClient
+	sandbox       sandboxv1.SandboxServiceClient
+	bus           *bus.Bus
+	recordsDir    string
+	defaultModel  string
+	replayBackoff func(int) time.Duration
+	closers       []func() error
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	order    int64 // creation counter, for newest-first listing
+	closed   bool
+	prompts  sync.WaitGroup // running prompts
+}
+
+// New connects to the gateway and the sandbox service (lazily: it never
+// blocks on them), starts or connects to NATS, and loads the records of
+// sessions left open by a previous run as SUSPENDED.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("agent: a data directory is required")
+	}
+	s := &Service{
+		logger:        logger,
+		llm:           cfg.LLM,
+		sandbox:       cfg.Sandbox,
+		recordsDir:    filepath.Join(cfg.DataDir, "agent", "sessions"),
+		defaultModel:  cfg.DefaultModel,
+		replayBackoff: cfg.ReplayBackoff,
+		sessions:      map[string]*session{},
+	}
+	defer func() {
+		if err != nil {
+			s.closeResources()
+		}
+	}()
+	if s.defaultModel == "" {
+		s.defaultModel = DefaultModel
+	}
+	if err := os.MkdirAll(s.recordsDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	dial := func(addr, what string) (*grpc.ClientConn, error) {
+		if addr == "" {
+			return nil, fmt.Errorf("agent: no %s address", what)
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+		if err != nil {
+			return nil, fmt.Errorf("agent: %s client: %w", what, err)
+		}
+		s.closers = append(s.closers, conn.Close)
+		return conn, nil
+	}
+	if s.llm == nil {
+		conn, err := dial(cfg.LLMAddr, "LLM gateway")
+		if err != nil {
+			return nil, err
+		}
+		s.llm = llmv1.NewLLMGatewayServiceClient(conn)
+	}
+	if s.sandbox == nil {
+		conn, err := dial(cfg.SandboxAddr, "sandbox service")
+		if err != nil {
+			return nil, err
+		}
+		s.sandbox = sandboxv1.NewSandboxServiceClient(conn)
+	}
+	listen := cfg.NATSListen
+	if listen == "none" {
+		listen = ""
+	}
+	s.bus, err = bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "agent", "nats")}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := s.loadSuspended(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NATSURL is where other processes subscribe to the events: the external
+// server's URL or the embedded server's listen URL.
+func (s *Service) NATSURL() string { return s.bus.ClientURL() }
+
+// Close aborts running prompts, waits for them to end, and stops NATS.
+// Sessions stay on record; a restart lists the open ones as SUSPENDED.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	var running []*session
+	for _, sess := range s.sessions {
+		running = append(running, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range running {
+		sess.agentAbort("the agent service is shutting down")
+	}
+	s.prompts.Wait()
+	for _, sess := range running {
+		sess.writeRecord()
+	}
+	return s.closeResources()
+}
+
+func (s *Service) closeResources() error {
+	var errs []error
+	if s.bus != nil {
+		errs = append(errs, s.bus.Close())
+	}
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// Name implements the server runtime's Service.
+func (s *Service) Name() string { return agentv1.AgentService_ServiceDesc.ServiceName }
+
+// RegisterGRPC implements the server runtime's Service.
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { agentv1.RegisterAgentServiceServer(r, s) }
+
+// RegisterGateway implements the server runtime's Service.
+func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return agentv1.RegisterAgentServiceHandler(ctx, mux, conn)
+}

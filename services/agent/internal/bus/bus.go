@@ -1,0 +1,240 @@
+// Package bus carries agent events on NATS JetStream: the subject scheme of
+// the agent contract, an embedded nats-server (or a connection to an
+// external one), the durable stream with deduplication by Nats-Msg-Id, and
+// replay of one session's events.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+)
+
+// Names of the JetStream stream and its subjects.
+const (
+	StreamName    = "FABRO_AGENT_EVENTS"
+	SubjectPrefix = "fabro.agent.v1.sessions."
+	// AllSubjects is what the stream captures.
+	AllSubjects = SubjectPrefix + ">"
+	// DuplicateWindow is how long JetStream remembers message ids. It is
+	// longer than any publish retry horizon of the service.
+	DuplicateWindow = 10 * time.Minute
+	// MaxPendingAcks bounds asynchronous publishes awaiting their ack.
+	MaxPendingAcks = 4096
+)
+
+// Subject is the NATS subject of one event type of one session.
+func Subject(sessionID, eventType string) string {
+	return SubjectPrefix + sessionID + ".events." + eventType
+}
+
+// SessionFilter matches every event of one session.
+func SessionFilter(sessionID string) string {
+	return SubjectPrefix + sessionID + ".events.>"
+}
+
+// MsgID is the Nats-Msg-Id of an event: "<session_id>:<sequence>".
+func MsgID(sessionID string, seq uint64) string {
+	return sessionID + ":" + strconv.FormatUint(seq, 10)
+}
+
+var eventOneof = (&agentv1.AgentEvent{}).ProtoReflect().Descriptor().Oneofs().ByName("event")
+
+// EventType is the snake_case name of the event oneof field set in ev, the
+// last token of its subject; "" when none is set.
+func EventType(ev *agentv1.AgentEvent) string {
+	fd := ev.ProtoReflect().WhichOneof(eventOneof)
+	if fd == nil {
+		return ""
+	}
+	return string(fd.Name())
+}
+
+// EventTypes lists every event type of the contract, in field order.
+func EventTypes() []string {
+	fields := eventOneof.Fields()
+	out := make([]string, 0, fields.Len())
+	for i := range fields.Len() {
+		out = append(out, string(fields.Get(i).Name()))
+	}
+	return out
+}
+
+// Config says which NATS server to use.
+type Config struct {
+	// URL of an external NATS server with JetStream; empty runs nats-server
+	// embedded in this process.
+	URL string
+	// Listen is the embedded server's client address (host:port, port -1
+	// for a random one) so other processes can subscribe; empty accepts
+	// in-process connections only.
+	Listen string
+	// StoreDir holds the embedded server's JetStream files.
+	StoreDir string
+}
+
+// Bus is a NATS connection with the agent events stream.
+type Bus struct {
+	ns  *server.Server // nil with an external server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	url string
+}
+
+// Open starts the embedded server or connects to the external one, and
+// creates (or updates) the events stream.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err error) {
+	b := &Bus{url: cfg.URL}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	opts := []nats.Option{nats.Name("fabro-agent"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
+	if cfg.URL == "" {
+		if cfg.StoreDir == "" {
+			return nil, errors.New("bus: an embedded server needs a store directory")
+		}
+		sopts := &server.Options{
+			ServerName: "fabro-agent",
+			JetStream:  true,
+			StoreDir:   cfg.StoreDir,
+			NoSigs:     true,
+			NoLog:      true,
+			DontListen: cfg.Listen == "",
+		}
+		if cfg.Listen != "" {
+			host, port, err := net.SplitHostPort(cfg.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("bus: listen address %q: %w", cfg.Listen, err)
+			}
+			p, err := strconv.Atoi(port)
+			if err != nil {
+				return nil, fmt.Errorf("bus: listen port %q: %w", port, err)
+			}
+			sopts.Host, sopts.Port = host, p
+		}
+		ns, err := server.NewServer(sopts)
+		if err != nil {
+			return nil, fmt.Errorf("bus: embedded nats-server: %w", err)
+		}
+		b.ns = ns
+		ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			return nil, errors.New("bus: embedded nats-server did not become ready")
+		}
+		if cfg.Listen != "" {
+			b.url = ns.ClientURL()
+		}
+		opts = append(opts, nats.InProcessServer(ns))
+		logger.InfoContext(ctx, "embedded nats-server started", "nats_url", b.url, "store_dir", cfg.StoreDir)
+	}
+	url := b.url
+	if url == "" {
+		url = nats.DefaultURL // unused: the in-process option wins
+	}
+	if b.nc, err = nats.Connect(url, opts...); err != nil {
+		return nil, fmt.Errorf("bus: connect to nats: %w", err)
+	}
+	if b.js, err = jetstream.New(b.nc, jetstream.WithPublishAsyncMaxPending(MaxPendingAcks)); err != nil {
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	storage := jetstream.FileStorage
+	if _, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "fabro agent session events",
+		Subjects:    []string{AllSubjects},
+		Storage:     storage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  DuplicateWindow,
+		AllowDirect: true,
+	}); err != nil {
+		return nil, fmt.Errorf("bus: create stream %s: %w", StreamName, err)
+	}
+	return b, nil
+}
+
+// ClientURL is where other processes connect: the external URL, or the
+// embedded server's listen URL; "" for an in-process-only server.
+func (b *Bus) ClientURL() string { return b.url }
+
+// Publish sends ev asynchronously to its subject with its message id.
+// Publishes are stored in call order; the future reports the ack.
+func (b *Bus) Publish(ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("bus: marshal event: %w", err)
+	}
+	m := nats.NewMsg(Subject(ev.GetSessionId(), EventType(ev)))
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.GetSessionId(), ev.GetSequence()))
+	f, err := b.js.PublishMsgAsync(m)
+	if err != nil {
+		return nil, fmt.Errorf("bus: publish %s: %w", m.Subject, err)
+	}
+	return f, nil
+}
+
+// Replay calls fn with the stored events of one session whose sequence is
+// at least from, in order, up to and including sequence to.
+func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn func(*agentv1.AgentEvent) error) error {
+	if from > to {
+		return nil
+	}
+	cons, err := b.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{SessionFilter(sessionID)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: replay %s: %w", sessionID, err)
+	}
+	for {
+		msg, err := cons.Next(jetstream.FetchContext(ctx))
+		if err != nil {
+			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
+		}
+		ev := &agentv1.AgentEvent{}
+		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
+		}
+		if ev.GetSequence() >= from {
+			if err := fn(ev); err != nil {
+				return err
+			}
+		}
+		if ev.GetSequence() >= to {
+			return nil
+		}
+	}
+}
+
+// Close drains the connection and stops the embedded server.
+func (b *Bus) Close() error {
+	var err error
+	if b.nc != nil {
+		if b.js != nil {
+			select {
+			case <-b.js.PublishAsyncComplete():
+			case <-time.After(5 * time.Second):
+			}
+		}
+		err = b.nc.Drain()
+		b.nc.Close()
+	}
+	if b.ns != nil {
+		b.ns.Shutdown()
+		b.ns.WaitForShutdown()
+	}
+	return err
+}

@@ -1,0 +1,265 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+)
+
+// Publisher stores events durably; *Bus is one.
+type Publisher interface {
+	Publish(ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error)
+}
+
+// ErrLogClosed is returned by Emit after Close.
+var ErrLogClosed = errors.New("event log closed")
+
+// Log is one session's event stream: the single writer that stamps the
+// envelope and the gap-free sequence, publishes in sequence order, and
+// hands each event to live subscribers once JetStream has acknowledged it.
+// An idle log holds no goroutine.
+type Log struct {
+	pub                         Publisher
+	sessionID, parentID, rootID string
+	now                         func() time.Time
+
+	mu        sync.Mutex
+	seq       uint64 // last stamped
+	queue     []pending
+	running   bool // a forwarder goroutine is draining queue
+	err       error
+	closed    bool
+	committed uint64
+	subs      map[*Sub]struct{}
+	changed   chan struct{} // closed and replaced when committed moves or err is set
+}
+
+type pending struct {
+	ev *agentv1.AgentEvent
+	f  jetstream.PubAckFuture
+}
+
+// NewLog starts a session's log after sequence last (0 for a new session).
+func NewLog(pub Publisher, sessionID, parentID, rootID string, last uint64, now func() time.Time) *Log {
+	if now == nil {
+		now = time.Now
+	}
+	return &Log{
+		pub: pub, sessionID: sessionID, parentID: parentID, rootID: rootID, now: now,
+		seq: last, committed: last, changed: make(chan struct{}),
+	}
+}
+
+// Emit stamps ev (session ids, next sequence, time) and publishes it. It
+// returns the sequence given, or the log's failure.
+func (l *Log) Emit(ev *agentv1.AgentEvent) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return 0, l.err
+	}
+	if l.closed {
+		return 0, ErrLogClosed
+	}
+	l.seq++
+	ev.SessionId, ev.ParentSessionId, ev.RootSessionId = l.sessionID, l.parentID, l.rootID
+	ev.Sequence = l.seq
+	ev.Time = timestamppb.New(l.now())
+	f, err := l.pub.Publish(ev)
+	if err != nil {
+		l.failLocked(err)
+		return 0, l.err
+	}
+	l.queue = append(l.queue, pending{ev: ev, f: f})
+	if !l.running {
+		l.running = true
+		go l.forward()
+	}
+	return ev.Sequence, nil
+}
+
+// forward awaits acks in order and delivers acknowledged events.
+func (l *Log) forward() {
+	for {
+		l.mu.Lock()
+		if len(l.queue) == 0 || l.err != nil {
+			l.queue = nil
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		p := l.queue[0]
+		l.mu.Unlock()
+
+		var err error
+		select {
+		case <-p.f.Ok():
+		case err = <-p.f.Err():
+		}
+
+		l.mu.Lock()
+		l.queue[0] = pending{}
+		l.queue = l.queue[1:]
+		if err != nil {
+			l.failLocked(fmt.Errorf("event %d not stored: %w", p.ev.GetSequence(), err))
+			l.mu.Unlock()
+			continue
+		}
+		l.committed = p.ev.GetSequence()
+		for s := range l.subs {
+			s.push(p.ev)
+		}
+		close(l.changed)
+		l.changed = make(chan struct{})
+		l.mu.Unlock()
+	}
+}
+
+func (l *Log) failLocked(err error) {
+	if l.err != nil {
+		return
+	}
+	l.err = fmt.Errorf("%w: %w", ErrEventStream, err)
+	for s := range l.subs {
+		s.fail(l.err)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// ErrEventStream wraps every failure of the durable log.
+var ErrEventStream = errors.New("durable event log failed")
+
+// Err is the log's failure, if any.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Committed is the sequence of the last acknowledged event.
+func (l *Log) Committed() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.committed
+}
+
+// Last is the sequence of the last emitted event.
+func (l *Log) Last() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
+}
+
+// Flush waits until every event emitted so far is acknowledged.
+func (l *Log) Flush(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		done, err, ch := l.committed >= l.seq, l.err, l.changed
+		l.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close refuses further events; subscribers see the events already
+// emitted, then io.EOF-like ErrLogClosed.
+func (l *Log) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+}
+
+// Subscribe returns a subscriber that receives every event acknowledged
+// from now on, and the sequence of the last event acknowledged before it.
+func (l *Log) Subscribe() (*Sub, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &Sub{log: l, notify: make(chan struct{}, 1)}
+	if l.err != nil {
+		s.err = l.err
+	}
+	if l.subs == nil {
+		l.subs = map[*Sub]struct{}{}
+	}
+	l.subs[s] = struct{}{}
+	return s, l.committed
+}
+
+// Sub is a live subscription with an unbounded queue, so a slow reader
+// never blocks the session.
+type Sub struct {
+	log    *Log
+	mu     sync.Mutex
+	items  []*agentv1.AgentEvent
+	err    error
+	notify chan struct{}
+}
+
+func (s *Sub) push(ev *agentv1.AgentEvent) {
+	s.mu.Lock()
+	s.items = append(s.items, ev)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sub) fail(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Next returns the next event, waiting for it; the log's failure once the
+// queued events are read.
+func (s *Sub) Next(ctx context.Context) (*agentv1.AgentEvent, error) {
+	for {
+		s.mu.Lock()
+		if len(s.items) > 0 {
+			ev := s.items[0]
+			s.items[0] = nil
+			s.items = s.items[1:]
+			s.mu.Unlock()
+			return ev, nil
+		}
+		err := s.err
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close ends the subscription.
+func (s *Sub) Close() {
+	s.log.mu.Lock()
+	delete(s.log.subs, s)
+	s.log.mu.Unlock()
+}

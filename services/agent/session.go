@@ -1,0 +1,418 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
+)
+
+// recordFormatVersion is the SessionRecord layout this service writes.
+const recordFormatVersion = 1
+
+// session is one agent session.
+type session struct {
+	svc            *Service
+	order          int64
+	requestedModel string
+	requestedOpts  *agentv1.AgentOptions
+	opts           *agentv1.AgentOptions // effective
+	env            *agentv1.EnvironmentInfo
+	memory         *agentv1.Memory
+	system         string
+	toolset        *tools.Set
+	todos          *tools.TodoStore
+	log            *bus.Log
+	agent          *loop.Agent
+	outputBytes    sync.Map // tool call id -> *int64 of live output published
+
+	mu       sync.Mutex
+	info     *agentv1.Session // identity and lifecycle; usage filled on read
+	running  bool
+	done     chan struct{} // closed when the running prompt ends
+	promptID string
+}
+
+func newID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// build wires the session's tools, log and loop.
+func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message) {
+	info := sess.info
+	profile := profileName(info.GetRoute())
+	kind := agentv1.TodoListKind_TODO_LIST_KIND_OPENAI_PLAN
+	listID := info.GetSessionId()
+	if tools.Profile(profile) == tools.ProfileAnthropic {
+		kind, listID = agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS, info.GetRootSessionId()
+	}
+	sess.todos = tools.NewTodoStore(listID, kind, func(_ string, c tools.TodoChange) { sess.todoEvent(c) })
+	o := sess.opts
+	env := tools.Env{
+		Sandbox:               s.sandbox,
+		SandboxID:             info.GetSandboxId(),
+		WorkDir:               sess.env.GetWorkingDirectory(),
+		SessionID:             info.GetSessionId(),
+		Summarize:             s.summarizer(info.GetRoute()),
+		Todos:                 sess.todos,
+		DefaultCommandTimeout: time.Duration(o.GetDefaultCommandTimeoutMs()) * time.Millisecond,
+		MaxCommandTimeout:     time.Duration(o.GetMaxCommandTimeoutMs()) * time.Millisecond,
+		ShellOutput:           sess.shellOutput,
+	}
+	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
+	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
+	lopts := loop.Options{
+		Model:               info.GetRoute().GetProvider() + "/" + info.GetRoute().GetModel(),
+		System:              sess.system,
+		MaxTokens:           o.GetMaxTokens(),
+		ReasoningEffort:     o.GetReasoningEffort(),
+		MaxTurns:            o.GetMaxTurns(),
+		WallClock:           o.GetWallClockTimeout().AsDuration(),
+		LoopDetection:       o.GetLoopDetection(),
+		Compaction:          o.GetContextCompaction(),
+		CompactionThreshold: o.GetCompactionThresholdPercent(),
+		ContextWindow:       info.GetRoute().GetContextWindowTokens(),
+		ReplayBackoff:       s.replayBackoff,
+	}
+	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset}, sess.log, lopts, history)
+}
+
+// toolAdapter runs the tools package's set for the loop.
+type toolAdapter struct{ set *tools.Set }
+
+func (t toolAdapter) Definitions() []*llmv1.ToolDefinition { return t.set.Definitions() }
+func (t toolAdapter) Serial(name string) bool               { return t.set.Serial(name) }
+func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) loop.ToolResult {
+	r := t.set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	return loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process}
+}
+
+func toolLimits(m map[string]*agentv1.ToolOutputLimit) map[string]tools.Limit {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]tools.Limit, len(m))
+	for name, l := range m {
+		tl := tools.Limit{MaxChars: int(l.GetMaxChars()), MaxLines: int(l.GetMaxLines())}
+		if l.GetMode() == agentv1.TruncationMode_TRUNCATION_MODE_TAIL {
+			tl.Mode = tools.Tail
+		} else if l.GetMode() == agentv1.TruncationMode_TRUNCATION_MODE_UNSPECIFIED {
+			tl.Mode = tools.DefaultLimit(name).Mode
+		}
+		out[name] = tl
+	}
+	return out
+}
+
+// summarizer answers web_fetch's prompt with the session's model.
+func (s *Service) summarizer(route *agentv1.ModelRoute) func(ctx context.Context, prompt, content string) (string, error) {
+	model := route.GetProvider() + "/" + route.GetModel()
+	return func(ctx context.Context, prompt, content string) (string, error) {
+		resp, err := s.llm.Complete(ctx, &llmv1.CompleteRequest{Request: &llmv1.Request{
+			Model:  model,
+			System: "Answer the question about the web page below, using only its content. Be concise.",
+			Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{
+				Text: "Question: " + prompt + "\n\nPage:\n" + content}}}}}},
+		}})
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		for _, p := range resp.GetResponse().GetParts() {
+			b.WriteString(p.GetText().GetText())
+		}
+		return b.String(), nil
+	}
+}
+
+// maxLiveOutput bounds the tool_call_output_delta bytes of one call.
+const maxLiveOutput = 1 << 20
+
+func (sess *session) shellOutput(callID string, stream sandboxv1.OutputStream, data []byte) {
+	v, _ := sess.outputBytes.LoadOrStore(callID, new(int64))
+	n := v.(*int64)
+	if *n >= maxLiveOutput {
+		return
+	}
+	if rem := maxLiveOutput - *n; int64(len(data)) > rem {
+		data = data[:rem]
+	}
+	*n += int64(len(data))
+	_, _ = sess.log.Emit(&agentv1.AgentEvent{PromptId: sess.currentPrompt(), Event: &agentv1.AgentEvent_ToolCallOutputDelta{
+		ToolCallOutputDelta: &agentv1.ToolCallOutputDelta{ToolCallId: callID, Delta: string(data), Stream: stream}}})
+}
+
+func (sess *session) todoEvent(c tools.TodoChange) {
+	ev := &agentv1.AgentEvent{PromptId: sess.currentPrompt()}
+	switch {
+	case c.Created != nil:
+		ev.Event = &agentv1.AgentEvent_TodoCreated{TodoCreated: c.Created}
+	case c.Updated != nil:
+		ev.Event = &agentv1.AgentEvent_TodoUpdated{TodoUpdated: c.Updated}
+	case c.Deleted != nil:
+		ev.Event = &agentv1.AgentEvent_TodoDeleted{TodoDeleted: c.Deleted}
+	default:
+		return
+	}
+	_, _ = sess.log.Emit(ev)
+}
+
+func (sess *session) currentPrompt() string {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.promptID
+}
+
+// snapshotInfo returns the session's Session message as of now.
+func (sess *session) snapshotInfo() *agentv1.Session {
+	sess.mu.Lock()
+	info := proto.CloneOf(sess.info)
+	running := sess.running
+	sess.mu.Unlock()
+	if sess.agent != nil {
+		info.Usage, info.Cost = sess.agent.Totals()
+		if running {
+			id, parked := sess.agent.Running()
+			info.State = agentv1.SessionState_SESSION_STATE_RUNNING
+			if parked {
+				info.State = agentv1.SessionState_SESSION_STATE_PARKED
+			}
+			if id != "" {
+				info.ActivePromptId = id
+			}
+		}
+	}
+	if sess.log != nil {
+		info.LastSequence = sess.log.Committed()
+	}
+	return info
+}
+
+func (sess *session) state() agentv1.SessionState {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.info.GetState()
+}
+
+func (sess *session) agentAbort(reason string) {
+	if sess.agent != nil {
+		sess.agent.Abort(reason)
+	}
+}
+
+// emit commits a session-level event (outside any prompt).
+func (sess *session) emit(ev *agentv1.AgentEvent) {
+	_, _ = sess.log.Emit(ev)
+	sess.touch()
+}
+
+func (sess *session) touch() {
+	sess.mu.Lock()
+	sess.info.UpdateTime = timestamppb.Now()
+	sess.mu.Unlock()
+}
+
+// end closes the session: aborts its prompt and waits for it, emits
+// session_ended, writes the record and deletes an owned sandbox. It
+// reports false when the session was already closed.
+func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, aerr *agentv1.AgentError) bool {
+	sess.mu.Lock()
+	if sess.info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED {
+		sess.mu.Unlock()
+		return false
+	}
+	sess.info.State = agentv1.SessionState_SESSION_STATE_CLOSED
+	done := sess.done
+	sess.mu.Unlock()
+	if done != nil {
+		sess.agent.Abort("the session is closing")
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	usage, cost := sess.agent.Totals()
+	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SessionEnded{SessionEnded: &agentv1.SessionEnded{
+		Reason: reason, Error: aerr, Usage: usage, Cost: cost}}})
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	_ = sess.log.Flush(flushCtx)
+	cancel()
+	sess.log.Close()
+	sess.writeRecord()
+	if sess.info.GetSandboxOwned() {
+		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		if _, err := sess.svc.sandbox.DeleteSandbox(delCtx, &sandboxv1.DeleteSandboxRequest{SandboxId: sess.info.GetSandboxId()}); err != nil {
+			sess.svc.logger.WarnContext(ctx, "delete owned sandbox", "session_id", sess.info.GetSessionId(), "sandbox_id", sess.info.GetSandboxId(), "error", err)
+		}
+		cancel()
+	}
+	return true
+}
+
+// writeRecord stores the durable SessionRecord.
+func (sess *session) writeRecord() {
+	if sess.agent == nil {
+		return
+	}
+	info := sess.snapshotInfo()
+	rec := &agentv1.SessionRecord{
+		FormatVersion:  recordFormatVersion,
+		Session:        info,
+		RequestedModel: sess.requestedModel,
+		Options:        sess.requestedOpts,
+		Messages:       sess.agent.History(),
+		TodoLists:      []*agentv1.TodoList{sess.todos.List()},
+		WriteTime:      timestamppb.Now(),
+	}
+	b, err := proto.Marshal(rec)
+	if err == nil {
+		path := filepath.Join(sess.svc.recordsDir, info.GetSessionId()+".pb")
+		tmp := path + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
+		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
+	}
+}
+
+// readRecord loads a session's record.
+func (s *Service) readRecord(id string) (*agentv1.SessionRecord, error) {
+	b, err := os.ReadFile(filepath.Join(s.recordsDir, id+".pb"))
+	if err != nil {
+		return nil, err
+	}
+	rec := &agentv1.SessionRecord{}
+	if err := proto.Unmarshal(b, rec); err != nil {
+		return nil, fmt.Errorf("%w: %w", errCorruptRecord, err)
+	}
+	if rec.GetFormatVersion() < 1 || rec.GetFormatVersion() > recordFormatVersion {
+		return nil, fmt.Errorf("%w: format version %d", errCorruptRecord, rec.GetFormatVersion())
+	}
+	return rec, nil
+}
+
+var errCorruptRecord = errors.New("corrupt session record")
+
+// loadSuspended lists the sessions a previous run left open as SUSPENDED.
+func (s *Service) loadSuspended() error {
+	entries, err := os.ReadDir(s.recordsDir)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".pb")
+		if !ok {
+			continue
+		}
+		rec, err := s.readRecord(id)
+		if err != nil {
+			s.logger.Warn("skip session record", "session_id", id, "error", err)
+			continue
+		}
+		info := rec.GetSession()
+		if info.GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
+			info.State = agentv1.SessionState_SESSION_STATE_SUSPENDED
+		}
+		info.ActivePromptId = ""
+		s.order++
+		s.sessions[id] = &session{svc: s, order: s.order, info: info, requestedModel: rec.GetRequestedModel(), requestedOpts: rec.GetOptions()}
+	}
+	return nil
+}
+
+// readSandboxFile reads a whole file through the sandbox service; a
+// missing file is os.ErrNotExist.
+func (s *Service) readSandboxFile(ctx context.Context, sandboxID, path string, limit int64) ([]byte, int64, error) {
+	st, err := s.sandbox.StatFile(ctx, &sandboxv1.StatFileRequest{SandboxId: sandboxID, Path: path})
+	if err != nil {
+		return nil, 0, err
+	}
+	if !st.GetExists() || st.GetInfo().GetType() != sandboxv1.FileType_FILE_TYPE_FILE {
+		return nil, 0, os.ErrNotExist
+	}
+	stream, err := s.sandbox.ReadFileBytes(ctx, &sandboxv1.ReadFileBytesRequest{SandboxId: sandboxID, Path: path, Length: limit})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []byte
+	var size int64
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, size, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, m.GetData()...)
+		size = m.GetSizeBytes()
+	}
+}
+
+// describeTools lists every tool of the session's profile, allowed or not,
+// for the snapshot.
+func (sess *session) describeTools() []*agentv1.SessionTool {
+	all := tools.NewSet(profileName(sess.info.GetRoute()), tools.Full, tools.Env{}, nil)
+	visible := map[string]bool{}
+	for _, n := range sess.toolset.Names() {
+		visible[n] = true
+	}
+	var out []*agentv1.SessionTool
+	for _, d := range all.Definitions() {
+		name := d.GetName()
+		cat := toolCategory(name)
+		st := &agentv1.SessionTool{Definition: d, Category: cat, Allowed: visible[name], Sequential: all.Serial(name)}
+		if !st.Allowed {
+			st.DeniedReason = fmt.Sprintf("permission level %s does not allow %s tools", sess.info.GetPermissionLevel(), strings.ToLower(strings.TrimPrefix(cat.String(), "TOOL_CATEGORY_")))
+		}
+		if l, ok := sess.opts.GetToolOutputLimits()[name]; ok {
+			st.OutputLimit = l
+		} else if l := tools.DefaultLimit(name); l.MaxChars > 0 || l.MaxLines > 0 {
+			st.OutputLimit = &agentv1.ToolOutputLimit{Mode: agentv1.TruncationMode_TRUNCATION_MODE_HEAD_TAIL}
+			if l.Mode == tools.Tail {
+				st.OutputLimit.Mode = agentv1.TruncationMode_TRUNCATION_MODE_TAIL
+			}
+			if l.MaxChars > 0 {
+				st.OutputLimit.MaxChars = proto.Int64(int64(l.MaxChars))
+			}
+			if l.MaxLines > 0 {
+				st.OutputLimit.MaxLines = proto.Int32(int32(l.MaxLines))
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func toolCategory(name string) agentv1.ToolCategory {
+	switch name {
+	case "read_file", "read_many_files", "grep", "glob", "list_dir", "Read", "Grep", "Glob":
+		return agentv1.ToolCategory_TOOL_CATEGORY_READ
+	case "write_file", "edit_file", "apply_patch", "Write", "Edit":
+		return agentv1.ToolCategory_TOOL_CATEGORY_WRITE
+	case "spawn_agent", "send_input", "wait", "close_agent":
+		return agentv1.ToolCategory_TOOL_CATEGORY_SUBAGENT
+	}
+	return agentv1.ToolCategory_TOOL_CATEGORY_SHELL
+}
