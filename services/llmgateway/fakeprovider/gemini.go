@@ -144,6 +144,9 @@ func renderGemini(w http.ResponseWriter, r *http.Request, body []byte, t Turn) {
 		}
 		parts = append(parts, p)
 	}
+	if t.Text == "" && len(t.ToolCalls) == 0 && t.Reasoning != "" {
+		parts = append(parts, geminiPart{ThoughtSignature: fakeSignature("R2VtU2ln", t.Reasoning)})
+	}
 	parts = append(parts, geminiCallParts(t)...)
 	if parts == nil {
 		parts = []geminiPart{}
@@ -166,7 +169,8 @@ func geminiStream(w http.ResponseWriter, r *http.Request, t Turn, model string) 
 	}
 	sw := newStreamWriter(w, "text/event-stream", t)
 	midErr := func() []byte {
-		return append(geminiErrorBody(503, "UNAVAILABLE", "The model is overloaded. Please try again later."), '\n', '\n')
+		// The same \r\n\r\n framing as the data lines: clients split on it.
+		return append(geminiErrorBody(503, "UNAVAILABLE", "The model is overloaded. Please try again later."), "\r\n\r\n"...)
 	}
 	promptOnly := geminiUsageOf(Usage{Input: t.Usage.Input, CacheRead: t.Usage.CacheRead, CacheWrite: t.Usage.CacheWrite})
 	send := func(parts []geminiPart, finish string, usage *geminiUsage) bool {
@@ -195,6 +199,10 @@ func geminiStream(w http.ResponseWriter, r *http.Request, t Turn, model string) 
 		if !send([]geminiPart{p}, "", promptOnly) {
 			return
 		}
+	}
+	if len(textChunks) == 0 && len(t.ToolCalls) == 0 && t.Reasoning != "" {
+		// No text to carry the signature: the API sends it on an empty part.
+		final = append(final, geminiPart{ThoughtSignature: fakeSignature("R2VtU2ln", t.Reasoning)})
 	}
 	final = append(final, geminiCallParts(t)...)
 	if final == nil {

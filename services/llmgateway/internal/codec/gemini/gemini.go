@@ -338,12 +338,12 @@ func thinking(e llmv1.ReasoningEffort, model string) *wireThinking {
 		}
 		return &wireThinking{IncludeThoughts: true, ThinkingBudget: &b}
 	}
-	level := "high"
+	level := "HIGH" // enum names, as the SDK sends them
 	switch e {
 	case llmv1.ReasoningEffort_REASONING_EFFORT_LOW:
-		level = "low"
+		level = "LOW"
 	case llmv1.ReasoningEffort_REASONING_EFFORT_MEDIUM:
-		level = "medium"
+		level = "MEDIUM"
 	}
 	return &wireThinking{IncludeThoughts: true, ThinkingLevel: level}
 }
