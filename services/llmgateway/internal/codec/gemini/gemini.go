@@ -376,8 +376,10 @@ func wireParts(parts []*llmv1.ContentPart, msg int, names map[string]string) ([]
 			out = append(out, wp)
 		case *llmv1.ContentPart_Reasoning:
 			rp := v.Reasoning
-			if rp.GetRedacted() || (rp.GetText() == "" && rp.GetSignature() == "") {
-				continue // redacted reasoning is another provider's
+			// A signature-only thought (Redacted, as the core sees it) is
+			// still Gemini's to check: foreign signatures never reach here.
+			if rp.GetText() == "" && rp.GetSignature() == "" {
+				continue
 			}
 			out = append(out, wirePart{Text: ptr(rp.GetText()), Thought: true, ThoughtSignature: rp.GetSignature()})
 		case *llmv1.ContentPart_ToolCall:

@@ -220,7 +220,7 @@ func TestRequestBody(t *testing.T) {
 					{Part: &llmv1.ContentPart_Image{Image: &llmv1.ImagePart{Source: &llmv1.ImagePart_Url{Url: "data:image/jpeg;base64,anBn"}}}}}},
 				{Role: llmv1.Role_ROLE_ASSISTANT, Parts: []*llmv1.ContentPart{
 					{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "thinking"}}},
-					{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Signature: "anthropic-redacted", Redacted: true}}},
+					{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Signature: "cmVk", Redacted: true}}},
 					{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: "Checking.", Signature: "dGV4dA=="}}},
 					{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: "gc_r1_0", Name: "get_weather", Arguments: `{"city":"Paris"}`, Signature: "c2ln"}}},
 					{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: "real-id", Name: "get_weather", Arguments: `{"city":"Rome"}`}}},
@@ -235,6 +235,7 @@ func TestRequestBody(t *testing.T) {
 		    {"role":"user","parts":[{"text":"Weather?"},{"inlineData":{"mimeType":"image/png","data":"cG5n"}},{"inlineData":{"mimeType":"image/jpeg","data":"anBn"}}]},
 		    {"role":"model","parts":[
 		      {"text":"thinking","thought":true},
+		      {"text":"","thought":true,"thoughtSignature":"cmVk"},
 		      {"text":"Checking.","thoughtSignature":"dGV4dA=="},
 		      {"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"c2ln"},
 		      {"functionCall":{"id":"real-id","name":"get_weather","args":{"city":"Rome"}}}]},
