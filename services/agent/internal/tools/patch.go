@@ -51,7 +51,11 @@ type hunk struct {
 type chunk struct {
 	contexts []string // "@@ text" lines, sought in order
 	old, new []string
-	eof      bool
+	// ctxIdx[i] is, for a context line new[i], its index in old; -1 for
+	// an added line. A context line keeps the file's text, so a fuzzy
+	// match never rewrites it.
+	ctxIdx []int
+	eof    bool
 }
 
 type patchError struct {
@@ -180,6 +184,7 @@ func parseChunk(lines []string, lineNo int, first bool) (chunk, int, error) {
 			break
 		}
 		if l == "" {
+			c.ctxIdx = append(c.ctxIdx, len(c.old))
 			c.old = append(c.old, "")
 			c.new = append(c.new, "")
 			i++
@@ -187,11 +192,13 @@ func parseChunk(lines []string, lineNo int, first bool) (chunk, int, error) {
 		}
 		switch l[0] {
 		case ' ':
+			c.ctxIdx = append(c.ctxIdx, len(c.old))
 			c.old = append(c.old, l[1:])
 			c.new = append(c.new, l[1:])
 		case '-':
 			c.old = append(c.old, l[1:])
 		case '+':
+			c.ctxIdx = append(c.ctxIdx, -1)
 			c.new = append(c.new, l[1:])
 		default:
 			if i == start {
@@ -307,7 +314,14 @@ func applyChunks(path, content string, chunks []chunk) (string, error) {
 		if i < 0 {
 			return "", fmt.Errorf("Failed to find expected lines in %s:\n%s%s", path, strings.Join(c.old, "\n"), nearby(lines, c.old))
 		}
-		reps = append(reps, replacement{i, len(pat), repl})
+		kept := make([]string, len(repl))
+		for k, l := range repl {
+			if j := c.ctxIdx[k]; j >= 0 && j < len(pat) {
+				l = lines[i+j] // the file's own text of a context line
+			}
+			kept[k] = l
+		}
+		reps = append(reps, replacement{i, len(pat), kept})
 		idx = i + len(pat)
 	}
 	slices.SortStableFunc(reps, func(a, b replacement) int { return a.start - b.start })

@@ -67,10 +67,11 @@ func (sc *schema) json() string {
 }
 
 // validateJSON parses the model's arguments and checks them against the
-// schema. It returns the arguments as JSON text ("{}" for empty input).
+// schema. It returns the arguments as JSON text ("{}" for empty or null
+// input).
 func (sc *schema) validateJSON(args string) ([]byte, error) {
 	raw := []byte(strings.TrimSpace(args))
-	if len(raw) == 0 {
+	if len(raw) == 0 || string(raw) == "null" { // some providers send null for no arguments
 		raw = []byte("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
