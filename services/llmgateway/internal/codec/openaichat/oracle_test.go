@@ -20,8 +20,8 @@ import (
 
 // summary is what both parsers must agree on.
 type summary struct {
-	ID, Text, Finish                              string
-	Calls                                         [][3]string
+	ID, Text, Finish                            string
+	Calls                                       [][3]string
 	Prompt, Cached, Completion, ReasoningTokens int64
 }
 
