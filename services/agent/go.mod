@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/fabro-sh/fabro-go/gen v0.0.0
 	github.com/fabro-sh/fabro-go/platform v0.0.0
+	github.com/fabro-sh/fabro-go/services/llmgateway v0.0.0-00010101000000-000000000000
 	github.com/fabro-sh/fabro-go/services/sandbox v0.0.0-00010101000000-000000000000
 	github.com/google/go-cmp v0.7.0
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
@@ -18,6 +19,8 @@ require (
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -43,5 +46,7 @@ require (
 replace (
 	github.com/fabro-sh/fabro-go/gen => ../../gen
 	github.com/fabro-sh/fabro-go/platform => ../../platform
+	github.com/fabro-sh/fabro-go/services/llmgateway => ../llmgateway
 	github.com/fabro-sh/fabro-go/services/sandbox => ../sandbox
+	github.com/fabro-sh/fabro-go/services/vault => ../vault
 )

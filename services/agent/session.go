@@ -100,7 +100,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 type toolAdapter struct{ set *tools.Set }
 
 func (t toolAdapter) Definitions() []*llmv1.ToolDefinition { return t.set.Definitions() }
-func (t toolAdapter) Serial(name string) bool               { return t.set.Serial(name) }
+func (t toolAdapter) Serial(name string) bool              { return t.set.Serial(name) }
 func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) loop.ToolResult {
 	r := t.set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	return loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process}

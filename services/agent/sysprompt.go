@@ -103,10 +103,10 @@ func validateOptions(o *agentv1.AgentOptions) error {
 		return errors.New("options.compaction_threshold_percent must be between 1 and 100")
 	}
 	for name, v := range map[string]int64{
-		"options.max_tokens":                 int64(o.GetMaxTokens()),
-		"options.max_turns":                  int64(o.GetMaxTurns()),
-		"options.default_command_timeout_ms": o.GetDefaultCommandTimeoutMs(),
-		"options.max_command_timeout_ms":     o.GetMaxCommandTimeoutMs(),
+		"options.max_tokens":                  int64(o.GetMaxTokens()),
+		"options.max_turns":                   int64(o.GetMaxTurns()),
+		"options.default_command_timeout_ms":  o.GetDefaultCommandTimeoutMs(),
+		"options.max_command_timeout_ms":      o.GetMaxCommandTimeoutMs(),
 		"options.subagents.max_open_sessions": int64(o.GetSubagents().GetMaxOpenSessions()),
 		"options.subagents.max_depth":         int64(o.GetSubagents().GetMaxDepth()),
 	} {
