@@ -237,7 +237,6 @@ func (c *mdConv) node(n *html.Node) {
 		}
 	case a == atom.Li:
 		c.newline()
-		depth := max(len(c.lists)-1, 0)
 		marker := "- "
 		if len(c.lists) > 0 {
 			l := &c.lists[len(c.lists)-1]
@@ -246,9 +245,10 @@ func (c *mdConv) node(n *html.Node) {
 				marker = fmt.Sprintf("%d. ", l.n)
 			}
 		}
+		// Nested lists are rendered inside this capture; indenting the
+		// continuation lines by the marker's width nests them.
 		inner := strings.Trim(c.capture(n), " \n")
-		indent := strings.Repeat("  ", depth)
-		c.b.WriteString(indent + marker + strings.ReplaceAll(inner, "\n", "\n"+indent+"  "))
+		c.b.WriteString(marker + strings.ReplaceAll(inner, "\n", "\n"+strings.Repeat(" ", len(marker))))
 		c.b.WriteByte('\n')
 	case a == atom.Blockquote:
 		c.blank()
