@@ -191,6 +191,13 @@ func (s *Scanner) String() []byte {
 		case c < 0x20:
 			s.syntax()
 			return nil
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(s.data[s.pos:])
+			if r == utf8.RuneError && size == 1 {
+				return s.unescape(start) // invalid UTF-8 is replaced there
+			}
+			s.pos += size
+			continue
 		}
 		s.pos++
 	}
@@ -210,6 +217,13 @@ func (s *Scanner) unescape(start int) []byte {
 		case c < 0x20:
 			s.syntax()
 			return nil
+		case c >= utf8.RuneSelf:
+			// Invalid UTF-8 becomes U+FFFD, as encoding/json does: the text
+			// ends up in protobuf strings, which must be valid UTF-8.
+			r, size := utf8.DecodeRune(s.data[s.pos:])
+			b = utf8.AppendRune(b, r)
+			s.pos += size
+			continue
 		case c != '\\':
 			b = append(b, c)
 			s.pos++
