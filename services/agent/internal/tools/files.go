@@ -73,7 +73,7 @@ func readFileTool() *tool {
 		category:    catRead,
 		schema: object([]string{"file_path"}, map[string]*schema{
 			"file_path": str("Absolute path to the file"),
-			"offset":    integer("1-based line number to start reading from", 1),
+			"offset":    integer("1-based line number to start reading from (0 and 1 both mean the first line)", 0),
 			"limit":     integer("Number of lines to read (default: 2000)", 1),
 		}),
 		run: runReadFile,

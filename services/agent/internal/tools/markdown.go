@@ -30,6 +30,9 @@ type mdConv struct {
 	base  *url.URL
 	title string
 	lists []mdList
+	// prev is the last byte written before the current capture began, so
+	// a capture's leading space is kept when it separates words.
+	prev byte
 }
 
 type mdList struct {
@@ -71,12 +74,21 @@ func (c *mdConv) newline() {
 
 // capture renders n's children alone and returns the text.
 func (c *mdConv) capture(n *html.Node) string {
-	saved := c.b
+	saved, savedPrev := c.b, c.prev
+	c.prev = c.last()
 	c.b = &strings.Builder{}
 	c.children(n)
 	out := c.b.String()
-	c.b = saved
+	c.b, c.prev = saved, savedPrev
 	return out
+}
+
+// last is the last byte written, looking through captures.
+func (c *mdConv) last() byte {
+	if cur := c.b.String(); cur != "" {
+		return cur[len(cur)-1]
+	}
+	return c.prev
 }
 
 func (c *mdConv) children(n *html.Node) {
@@ -86,10 +98,7 @@ func (c *mdConv) children(n *html.Node) {
 }
 
 func (c *mdConv) text(s string) {
-	var last byte
-	if cur := c.b.String(); cur != "" {
-		last = cur[len(cur)-1]
-	}
+	last := c.last()
 	space := false
 	for _, r := range s {
 		if r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' {
@@ -134,6 +143,15 @@ func (c *mdConv) attr(n *html.Node, key string) string {
 	return ""
 }
 
+func hasAttr(n *html.Node, key string) bool {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *mdConv) resolve(ref string) string {
 	u, err := url.Parse(strings.TrimSpace(ref))
 	if err != nil || c.base == nil {
@@ -166,7 +184,7 @@ func (c *mdConv) node(n *html.Node) {
 		}
 		return
 	}
-	if skipped[n.DataAtom] || c.attr(n, "hidden") != "" || strings.EqualFold(c.attr(n, "aria-hidden"), "true") {
+	if skipped[n.DataAtom] || hasAttr(n, "hidden") || strings.EqualFold(c.attr(n, "aria-hidden"), "true") {
 		return
 	}
 	switch a := n.DataAtom; {

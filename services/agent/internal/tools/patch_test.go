@@ -347,3 +347,15 @@ func TestSeek(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyPatchFreeformArguments(t *testing.T) {
+	b := newBox(t)
+	b.write(t, "a.txt", "a\n")
+	s := b.set("gpt6", ReadWrite, nil)
+	r := s.Run(t.Context(), Call{Name: "apply_patch", Arguments: bp("*** Update File: a.txt", "-a", "+b")})
+	check(t, r, "", "M a.txt")
+	if got, _ := b.read(t, "a.txt"); got != "b\n" {
+		t.Errorf("file %q", got)
+	}
+	check(t, s.Run(t.Context(), Call{Name: "apply_patch", Arguments: "not a patch"}), KindInvalidArguments, "not valid JSON")
+}

@@ -8,6 +8,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -406,7 +407,13 @@ func (s *Set) Run(ctx context.Context, c Call) (res Result) {
 		return s.finish(c.Name, output{failed: true, kind: KindDenied,
 			text: fmt.Sprintf("Tool %s is not allowed at permission level %s.", c.Name, s.level)})
 	}
-	args, err := t.schema.validateJSON(c.Arguments)
+	arguments := c.Arguments
+	if t.name == "apply_patch" && isRawPatch(arguments) {
+		// A freeform (custom) tool call carries the patch itself, not JSON.
+		b, _ := json.Marshal(map[string]string{"patch": arguments})
+		arguments = string(b)
+	}
+	args, err := t.schema.validateJSON(arguments)
 	if err != nil {
 		return s.finish(c.Name, output{failed: true, kind: KindInvalidArguments, text: "Tool argument validation failed: " + err.Error()})
 	}
@@ -433,4 +440,10 @@ func (s *Set) finish(name string, out output) Result {
 		}
 	}
 	return r
+}
+
+// isRawPatch reports arguments that are a v4a patch rather than JSON.
+func isRawPatch(arguments string) bool {
+	a := strings.TrimSpace(arguments)
+	return strings.HasPrefix(a, patchBegin) || strings.HasPrefix(a, "<<")
 }

@@ -101,7 +101,8 @@ func TestRunRefusals(t *testing.T) {
 		{"empty arguments are {}", "openai", Full, Call{Name: "read_file", Arguments: ``}, KindInvalidArguments, []string{`missing required property "file_path"`}},
 		{"wrong type", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path":3}`}, KindInvalidArguments, []string{"arguments.file_path: expected string, got number"}},
 		{"not an integer", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path":"a.txt","limit":1.5}`}, KindInvalidArguments, []string{"arguments.limit: expected integer"}},
-		{"below minimum", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path":"a.txt","offset":0}`}, KindInvalidArguments, []string{"arguments.offset: must be at least 1"}},
+		{"below minimum", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path":"a.txt","limit":0}`}, KindInvalidArguments, []string{"arguments.limit: must be at least 1"}},
+		{"negative offset", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path":"a.txt","offset":-1}`}, KindInvalidArguments, []string{"arguments.offset: must be at least 0"}},
 		{"unknown property", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path":"a.txt","bogus":1}`}, KindInvalidArguments, []string{`unknown property "bogus"`}},
 		{"enum", "openai", Full, Call{Name: "update_plan", Arguments: `{"plan":[{"step":"a","status":"done"}]}`}, KindInvalidArguments, []string{`arguments.plan[0].status: "done" is not one of pending, in_progress, completed`}},
 		{"array item type", "gemini", Full, Call{Name: "read_many_files", Arguments: `{"paths":["a",2]}`}, KindInvalidArguments, []string{"arguments.paths[1]: expected string"}},
@@ -152,6 +153,7 @@ func TestReadFile(t *testing.T) {
 	}{
 		{"whole file, absolute", map[string]any{"file_path": b.path("a.go")}, "", []string{"  1 | package a\n  2 | \n  3 | func A() {}\n"}, []string{"Showing"}},
 		{"relative path", map[string]any{"file_path": "a.go"}, "", []string{"  1 | package a"}, nil},
+		{"offset 0 is the first line", map[string]any{"file_path": "a.go", "offset": 0, "limit": 1}, "", []string{"  1 | package a\n"}, []string{"func"}},
 		{"offset and limit", map[string]any{"file_path": "a.go", "offset": 3, "limit": 1}, "", []string{"  3 | func A() {}"}, []string{"package"}},
 		{"default limit 2000", map[string]any{"file_path": "long.txt"}, "", []string{"2000 | line 2000\n", "[Showing lines 1-2000 of 2500. Use offset=2001 to read more.]"}, []string{"line 2001"}},
 		{"page two", map[string]any{"file_path": "long.txt", "offset": 2001}, "", []string{"2001 | line 2001", "2500 | line 2500"}, []string{"Showing"}},
