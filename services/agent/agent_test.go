@@ -104,8 +104,17 @@ func TestTrajectory(t *testing.T) {
 
 // streamEvents replays a session's events without following.
 func (st *stack) streamEvents(t testing.TB, id string, from uint64) []*agentv1.AgentEvent {
+	return st.events(t, &agentv1.StreamEventsRequest{SessionId: id, FromSequence: from})
+}
+
+// followEvents replays and follows a session's events until session_ended.
+func (st *stack) followEvents(t testing.TB, id string, from uint64) []*agentv1.AgentEvent {
+	return st.events(t, &agentv1.StreamEventsRequest{SessionId: id, FromSequence: from, Follow: true})
+}
+
+func (st *stack) events(t testing.TB, req *agentv1.StreamEventsRequest) []*agentv1.AgentEvent {
 	t.Helper()
-	stream, err := st.agent.StreamEvents(t.Context(), &agentv1.StreamEventsRequest{SessionId: id, FromSequence: from})
+	stream, err := st.agent.StreamEvents(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,13 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -289,7 +291,7 @@ func (a *Agent) nextFollowUp(ps *promptState) bool {
 func (a *Agent) commitTurn(ps *promptState, turn int32, resp *llmv1.Response) {
 	addUsage(ps.usage, resp.GetUsage())
 	addCost(ps.cost, resp.GetCost())
-	msg := &llmv1.Message{Role: llmv1.Role_ROLE_ASSISTANT, Parts: resp.GetParts()}
+	msg := &llmv1.Message{Role: llmv1.Role_ROLE_ASSISTANT, Parts: sanitizeCalls(resp.GetParts())}
 	a.appendMessage(msg)
 	var reasoning strings.Builder
 	for _, p := range resp.GetParts() {
@@ -371,6 +373,33 @@ func (a *Agent) appendMessage(m *llmv1.Message) {
 	a.mu.Lock()
 	a.history = append(a.history, m)
 	a.mu.Unlock()
+}
+
+// sanitizeCalls replaces tool-call arguments that are not a JSON object
+// with "{}" in the history: the call still runs with the raw text (and
+// gets an invalid-arguments result the model sees), but providers refuse a
+// conversation replaying malformed JSON. apply_patch may be a freeform
+// tool whose arguments are raw text.
+func sanitizeCalls(parts []*llmv1.ContentPart) []*llmv1.ContentPart {
+	out := parts
+	for i, p := range parts {
+		c := p.GetToolCall()
+		if c == nil || c.GetName() == "apply_patch" || isJSONObject(c.GetArguments()) {
+			continue
+		}
+		if &out[0] == &parts[0] {
+			out = slices.Clone(parts)
+		}
+		fixed := proto.CloneOf(c)
+		fixed.Arguments = "{}"
+		out[i] = &llmv1.ContentPart{Part: &llmv1.ContentPart_ToolCall{ToolCall: fixed}}
+	}
+	return out
+}
+
+func isJSONObject(s string) bool {
+	var v map[string]json.RawMessage
+	return strings.TrimSpace(s) == "" || json.Unmarshal([]byte(s), &v) == nil
 }
 
 func userMessage(text string) *llmv1.Message {
