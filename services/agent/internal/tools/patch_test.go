@@ -359,3 +359,17 @@ func TestApplyPatchFreeformArguments(t *testing.T) {
 	}
 	check(t, s.Run(t.Context(), Call{Name: "apply_patch", Arguments: "not a patch"}), KindInvalidArguments, "not valid JSON")
 }
+
+func TestApplyPatchRollsBackAFailedWrite(t *testing.T) {
+	b := newBox(t)
+	b.write(t, "a.txt", "a\n")
+	s := b.set("openai", ReadWrite, nil)
+	// Every hunk validates, but writing blk/child fails once blk is a file:
+	// the writes already done (a.txt, blk) are undone.
+	patch := bp("*** Update File: a.txt", "-a", "+A", "*** Add File: blk", "+file", "*** Add File: blk/child", "+x")
+	r := run(t, s, "apply_patch", map[string]any{"patch": patch})
+	check(t, r, KindFailed, "blk/child")
+	if diff := cmp.Diff(map[string]string{"a.txt": "a\n"}, workspace(t, b)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}

@@ -468,3 +468,42 @@ func TestResultLimitsApplied(t *testing.T) {
 		t.Error("not marked truncated")
 	}
 }
+
+func TestShellOutputBomb(t *testing.T) {
+	b := newBox(t)
+	s := b.set("openai", Full, nil)
+	r := run(t, s, "shell", map[string]any{"command": "head -c 3000000 /dev/zero | tr '\\0' a; echo; echo END"})
+	check(t, r, "", "Exit code: 0", "END", "characters were removed from the middle")
+	if !strings.Contains(r.Full, "bytes omitted ...]") {
+		t.Error("the sandbox's omission is not marked in the full output")
+	}
+	if len(r.Full) > 2<<20 || !r.Truncated || len(r.Output) > 31_000 {
+		t.Errorf("full %d bytes, model %d bytes, truncated %v", len(r.Full), len(r.Output), r.Truncated)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for in, want := range map[string]string{"anthropic": ProfileAnthropic, "Claude-5": ProfileAnthropic, "gemini": ProfileGemini, "openai": ProfileOpenAI, "gpt56": ProfileOpenAI, "gpt6": ProfileOpenAI, "kimi": ProfileOpenAI, "": ProfileOpenAI} {
+		if got := Profile(in); got != want {
+			t.Errorf("Profile(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[agentv1.PermissionLevel]PermissionLevel{
+		agentv1.PermissionLevel_PERMISSION_LEVEL_UNSPECIFIED: ReadWrite, agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY: ReadOnly,
+		agentv1.PermissionLevel_PERMISSION_LEVEL_READ_WRITE: ReadWrite, agentv1.PermissionLevel_PERMISSION_LEVEL_FULL: Full,
+	} {
+		if got := LevelFromProto(in); got != want {
+			t.Errorf("LevelFromProto(%v) = %v, want %v", in, got, want)
+		}
+	}
+	for kind, want := range map[string]agentv1.ToolErrorKind{
+		"": agentv1.ToolErrorKind_TOOL_ERROR_KIND_UNSPECIFIED, KindUnknownTool: agentv1.ToolErrorKind_TOOL_ERROR_KIND_UNKNOWN_TOOL,
+		KindInvalidArguments: agentv1.ToolErrorKind_TOOL_ERROR_KIND_INVALID_ARGUMENTS, KindDenied: agentv1.ToolErrorKind_TOOL_ERROR_KIND_DENIED,
+		KindFailed: agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED, KindCancelled: agentv1.ToolErrorKind_TOOL_ERROR_KIND_CANCELLED,
+		KindTimeout: agentv1.ToolErrorKind_TOOL_ERROR_KIND_TIMED_OUT, KindSandboxUnavailable: agentv1.ToolErrorKind_TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE,
+	} {
+		if got := (Result{ErrorKind: kind}).ErrorKindProto(); got != want {
+			t.Errorf("%q -> %v, want %v", kind, got, want)
+		}
+	}
+}
