@@ -146,12 +146,12 @@ func (a *Agent) rounds(ctx context.Context, ps *promptState) *agentv1.PromptRepo
 		}
 		ps.turns++
 		turn := ps.turns
-		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_TurnStarted{TurnStarted: &agentv1.TurnStarted{Turn: turn, RequestedModel: a.opts.Model}}})
-
+		// The round is cancellable before anyone hears of it.
 		roundCtx, roundCancel := context.WithCancelCause(ctx)
 		a.mu.Lock()
 		a.run.roundCancel, a.run.turn = roundCancel, turn
 		a.mu.Unlock()
+		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_TurnStarted{TurnStarted: &agentv1.TurnStarted{Turn: turn, RequestedModel: a.opts.Model}}})
 		resp, lerr := a.streamTurn(roundCtx, ps, turn)
 		if lerr != nil {
 			a.endRound(roundCancel)

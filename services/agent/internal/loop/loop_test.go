@@ -1,0 +1,338 @@
+package loop
+
+import (
+	"context"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+)
+
+// scripted is a Model answering from a function of the request number.
+type scripted struct {
+	mu    sync.Mutex
+	n     int
+	turn  func(n int, req *llmv1.Request) *llmv1.Response
+	block chan struct{} // when set, streams wait on it (or the context)
+	calls []time.Time
+}
+
+func (m *scripted) Stream(ctx context.Context, in *llmv1.StreamRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[llmv1.StreamResponse], error) {
+	m.mu.Lock()
+	m.n++
+	n := m.n
+	m.calls = append(m.calls, time.Now())
+	m.mu.Unlock()
+	resp := m.turn(n, in.GetRequest())
+	evs := []*llmv1.StreamEvent{}
+	for _, p := range resp.GetParts() {
+		if t := p.GetText(); t != nil {
+			evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_TextDelta{TextDelta: &llmv1.TextDelta{Text: t.GetText()}}})
+		}
+	}
+	evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: &llmv1.Ended{Response: resp}}})
+	return &fakeStream{ctx: ctx, evs: evs, block: m.block}, nil
+}
+
+func (m *scripted) Complete(_ context.Context, in *llmv1.CompleteRequest, _ ...grpc.CallOption) (*llmv1.CompleteResponse, error) {
+	return &llmv1.CompleteResponse{Response: text("Goal: test. Progress: read files.")}, nil
+}
+
+type fakeStream struct {
+	grpc.ClientStream
+	ctx   context.Context
+	evs   []*llmv1.StreamEvent
+	block chan struct{}
+}
+
+func (s *fakeStream) Recv() (*llmv1.StreamResponse, error) {
+	if s.block != nil {
+		select {
+		case <-s.block:
+		case <-s.ctx.Done():
+			return nil, s.ctx.Err()
+		}
+	}
+	if len(s.evs) == 0 {
+		return nil, io.EOF
+	}
+	ev := s.evs[0]
+	s.evs = s.evs[1:]
+	return &llmv1.StreamResponse{Event: ev}, nil
+}
+
+func (s *fakeStream) Header() (metadata.MD, error) { return nil, nil }
+
+func text(s string) *llmv1.Response {
+	return &llmv1.Response{FinishReason: llmv1.FinishReason_FINISH_REASON_STOP,
+		Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: s}}}}}
+}
+
+func call(id, name, args string) *llmv1.Response {
+	return &llmv1.Response{FinishReason: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS,
+		Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: id, Name: name, Arguments: args}}}}}
+}
+
+// noop is a tool set whose one tool does nothing.
+type noop struct{}
+
+func (noop) Definitions() []*llmv1.ToolDefinition {
+	return []*llmv1.ToolDefinition{{Name: "noop", Parameters: `{"type":"object"}`}}
+}
+func (noop) Run(context.Context, ToolCall) ToolResult { return ToolResult{Output: "ok"} }
+func (noop) Serial(string) bool                       { return false }
+
+// recorder is an Emitter keeping the events.
+type recorder struct {
+	mu  sync.Mutex
+	evs []*agentv1.AgentEvent
+	on  func(ev *agentv1.AgentEvent)
+}
+
+func (r *recorder) Emit(ev *agentv1.AgentEvent) (uint64, error) {
+	r.mu.Lock()
+	r.evs = append(r.evs, ev)
+	n := len(r.evs)
+	on := r.on
+	r.mu.Unlock()
+	if on != nil {
+		on(ev)
+	}
+	return uint64(n), nil
+}
+
+func (r *recorder) types() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, ev := range r.evs {
+		out = append(out, string(ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("event")).Name()))
+	}
+	return out
+}
+
+func TestRepeatingPattern(t *testing.T) {
+	tests := []struct {
+		w    []string
+		want int
+	}{
+		{[]string{"a"}, 0},
+		{[]string{"a", "a"}, 1},
+		{[]string{"a", "b"}, 0},
+		{[]string{"a", "b", "a", "b"}, 2},
+		{[]string{"x", "a", "b", "a", "b"}, 0}, // the leading x is a complete group for p=2? no: groups from the end only
+		{[]string{"a", "b", "c", "a", "b", "c"}, 3},
+		{[]string{"a", "b", "c", "a", "b", "d"}, 0},
+	}
+	for _, tc := range tests {
+		// For p=2 the window x,a,b,a,b has groups (a,b),(a,b) from the end
+		// and x left over: a loop.
+		want := tc.want
+		if slices.Equal(tc.w, []string{"x", "a", "b", "a", "b"}) {
+			want = 2
+		}
+		if got := repeatingPattern(tc.w); got != want {
+			t.Errorf("repeatingPattern(%v) = %d, want %d", tc.w, got, want)
+		}
+	}
+}
+
+func TestLoop(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      Options
+		turn      func(n int, req *llmv1.Request) *llmv1.Response
+		want      []string
+		status    agentv1.PromptStatus
+		checkHist func(t *testing.T, h []*llmv1.Message)
+	}{{
+		name: "loop detection steers the model away",
+		opts: Options{LoopDetection: true},
+		turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+			if n <= 2 {
+				return call("c", "noop", `{"same":true}`)
+			}
+			return text("ok, stopping")
+		},
+		want: []string{"prompt_started", "user_input",
+			"turn_started", "assistant_message", "tool_call_started", "tool_call_completed",
+			"turn_started", "assistant_message", "tool_call_started", "tool_call_completed", "loop_detected",
+			"steering_injected", "turn_started", "text_delta", "assistant_message", "prompt_completed"},
+		status: agentv1.PromptStatus_PROMPT_STATUS_COMPLETED,
+	}, {
+		name: "max turns",
+		opts: Options{MaxTurns: 2},
+		turn: func(n int, _ *llmv1.Request) *llmv1.Response { return call("c", "noop", "{}") },
+		want: []string{"prompt_started", "user_input",
+			"turn_started", "assistant_message", "tool_call_started", "tool_call_completed",
+			"turn_started", "assistant_message", "tool_call_started", "tool_call_completed",
+			"turn_limit_reached", "prompt_completed"},
+		status: agentv1.PromptStatus_PROMPT_STATUS_TURN_LIMIT,
+	}, {
+		name: "length: suppressed calls never run, the model is asked once to continue",
+		turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+			r := text("partial")
+			r.FinishReason = llmv1.FinishReason_FINISH_REASON_LENGTH
+			r.SuppressedToolCalls = []*llmv1.ToolCall{{Id: "x", Name: "noop", Arguments: "{"}}
+			if n == 2 {
+				return text(" and the rest")
+			}
+			return r
+		},
+		want: []string{"prompt_started", "user_input",
+			"turn_started", "text_delta", "assistant_message", "warning", "warning",
+			"turn_started", "text_delta", "assistant_message", "prompt_completed"},
+		status: agentv1.PromptStatus_PROMPT_STATUS_COMPLETED,
+	}, {
+		name: "compaction over the threshold keeps the newest turns",
+		opts: Options{Compaction: true, ContextWindow: 400, CompactionThreshold: 50, PreserveTurns: 1},
+		turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+			if n <= 3 {
+				return call("c"+itoa(n), "noop", `{"padding":"`+strings.Repeat("x", 300)+`"}`)
+			}
+			return text("done")
+		},
+		status: agentv1.PromptStatus_PROMPT_STATUS_COMPLETED,
+		checkHist: func(t *testing.T, h []*llmv1.Message) {
+			if len(h) == 0 || h[0].GetRole() != llmv1.Role_ROLE_USER || !contains(h[0].GetParts()[0].GetText().GetText(), "Goal: test") {
+				t.Errorf("history does not open with the summary: %v", h)
+			}
+			for i, m := range h {
+				if m.GetRole() == llmv1.Role_ROLE_TOOL && (i == 0 || h[i-1].GetRole() != llmv1.Role_ROLE_ASSISTANT) {
+					t.Errorf("message %d: a tool result without its call", i)
+				}
+			}
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			a := New(&scripted{turn: tc.turn}, noop{}, rec, tc.opts, nil)
+			rep, err := a.Prompt(t.Context(), "p1", "go", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.GetStatus() != tc.status {
+				t.Errorf("status = %v (%v), want %v", rep.GetStatus(), rep.GetError(), tc.status)
+			}
+			if tc.want != nil {
+				if diff := cmp.Diff(tc.want, rec.types()); diff != "" {
+					t.Errorf("events (-want +got):\n%s", diff)
+				}
+			}
+			if tc.checkHist != nil {
+				if !slices.Contains(rec.types(), "compaction_completed") {
+					t.Errorf("no compaction: %v", rec.types())
+				}
+				tc.checkHist(t, a.History())
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestControls checks interrupt (park, then resume by steering), abort and
+// follow-ups against a model whose stream blocks until released.
+func TestControls(t *testing.T) {
+	block := make(chan struct{})
+	m := &scripted{block: block, turn: func(n int, req *llmv1.Request) *llmv1.Response { return text("answer " + itoa(n)) }}
+	rec := &recorder{}
+	started := make(chan struct{}, 16)
+	rec.on = func(ev *agentv1.AgentEvent) {
+		if ev.GetTurnStarted() != nil {
+			started <- struct{}{}
+		}
+	}
+	a := New(m, noop{}, rec, Options{}, nil)
+	done := make(chan *agentv1.PromptReport)
+	go func() {
+		rep, _ := a.Prompt(context.Background(), "p1", "go", false)
+		done <- rep
+	}()
+	<-started
+	if _, err := a.FollowUp("f1", "and then?"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, gen := a.Interrupt(); !ok || gen != 1 {
+		t.Fatalf("Interrupt = %v, %d", ok, gen)
+	}
+	if ok, _ := a.Interrupt(); ok {
+		t.Fatal("a parked prompt was interrupted again")
+	}
+	a.Steer("s1", "do it differently", false, nil)
+	<-started
+	close(block) // let every stream finish
+	rep := <-done
+	if rep.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_COMPLETED || rep.GetFollowUps() != 1 || rep.GetOutput() != "answer 3" {
+		t.Errorf("report = %v", rep)
+	}
+	want := []string{"prompt_started", "user_input", "turn_started", "round_interrupted", "steering_injected",
+		"turn_started", "text_delta", "assistant_message", "user_input", "turn_started", "text_delta", "assistant_message", "prompt_completed"}
+	if diff := cmp.Diff(want, rec.types()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	// Abort.
+	m2 := &scripted{block: make(chan struct{}), turn: func(int, *llmv1.Request) *llmv1.Response { return text("never") }}
+	started2 := make(chan struct{}, 1)
+	a2 := New(m2, noop{}, &recorder{on: func(ev *agentv1.AgentEvent) {
+		if ev.GetTurnStarted() != nil {
+			started2 <- struct{}{}
+		}
+	}}, Options{}, nil)
+	go func() {
+		rep, _ := a2.Prompt(context.Background(), "p2", "go", false)
+		done <- rep
+	}()
+	<-started2
+	if ok, id := a2.Abort("enough"); !ok || id != "p2" {
+		t.Fatalf("Abort = %v %q", ok, id)
+	}
+	if rep := <-done; rep.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_CANCELLED {
+		t.Errorf("aborted report = %v", rep)
+	}
+}
+
+// BenchmarkTurnOverhead measures the loop's own time per turn with a
+// scripted model and a tool that does nothing: from one model call to the
+// next, less nothing else (the model answers at once, the tool is a no-op).
+func BenchmarkTurnOverhead(b *testing.B) {
+	const turns = 100
+	var all []time.Duration
+	for b.Loop() {
+		m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+			if n < turns {
+				return call("c"+itoa(n), "noop", `{"i":`+itoa(n)+`}`)
+			}
+			return text("done")
+		}}
+		a := New(m, noop{}, discard{}, Options{LoopDetection: true, Compaction: true, ContextWindow: 1 << 30}, nil)
+		if _, err := a.Prompt(context.Background(), "p", "go", false); err != nil {
+			b.Fatal(err)
+		}
+		for i := 1; i < len(m.calls); i++ {
+			all = append(all, m.calls[i].Sub(m.calls[i-1]))
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	b.ReportMetric(float64(all[len(all)/2].Nanoseconds()), "p50-ns/turn")
+	b.ReportMetric(float64(all[len(all)*99/100].Nanoseconds()), "p99-ns/turn")
+}
+
+type discard struct{}
+
+func (discard) Emit(*agentv1.AgentEvent) (uint64, error) { return 0, nil }
+
+var _ protoreflect.ProtoMessage = (*agentv1.AgentEvent)(nil)
