@@ -5,6 +5,8 @@ go 1.26.8
 require (
 	github.com/fabro-sh/fabro-go/gen v0.0.0
 	github.com/fabro-sh/fabro-go/platform v0.0.0
+	github.com/fabro-sh/fabro-go/services/agent v0.0.0-00010101000000-000000000000
+	github.com/fabro-sh/fabro-go/services/llmgateway v0.0.0-00010101000000-000000000000
 	github.com/fabro-sh/fabro-go/services/sandbox v0.0.0
 	github.com/fabro-sh/fabro-go/services/vault v0.0.0
 	golang.org/x/term v0.47.0
@@ -13,19 +15,32 @@ require (
 )
 
 require (
+	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/minio/highwayhash v1.0.4 // indirect
+	github.com/nats-io/jwt/v2 v2.8.2 // indirect
+	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
+	github.com/nats-io/nats.go v1.55.0 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 )
@@ -33,6 +48,8 @@ require (
 replace (
 	github.com/fabro-sh/fabro-go/gen => ../../gen
 	github.com/fabro-sh/fabro-go/platform => ../../platform
+	github.com/fabro-sh/fabro-go/services/agent => ../../services/agent
+	github.com/fabro-sh/fabro-go/services/llmgateway => ../../services/llmgateway
 	github.com/fabro-sh/fabro-go/services/sandbox => ../../services/sandbox
 	github.com/fabro-sh/fabro-go/services/vault => ../../services/vault
 )

@@ -1,6 +1,7 @@
 // Command fabro runs the fabro services and talks to them.
 //
 //	fabro serve                  every service and the REST gateway in one process
+//	fabro exec "PROMPT"          run an agent on the current directory
 //	fabro secret set NAME        store a credential (value from stdin or a prompt)
 //	fabro secret list            list stored credentials (names and metadata only)
 //	fabro secret rm NAME         delete a credential
@@ -37,6 +38,7 @@ const usage = `fabro runs AI coding agents against your code.
 
 Usage:
   fabro serve [flags]             run every service and the REST gateway in one process
+  fabro exec [flags] "PROMPT"     run an agent in the current directory; exit 0 done, 1 error, 130 interrupted
   fabro secret set NAME [flags]   store a credential; the value is read from stdin or a prompt
   fabro secret list [flags]       list stored credentials (never their values)
   fabro secret rm NAME [flags]    delete a credential, or one version of it
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, e env) int {
 		err = serve(ctx, args[1:], e)
 	case "secret":
 		err = secret(ctx, args[1:], e)
+	case "exec":
+		return execCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/envflag"
+	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/services/agent"
+	"github.com/fabro-sh/fabro-go/services/llmgateway"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
+)
+
+// Exit codes of `fabro exec`.
+const (
+	exitDone        = 0
+	exitError       = 1
+	exitInterrupted = 130
+)
+
+// execCmd runs one agent prompt in a directory, non-interactively, and
+// prints its stream: text as it arrives, each tool call with its status.
+// It talks to a running stack (-server) or starts one in this process.
+func execCmd(ctx context.Context, args []string, e env) int {
+	fs := flag.NewFlagSet("fabro exec", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var (
+		model, perms, addr, dir, dataDir string
+		maxTurns                         int
+		gwCfg                            llmgateway.Config
+	)
+	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
+	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
+	fs.IntVar(&maxTurns, "max-turns", 0, "most model turns (0: unlimited)")
+	fs.StringVar(&addr, "server", "", "agent service gRPC address of a running stack; empty starts one in this process")
+	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
+	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "data directory of the in-process stack")
+	gwCfg.RegisterFlags(fs)
+	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitDone
+		}
+		return 2
+	}
+	if fs.NArg() != 1 || strings.TrimSpace(fs.Arg(0)) == "" {
+		fmt.Fprintln(e.stderr, `fabro: exec takes one prompt: fabro exec [flags] "PROMPT"`)
+		return 2
+	}
+	level, ok := map[string]agentv1.PermissionLevel{
+		"read-only":  agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY,
+		"read-write": agentv1.PermissionLevel_PERMISSION_LEVEL_READ_WRITE,
+		"full":       agentv1.PermissionLevel_PERMISSION_LEVEL_FULL,
+	}[perms]
+	if !ok || maxTurns < 0 {
+		fmt.Fprintf(e.stderr, "fabro: --permissions must be read-only, read-write or full, and --max-turns not negative\n")
+		return 2
+	}
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err)
+			return exitError
+		}
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+
+	// The stream outlives a first interrupt: it aborts the prompt and the
+	// report still arrives.
+	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStream()
+	if addr == "" {
+		gwCfg.LookupEnv = e.lookupEnv
+		a, stop, err := startStack(streamCtx, gwCfg, dataDir)
+		if err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err)
+			return exitError
+		}
+		defer stop()
+		addr = a
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		fmt.Fprintln(e.stderr, "fabro:", err)
+		return exitError
+	}
+	defer conn.Close()
+	client := agentv1.NewAgentServiceClient(conn)
+
+	opts := &agentv1.AgentOptions{}
+	if maxTurns > 0 {
+		n := int32(maxTurns)
+		opts.MaxTurns = &n
+	}
+	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
+		Model:           model,
+		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: dir}},
+		PermissionLevel: level,
+		Options:         opts,
+	})
+	if err != nil {
+		fmt.Fprintln(e.stderr, "fabro:", status.Convert(err).Message())
+		return exitError
+	}
+	id := created.GetSession().GetSessionId()
+	defer client.CloseSession(context.WithoutCancel(streamCtx), &agentv1.CloseSessionRequest{SessionId: id})
+
+	stream, err := client.Prompt(streamCtx, &agentv1.PromptRequest{SessionId: id, Text: fs.Arg(0)})
+	if err != nil {
+		fmt.Fprintln(e.stderr, "fabro:", status.Convert(err).Message())
+		return exitError
+	}
+	go func() {
+		<-ctx.Done()
+		client.Abort(context.WithoutCancel(streamCtx), &agentv1.AbortRequest{SessionId: id, Reason: "interrupted"})
+	}()
+	midLine := false
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			fmt.Fprintln(e.stderr, "\nfabro:", status.Convert(err).Message())
+			if ctx.Err() != nil {
+				return exitInterrupted
+			}
+			return exitError
+		}
+		ev := resp.GetEvent()
+		switch {
+		case ev.GetTextDelta() != nil:
+			fmt.Fprint(e.stdout, ev.GetTextDelta().GetDelta())
+			midLine = !strings.HasSuffix(ev.GetTextDelta().GetDelta(), "\n")
+		case ev.GetToolCallStarted() != nil:
+			if midLine {
+				fmt.Fprintln(e.stdout)
+				midLine = false
+			}
+			c := ev.GetToolCallStarted()
+			fmt.Fprintf(e.stdout, "▸ %s %s\n", c.GetToolName(), clip(c.GetArguments(), 120))
+		case ev.GetToolCallCompleted() != nil:
+			c := ev.GetToolCallCompleted()
+			if c.GetIsError() {
+				fmt.Fprintf(e.stdout, "  ✗ %s failed: %s\n", c.GetToolName(), clip(firstLine(c.GetOutput()), 200))
+			} else {
+				fmt.Fprintf(e.stdout, "  ✓ %s done (%s)\n", c.GetToolName(), c.GetDuration().AsDuration().Round(1e6))
+			}
+		case ev.GetWarning() != nil:
+			fmt.Fprintf(e.stderr, "warning: %s\n", ev.GetWarning().GetMessage())
+		case ev.GetPromptCompleted() != nil:
+			if midLine {
+				fmt.Fprintln(e.stdout)
+			}
+			rep := ev.GetPromptCompleted().GetReport()
+			fmt.Fprintf(e.stderr, "[%s: %d turns, %d tool calls, %d tokens in, %d out]\n", strings.TrimPrefix(rep.GetStatus().String(), "PROMPT_STATUS_"),
+				rep.GetTurns(), rep.GetToolCalls(), rep.GetUsage().GetInputTokens()+rep.GetUsage().GetCacheReadTokens(), rep.GetUsage().GetOutputTokens())
+			switch rep.GetStatus() {
+			case agentv1.PromptStatus_PROMPT_STATUS_COMPLETED:
+				return exitDone
+			case agentv1.PromptStatus_PROMPT_STATUS_CANCELLED:
+				return exitInterrupted
+			}
+			if m := rep.GetError().GetMessage(); m != "" {
+				fmt.Fprintln(e.stderr, "fabro:", m)
+			}
+			return exitError
+		}
+	}
+}
+
+// startStack runs the gateway, the sandbox service and the agent service
+// in this process on loopback ports, and returns the agent's address.
+func startStack(ctx context.Context, gwCfg llmgateway.Config, dataDir string) (string, func(), error) {
+	logger := slog.New(slog.DiscardHandler)
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	gw, err := llmgateway.New(ctx, gwCfg, logger)
+	if err != nil {
+		return "", stop, err
+	}
+	stops = append(stops, func() { gw.Close() })
+	sb, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	stops = append(stops, func() { sb.Close(context.Background()) })
+	deps, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0"}, logger, gw, sb)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	stops = append(stops, func() { deps.Shutdown(context.Background()) })
+	ag, err := agent.New(ctx, agent.Config{LLMAddr: deps.GRPCAddr(), SandboxAddr: deps.GRPCAddr(), NATSListen: "none",
+		DataDir: filepath.Join(dataDir, "exec")}, logger)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	stops = append(stops, func() { ag.Close() })
+	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0"}, logger, ag)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	stops = append(stops, func() { srv.Shutdown(context.Background()) })
+	return srv.GRPCAddr(), stop, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
