@@ -2,13 +2,16 @@ package fakeprovider
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"github.com/google/go-cmp/cmp"
@@ -17,12 +20,40 @@ import (
 // The official Go SDK is the oracle for the bedrock renderer: it parses our
 // event-stream frames (CRCs included) and our Converse JSON.
 
-func sdkClient(url string) *bedrockruntime.Client {
+// sdkClient serves h the way the SDK reaches Bedrock, over TLS where its
+// default transport (ForceAttemptHTTP2) negotiates HTTP/2, and returns an SDK
+// client on that default HTTP client, trusting the test certificate.
+//
+// Not plain-HTTP httptest: over HTTP/1.1, smithy-go v1.28.9 drops the
+// connection under an event stream whenever the server answers before
+// net/http's writeLoop has finished the request. ClientHandler closes the
+// request body as soon as Do returns; the closed body's WriteTo then returns
+// io.EOF, which net/http's post-Content-Length drain of the body reports as a
+// write error, and the writeLoop closes the connection: the stream ends in
+// "decode event: ... use of closed network connection". A fake answering in
+// microseconds hits that window. Over HTTP/2 END_STREAM follows the last read
+// of the body, so no server can answer before it.
+func sdkClient(t *testing.T, h http.Handler) *bedrockruntime.Client {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			t.Errorf("the SDK reached the fake over %s, want HTTP/2", r.Proto)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
 	return bedrockruntime.New(bedrockruntime.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(url),
+		BaseEndpoint: aws.String(srv.URL),
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret", Source: "test"}, nil
+		}),
+		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.TLSClientConfig.RootCAs = roots
 		}),
 		RetryMaxAttempts: 1,
 	})
@@ -73,9 +104,7 @@ func usageOf(u *types.TokenUsage) Usage {
 
 func TestBedrockSDKConverseStream(t *testing.T) {
 	fake := New(scriptedTurn)
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	out, err := sdkClient(srv.URL).ConverseStream(t.Context(), &bedrockruntime.ConverseStreamInput{ModelId: aws.String(sdkModel), Messages: sdkMessages()})
+	out, err := sdkClient(t, fake).ConverseStream(t.Context(), &bedrockruntime.ConverseStreamInput{ModelId: aws.String(sdkModel), Messages: sdkMessages()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,9 +165,7 @@ func TestBedrockSDKConverseStream(t *testing.T) {
 }
 
 func TestBedrockSDKConverse(t *testing.T) {
-	srv := httptest.NewServer(New(scriptedTurn))
-	defer srv.Close()
-	out, err := sdkClient(srv.URL).Converse(t.Context(), &bedrockruntime.ConverseInput{ModelId: aws.String(sdkModel), Messages: sdkMessages()})
+	out, err := sdkClient(t, New(scriptedTurn)).Converse(t.Context(), &bedrockruntime.ConverseInput{ModelId: aws.String(sdkModel), Messages: sdkMessages()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +220,7 @@ func TestBedrockSDKFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			turn := scriptedTurn
 			turn.Fault = &tt.fault
-			srv := httptest.NewServer(New(turn))
-			defer srv.Close()
-			c := sdkClient(srv.URL)
+			c := sdkClient(t, New(turn))
 			var err error
 			if tt.stream {
 				var out *bedrockruntime.ConverseStreamOutput
