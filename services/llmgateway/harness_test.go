@@ -334,3 +334,5 @@ func dial(t testing.TB, s *Service) llmv1.LLMGatewayServiceClient {
 func userReq(model, text string) *llmv1.Request {
 	return &llmv1.Request{Model: model, Messages: []*llmv1.Message{userText(text)}}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
