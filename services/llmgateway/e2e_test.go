@@ -56,7 +56,7 @@ func TestEndToEndCodecs(t *testing.T) {
 		ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "read", Arguments: `{"path":"a.go"}`}, {ID: "call_2", Name: "grep", Arguments: `{"q":"x"}`}},
 		Usage:     fakeprovider.Usage{Input: 100, Output: 20},
 	}
-	for _, model := range []string{"groq/llama-3.3-70b-versatile", "anthropic/claude-sonnet-4.5", "gemini/gemini-2.5-flash", "bedrock/bedrock-claude-sonnet-4.5"} {
+	for _, model := range []string{"groq/llama-3.3-70b-versatile", "openai/gpt-5", "anthropic/claude-sonnet-4.5", "gemini/gemini-2.5-flash", "bedrock/bedrock-claude-sonnet-4.5"} {
 		for _, stream := range []bool{true, false} {
 			name := model
 			if stream {
