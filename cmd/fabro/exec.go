@@ -18,9 +18,7 @@ import (
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/server"
-	"github.com/fabro-sh/fabro-go/services/agent"
-	"github.com/fabro-sh/fabro-go/services/llmgateway"
-	"github.com/fabro-sh/fabro-go/services/sandbox"
+	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
 // Exit codes of `fabro exec`.
@@ -39,7 +37,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	var (
 		model, perms, addr, dir, dataDir string
 		maxTurns                         int
-		gwCfg                            llmgateway.Config
+		overlay                          string
 	)
 	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
 	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
@@ -47,7 +45,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	fs.StringVar(&addr, "server", "", "agent service gRPC address of a running stack; empty starts one in this process")
 	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "data directory of the in-process stack")
-	gwCfg.RegisterFlags(fs)
+	fs.StringVar(&overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitDone
@@ -83,14 +81,25 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStream()
 	if addr == "" {
-		gwCfg.LookupEnv = e.lookupEnv
-		a, stop, err := startStack(streamCtx, gwCfg, dataDir)
+		// The in-process stack shares the data directory's vault with `fabro
+		// serve`, so stored credentials work here too; its agent keeps records
+		// and NATS apart, as a server may be running on the same directory.
+		st, err := startStack(streamCtx, stackConfig{
+			server:       server.Config{GRPCAddr: "127.0.0.1:0"},
+			vault:        vault.Config{DataDir: dataDir, LookupEnv: e.lookupEnv},
+			agentDataDir: filepath.Join(dataDir, "exec"),
+			llmOverlay:   overlay,
+			natsListen:   "none",
+		}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)
 			return exitError
 		}
-		defer stop()
-		addr = a
+		defer func() {
+			st.srv.Shutdown(context.WithoutCancel(streamCtx))
+			st.close()
+		}()
+		addr = st.srv.GRPCAddr()
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -181,47 +190,6 @@ func execCmd(ctx context.Context, args []string, e env) int {
 
 // startStack runs the gateway, the sandbox service and the agent service
 // in this process on loopback ports, and returns the agent's address.
-func startStack(ctx context.Context, gwCfg llmgateway.Config, dataDir string) (string, func(), error) {
-	logger := slog.New(slog.DiscardHandler)
-	var stops []func()
-	stop := func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
-	gw, err := llmgateway.New(ctx, gwCfg, logger)
-	if err != nil {
-		return "", stop, err
-	}
-	stops = append(stops, func() { gw.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
-	if err != nil {
-		stop()
-		return "", nil, err
-	}
-	stops = append(stops, func() { sb.Close(context.Background()) })
-	deps, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0"}, logger, gw, sb)
-	if err != nil {
-		stop()
-		return "", nil, err
-	}
-	stops = append(stops, func() { deps.Shutdown(context.Background()) })
-	ag, err := agent.New(ctx, agent.Config{LLMAddr: deps.GRPCAddr(), SandboxAddr: deps.GRPCAddr(), NATSListen: "none",
-		DataDir: filepath.Join(dataDir, "exec")}, logger)
-	if err != nil {
-		stop()
-		return "", nil, err
-	}
-	stops = append(stops, func() { ag.Close() })
-	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0"}, logger, ag)
-	if err != nil {
-		stop()
-		return "", nil, err
-	}
-	stops = append(stops, func() { srv.Shutdown(context.Background()) })
-	return srv.GRPCAddr(), stop, nil
-}
-
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s

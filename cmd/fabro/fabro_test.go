@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
 // fabroBin is the fabro binary built once for every test, so the tests
@@ -48,7 +50,7 @@ type serveProc struct {
 // its addresses.
 func startServe(t *testing.T, dataDir string, extraEnv ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(fabroBin, "serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-format", "json", "-log-level", "debug")
+	cmd := exec.Command(fabroBin, "serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:-1", "-log-format", "json", "-log-level", "debug")
 	cmd.Env = append(os.Environ(), append([]string{"FABRO_DATA_DIR=" + dataDir}, extraEnv...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -259,5 +261,51 @@ func TestServeRunsSandbox(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(work, "out.txt")); err != nil || string(b) != "made-by-fabro\n" {
 		t.Errorf("out.txt = %q, %v", b, err)
+	}
+}
+
+// TestServeEndToEnd runs an agent prompt through `fabro serve`: the key is
+// stored with `fabro secret set`, the gateway resolves it from the vault
+// (not the environment) on its way to a wire-exact fake Anthropic, and the
+// agent's tool call acts in a sandbox on a real directory.
+func TestServeEndToEnd(t *testing.T) {
+	const key = "sk-ant-from-the-vault"
+	fake, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.New(
+		fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "read_file", Arguments: `{"file_path":"notes.txt"}`}}},
+		fakeprovider.Turn{Text: "The notes say: remember the milk."},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	dir := t.TempDir()
+	overlay := filepath.Join(dir, "catalog.json")
+	if err := os.WriteFile(overlay, fakeprovider.CatalogOverlay(fake.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, filepath.Join(dir, "data"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=")
+	if _, errOut, code := fabro(t, key, "secret", "set", "ANTHROPIC_API_KEY", "-server", s.grpcAddr); code != 0 {
+		t.Fatalf("secret set: %s", errOut)
+	}
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("remember the milk\n"), 0o644)
+
+	out, errOut, code := fabro(t, "", "exec", "-server", s.grpcAddr, "-dir", ws, "--model", "anthropic/claude-sonnet-4.5", "What do my notes say?")
+	if code != 0 || !strings.Contains(out, "remember the milk") {
+		t.Fatalf("fabro exec = %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the fake provider saw %d requests, want 2", len(reqs))
+	}
+	for _, r := range reqs {
+		if got := r.Header.Get("X-Api-Key"); got != key {
+			t.Errorf("x-api-key = %q, want the vault's value", got)
+		}
+	}
+	// The tool result fed back to the model holds the file's numbered line.
+	if !strings.Contains(string(reqs[1].Body), "remember the milk") {
+		t.Errorf("second request does not carry the read_file result:\n%s", reqs[1].Body)
 	}
 }

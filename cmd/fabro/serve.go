@@ -3,15 +3,13 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/platform/server"
-	"github.com/fabro-sh/fabro-go/services/sandbox"
-	"github.com/fabro-sh/fabro-go/services/vault"
+	"github.com/fabro-sh/fabro-go/services/agent"
 )
 
 // Default addresses of `fabro serve`; the per-service binaries use their own.
@@ -26,15 +24,17 @@ func serve(ctx context.Context, args []string, e env) error {
 	fs := flag.NewFlagSet("fabro serve", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var (
-		srvCfg   server.Config
-		logCfg   logging.Config
-		vaultCfg vault.Config
-		dataDir  string
+		cfg     stackConfig
+		logCfg  logging.Config
+		dataDir string
 	)
-	srvCfg.RegisterFlags(fs, server.Config{GRPCAddr: defaultGRPCAddr, HTTPAddr: defaultHTTPAddr})
+	cfg.server.RegisterFlags(fs, server.Config{GRPCAddr: defaultGRPCAddr, HTTPAddr: defaultHTTPAddr})
 	logCfg.RegisterFlags(fs)
-	vaultCfg.RegisterFlags(fs)
-	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "directory for the vault store, its audit log and generated keys, and sandbox workspaces")
+	cfg.vault.RegisterFlags(fs)
+	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "directory for the vault, sandbox workspaces, agent session records and the embedded NATS store")
+	fs.StringVar(&cfg.llmOverlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog")
+	fs.StringVar(&cfg.natsURL, "nats-url", "", "external NATS server URL with JetStream; empty runs nats-server embedded")
+	fs.StringVar(&cfg.natsListen, "nats-listen", agent.DefaultNATSListen, "embedded nats-server client address, for subscribers in other processes (port -1 picks one; \"none\": in-process only)")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err
 	}
@@ -45,21 +45,13 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	vaultCfg.DataDir = dataDir
-	vaultCfg.LookupEnv = e.lookupEnv
-	v, err := vault.New(ctx, vaultCfg, logger)
+	cfg.vault.DataDir, cfg.vault.LookupEnv, cfg.agentDataDir = dataDir, e.lookupEnv, dataDir
+	st, err := startStack(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer v.Close()
-	sb, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
-	if err != nil {
-		return err
-	}
-	// Sandboxes outlive the request that made them; delete them (and kill
-	// their commands) once the server has drained.
-	defer sb.Close(context.WithoutCancel(ctx))
-	return server.Run(ctx, srvCfg, logger, v, sb)
+	defer st.close()
+	return st.srv.Wait(ctx)
 }
 
 // defaultDataDir follows the XDG base directory convention.
@@ -70,5 +62,5 @@ func defaultDataDir(lookupEnv func(string) (string, bool)) string {
 	if home, err := os.UserHomeDir(); err == nil {
 		return filepath.Join(home, ".local", "share", "fabro")
 	}
-	return fmt.Sprintf("%s/fabro", os.TempDir())
+	return filepath.Join(os.TempDir(), "fabro")
 }

@@ -301,11 +301,18 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger, services ...Servi
 	if err != nil {
 		return err
 	}
+	return s.Wait(ctx)
+}
+
+// Wait serves until ctx is done or serving fails, then shuts down. It is
+// [Run] for a caller that needs the Server between Start and the wait, for
+// example to learn the address it is bound to.
+func (s *Server) Wait(ctx context.Context) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-s.serveErr:
-		logger.ErrorContext(ctx, "server failed", "error", serveErr)
+		s.logger.ErrorContext(ctx, "server failed", "error", serveErr)
 	}
 	return errors.Join(serveErr, s.Shutdown(context.WithoutCancel(ctx)))
 }
