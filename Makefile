@@ -33,6 +33,19 @@ help: ## Describe the targets
 run: ## Run every service and the REST gateway in one process on embedded defaults
 	go run ./cmd/fabro serve --data-dir "$(FABRO_DATA_DIR)"
 
+.PHONY: demo
+demo: ## Run an agent offline: fabro exec against the fake provider on a scratch project
+	@rm -rf $(TMP)/demo && mkdir -p $(TMP)/demo/ws && printf 'hello\n' > $(TMP)/demo/ws/hello.txt
+	go build -o $(BIN)/fakeprovider ./services/llmgateway/cmd/fakeprovider
+	go build -o $(BIN)/fabro ./cmd/fabro
+	@$(BIN)/fakeprovider -addr 127.0.0.1:7790 -script deploy/demo-script.json -print-overlay > $(TMP)/demo/overlay.json & \
+	  pid=$$!; trap "kill $$pid" EXIT; \
+	  for i in $$(seq 50); do [ -s $(TMP)/demo/overlay.json ] && break; sleep 0.1; done; \
+	  cd $(TMP)/demo/ws && ANTHROPIC_API_KEY=offline-demo $(BIN)/fabro exec -data-dir $(TMP)/demo/data \
+	    -llm-catalog-overlay $(TMP)/demo/overlay.json --model anthropic/claude-sonnet-4.5 --permissions full \
+	    "Make the greeting in hello.txt friendlier."; \
+	  echo "--- hello.txt is now:"; cat hello.txt
+
 .PHONY: test
 test: tools lint checkgenerate test-go ## Run every check and every test (what CI runs)
 
