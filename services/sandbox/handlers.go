@@ -343,11 +343,12 @@ func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec,
 	if len(ds.Stdin) > 0 && !caps.Stdin {
 		return nil, withInfo(codes.FailedPrecondition, "this sandbox's driver cannot give a command stdin", "CAPABILITY_UNSUPPORTED", map[string]string{"capability": "stdin"})
 	}
-	ctx, done, err := e.startExec(ctx, execID)
+	ctx, kill, done, err := e.startExec(ctx, execID)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
+	ds.Kill = kill
 	var o driver.Output
 	if out != nil {
 		out.started = &sandboxv1.ExecStarted{ExecId: execID, StreamsSeparated: caps.StreamsSeparated, LiveStreaming: caps.LiveStreaming}

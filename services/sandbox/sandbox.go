@@ -57,7 +57,29 @@ type entry struct {
 
 	mu       sync.Mutex
 	deleting bool
-	execs    map[string]context.CancelCauseFunc
+	execs    map[string]*running
+}
+
+// running is one running command's handles: cancel starts a graceful stop
+// (or a kill, with cause driver.ErrKill), and closing kill escalates a
+// graceful stop already under way to KILL at once.
+type running struct {
+	cancel context.CancelCauseFunc
+	kill   chan struct{}
+	killed bool
+}
+
+// stop stops the command; e.mu is held.
+func (r *running) stop(kill bool) {
+	if !kill {
+		r.cancel(errors.New("cancelled by CancelExec"))
+		return
+	}
+	if !r.killed {
+		r.killed = true
+		close(r.kill)
+	}
+	r.cancel(driver.ErrKill)
 }
 
 // New returns the service. It starts nothing: sandboxes are made on request.
@@ -135,8 +157,8 @@ func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
 	}
 	e.mu.Lock()
 	e.deleting = true
-	for _, cancel := range e.execs {
-		cancel(driver.ErrKill)
+	for _, r := range e.execs {
+		r.stop(true)
 	}
 	e.mu.Unlock()
 	if err := e.sb.Delete(ctx); err != nil {
@@ -147,22 +169,24 @@ func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
 }
 
 // startExec registers an exec id on e and returns a context that
-// CancelExec and DeleteSandbox cancel, and a function to unregister it.
-func (e *entry) startExec(ctx context.Context, id string) (context.Context, func(), error) {
+// CancelExec and DeleteSandbox cancel, the channel they close to kill at
+// once, and a function to unregister it.
+func (e *entry) startExec(ctx context.Context, id string) (context.Context, <-chan struct{}, func(), error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deleting {
-		return nil, nil, errSandboxNotFound(e.id)
+		return nil, nil, nil, errSandboxNotFound(e.id)
 	}
 	if _, busy := e.execs[id]; busy {
-		return nil, nil, errExecIDInUse(id)
+		return nil, nil, nil, errExecIDInUse(id)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	if e.execs == nil {
-		e.execs = map[string]context.CancelCauseFunc{}
+		e.execs = map[string]*running{}
 	}
-	e.execs[id] = cancel
-	return ctx, func() {
+	r := &running{cancel: cancel, kill: make(chan struct{})}
+	e.execs[id] = r
+	return ctx, r.kill, func() {
 		e.mu.Lock()
 		delete(e.execs, id)
 		e.mu.Unlock()
@@ -170,18 +194,16 @@ func (e *entry) startExec(ctx context.Context, id string) (context.Context, func
 	}, nil
 }
 
+// cancelExec stops the command with exec id id. A second call may
+// escalate: kill after a graceful stop sends KILL at once.
 func (e *entry) cancelExec(id string, kill bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cancel, ok := e.execs[id]
+	r, ok := e.execs[id]
 	if !ok {
 		return false
 	}
-	cause := errors.New("cancelled by CancelExec")
-	if kill {
-		cause = driver.ErrKill
-	}
-	cancel(cause)
+	r.stop(kill)
 	return true
 }
 

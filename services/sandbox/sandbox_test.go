@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -469,4 +470,47 @@ func TestREST(t *testing.T) {
 		t.Errorf("streamed %v; want started, two outputs, finished", kinds)
 	}
 	do("DELETE", "/v1/sandboxes/"+id, nil)
+}
+
+// TestCancelExecEscalates checks that CancelExec with kill ends a graceful
+// stop already under way at once, instead of after the 2 s grace.
+func TestCancelExecEscalates(t *testing.T) {
+	h := start(t)
+	ctx := t.Context()
+	id := h.create(t, &sandboxv1.SandboxSpec{}).GetSandboxId()
+	stream, err := h.client.ExecStream(ctx, &sandboxv1.ExecStreamRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{
+		Command: `trap "" TERM; echo ready; sleep 60 & wait; wait`, ExecId: "stubborn",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finished *sandboxv1.ExecResult
+	var killed time.Time
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev := m.GetEvent().(type) {
+		case *sandboxv1.ExecStreamResponse_Output:
+			for _, kill := range []bool{false, true} {
+				resp, err := h.client.CancelExec(ctx, &sandboxv1.CancelExecRequest{SandboxId: id, ExecId: "stubborn", Kill: kill})
+				if err != nil || !resp.GetStopping() {
+					t.Fatalf("CancelExec(kill %v) = %v, %v; want stopping", kill, resp, err)
+				}
+				killed = time.Now()
+			}
+		case *sandboxv1.ExecStreamResponse_Finished:
+			finished = ev.Finished
+		}
+	}
+	if finished.GetTermination() != sandboxv1.Termination_TERMINATION_KILLED || finished.GetSignal() != "SIGKILL" {
+		t.Errorf("finished %v; want KILLED by SIGKILL", finished)
+	}
+	if since := time.Since(killed); killed.IsZero() || since > time.Second {
+		t.Errorf("the command ended %v after the kill; want at once, not after the 2 s grace", since)
+	}
 }

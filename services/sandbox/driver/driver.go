@@ -153,6 +153,10 @@ type ExecSpec struct {
 	Stdin       []byte
 	Timeout     time.Duration
 	RetainLimit int // bytes retained per stream, head plus tail
+	// Kill, when closed, asks for KILL at once, even while a graceful
+	// stop is under way (TERM sent, StopGrace not yet over): the result
+	// then says Killed. A nil channel is never closed.
+	Kill <-chan struct{}
 }
 
 // Output receives a running command's output. Chunks are delivered one at a
@@ -203,7 +207,9 @@ type Execer interface {
 	// Stopping: when ctx is cancelled the command is stopped with TERM to
 	// its process group, 2 s, then KILL, and the result says Cancelled;
 	// when the cancel cause (context.Cause) is [ErrKill], KILL is sent at
-	// once and the result says Killed. No descendant survives the command.
+	// once and the result says Killed. A closed spec.Kill escalates any
+	// stop (or none yet) to KILL at once. No descendant survives the
+	// command.
 	Exec(ctx context.Context, spec ExecSpec, out Output) (ExecResult, error)
 }
 

@@ -403,6 +403,45 @@ func RunExec(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		}
 	})
 
+	t.Run("kill during a graceful stop", func(t *testing.T) {
+		t.Parallel()
+		if !caps.Cancel {
+			t.Skip("the driver states no cancel capability")
+		}
+		// TERM is ignored, so the graceful stop would wait StopGrace; the
+		// kill must end the command well before that.
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		kill := make(chan struct{})
+		var killAt time.Time
+		rec := &recorder{onChunk: func(all string) {
+			if !strings.HasSuffix(all, "\n") {
+				return
+			}
+			cancel(errors.New("test cancels"))
+			go func() {
+				time.Sleep(200 * time.Millisecond)
+				killAt = time.Now()
+				close(kill)
+			}()
+		}}
+		start := time.Now()
+		res, err := sb.Exec(ctx, driver.ExecSpec{Command: `trap "" TERM; sleep 60 & echo $!; wait; wait`, Timeout: 30 * time.Second, RetainLimit: 1 << 10, Kill: kill}, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if res.Termination != driver.Killed || res.Signal != "SIGKILL" {
+			t.Errorf("got %s signal %q; want killed by SIGKILL", termName(res.Termination), res.Signal)
+		}
+		if killAt.IsZero() || took >= driver.StopGrace || time.Since(killAt) > driver.StopGrace/2 {
+			t.Errorf("the command ended %v after it started; want soon after the kill, before the %v grace ran out", took, driver.StopGrace)
+		}
+		if pid := strings.TrimSpace(string(res.Stdout)); alive(t, pid) {
+			t.Errorf("the background child %s survived", pid)
+		}
+	})
+
 	t.Run("live streaming", func(t *testing.T) {
 		t.Parallel()
 		if !caps.LiveStreaming {

@@ -128,15 +128,16 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	select {
 	case <-exited:
 	case <-timer.C:
-		term = driver.TimedOut
-		stopGroup(pid, exited)
+		term = stopGroup(pid, exited, spec.Kill, driver.TimedOut)
+	case <-spec.Kill:
+		term = driver.Killed
+		killGroup(pid)
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), driver.ErrKill) {
 			term = driver.Killed
 			killGroup(pid)
 		} else {
-			term = driver.Cancelled
-			stopGroup(pid, exited)
+			term = stopGroup(pid, exited, spec.Kill, driver.Cancelled)
 		}
 	}
 	<-exited
@@ -173,8 +174,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 }
 
 // stopGroup sends TERM to the group, gives it driver.StopGrace to exit,
-// then KILL.
-func stopGroup(pid int, exited <-chan struct{}) {
+// then KILL. A kill request during the grace period sends KILL at once and
+// turns the termination into Killed; otherwise it stays term.
+func stopGroup(pid int, exited, kill <-chan struct{}, term driver.Termination) driver.Termination {
 	syscall.Kill(-pid, syscall.SIGTERM)
 	t := time.NewTimer(driver.StopGrace)
 	defer t.Stop()
@@ -182,7 +184,11 @@ func stopGroup(pid int, exited <-chan struct{}) {
 	case <-exited:
 	case <-t.C:
 		killGroup(pid)
+	case <-kill:
+		killGroup(pid)
+		return driver.Killed
 	}
+	return term
 }
 
 func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }
