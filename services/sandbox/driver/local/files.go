@@ -126,8 +126,14 @@ func (s *sandbox) Open(_ context.Context, p string, offset int64) (io.ReadCloser
 	return f, fi.Size(), nil
 }
 
+// syncFile is (*os.File).Sync; tests replace it to see what is synced and
+// when.
+var syncFile = (*os.File).Sync
+
 // WriteFile implements driver.Files: written aside in the same directory,
-// then renamed over, so readers never see a mix.
+// synced, then renamed over, so readers never see a mix and a crash leaves
+// the old content or the new, never an empty or partial file. The
+// directory is synced after the rename so the rename itself is durable.
 func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, error) {
 	rel, err := s.resolve(p)
 	if err != nil {
@@ -159,6 +165,9 @@ func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, err
 	if werr == nil {
 		werr = f.Chmod(mode) // the umask may have narrowed it
 	}
+	if werr == nil {
+		werr = syncFile(f)
+	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
@@ -169,7 +178,23 @@ func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, err
 		s.root.Remove(tmp)
 		return false, fsErr(p, werr)
 	}
+	if err := s.syncDir(dir); err != nil {
+		return false, fmt.Errorf("sync the directory of %s: %w", p, err)
+	}
 	return created, nil
+}
+
+// syncDir makes a rename or creation in directory rel durable.
+func (s *sandbox) syncDir(rel string) error {
+	d, err := s.root.Open(rel)
+	if err != nil {
+		return err
+	}
+	err = syncFile(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Remove implements driver.Files.
