@@ -41,7 +41,6 @@ type session struct {
 	todos          *tools.TodoStore
 	log            *bus.Log
 	agent          *loop.Agent
-	outputBytes    sync.Map // tool call id -> *int64 of live output published
 
 	mu       sync.Mutex
 	info     *agentv1.Session // identity and lifecycle; usage filled on read
@@ -144,19 +143,9 @@ func (s *Service) summarizer(route *agentv1.ModelRoute) func(ctx context.Context
 	}
 }
 
-// maxLiveOutput bounds the tool_call_output_delta bytes of one call.
-const maxLiveOutput = 1 << 20
-
+// shellOutput publishes live shell output; the tools cap it at
+// tools.MaxLiveOutput bytes per call.
 func (sess *session) shellOutput(callID string, stream sandboxv1.OutputStream, data []byte) {
-	v, _ := sess.outputBytes.LoadOrStore(callID, new(int64))
-	n := v.(*int64)
-	if *n >= maxLiveOutput {
-		return
-	}
-	if rem := maxLiveOutput - *n; int64(len(data)) > rem {
-		data = data[:rem]
-	}
-	*n += int64(len(data))
 	_, _ = sess.log.Emit(&agentv1.AgentEvent{PromptId: sess.currentPrompt(), Event: &agentv1.AgentEvent_ToolCallOutputDelta{
 		ToolCallOutputDelta: &agentv1.ToolCallOutputDelta{ToolCallId: callID, Delta: string(data), Stream: stream}}})
 }

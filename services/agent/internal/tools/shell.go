@@ -55,6 +55,7 @@ func runShell(ctx context.Context, s *Set, c Call, raw []byte) (output, error) {
 		return output{}, err
 	}
 	var res *sandboxv1.ExecResult
+	live := 0 // bytes handed to ShellOutput
 	for res == nil {
 		msg, err := stream.Recv()
 		if err == io.EOF {
@@ -65,8 +66,15 @@ func runShell(ctx context.Context, s *Set, c Call, raw []byte) (output, error) {
 		}
 		switch ev := msg.GetEvent().(type) {
 		case *sandboxv1.ExecStreamResponse_Output:
-			if s.env.ShellOutput != nil {
-				s.env.ShellOutput(c.ID, ev.Output.GetStream(), ev.Output.GetData())
+			if data := ev.Output.GetData(); s.env.ShellOutput != nil && live < MaxLiveOutput {
+				if len(data) > MaxLiveOutput-live {
+					data = data[:MaxLiveOutput-live]
+				}
+				live += len(data)
+				s.env.ShellOutput(c.ID, ev.Output.GetStream(), data)
+				if live == MaxLiveOutput {
+					s.env.ShellOutput(c.ID, ev.Output.GetStream(), []byte(liveOutputCapped))
+				}
 			}
 		case *sandboxv1.ExecStreamResponse_Finished:
 			res = ev.Finished
@@ -74,6 +82,12 @@ func runShell(ctx context.Context, s *Set, c Call, raw []byte) (output, error) {
 	}
 	return renderExec(res, timeout), nil
 }
+
+// MaxLiveOutput bounds the live output one shell call hands to
+// Env.ShellOutput; the result still keeps the head and tail of the rest.
+const MaxLiveOutput = 1 << 20
+
+const liveOutputCapped = "\n[live output capped at 1 MiB; the result keeps its head and tail]\n"
 
 // renderExec is the shell tool's text: how the command ended, then its
 // streams.

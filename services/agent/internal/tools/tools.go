@@ -82,8 +82,39 @@ type Env struct {
 	// MaxCommandTimeout caps every shell timeout; zero means 600 s.
 	MaxCommandTimeout time.Duration
 	// ShellOutput, when set, receives shell output as the command writes
-	// it (for ToolCallOutputDelta events). It must not block for long.
+	// it (for ToolCallOutputDelta events), at most MaxLiveOutput bytes per
+	// call. It must not block for long.
 	ShellOutput func(callID string, stream sandboxv1.OutputStream, data []byte)
+
+	// Extra are tools the caller implements (subagent and skill tools),
+	// offered after the profile's tools and run like them: arguments
+	// checked against their schema, permission gated, output cut to their
+	// limit.
+	Extra []Extra
+}
+
+// Category is an extra tool's permission category.
+type Category int
+
+// Categories of extra tools. Subagent tools are allowed at every level;
+// everything that is neither read, write nor subagent gates as shell.
+const (
+	CategoryShell Category = iota
+	CategorySubagent
+)
+
+// Extra is a tool implemented outside this package.
+type Extra struct {
+	Name        string
+	Description string
+	// Parameters is the JSON schema of the arguments (the subset this
+	// package validates: type, properties, required, items, enum,
+	// minimum, maximum, additionalProperties false).
+	Parameters string
+	Category   Category
+	// Run performs a call whose arguments passed the schema. A failure is
+	// reported with isError; it never fails the turn.
+	Run func(ctx context.Context, callID string, args []byte) (text string, isError bool)
 }
 
 // Call is one tool call from the model.
@@ -189,12 +220,13 @@ const (
 	catRead category = iota
 	catWrite
 	catShell
+	catSubagent
 )
 
 func (l PermissionLevel) allows(c category) bool {
 	switch l {
 	case ReadOnly:
-		return c == catRead
+		return c == catRead || c == catSubagent
 	case Full:
 		return true
 	}
@@ -332,6 +364,17 @@ func NewSet(profile string, level PermissionLevel, env Env, limits map[string]Li
 			s.visible = append(s.visible, t)
 		}
 	}
+	for _, x := range env.Extra {
+		if _, dup := s.byName[x.Name]; dup || x.Run == nil {
+			continue
+		}
+		t := extraTool(x)
+		s.tools = append(s.tools, t)
+		s.byName[t.name] = t
+		if s.level.allows(t.category) {
+			s.visible = append(s.visible, t)
+		}
+	}
 	s.defaultTimeout = env.DefaultCommandTimeout
 	if s.defaultTimeout <= 0 {
 		s.defaultTimeout = DefaultCommandTimeout(profile)
@@ -440,6 +483,25 @@ func (s *Set) finish(name string, out output) Result {
 		}
 	}
 	return r
+}
+
+// extraTool wraps a caller's tool; a schema that does not parse accepts
+// any object.
+func extraTool(x Extra) *tool {
+	sc := &schema{}
+	if err := json.Unmarshal([]byte(x.Parameters), sc); err != nil || sc.Type == "" {
+		sc = &schema{Type: "object"}
+	}
+	cat := catShell
+	if x.Category == CategorySubagent {
+		cat = catSubagent
+	}
+	run := x.Run
+	return &tool{name: x.Name, description: x.Description, schema: sc, category: cat,
+		run: func(ctx context.Context, _ *Set, c Call, args []byte) (output, error) {
+			text, isErr := run(ctx, c.ID, args)
+			return output{text: text, failed: isErr}, nil
+		}}
 }
 
 // isRawPatch reports arguments that are a v4a patch rather than JSON.

@@ -43,6 +43,8 @@ var defaultLimits = map[string]Limit{
 	"write_file":  {MaxChars: 1_000, Mode: Tail},
 	"read_file":   {MaxChars: 50_000, Mode: HeadTail},
 	"shell":       {MaxChars: 30_000, Mode: HeadTail},
+	"spawn_agent": {MaxChars: 20_000, Mode: HeadTail},
+	"wait":        {MaxChars: 20_000, Mode: HeadTail},
 }
 
 // DefaultLimit returns the default output limit of a tool (zero: none).
