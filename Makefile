@@ -87,14 +87,26 @@ build: ## Build every binary into bin/
 	@for d in services/*/cmd/*/; do go build -o bin/$$(basename $$d) ./$$d; done
 
 # Static binaries, one build context each, for deploy/Dockerfile.
-COMPOSE_SERVICES := vault
+COMPOSE_SERVICES := vault llmgateway sandbox agent
 COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p fabro
 .PHONY: images
 images: ## Build the service images offline (FROM scratch) for compose.yaml
 	@for s in $(COMPOSE_SERVICES); do \
 	  mkdir -p .tmp/images/$$s/data && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$s/ && \
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$s/app ./services/$$s/cmd/$$s; done
+	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
 	$(COMPOSE) build
+
+# The sandbox image's base: a minimal Debian root filesystem with bash and
+# ripgrep, made with debootstrap from Debian's mirror and imported, since no
+# image registry is reachable.
+DEBIAN_MIRROR ?= http://deb.debian.org/debian
+.PHONY: sandbox-base
+sandbox-base: ## Build fabro/sandbox-base:dev with debootstrap (needs root)
+	@command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
+	rm -rf $(TMP)/rootfs && debootstrap --variant=minbase --include=ripgrep bookworm $(TMP)/rootfs $(DEBIAN_MIRROR)
+	tar -C $(TMP)/rootfs -c . | docker import - fabro/sandbox-base:dev
+	rm -rf $(TMP)/rootfs
 
 .PHONY: up
 up: images ## Run the services as containers (compose.yaml)
