@@ -19,6 +19,7 @@ type block struct {
 	signature string
 	opaque    string
 	opaqueKnd string
+	redacted  bool
 	ended     bool
 	part      *llmv1.ContentPart
 }
@@ -118,7 +119,7 @@ func (a *assembler) handle(ev *codec.Event) error {
 		if a.lookup(ev.Key) != nil {
 			return decodeError("block %d started twice", ev.Key)
 		}
-		b := &block{key: ev.Key, kind: ev.Kind, id: ev.ToolCallID, name: ev.ToolName, opaqueKnd: ev.OpaqueKind}
+		b := &block{key: ev.Key, kind: ev.Kind, id: ev.ToolCallID, name: ev.ToolName, opaqueKnd: ev.OpaqueKind, redacted: ev.Redacted}
 		idx := int32(len(a.blocks))
 		if b.kind == llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL {
 			b.toolIndex = a.tools
@@ -158,6 +159,7 @@ func (a *assembler) handle(ev *codec.Event) error {
 			return decodeError("signature for block %d that is not open", ev.Key)
 		}
 		b.signature = ev.Signature
+		b.redacted = b.redacted || ev.Redacted
 	case codec.EventBlockEnd:
 		b := a.lookup(ev.Key)
 		if b == nil {
@@ -195,7 +197,9 @@ func (a *assembler) end(b *block) error {
 	text := b.text.String()
 	switch b.kind {
 	case llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING:
-		r := &llmv1.ReasoningPart{Text: text, Signature: b.signature, Redacted: text == "" && b.signature != ""}
+		// Only the codec's flag says redacted: signed reasoning without text
+		// (Anthropic display "omitted") must replay as signed reasoning.
+		r := &llmv1.ReasoningPart{Text: text, Signature: b.signature, Redacted: b.redacted}
 		if b.signature != "" {
 			r.SignatureOrigin = provider
 		}

@@ -4,11 +4,14 @@ import (
 	"context"
 	cryptorand "crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -176,6 +179,9 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	if err != nil {
 		return nil, nil, err
 	}
+	// The attempt's own context, so that a stalled body can be cut.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	hreq, err := cd.NewRequest(ctx, &codec.Call{Provider: route.Provider, Model: route.APIModel(), Request: req, Credentials: creds, Stream: emit != nil})
 	if err != nil {
 		return nil, nil, err
@@ -198,10 +204,13 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 		return nil, nil, ce
 	}
 
+	idle := watchIdle(s.idleTimeout, cancel)
+	defer idle.stop()
+	body := &idleBody{r: hresp.Body, w: idle}
 	asm := newAssembler(route, emit)
 	if emit != nil {
 		asm.rateLimits = parseRateLimits(hresp.Header, time.Now())
-		dec := cd.NewDecoder(hresp.Body)
+		dec := cd.NewDecoder(body)
 		var ev codec.Event
 		for {
 			ev.Reset()
@@ -213,14 +222,15 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 				err = asm.handle(&ev)
 			}
 			if err != nil {
+				err = idle.explain(err)
 				if asm.Visible() {
 					return nil, asm.partial(), err
 				}
 				return nil, nil, err
 			}
 		}
-	} else if err := cd.DecodeResponse(hresp.Body, asm.handle); err != nil {
-		return nil, nil, err
+	} else if err := cd.DecodeResponse(body, asm.handle); err != nil {
+		return nil, nil, idle.explain(err)
 	}
 	resp, err := asm.complete()
 	if err != nil {
@@ -268,3 +278,74 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 }
 
 func randomID() string { return strings.ToLower(cryptorand.Text()) }
+
+// idleWatch cuts an upstream body that stalls: when no byte has arrived
+// for timeout, it cancels the attempt's context, which closes the
+// connection and fails the pending Read. A Read only stamps the time (one
+// atomic store, no timer reset per chunk); the timer re-arms itself for
+// what is left of the window.
+type idleWatch struct {
+	timeout time.Duration
+	start   time.Time    // monotonic base for last
+	last    atomic.Int64 // time since start of the last byte, in ns
+	fired   atomic.Bool
+	cancel  context.CancelFunc
+
+	mu      sync.Mutex // timer and stopped, touched once per window
+	timer   *time.Timer
+	stopped bool
+}
+
+func watchIdle(timeout time.Duration, cancel context.CancelFunc) *idleWatch {
+	w := &idleWatch{timeout: timeout, start: time.Now(), cancel: cancel}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer = time.AfterFunc(timeout, w.check)
+	return w
+}
+
+func (w *idleWatch) touch() { w.last.Store(int64(time.Since(w.start))) }
+
+func (w *idleWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	quiet := time.Since(w.start) - time.Duration(w.last.Load())
+	if quiet < w.timeout {
+		w.timer.Reset(w.timeout - quiet)
+		return
+	}
+	w.fired.Store(true)
+	w.cancel()
+}
+
+func (w *idleWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.timer.Stop()
+}
+
+// explain replaces the read error a stall caused with a TIMEOUT error.
+func (w *idleWatch) explain(err error) error {
+	if !w.fired.Load() {
+		return err
+	}
+	return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_TIMEOUT, Message: fmt.Sprintf("upstream sent nothing for %s", w.timeout)}
+}
+
+// idleBody stamps the idle watch on every Read that returns bytes.
+type idleBody struct {
+	r io.Reader
+	w *idleWatch
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.w.touch()
+	}
+	return n, err
+}

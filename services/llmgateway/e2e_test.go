@@ -5,9 +5,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
@@ -21,7 +25,7 @@ var e2eEnv = map[string]string{
 
 // newE2E runs the gateway with the built-in codecs and catalog, every
 // provider pointed at one fake provider.
-func newE2E(t testing.TB) (*fakeprovider.Server, llmv1.LLMGatewayServiceClient, *Service) {
+func newE2E(t testing.TB, opts ...gwOpt) (*fakeprovider.Server, llmv1.LLMGatewayServiceClient, *Service) {
 	t.Helper()
 	fp := fakeprovider.New()
 	l, err := fakeprovider.Listen("127.0.0.1:0", fp)
@@ -33,13 +37,17 @@ func newE2E(t testing.TB) (*fakeprovider.Server, llmv1.LLMGatewayServiceClient, 
 	if err := os.WriteFile(path, fakeprovider.CatalogOverlay(l.URL), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(context.Background(), Config{
+	cfg := Config{
 		CatalogOverlay: path,
 		LookupEnv: func(k string) (string, bool) {
 			v, ok := e2eEnv[k]
 			return v, ok
 		},
-	}, slog.New(slog.DiscardHandler))
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	gw, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +149,81 @@ func TestEndToEndFaults(t *testing.T) {
 			t.Errorf("fault %d: last event %v", kind, evs[len(evs)-1])
 		}
 	}
+}
+
+// TestIdleTimeout: an upstream that stops sending is cut after the idle
+// timeout with a TIMEOUT error: retried, then the status, before visible
+// output; an error event with the partial response after it. Slow chunks
+// that each arrive within the timeout are not a stall.
+func TestIdleTimeout(t *testing.T) {
+	fast := func(c *Config) {
+		c.IdleTimeout = 100 * time.Millisecond
+		c.Backoff = func(int, time.Duration) time.Duration { return 0 }
+	}
+	for _, model := range []string{"anthropic/claude-sonnet-4.5", "groq/llama-3.3-70b-versatile"} {
+		t.Run(model+"/before output", func(t *testing.T) {
+			fp, client, _ := newE2E(t, fast)
+			stall := fakeprovider.Turn{Text: "never sent", Fault: &fakeprovider.Fault{Kind: fakeprovider.FaultStall}}
+			fp.Enqueue(stall, stall, stall)
+			req := userReq(model, "hi")
+			req.DisableFallbacks = true
+			st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := collect(t, st)
+			if status.Code(err) != codes.DeadlineExceeded || len(evs) != 0 {
+				t.Fatalf("status %v after %d events, want DeadlineExceeded and none", err, len(evs))
+			}
+			d := detailOf(t, err)
+			if d.GetKind() != llmv1.ErrorKind_ERROR_KIND_TIMEOUT || d.GetAttempts() != 3 || !d.GetRetryable() {
+				t.Errorf("detail %v", d)
+			}
+		})
+		t.Run(model+"/after output", func(t *testing.T) {
+			fp, client, _ := newE2E(t, fast)
+			fp.Enqueue(fakeprovider.Turn{Text: "first chunk, then nothing", ChunkRunes: 6, ChunkDelay: time.Hour})
+			req := userReq(model, "hi")
+			req.DisableFallbacks = true
+			st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := collect(t, st)
+			if err != nil {
+				t.Fatalf("status %v, want a terminal error event", err)
+			}
+			last := evs[len(evs)-1].GetError()
+			if last.GetError().GetKind() != llmv1.ErrorKind_ERROR_KIND_TIMEOUT || last.GetPartialResponse() == nil {
+				t.Fatalf("last event %v", evs[len(evs)-1])
+			}
+			var text string
+			for _, e := range evs {
+				text += e.GetTextDelta().GetText()
+			}
+			if text != "first " || len(fp.Requests()) != 1 {
+				t.Errorf("streamed %q in %d requests", text, len(fp.Requests()))
+			}
+		})
+	}
+	t.Run("slow chunks are not a stall", func(t *testing.T) {
+		// 12 chunks 40 ms apart: the stream outlasts the 300 ms timeout,
+		// no gap comes near it.
+		fp, client, _ := newE2E(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+		text := strings.Repeat("abcd", 12)
+		fp.Enqueue(fakeprovider.Turn{Text: text, ChunkRunes: 4, ChunkDelay: 40 * time.Millisecond})
+		req := userReq("anthropic/claude-sonnet-4.5", "hi")
+		req.DisableFallbacks = true
+		st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: req})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := collect(t, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonText(evs[len(evs)-1].GetEnded().GetResponse()); got != text {
+			t.Errorf("ended with %q (last event %v)", got, evs[len(evs)-1])
+		}
+	})
 }

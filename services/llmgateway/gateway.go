@@ -33,6 +33,14 @@ import (
 const (
 	DefaultMaxAttempts   = 3
 	DefaultMaxRetryAfter = 30 * time.Second
+	// DefaultIdleTimeout is the longest an upstream response body may go
+	// without a byte. Providers stream continuously or send keep-alives
+	// (Anthropic pings, Responses and Gemini chunks), but OpenAI-style
+	// chat streams go quiet while a reasoning model thinks, for minutes at
+	// high effort; 5 minutes keeps those alive and still ends a hung
+	// connection, which TCP keep-alive cannot see, long before a caller
+	// would give up.
+	DefaultIdleTimeout = 5 * time.Minute
 	// ServiceName is the gateway's identity in the vault's tokens file.
 	ServiceName = "llmgateway"
 )
@@ -68,6 +76,10 @@ type Config struct {
 	// to the next route instead.
 	MaxAttempts   int
 	MaxRetryAfter time.Duration
+	// IdleTimeout ends an attempt whose response body sends nothing for
+	// this long (default DefaultIdleTimeout) with a TIMEOUT error: retried
+	// before visible output, an error event after it.
+	IdleTimeout time.Duration
 	// LookupEnv reads the environment (default os.LookupEnv).
 	LookupEnv func(string) (string, bool)
 }
@@ -95,6 +107,7 @@ type Service struct {
 	backoff       func(int, time.Duration) time.Duration
 	maxAttempts   int
 	maxRetryAfter time.Duration
+	idleTimeout   time.Duration
 	closers       []func() error
 }
 
@@ -116,6 +129,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		backoff:       cfg.Backoff,
 		maxAttempts:   cfg.MaxAttempts,
 		maxRetryAfter: cfg.MaxRetryAfter,
+		idleTimeout:   cfg.IdleTimeout,
 	}
 	if s.codecs == nil {
 		s.codecs = builtinCodecs()
@@ -131,6 +145,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	}
 	if s.maxRetryAfter <= 0 {
 		s.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	if s.idleTimeout <= 0 {
+		s.idleTimeout = DefaultIdleTimeout
 	}
 	tp := cfg.TracerProvider
 	if tp == nil {

@@ -557,3 +557,61 @@ func TestProbe(t *testing.T) {
 		}
 	})
 }
+
+// TestReasoningRedaction: only the codec's Redacted flag makes a reasoning
+// part redacted; signed reasoning with no text (Anthropic thinking with
+// display omitted, Gemini signature-only thoughts) stays signed reasoning,
+// or it would replay as redacted_thinking and be rejected.
+func TestReasoningRedaction(t *testing.T) {
+	reasoning := func(text, sig string, redacted bool) *llmv1.ContentPart {
+		return &llmv1.ContentPart{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: text, Signature: sig, SignatureOrigin: "fake", Redacted: redacted}}}
+	}
+	redactedStart := evBlock(0, kReason)
+	redactedStart.Redacted = true
+	redactedSig := evSig(0, "ENC==")
+	redactedSig.Redacted = true
+	tests := []struct {
+		name   string
+		events []codec.Event
+		want   *llmv1.ContentPart
+	}{
+		{"signed, display omitted", []codec.Event{evBlock(0, kReason), evSig(0, "SIG=="), evEnd(0)}, reasoning("", "SIG==", false)},
+		{"signed with text", []codec.Event{evBlock(0, kReason), evReason(0, "hm"), evSig(0, "SIG=="), evEnd(0)}, reasoning("hm", "SIG==", false)},
+		{"redacted on block start", []codec.Event{redactedStart, evSig(0, "ENC=="), evEnd(0)}, reasoning("", "ENC==", true)},
+		{"redacted on signature", []codec.Event{evBlock(0, kReason), redactedSig, evEnd(0)}, reasoning("", "ENC==", true)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			events := append(tt.events, evBlock(1, kText), evText(1, "ok"), evEnd(1), evFinish(llmv1.FinishReason_FINISH_REASON_STOP, "stop"))
+			u := newUpstream(t, turn{events: events}, turn{events: events})
+			client := dial(t, newGateway(t, u))
+			st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: userReq("f1", "hi")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := collect(t, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streamed *llmv1.ContentPart
+			for _, e := range evs {
+				if ce := e.GetContentBlockEnd(); ce != nil && ce.GetIndex() == 0 {
+					streamed = ce.GetPart()
+				}
+			}
+			unary, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "hi")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, got := range map[string]*llmv1.ContentPart{
+				"content_block_end": streamed,
+				"ended":             evs[len(evs)-1].GetEnded().GetResponse().GetParts()[0],
+				"complete":          unary.GetResponse().GetParts()[0],
+			} {
+				if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+					t.Errorf("%s part (-want +got):\n%s", name, diff)
+				}
+			}
+		})
+	}
+}

@@ -27,7 +27,9 @@ import (
 type Config struct {
 	// DataDir, when set, holds managed local workspaces under
 	// DataDir/sandbox/workspaces; otherwise they go to the system's
-	// temporary directory.
+	// temporary directory. The service claims that directory while it
+	// runs and, at start, removes the workspaces an earlier run left
+	// there (sandboxes live in memory only, so none can refer to them).
 	DataDir string
 	// Drivers are the drivers sandboxes can be made with; default the
 	// local driver alone.
@@ -41,6 +43,7 @@ type Service struct {
 
 	logger  *slog.Logger
 	drivers map[string]driver.Driver
+	wsLock  *local.WorkspaceLock // held while the service owns DataDir's workspaces
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -84,21 +87,46 @@ func (r *running) stop(kill bool) {
 
 // New returns the service. It starts nothing: sandboxes are made on request.
 func New(cfg Config, logger *slog.Logger) (*Service, error) {
+	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}}
 	if len(cfg.Drivers) == 0 {
 		lc := local.Config{}
 		if cfg.DataDir != "" {
 			lc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
+			if err := s.sweep(lc.WorkspaceRoot); err != nil {
+				return nil, err
+			}
 		}
 		cfg.Drivers = []driver.Driver{local.New(lc)}
 	}
-	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}}
 	for _, d := range cfg.Drivers {
 		if _, dup := s.drivers[d.Name()]; dup {
+			s.wsLock.Release()
 			return nil, fmt.Errorf("sandbox: driver %q given twice", d.Name())
 		}
 		s.drivers[d.Name()] = d
 	}
 	return s, nil
+}
+
+// sweep claims the workspace root and removes orphaned workspaces. Another
+// live service on the same root is not an error: its workspaces are left
+// alone.
+func (s *Service) sweep(root string) error {
+	lock, removed, err := local.ClaimWorkspaceRoot(root)
+	switch {
+	case errors.Is(err, local.ErrWorkspaceRootBusy):
+		s.logger.Warn("workspace root in use by another sandbox service; orphaned workspaces are not swept", "workspace_root", root)
+		return nil
+	case lock == nil:
+		return fmt.Errorf("sandbox: %w", err)
+	case err != nil:
+		s.logger.Warn("some orphaned workspaces could not be removed", "workspace_root", root, "error", err)
+	}
+	s.wsLock = lock
+	if len(removed) > 0 {
+		s.logger.Info("orphaned workspaces removed", "workspace_root", root, "count", len(removed))
+	}
+	return nil
 }
 
 // Close deletes every sandbox, killing their commands and removing managed
@@ -113,6 +141,10 @@ func (s *Service) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := s.wsLock.Release(); err != nil {
+		errs = append(errs, err)
+	}
+	s.wsLock = nil
 	return errors.Join(errs...)
 }
 

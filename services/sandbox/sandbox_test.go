@@ -514,3 +514,34 @@ func TestCancelExecEscalates(t *testing.T) {
 		t.Errorf("the command ended %v after the kill; want at once, not after the 2 s grace", since)
 	}
 }
+
+// TestRestartSweepsOrphanedWorkspaces checks that a service started on a
+// data directory removes the managed workspaces a previous run left there.
+func TestRestartSweepsOrphanedWorkspaces(t *testing.T) {
+	dataDir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	first, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := first.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := resp.GetSandbox().GetRootDirectory()
+	if filepath.Dir(orphan) != filepath.Join(dataDir, "sandbox", "workspaces") {
+		t.Fatalf("managed workspace %s is not under the data dir", orphan)
+	}
+	// The first service "crashes": no Close, but its lock goes with the
+	// process; here the lock is given up by hand.
+	first.ReleaseForTest()
+
+	second, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close(t.Context())
+	if _, err := os.Stat(orphan); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("orphaned workspace %s survived the restart: %v", orphan, err)
+	}
+}

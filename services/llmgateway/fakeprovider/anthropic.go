@@ -108,7 +108,7 @@ func renderAnthropic(w http.ResponseWriter, r *http.Request, body []byte, t Turn
 		anthropicMessage(w, t, model)
 		return
 	}
-	anthropicStream(w, t, model)
+	anthropicStream(w, r, t, model)
 }
 
 func anthropicMessage(w http.ResponseWriter, t Turn, model string) {
@@ -138,8 +138,8 @@ func anthropicMessage(w http.ResponseWriter, t Turn, model string) {
 	w.Write(b)
 }
 
-func anthropicStream(w http.ResponseWriter, t Turn, model string) {
-	sw := newStreamWriter(w, "text/event-stream; charset=utf-8", t)
+func anthropicStream(w http.ResponseWriter, r *http.Request, t Turn, model string) {
+	sw := newStreamWriter(w, r, "text/event-stream; charset=utf-8", t)
 	midErr := func() []byte {
 		return []byte("event: error\ndata: " + string(anthropicErrorBody("overloaded_error", "Overloaded")) + "\n\n")
 	}

@@ -60,7 +60,7 @@ func renderBedrock(w http.ResponseWriter, r *http.Request, body []byte, t Turn) 
 		}
 	}
 	if stream {
-		renderBedrockStream(w, t)
+		renderBedrockStream(w, r, t)
 		return
 	}
 	renderBedrockJSON(w, t)
@@ -203,8 +203,8 @@ func (s *bedrockStream) chunk(frame []byte) bool {
 	})
 }
 
-func renderBedrockStream(w http.ResponseWriter, t Turn) {
-	s := &bedrockStream{sw: newStreamWriter(w, "application/vnd.amazon.eventstream", t)}
+func renderBedrockStream(w http.ResponseWriter, r *http.Request, t Turn) {
+	s := &bedrockStream{sw: newStreamWriter(w, r, "application/vnd.amazon.eventstream", t)}
 	s.sw.Raw(s.event("messageStart", map[string]any{"role": "assistant"}))
 	idx := 0
 	delta := func(d map[string]any) bool {

@@ -167,7 +167,7 @@ func geminiStream(w http.ResponseWriter, r *http.Request, t Turn, model string) 
 		w.Write(geminiErrorBody(400, "INVALID_ARGUMENT", "fakeprovider: streamGenerateContent is served with alt=sse only"))
 		return
 	}
-	sw := newStreamWriter(w, "text/event-stream", t)
+	sw := newStreamWriter(w, r, "text/event-stream", t)
 	midErr := func() []byte {
 		// The same \r\n\r\n framing as the data lines: clients split on it.
 		return append(geminiErrorBody(503, "UNAVAILABLE", "The model is overloaded. Please try again later."), "\r\n\r\n"...)

@@ -202,7 +202,7 @@ func renderOpenAIChat(w http.ResponseWriter, r *http.Request, body []byte, t Tur
 		return
 	}
 
-	sw := newStreamWriter(w, "text/event-stream; charset=utf-8", t)
+	sw := newStreamWriter(w, r, "text/event-stream; charset=utf-8", t)
 	// Structs, not maps, keep OpenAI's field order (id first).
 	chunk := func(delta map[string]any, finish any) []byte {
 		b, _ := json.Marshal(chatChunk{

@@ -123,7 +123,7 @@ func renderOpenAIResponses(w http.ResponseWriter, r *http.Request, body []byte, 
 		return
 	}
 
-	sw := newStreamWriter(w, "text/event-stream; charset=utf-8", t)
+	sw := newStreamWriter(w, r, "text/event-stream; charset=utf-8", t)
 	seq := 0
 	frame := func(typ string, fields map[string]any) []byte {
 		fields["type"] = typ

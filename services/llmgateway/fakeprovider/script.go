@@ -17,7 +17,8 @@ type Turn struct {
 	Finish string
 	Usage  Usage
 	// ChunkRunes splits Text and Reasoning into deltas of this many runes
-	// (default 8); ChunkDelay sleeps between chunks (slow chunks).
+	// (default 8); ChunkDelay sleeps between chunks (slow chunks), until
+	// the client leaves.
 	ChunkRunes int
 	ChunkDelay time.Duration
 	Fault      *Fault // nil: a clean reply
@@ -56,6 +57,9 @@ const (
 	FaultConnectionReset
 	// FaultAuth answers 401 with the protocol's authentication error.
 	FaultAuth
+	// FaultStall sends AfterChunks chunks, then nothing more, holding the
+	// connection open until the client leaves (an upstream that hangs).
+	FaultStall
 )
 
 // Fault describes an injected failure.

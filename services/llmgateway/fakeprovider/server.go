@@ -2,6 +2,7 @@ package fakeprovider
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -143,16 +144,17 @@ func chunks(s string, n int) []string {
 // content-bearing chunk; the fault fires once AfterChunks chunks are out.
 type streamWriter struct {
 	w       http.ResponseWriter
+	ctx     context.Context // the request's: delays and stalls end with it
 	flusher http.Flusher
 	turn    Turn
 	sent    int
 }
 
-func newStreamWriter(w http.ResponseWriter, contentType string, t Turn) *streamWriter {
+func newStreamWriter(w http.ResponseWriter, r *http.Request, contentType string, t Turn) *streamWriter {
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
-	return &streamWriter{w: w, flusher: f, turn: t}
+	return &streamWriter{w: w, ctx: r.Context(), flusher: f, turn: t}
 }
 
 // Raw writes b and flushes, without counting it as a content chunk.
@@ -179,10 +181,19 @@ func (sw *streamWriter) Chunk(b []byte, midStreamError func() []byte) bool {
 			// Aborting the handler makes net/http drop the connection
 			// without the terminating chunk: the client sees an unexpected EOF.
 			panic(http.ErrAbortHandler)
+		case FaultStall:
+			<-sw.ctx.Done()
+			return false
 		}
 	}
 	if sw.sent > 0 && sw.turn.ChunkDelay > 0 {
-		time.Sleep(sw.turn.ChunkDelay)
+		t := time.NewTimer(sw.turn.ChunkDelay)
+		select {
+		case <-t.C:
+		case <-sw.ctx.Done(): // the client left: stop, as a real server would
+			t.Stop()
+			return false
+		}
 	}
 	sw.Raw(b)
 	sw.sent++

@@ -219,6 +219,51 @@ func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn 
 	}
 }
 
+// ReplayMany calls fn with the stored events of the given sessions, in the
+// order they were stored, up to the last one stored when it was called.
+func (b *Bus) ReplayMany(ctx context.Context, sessionIDs []string, fn func(*agentv1.AgentEvent) error) error {
+	if len(sessionIDs) == 0 {
+		return nil
+	}
+	filters := make([]string, len(sessionIDs))
+	for i, id := range sessionIDs {
+		filters[i] = SessionFilter(id)
+	}
+	stream, err := b.js.Stream(ctx, StreamName)
+	if err != nil {
+		return fmt.Errorf("bus: replay: %w", err)
+	}
+	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubjects:    filters,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: replay: %w", err)
+	}
+	defer func() { _ = stream.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("bus: replay: %w", err)
+	}
+	for n := info.NumPending; n > 0; n-- {
+		msg, err := cons.Next(jetstream.FetchContext(ctx))
+		if err != nil {
+			return fmt.Errorf("bus: replay: %w", err)
+		}
+		ev := &agentv1.AgentEvent{}
+		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+			return fmt.Errorf("bus: replay: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close drains the connection and stops the embedded server.
 func (b *Bus) Close() error {
 	var err error

@@ -39,6 +39,18 @@ type Log struct {
 	committed uint64
 	subs      map[*Sub]struct{}
 	changed   chan struct{} // closed and replaced when committed moves or err is set
+	onCommit  func(*agentv1.AgentEvent)
+	onFail    func(error)
+}
+
+// Observe sets functions called, under the log's lock and in sequence
+// order, with every acknowledged event and with the log's failure. They
+// must not block or call back into the log. Set them before the first
+// Emit.
+func (l *Log) Observe(commit func(*agentv1.AgentEvent), fail func(error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onCommit, l.onFail = commit, fail
 }
 
 type pending struct {
@@ -116,6 +128,9 @@ func (l *Log) forward() {
 		for s := range l.subs {
 			s.push(p.ev)
 		}
+		if l.onCommit != nil {
+			l.onCommit(p.ev)
+		}
 		close(l.changed)
 		l.changed = make(chan struct{})
 		l.mu.Unlock()
@@ -129,6 +144,9 @@ func (l *Log) failLocked(err error) {
 	l.err = fmt.Errorf("%w: %w", ErrEventStream, err)
 	for s := range l.subs {
 		s.fail(l.err)
+	}
+	if l.onFail != nil {
+		l.onFail(l.err)
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})

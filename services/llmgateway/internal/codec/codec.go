@@ -65,7 +65,8 @@ const (
 	EventStart
 	// EventBlockStart opens a block identified by Key (codec-defined, unique
 	// within the response): Kind, and for tool calls ToolCallID and ToolName,
-	// for opaque blocks OpaqueKind.
+	// for opaque blocks OpaqueKind, for reasoning the provider redacted
+	// Redacted.
 	EventBlockStart
 	// EventTextDelta, EventReasoningDelta, EventToolCallDelta append Text
 	// to the block Key (for tool calls Text is a JSON arguments fragment).
@@ -74,7 +75,8 @@ const (
 	EventToolCallDelta
 	// EventSignature sets the block Key's signature (Signature) — reasoning
 	// signatures, thought signatures, encrypted reasoning — returned untouched
-	// on the next request.
+	// on the next request. With Redacted, Signature is the encrypted payload
+	// of reasoning the provider redacted.
 	EventSignature
 	// EventBlockEnd closes block Key; Opaque carries an opaque block's raw
 	// provider JSON.
@@ -97,6 +99,13 @@ type Event struct {
 	OpaqueKind string
 	Opaque     string
 	Signature  string
+	// Redacted marks a REASONING block as redacted by the provider (Anthropic
+	// redacted_thinking, Bedrock redactedContent), on its EventBlockStart or
+	// any EventSignature: the block's signature is then the encrypted
+	// payload to replay. Reasoning with a signature and no text is not
+	// redacted by itself (Anthropic thinking with display omitted, Gemini
+	// signature-only thoughts): only the codec knows, so only it says.
+	Redacted   bool
 	ResponseID string
 	Model      string
 	Usage      Usage

@@ -132,7 +132,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		if err := os.MkdirAll(base, 0o755); err != nil {
 			return nil, fmt.Errorf("create workspace root: %w", err)
 		}
-		if dir, err = os.MkdirTemp(base, "sandbox-"); err != nil {
+		if dir, err = os.MkdirTemp(base, workspacePrefix); err != nil {
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
 		managed = true
@@ -224,7 +224,7 @@ func (s *sandbox) Delete(ctx context.Context) error {
 	s.mu.Unlock()
 	s.root.Close()
 	if s.managed {
-		if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := removeAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove workspace: %w", err)
 		}
 	}

@@ -18,9 +18,10 @@
 //   - Reasoning parts replay as thinking blocks with their signature, or as
 //     redacted_thinking with the signature as data; a reasoning part with no
 //     signature is dropped, since the API rejects unsigned thinking.
-//   - A redacted_thinking block is decoded as a REASONING block whose
-//     BlockStart carries OpaqueKind RedactedThinking and whose signature is
-//     the block's data: the assembler marks the part redacted.
+//   - A redacted_thinking block is decoded as a REASONING block marked
+//     Redacted (on its BlockStart and signature) whose signature is the
+//     block's data. A thinking block with a signature and no text (display
+//     "omitted") is not redacted: it replays as thinking.
 //   - Blocks with no neutral form (server_tool_use, web_search_tool_result,
 //     ...) are OPAQUE "anthropic.<type>" parts carrying the block's JSON and
 //     replay byte for byte.
@@ -49,9 +50,6 @@ const (
 	// DefaultMaxTokens is max_tokens when the request has no
 	// max_output_tokens (the core normally passes the catalog's max output).
 	DefaultMaxTokens = 8192
-	// RedactedThinking is the OpaqueKind on the BlockStart of a REASONING
-	// block that was redacted_thinking on the wire.
-	RedactedThinking = "anthropic.redacted_thinking"
 	// opaquePrefix namespaces opaque parts this codec produces and accepts.
 	opaquePrefix = "anthropic."
 	// jsonObjectInstruction stands in for a JSON-object response format.

@@ -86,10 +86,22 @@ func TestDecodeStream(t *testing.T) {
 			msgStop),
 		want: result{ID: "msg_01", Model: "claude-x", Usage: fullUsage, Finish: llmv1.FinishReason_FINISH_REASON_STOP, RawFinish: "end_turn",
 			Blocks: []block{
-				{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, OpaqueKind: RedactedThinking, Signature: "EmwKAhgB", Ended: true},
+				{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, Redacted: true, Signature: "EmwKAhgB", Ended: true},
 				{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE, OpaqueKind: "anthropic.server_tool_use", Ended: true,
 					Opaque: `{"id":"srvtoolu_1","input":{"query":"go"},"name":"web_search","type":"server_tool_use"}`},
 			}},
+	}, {
+		// display "omitted": signed thinking without text is not redacted
+		// and must replay as a thinking block, not redacted_thinking.
+		name: "thinking with display omitted",
+		stream: sse(msgStart,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCkYIBhgC"}}`,
+			`{"type":"content_block_stop","index":0}`,
+			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":120}}`,
+			msgStop),
+		want: result{ID: "msg_01", Model: "claude-x", Usage: fullUsage, Finish: llmv1.FinishReason_FINISH_REASON_STOP, RawFinish: "end_turn",
+			Blocks: []block{{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, Signature: "EqQBCkYIBhgC", Ended: true}}},
 	}, {
 		name: "max_tokens finish",
 		stream: sse(msgStart, textStart1,
@@ -175,7 +187,7 @@ func TestDecodeResponse(t *testing.T) {
 		Usage: codec.Usage{Input: 10, CacheWrite: 20, CacheRead: 30, Output: 40},
 		Blocks: []block{
 			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, Text: "hmm", Signature: "sig1", Ended: true},
-			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, OpaqueKind: RedactedThinking, Signature: "REDACTED", Ended: true},
+			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, Redacted: true, Signature: "REDACTED", Ended: true},
 			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TEXT, Text: "Checking.", Ended: true},
 			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL, ID: "toolu_01A", Name: "get_weather", Text: `{"city":"Paris"}`, Ended: true},
 			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL, ID: "toolu_01B", Name: "now", Text: `{}`, Ended: true},
@@ -250,6 +262,7 @@ func TestRequestBody(t *testing.T) {
 		{Role: llmv1.Role_ROLE_ASSISTANT, Parts: []*llmv1.ContentPart{
 			{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "Need weather", Signature: "EqQB"}}},
 			{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Signature: "REDACTED", Redacted: true}}},
+			{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Signature: "OMITTED"}}}, // display omitted: still thinking
 			{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "unsigned, dropped"}}},
 			{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: "toolu_A", Name: "get_weather", Arguments: `{"city": "Paris"}`}}},
 			{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: "toolu_B", Name: "get_weather", Arguments: ``}}},
@@ -287,6 +300,7 @@ func TestRequestBody(t *testing.T) {
 		   {"role":"assistant","content":[
 		     {"type":"thinking","thinking":"Need weather","signature":"EqQB"},
 		     {"type":"redacted_thinking","data":"REDACTED"},
+		     {"type":"thinking","thinking":"","signature":"OMITTED"},
 		     {"type":"tool_use","id":"toolu_A","name":"get_weather","input":{"city": "Paris"}},
 		     {"type":"tool_use","id":"toolu_B","name":"get_weather","input":{}},
 		     {"type":"server_tool_use","id":"s1","name":"web_search","input":{"query":"q"}}]},

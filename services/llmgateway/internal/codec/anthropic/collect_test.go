@@ -15,6 +15,7 @@ type block struct {
 	ID, Name   string
 	OpaqueKind string
 	Opaque     string
+	Redacted   bool
 	Ended      bool
 }
 
@@ -41,11 +42,12 @@ func (c *collector) add(ev *codec.Event) error {
 		c.res.ID, c.res.Model = ev.ResponseID, ev.Model
 	case codec.EventBlockStart:
 		c.byKey[ev.Key] = len(c.res.Blocks)
-		c.res.Blocks = append(c.res.Blocks, block{Kind: ev.Kind, ID: ev.ToolCallID, Name: ev.ToolName, OpaqueKind: ev.OpaqueKind})
+		c.res.Blocks = append(c.res.Blocks, block{Kind: ev.Kind, ID: ev.ToolCallID, Name: ev.ToolName, OpaqueKind: ev.OpaqueKind, Redacted: ev.Redacted})
 	case codec.EventTextDelta, codec.EventReasoningDelta, codec.EventToolCallDelta:
 		b().Text += ev.Text
 	case codec.EventSignature:
 		b().Signature = ev.Signature
+		b().Redacted = b().Redacted || ev.Redacted
 	case codec.EventBlockEnd:
 		b().Ended, b().Opaque = true, ev.Opaque
 	case codec.EventUsage:

@@ -347,13 +347,13 @@ func startBlock(key int, cb []byte, scratch *[]byte, push func() *codec.Event) (
 		st.kind = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING
 	case "redacted_thinking":
 		st.kind = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING
-		ev.OpaqueKind = RedactedThinking
+		ev.Redacted = true
 		sig, err := str(scratch, data)
 		if err != nil {
 			return blockState{}, err
 		}
 		sev := push()
-		sev.Type, sev.Key, sev.Signature = codec.EventSignature, key, sig
+		sev.Type, sev.Key, sev.Signature, sev.Redacted = codec.EventSignature, key, sig, true
 	case "tool_use":
 		st.kind = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL
 		if ev.ToolCallID, err = str(scratch, id); err != nil {

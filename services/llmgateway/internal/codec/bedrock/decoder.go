@@ -292,7 +292,7 @@ func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
 	case deltaReasoningText, deltaSignature:
 		want = llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING
 	case deltaRedacted:
-		// Redacted reasoning is a reasoning block with no text whose
+		// Redacted reasoning is a reasoning block marked Redacted whose
 		// signature is the base64 redactedContent (ReasoningPart's
 		// contract); it may arrive in several deltas, so the signature
 		// carries everything gathered so far.
@@ -317,7 +317,7 @@ func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
 	case deltaReasoningText:
 		out.Type, out.Text = codec.EventReasoningDelta, text
 	case deltaSignature, deltaRedacted:
-		out.Type, out.Signature = codec.EventSignature, text
+		out.Type, out.Signature, out.Redacted = codec.EventSignature, text, kind == deltaRedacted
 	}
 	return true, nil
 }

@@ -295,11 +295,11 @@ func (c *Codec) DecodeResponse(body io.Reader, emit func(*codec.Event) error) er
 				evs = append(evs, codec.Event{Type: codec.EventSignature, Signature: rt.Signature})
 			}
 		case b.ReasoningContent != nil && b.ReasoningContent.RedactedContent != nil:
-			// A reasoning block with no text whose signature is the base64
+			// A reasoning block marked Redacted whose signature is the base64
 			// redactedContent (ReasoningPart's contract for redaction).
 			evs = []codec.Event{
-				{Type: codec.EventBlockStart, Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING},
-				{Type: codec.EventSignature, Signature: *b.ReasoningContent.RedactedContent},
+				{Type: codec.EventBlockStart, Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, Redacted: true},
+				{Type: codec.EventSignature, Signature: *b.ReasoningContent.RedactedContent, Redacted: true},
 			}
 		default:
 			// Blocks with no neutral form travel as the raw ContentBlock,

@@ -376,8 +376,9 @@ func wireParts(parts []*llmv1.ContentPart, msg int, names map[string]string) ([]
 			out = append(out, wp)
 		case *llmv1.ContentPart_Reasoning:
 			rp := v.Reasoning
-			// A signature-only thought (Redacted, as the core sees it) is
-			// still Gemini's to check: foreign signatures never reach here.
+			// A signature-only thought (never redacted: Gemini does not
+			// redact) is still Gemini's to check: foreign signatures never
+			// reach here.
 			if rp.GetText() == "" && rp.GetSignature() == "" {
 				continue
 			}
