@@ -130,6 +130,18 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Grep(ctx, &sandboxv1.GrepRequest{SandboxId: id, Pattern: "x", GlobFilter: "[a"})
 			return err
 		}, codes.InvalidArgument, "INVALID_PATTERN", "unbalanced brackets"},
+		{"glob filter with a slash", func() error {
+			_, err := h.client.Grep(ctx, &sandboxv1.GrepRequest{SandboxId: id, Pattern: "x", GlobFilter: "src/*.go"})
+			return err
+		}, codes.InvalidArgument, "INVALID_PATTERN", "without '/'"},
+		{"glob filter with braces", func() error {
+			_, err := h.client.Grep(ctx, &sandboxv1.GrepRequest{SandboxId: id, Pattern: "x", GlobFilter: "*.{go,rs}"})
+			return err
+		}, codes.InvalidArgument, "INVALID_PATTERN", "braces"},
+		{"regex the back ends read differently", func() error {
+			_, err := h.client.Grep(ctx, &sandboxv1.GrepRequest{SandboxId: id, Pattern: "(?i)todo"})
+			return err
+		}, codes.InvalidArgument, "INVALID_PATTERN", "case_insensitive"},
 		{"invalid glob", func() error {
 			_, err := h.client.Glob(ctx, &sandboxv1.GlobRequest{SandboxId: id, Pattern: "../*.go"})
 			return err

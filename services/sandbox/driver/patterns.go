@@ -4,13 +4,20 @@ import (
 	"fmt"
 	"path"
 	"regexp/syntax"
+	"slices"
 	"strings"
 )
 
 // ValidatePattern checks a grep regex up front, so a bad one is refused
 // with a reason rather than failing differently in each back end. The
-// dialect is RE2's, which ripgrep and POSIX ERE largely share; RE2 also
-// refuses backreferences and lookaround, which only one back end has.
+// dialect is the part of RE2's that ripgrep and POSIX ERE (GNU grep -E)
+// read the same way: RE2 refuses backreferences and lookaround, and
+// [PortablePattern] refuses what the two back ends would read differently.
+//
+// Matching is by bytes, as in the C locale: "." and negated classes match
+// one byte, \w, \s, \d and \b are ASCII, and case-insensitive matching
+// folds ASCII letters only ("É" does not match "é"). A non-ASCII character
+// in the pattern matches its UTF-8 bytes.
 func ValidatePattern(pattern string) error {
 	if pattern == "" {
 		return fmt.Errorf("%w: the pattern is empty", ErrInvalidPattern)
@@ -18,18 +25,111 @@ func ValidatePattern(pattern string) error {
 	if _, err := syntax.Parse(pattern, syntax.Perl); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidPattern, err)
 	}
+	return PortablePattern(pattern)
+}
+
+// portableEscapes are the characters both back ends read as themselves
+// after a backslash (besides the classes \d \D \w \W \s \S \b \B).
+// ripgrep refuses escapes of other punctuation, and GNU grep gives some
+// a meaning of its own (\< \> \` \').
+const portableEscapes = `.^$*+?()[]{}|\-#&~`
+
+// PortablePattern refuses the constructs RE2 accepts that ripgrep and
+// GNU grep -E read differently, saying what to write instead. The pattern
+// must parse as RE2.
+func PortablePattern(p string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPattern, fmt.Sprintf(format, args...))
+	}
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '\\' && i+1 < len(p):
+			i++
+			n := p[i]
+			if strings.IndexByte(portableEscapes, n) < 0 && strings.IndexByte("dDwWsSbB", n) < 0 {
+				return bad(`the escape \%c at offset %d is not portable between ripgrep and grep -E; write the character itself, or a bracket expression such as [[:space:]]`, rune(n), i-1)
+			}
+		case c == '(' && i+1 < len(p) && p[i+1] == '?':
+			return bad("the group at offset %d starts with (?, which grep -E does not have (flags, non-capturing or named groups); use case_insensitive, or a plain group", i)
+		case c == '{':
+			end := strings.IndexByte(p[i:], '}')
+			if end < 0 || !isRepeat(p[i+1:i+end]) {
+				return bad(`the '{' at offset %d does not start a repetition {n}, {n,} or {n,m}; write \{ for a literal brace`, i)
+			}
+			i += end
+		case c == '[':
+			end, err := bracket(p, i)
+			if err != nil {
+				return bad("%s", err)
+			}
+			i = end
+		}
+	}
 	return nil
+}
+
+// posixClasses are the bracket classes both back ends have.
+var posixClasses = []string{"alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower", "print", "punct", "space", "upper", "xdigit"}
+
+// isRepeat reports whether s, the text between braces, is n, n, or n,m.
+func isRepeat(s string) bool {
+	lo, hi, comma := strings.Cut(s, ",")
+	digits := func(x string) bool {
+		return x != "" && strings.Trim(x, "0123456789") == ""
+	}
+	return digits(lo) && (!comma || hi == "" || digits(hi))
+}
+
+// bracket checks the bracket expression starting at p[i] and returns the
+// offset of its closing ']'.
+func bracket(p string, i int) (int, error) {
+	start := i
+	i++
+	if i < len(p) && p[i] == '^' {
+		i++
+	}
+	if i < len(p) && p[i] == ']' {
+		i++ // a ']' first is literal
+	}
+	for ; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == ']':
+			return i, nil
+		case c == '[' && i+1 < len(p) && p[i+1] == ':':
+			end := strings.Index(p[i+2:], ":]")
+			if end < 0 {
+				return 0, fmt.Errorf("the class at offset %d is not closed", i)
+			}
+			if name := p[i+2 : i+2+end]; !slices.Contains(posixClasses, name) {
+				return 0, fmt.Errorf("[:%s:] at offset %d is not a POSIX class; use one of %s", name, i, strings.Join(posixClasses, ", "))
+			}
+			i += 2 + end + 1
+		case c == '\\':
+			if i+1 < len(p) && (p[i+1] == 'd' || p[i+1] == '\\') {
+				i++
+				continue
+			}
+			return 0, fmt.Errorf(`the bracket expression at offset %d has a backslash escape; inside brackets only \d and \\ are portable (put ']' first and '-' last to match them)`, start)
+		case c >= 0x80:
+			return 0, fmt.Errorf("the bracket expression at offset %d holds a non-ASCII character, which matching by bytes would split; use alternation such as (é|è)", start)
+		}
+	}
+	return 0, fmt.Errorf("the bracket expression at offset %d is not closed", start)
 }
 
 // ValidateGlobFilter checks a grep file-name filter such as "*.go". It must
 // be a name pattern (no "/") without brace alternation, which ripgrep has
-// and grep --include does not.
+// and grep --include does not, and must not start with '!', which ripgrep
+// reads as "exclude".
 func ValidateGlobFilter(g string) error {
 	if g == "" {
 		return nil
 	}
 	if strings.ContainsAny(g, "/\\{}") {
 		return fmt.Errorf("%w: glob filter %q must be a file-name pattern without '/', '\\' or braces", ErrInvalidPattern, g)
+	}
+	if strings.HasPrefix(g, "!") || strings.Contains(g, "[!") {
+		return fmt.Errorf("%w: glob filter %q: '!' negation is not portable; use [^...] inside brackets", ErrInvalidPattern, g)
 	}
 	if _, err := path.Match(g, ""); err != nil {
 		return fmt.Errorf("%w: glob filter %q: unbalanced brackets", ErrInvalidPattern, g)

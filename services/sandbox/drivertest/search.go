@@ -2,6 +2,8 @@ package drivertest
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,6 +97,23 @@ func RunSearch(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		t.Error("the sandbox has no grep back end")
 	}
 
+	t.Run("a pattern the tool refuses says why", func(t *testing.T) {
+		for _, be := range append(backends, driver.BackendAuto) {
+			_, err := sb.Grep(ctx, driver.GrepOptions{Pattern: "func (x", Backend: be, MaxResults: 10})
+			if errors.Is(err, driver.ErrUnsupported) {
+				continue
+			}
+			msg := strings.ToLower(fmt.Sprint(err))
+			if !errors.Is(err, driver.ErrInvalidPattern) || !strings.Contains(msg, "unclosed") && !strings.Contains(msg, "unmatched") && !strings.Contains(msg, "missing") {
+				t.Errorf("back end %s: Grep(%q) = %v; want ErrInvalidPattern saying the group is not closed", backendName(be), "func (x", err)
+			}
+		}
+	})
+
+	if ran == len(backends) {
+		t.Run("back ends agree", func(t *testing.T) { backendsAgree(t, NewSandbox(t, d, driver.Spec{})) })
+	}
+
 	t.Run("glob", func(t *testing.T) {
 		tests := []struct {
 			pattern, dir string
@@ -149,4 +168,46 @@ func wf(p string, n int64) driver.WalkedFile { return driver.WalkedFile{Path: p,
 
 func backendName(b driver.GrepBackend) string {
 	return map[driver.GrepBackend]string{driver.BackendRipgrep: "ripgrep", driver.BackendPOSIX: "posix"}[b]
+}
+
+// backendsAgree runs many patterns, each with and without case folding,
+// through every back end over text that mixes ASCII, multi-byte UTF-8 and
+// invalid bytes, and checks that the results are the same, or that both
+// refuse the pattern. Patterns ValidatePattern refuses never reach a
+// driver, so they are skipped.
+func backendsAgree(t *testing.T, sb driver.Sandbox) {
+	ctx := t.Context()
+	write(t, sb, map[string]string{
+		"agree/text.txt": "école\nÉCOLE\ncafé\nstraße STRASSE\nnaïve x\ntab\there\nbrace {a} [b]\nword_1 日本語\n\xff\xfe bad bytes\nK kelvin \u212a\nſ long s\n" +
+			"func main() {\n  x := 42 // answer\n}\n-- dash --\na.b*c+d?e\n",
+		"agree/other.go": "package agree\n\nfunc Énorme() int { return 1 }\n",
+		"agree/sub/.dot": "hidden école\n",
+	})
+	patterns := []string{
+		"école", "ÉCOLE", "é", "caf.$", "caf..$", `\w+$`, `^\W`, `\S+ 日`, `[^a-z]+$`, "na.ve", "straße", "STRASSE", "ß",
+		"k", "s", `\bx\b`, `\d+`, `[[:digit:]]{2}`, `[[:upper:]]+`, `[[:alpha:]]+ [[:alpha:]]+`, `\{a\}`, `\[b\]`,
+		`a\.b\*c\+d\?e`, `^-- `, `func \w+\(`, `:=`, "^$", "x|é", `(é|É)cole`, "日本", "[日]", `\t`, "(?i)école",
+		`\xff`, `^.{5}$`, `^..$`, ".", `[^[:print:]]`,
+	}
+	for _, p := range patterns {
+		if driver.ValidatePattern(p) != nil {
+			continue
+		}
+		for _, fold := range []bool{false, true} {
+			var got [2]driver.GrepResult
+			var errs [2]error
+			for i, be := range []driver.GrepBackend{driver.BackendRipgrep, driver.BackendPOSIX} {
+				got[i], errs[i] = sb.Grep(ctx, driver.GrepOptions{Pattern: p, Path: "agree", CaseInsensitive: fold, MaxResults: 1000, Backend: be})
+			}
+			if errs[0] != nil || errs[1] != nil {
+				if !errors.Is(errs[0], driver.ErrInvalidPattern) || !errors.Is(errs[1], driver.ErrInvalidPattern) {
+					t.Errorf("Grep(%q, fold %v): ripgrep %v, grep %v", p, fold, errs[0], errs[1])
+				}
+				continue
+			}
+			if diff := cmp.Diff(got[0].Matches, got[1].Matches); diff != "" {
+				t.Errorf("Grep(%q, fold %v): the back ends disagree (-ripgrep +grep):\n%s", p, fold, diff)
+			}
+		}
+	}
 }

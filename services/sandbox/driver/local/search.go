@@ -67,16 +67,17 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 			return driver.GrepResult{}, fmt.Errorf("%w: ripgrep is not installed", driver.ErrUnsupported)
 		}
 		// Hidden and ignored files too, as grep -r searches them; no
-		// symlink following (no -L).
+		// symlink following (no -L). --no-unicode matches by bytes, as
+		// grep does with LC_ALL=C (see driver.ValidatePattern).
 		prog, args = s.rg, []string{"--no-config", "--hidden", "--no-ignore", "--no-messages", "--null",
-			"--line-number", "--with-filename", "--no-heading", "--color=never"}
+			"--line-number", "--with-filename", "--no-heading", "--color=never", "--no-unicode"}
 		if o.CaseInsensitive {
 			args = append(args, "-i")
 		}
 		if glob != "" {
 			args = append(args, "--glob", glob)
 		}
-		args = append(args, "-e", o.Pattern)
+		args = append(args, "-e", rgPattern(o.Pattern))
 	case driver.BackendPOSIX:
 		if s.grep == "" {
 			return driver.GrepResult{}, fmt.Errorf("%w: neither ripgrep nor grep is installed", driver.ErrUnsupported)
@@ -149,7 +150,9 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	}
 	var ee *exec.ExitError
 	if werr != nil && !res.Truncated && errors.As(werr, &ee) && ee.ExitCode() == 2 && len(res.Matches) == 0 && stderr.Len() > 0 {
-		return driver.GrepResult{}, fmt.Errorf("%s: %s", filepath.Base(prog), truncate(stderr.Bytes(), 500))
+		// File errors are silenced (-s, --no-messages), so what is left
+		// is the tool refusing the pattern or the filter.
+		return driver.GrepResult{}, fmt.Errorf("%w: %s refused it: %s", driver.ErrInvalidPattern, filepath.Base(prog), truncate(stderr.Bytes(), 500))
 	}
 	slices.SortFunc(res.Matches, func(a, b driver.GrepMatch) int {
 		if c := strings.Compare(a.Path, b.Path); c != 0 {
@@ -196,6 +199,21 @@ func parseMatch(rec []byte, top, reqPath string, isDir bool) (driver.GrepMatch, 
 	}
 	m.Text = strings.ToValidUTF8(string(text), "\uFFFD")
 	return m, true
+}
+
+// rgPattern writes the pattern's non-ASCII bytes as \xHH escapes, which
+// ripgrep in --no-unicode mode matches as raw bytes, as grep does in the C
+// locale.
+func rgPattern(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c >= 0x80 {
+			fmt.Fprintf(&b, `\x%02X`, c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // posixPattern rewrites the Perl classes \d and \D, which GNU grep -E lacks,
