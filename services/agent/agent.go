@@ -97,6 +97,7 @@ type Service struct {
 	defaultModel  string
 	replayBackoff func(int) time.Duration
 	closers       []func() error
+	hub           hub // tree subscriptions: Prompt, StreamEvents(include_subagents)
 
 	mu       sync.Mutex
 	sessions map[string]*session

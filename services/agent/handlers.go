@@ -126,6 +126,18 @@ func (s *Service) attachSandbox(ctx context.Context, id string, spec *sandboxv1.
 
 // CreateSession implements agentv1.AgentServiceServer.
 func (s *Service) CreateSession(ctx context.Context, req *agentv1.CreateSessionRequest) (*agentv1.CreateSessionResponse, error) {
+	sess, err := s.createSession(ctx, req, spawnInfo{})
+	if err != nil {
+		return nil, err
+	}
+	return &agentv1.CreateSessionResponse{Session: sess.snapshotInfo()}, nil
+}
+
+// spawnInfo is what a spawn_agent call adds to its child's
+// sub_agent_spawned event.
+type spawnInfo struct{ task, toolCallID string }
+
+func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionRequest, spawn spawnInfo) (*session, error) {
 	if req.GetSandboxId() == "" && req.GetSandboxSpec() == nil {
 		return nil, status.Error(codes.InvalidArgument, "a sandbox_id or a sandbox_spec is required")
 	}
@@ -160,6 +172,9 @@ func (s *Service) CreateSession(ctx context.Context, req *agentv1.CreateSessionR
 		if s.openInTree(pinfo.GetRootSessionId()) >= limit {
 			return nil, status.Errorf(codes.ResourceExhausted, "the session tree already has %d open sessions", limit)
 		}
+		if d := root.opts.GetSubagents().MaxDepth; d != nil && pinfo.GetDepth()+1 > *d {
+			return nil, status.Errorf(codes.ResourceExhausted, "the session tree allows %d levels of subagents", *d)
+		}
 		info.ParentSessionId, info.RootSessionId, info.Depth = pid, pinfo.GetRootSessionId(), pinfo.GetDepth()+1
 	}
 	if level == agentv1.PermissionLevel_PERMISSION_LEVEL_UNSPECIFIED {
@@ -173,14 +188,14 @@ func (s *Service) CreateSession(ctx context.Context, req *agentv1.CreateSessionR
 	if err != nil {
 		return nil, err
 	}
-	sess, err := s.newSession(ctx, info, route, level, sb, owned, req.GetModel(), req.GetOptions(), nil, 0, false)
+	sess, err := s.newSession(ctx, info, route, level, sb, owned, req.GetModel(), req.GetOptions(), nil, 0, false, spawn)
 	if err != nil {
 		if owned {
 			_, _ = s.sandbox.DeleteSandbox(context.WithoutCancel(ctx), &sandboxv1.DeleteSandboxRequest{SandboxId: sb.GetSandboxId()})
 		}
 		return nil, err
 	}
-	return &agentv1.CreateSessionResponse{Session: sess.snapshotInfo()}, nil
+	return sess, nil
 }
 
 func rank(l agentv1.PermissionLevel) int {
@@ -213,7 +228,7 @@ func (s *Service) openInTree(root string) int {
 // skills_discovered and session_started.
 func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *agentv1.ModelRoute, level agentv1.PermissionLevel,
 	sb *sandboxv1.Sandbox, owned bool, requestedModel string, requestedOpts *agentv1.AgentOptions,
-	history []*llmv1.Message, lastSeq uint64, resumed bool) (*session, error) {
+	history []*llmv1.Message, lastSeq uint64, resumed bool, spawn spawnInfo) (*session, error) {
 	opts := effectiveOptions(requestedOpts, route)
 	if info.SessionId == "" {
 		info.SessionId = newID("s_")
@@ -234,7 +249,9 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	sess.env = s.probeEnvironment(ctx, sb)
 	var memText string
 	sess.memory, memText = s.loadMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles())
-	sess.system = systemPrompt(route, opts, sess.env, memText, now)
+	var skipped []*agentv1.SkippedSkill
+	sess.skills, skipped = s.discoverSkills(ctx, sb.GetSandboxId(), opts.GetSkillDirs())
+	sess.system = systemPrompt(route, opts, sess.env, memText, skillsSection(sess.skills), now)
 	s.build(sess, lastSeq, history)
 	toolNames := map[string]bool{}
 	for _, n := range sess.toolset.Names() {
@@ -260,13 +277,13 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	s.mu.Unlock()
 
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_MemoryLoaded{MemoryLoaded: &agentv1.MemoryLoaded{Profile: route.GetProfile(), Memory: sess.memory}}})
-	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SkillsDiscovered{SkillsDiscovered: &agentv1.SkillsDiscovered{SourceDirs: opts.GetSkillDirs()}}})
+	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SkillsDiscovered{SkillsDiscovered: &agentv1.SkillsDiscovered{SourceDirs: opts.GetSkillDirs(), Skills: sess.skillInfos(), Skipped: skipped}}})
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SessionStarted{SessionStarted: &agentv1.SessionStarted{
 		Route: route, PermissionLevel: level, SandboxId: sb.GetSandboxId(), WorkingDirectory: sess.env.GetWorkingDirectory(), Resumed: resumed}}})
 	if pid := info.GetParentSessionId(); pid != "" {
 		if parent, err := s.lookup(pid); err == nil && parent.log != nil {
-			parent.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SubAgentSpawned{SubAgentSpawned: &agentv1.SubAgentSpawned{
-				ChildSessionId: info.GetSessionId(), Route: route, Depth: info.GetDepth()}}})
+			parent.emit(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentSpawned{SubAgentSpawned: &agentv1.SubAgentSpawned{
+				ChildSessionId: info.GetSessionId(), Task: spawn.task, Route: route, Depth: info.GetDepth(), ToolCallId: spawn.toolCallID}}})
 		}
 	}
 	if err := sess.log.Flush(ctx); err != nil {
@@ -298,7 +315,9 @@ func (s *Service) Prompt(req *agentv1.PromptRequest, stream grpc.ServerStreaming
 	if err != nil {
 		return err
 	}
-	sub, _ := sess.log.Subscribe()
+	// The session's own events of this prompt, and its subagents' events
+	// without their deltas.
+	sub := s.hub.subscribe(sess.info.GetSessionId(), s.descendants(sess.info.GetSessionId())...)
 	defer sub.Close()
 
 	ctx := stream.Context()
@@ -311,13 +330,14 @@ func (s *Service) Prompt(req *agentv1.PromptRequest, stream grpc.ServerStreaming
 			}
 			return status.FromContextError(err).Err()
 		}
-		if ev.GetPromptId() != promptID {
+		own := ev.GetSessionId() == req.GetSessionId()
+		if own && ev.GetPromptId() != promptID || !own && isDelta(ev) {
 			continue
 		}
 		if err := stream.Send(&agentv1.PromptResponse{Event: ev}); err != nil {
 			return err
 		}
-		if ev.GetPromptCompleted() != nil {
+		if own && ev.GetPromptCompleted() != nil {
 			return nil
 		}
 	}
@@ -367,6 +387,7 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 	defer s.prompts.Done()
 	report, _ := sess.agent.Prompt(ctx, promptID, text, cont)
 	sess.mu.Lock()
+	sess.lastReport = report
 	sess.running = false
 	sess.promptID = ""
 	sess.done = nil
@@ -375,6 +396,7 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 	sess.mu.Unlock()
 	close(done)
 	sess.writeRecord()
+	s.notifyParent(sess, report)
 	switch {
 	case sess.log.Err() != nil:
 		sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR,
@@ -468,6 +490,7 @@ func (s *Service) GetSnapshot(_ context.Context, req *agentv1.GetSnapshotRequest
 		Options:      sess.opts,
 		Tools:        sess.describeTools(),
 		Memory:       sess.memory,
+		Skills:       sess.skillInfos(),
 		TodoLists:    []*agentv1.TodoList{sess.todos.List()},
 		Environment:  sess.env,
 		SystemPrompt: sess.system,
@@ -568,17 +591,24 @@ func (s *Service) closeChildren(ctx context.Context, parentID string) {
 	s.mu.Unlock()
 	parent, _ := s.lookup(parentID)
 	for _, c := range kids {
-		if c.agent == nil {
-			continue
-		}
-		s.closeChildren(ctx, c.info.GetSessionId())
-		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		closed := c.end(gctx, agentv1.SessionEndReason_SESSION_END_REASON_CLOSED, nil)
-		cancel()
-		if closed && parent != nil && parent.log != nil {
-			parent.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SubAgentClosed{SubAgentClosed: &agentv1.SubAgentClosed{ChildSessionId: c.info.GetSessionId()}}})
-		}
+		s.closeChild(ctx, parent, c)
 	}
+}
+
+// closeChild closes a subagent and its own subagents (with a 5 s grace
+// each) and tells its parent; it reports false when it was not open.
+func (s *Service) closeChild(ctx context.Context, parent, c *session) bool {
+	if c.agent == nil {
+		return false
+	}
+	s.closeChildren(ctx, c.info.GetSessionId())
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	closed := c.end(gctx, agentv1.SessionEndReason_SESSION_END_REASON_CLOSED, nil)
+	cancel()
+	if closed && parent != nil && parent.log != nil {
+		parent.emit(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentClosed{SubAgentClosed: &agentv1.SubAgentClosed{ChildSessionId: c.info.GetSessionId()}}})
+	}
+	return closed
 }
 
 // ResumeSession implements agentv1.AgentServiceServer.
@@ -637,7 +667,7 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 		Depth: old.GetDepth(), CreateTime: old.GetCreateTime(), PromptCount: old.GetPromptCount(),
 	}
 	sess, err := s.newSession(ctx, info, route, old.GetPermissionLevel(), sb, owned || created, rec.GetRequestedModel(), opts,
-		rec.GetMessages(), old.GetLastSequence(), true)
+		rec.GetMessages(), old.GetLastSequence(), true, spawnInfo{})
 	if err != nil {
 		return nil, err
 	}
@@ -651,6 +681,9 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 		return err
 	}
 	ctx := stream.Context()
+	if req.GetIncludeSubagents() {
+		return s.streamTree(ctx, sess, req, stream)
+	}
 	var sub *bus.Sub
 	var committed uint64
 	if sess.log != nil {
@@ -694,6 +727,68 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 			return err
 		}
 		if ev.GetSessionEnded() != nil {
+			return nil
+		}
+	}
+}
+
+// streamTree is StreamEvents with include_subagents: the session's events
+// from from_sequence and its descendants' events committed since, in
+// commit order, then (with follow) live ones until session_ended.
+func (s *Service) streamTree(ctx context.Context, sess *session, req *agentv1.StreamEventsRequest, stream grpc.ServerStreamingServer[agentv1.StreamEventsResponse]) error {
+	id := req.GetSessionId()
+	desc := s.descendants(id)
+	sub := s.hub.subscribe(id, desc...) // before the replay: nothing falls between
+	defer sub.Close()
+	committed := sess.snapshotInfo().GetLastSequence()
+	from := max(req.GetFromSequence(), 1)
+	if from > committed+1 {
+		return status.Errorf(codes.OutOfRange, "from_sequence %d is past the next sequence %d", from, committed+1)
+	}
+	sent := map[string]uint64{}
+	started, ended := from <= 1, false
+	send := func(ev *agentv1.AgentEvent) error {
+		sent[ev.GetSessionId()] = ev.GetSequence()
+		if ev.GetSessionId() == id && ev.GetSessionEnded() != nil {
+			ended = true
+		}
+		return stream.Send(&agentv1.StreamEventsResponse{Event: ev})
+	}
+	err := s.bus.ReplayMany(ctx, append([]string{id}, desc...), func(ev *agentv1.AgentEvent) error {
+		if ev.GetSessionId() == id {
+			if ev.GetSequence() < from {
+				return nil
+			}
+			started = true
+		} else if !started {
+			return nil
+		}
+		return send(ev)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return status.Errorf(codes.Internal, "replay events: %v", err)
+	}
+	if !req.GetFollow() || ended || sess.log == nil {
+		return nil
+	}
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			if errors.Is(err, bus.ErrEventStream) {
+				return status.Error(codes.Internal, "the durable event log failed")
+			}
+			return status.FromContextError(err).Err()
+		}
+		if ev.GetSequence() <= sent[ev.GetSessionId()] || ev.GetSessionId() == id && ev.GetSequence() < from {
+			continue
+		}
+		if err := send(ev); err != nil {
+			return err
+		}
+		if ended {
 			return nil
 		}
 	}

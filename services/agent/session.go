@@ -47,6 +47,12 @@ type session struct {
 	running  bool
 	done     chan struct{} // closed when the running prompt ends
 	promptID string
+	// lastReport is the report of the last prompt that ended.
+	lastReport *agentv1.PromptReport
+	skills     []skill       // discovered
+	extras     []tools.Extra // subagent and skill tools
+
+	recordMu sync.Mutex // serializes writeRecord
 }
 
 func newID(prefix string) string {
@@ -66,6 +72,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	}
 	sess.todos = tools.NewTodoStore(listID, kind, func(_ string, c tools.TodoChange) { sess.todoEvent(c) })
 	o := sess.opts
+	sess.extras = append(s.subagentTools(sess), s.skillTools(sess)...)
 	env := tools.Env{
 		Sandbox:               s.sandbox,
 		SandboxID:             info.GetSandboxId(),
@@ -76,9 +83,12 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		DefaultCommandTimeout: time.Duration(o.GetDefaultCommandTimeoutMs()) * time.Millisecond,
 		MaxCommandTimeout:     time.Duration(o.GetMaxCommandTimeoutMs()) * time.Millisecond,
 		ShellOutput:           sess.shellOutput,
+		Extra:                 sess.extras,
 	}
 	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
 	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
+	id := info.GetSessionId()
+	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
 	lopts := loop.Options{
 		Model:               info.GetRoute().GetProvider() + "/" + info.GetRoute().GetModel(),
 		System:              sess.system,
@@ -91,8 +101,27 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		CompactionThreshold: o.GetCompactionThresholdPercent(),
 		ContextWindow:       info.GetRoute().GetContextWindowTokens(),
 		ReplayBackoff:       s.replayBackoff,
+		Expand:              sess.expandSkill,
 	}
-	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset}, sess.log, lopts, history)
+	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset}, sessionEmitter{s, sess}, lopts, history)
+}
+
+// sessionEmitter commits the loop's events to the session's log and
+// tells the parent of a subagent when it starts a turn.
+type sessionEmitter struct {
+	svc  *Service
+	sess *session
+}
+
+func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
+	seq, err := e.sess.log.Emit(ev)
+	if ts := ev.GetTurnStarted(); ts != nil && err == nil {
+		if parent := e.svc.parentOf(e.sess); parent != nil {
+			parent.emitLive(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentTurnStarted{
+				SubAgentTurnStarted: &agentv1.SubAgentTurnStarted{ChildSessionId: e.sess.info.GetSessionId(), Turn: ts.GetTurn()}}})
+		}
+	}
+	return seq, err
 }
 
 // toolAdapter runs the tools package's set for the loop.
@@ -214,6 +243,15 @@ func (sess *session) emit(ev *agentv1.AgentEvent) {
 	sess.touch()
 }
 
+// emitLive commits an event about a subagent unless the session is closed
+// (its log then refuses events anyway).
+func (sess *session) emitLive(ev *agentv1.AgentEvent) {
+	if sess.state() == agentv1.SessionState_SESSION_STATE_CLOSED || sess.log == nil {
+		return
+	}
+	sess.emit(ev)
+}
+
 func (sess *session) touch() {
 	sess.mu.Lock()
 	sess.info.UpdateTime = timestamppb.Now()
@@ -262,6 +300,8 @@ func (sess *session) writeRecord() {
 	if sess.agent == nil {
 		return
 	}
+	sess.recordMu.Lock()
+	defer sess.recordMu.Unlock()
 	info := sess.snapshotInfo()
 	rec := &agentv1.SessionRecord{
 		FormatVersion:  recordFormatVersion,
@@ -362,7 +402,7 @@ func (s *Service) readSandboxFile(ctx context.Context, sandboxID, path string, l
 // describeTools lists every tool of the session's profile, allowed or not,
 // for the snapshot.
 func (sess *session) describeTools() []*agentv1.SessionTool {
-	all := tools.NewSet(profileName(sess.info.GetRoute()), tools.Full, tools.Env{}, nil)
+	all := tools.NewSet(profileName(sess.info.GetRoute()), tools.Full, tools.Env{Extra: sess.extras}, nil)
 	visible := map[string]bool{}
 	for _, n := range sess.toolset.Names() {
 		visible[n] = true

@@ -193,8 +193,8 @@ func (s *Service) loadMemory(ctx context.Context, sandboxID string, paths []stri
 }
 
 // systemPrompt assembles the profile's core prompt, the environment block,
-// project memory and the caller's instructions.
-func systemPrompt(route *agentv1.ModelRoute, o *agentv1.AgentOptions, env *agentv1.EnvironmentInfo, memory string, now time.Time) string {
+// project memory, the available skills and the caller's instructions.
+func systemPrompt(route *agentv1.ModelRoute, o *agentv1.AgentOptions, env *agentv1.EnvironmentInfo, memory, skills string, now time.Time) string {
 	var b strings.Builder
 	if o.SystemPromptOverride != nil {
 		b.WriteString(o.GetSystemPromptOverride())
@@ -211,6 +211,7 @@ func systemPrompt(route *agentv1.ModelRoute, o *agentv1.AgentOptions, env *agent
 		b.WriteString("\n# Project Instructions\n\n")
 		b.WriteString(memory)
 	}
+	b.WriteString(skills)
 	if a := o.GetSystemPromptAppend(); a != "" {
 		b.WriteString("\n# User Instructions\n\n")
 		b.WriteString(a)

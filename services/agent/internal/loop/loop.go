@@ -83,6 +83,10 @@ type Options struct {
 	// 60 s.
 	ReplayBackoff func(attempt int) time.Duration
 	Now           func() time.Time
+	// Expand, when set, expands a human input (a prompt or a follow-up)
+	// that invokes a skill as "/name rest": it returns the text to commit
+	// and the skill's name, "" when the input invokes none.
+	Expand func(text string) (expanded, skill string)
 }
 
 // Agent is one session's conversation and loop. Its control methods may be

@@ -68,6 +68,7 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 	ps := &promptState{id: promptID, start: a.opts.Now(), usage: &llmv1.Usage{}, cost: &llmv1.Cost{}, files: map[string]bool{}}
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptStarted{PromptStarted: &agentv1.PromptStarted{Text: text, Continuation: continuation}}})
 	if !continuation {
+		text = a.expand(promptID, text)
 		a.appendMessage(userMessage(text))
 		a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_UserInput{UserInput: &agentv1.UserInput{Text: text, Source: agentv1.UserInputSource_USER_INPUT_SOURCE_PROMPT}}})
 	}
@@ -279,12 +280,27 @@ func (a *Agent) nextFollowUp(ps *promptState) bool {
 	}
 	f := a.followUps[0]
 	a.followUps = a.followUps[1:]
-	a.history = append(a.history, userMessage(f.text))
 	a.mu.Unlock()
+	f.text = a.expand(ps.id, f.text)
+	a.appendMessage(userMessage(f.text))
 	ps.followUps++
 	a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_UserInput{UserInput: &agentv1.UserInput{
 		Text: f.text, Source: agentv1.UserInputSource_USER_INPUT_SOURCE_FOLLOW_UP, FollowUpId: f.id}}})
 	return true
+}
+
+// expand applies a "/name" skill invocation, emitting skill_activated.
+func (a *Agent) expand(promptID, text string) string {
+	if a.opts.Expand == nil {
+		return text
+	}
+	exp, name := a.opts.Expand(text)
+	if name == "" {
+		return text
+	}
+	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_SkillActivated{SkillActivated: &agentv1.SkillActivated{
+		SkillName: name, Source: agentv1.SkillSource_SKILL_SOURCE_SLASH}}})
+	return exp
 }
 
 // commitTurn appends the assistant message and reports it.
