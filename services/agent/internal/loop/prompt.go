@@ -47,9 +47,11 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if a.opts.WallClock > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, a.opts.WallClock, errWallClock)
-		defer stop()
+		// A timer rather than a deadline: a deadline would travel to the
+		// gateway with the model call, which could fail the call on its side
+		// before the prompt here knows why.
+		t := time.AfterFunc(a.opts.WallClock, func() { cancel(errWallClock) })
+		defer t.Stop()
 	}
 	a.mu.Lock()
 	if a.run != nil {
