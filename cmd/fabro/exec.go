@@ -147,6 +147,12 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			return exitError
 		}
 		ev := resp.GetEvent()
+		if ev.GetSessionId() != id { // a subagent's event: its tool calls only
+			if c := ev.GetToolCallStarted(); c != nil {
+				fmt.Fprintf(e.stdout, "  ↳ [%s] %s %s\n", ev.GetSessionId(), c.GetToolName(), clip(c.GetArguments(), 100))
+			}
+			continue
+		}
 		switch {
 		case ev.GetTextDelta() != nil:
 			fmt.Fprint(e.stdout, ev.GetTextDelta().GetDelta())
