@@ -40,6 +40,11 @@ type Capabilities struct {
 	Stdin bool
 	// Cancel: a running command can be stopped.
 	Cancel bool
+	// Commands: commands really run, as `bash -c` with the given working
+	// directory, environment and stdin. False only for a driver whose
+	// results are scripted (the fake); drivertest then skips what needs a
+	// real command. It is not part of the RPC contract.
+	Commands bool
 }
 
 // Driver makes sandboxes of one kind.

@@ -9,7 +9,10 @@
 //	}
 //
 // The suite runs commands with bash and reads /proc inside the sandbox, so
-// sandboxes must be Linux with bash, as the service requires.
+// sandboxes must be Linux with bash, as the service requires. A driver
+// that states no Commands capability (scripted results, such as the fake)
+// skips every part that needs a real command: the exec suite, and the
+// symbolic links and permission bits the files suite sets up with one.
 package drivertest
 
 import (
@@ -31,6 +34,7 @@ import (
 
 // Run runs the whole suite; newDriver makes the driver under test.
 func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
+	t.Run("Capabilities", func(t *testing.T) { t.Parallel(); RunCapabilities(t, newDriver) })
 	t.Run("Files", func(t *testing.T) { t.Parallel(); RunFiles(t, newDriver) })
 	t.Run("Exec", func(t *testing.T) { t.Parallel(); RunExec(t, newDriver) })
 	t.Run("Search", func(t *testing.T) { t.Parallel(); RunSearch(t, newDriver) })
@@ -99,19 +103,57 @@ func read(t *testing.T, sb driver.Sandbox, p string) (string, error) {
 	return string(b), err
 }
 
+// RunCapabilities checks what a sandbox says of itself. Each exec
+// capability stated is then checked by RunExec, which uses it: stdin,
+// separated streams, live streaming and cancel.
+func RunCapabilities(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
+	d := newDriver(t)
+	sb := NewSandbox(t, d, driver.Spec{})
+	info := sb.Info()
+	if info.Capabilities != d.Capabilities() {
+		t.Errorf("the sandbox states %+v; its driver %+v", info.Capabilities, d.Capabilities())
+	}
+	if info.Capabilities.Isolation < driver.IsolationNone || info.Capabilities.Isolation > driver.IsolationVM {
+		t.Errorf("isolation %d is not stated", info.Capabilities.Isolation)
+	}
+	if !strings.HasPrefix(info.RootDirectory, "/") || !strings.HasPrefix(info.WorkingDirectory+"/", info.RootDirectory+"/") {
+		t.Errorf("working directory %q must be absolute, inside root %q", info.WorkingDirectory, info.RootDirectory)
+	}
+	if info.Platform == "" || info.OSVersion == "" {
+		t.Errorf("platform %q, OS version %q; want both stated", info.Platform, info.OSVersion)
+	}
+	if err := d.Available(t.Context()); err != nil {
+		t.Errorf("Available = %v after a sandbox was created", err)
+	}
+	if !info.Capabilities.Commands {
+		return
+	}
+	if got := Sh(t, sb, "uname -s | tr A-Z a-z"); got != info.Platform+"\n" {
+		t.Errorf("uname says %q; the sandbox states platform %q", got, info.Platform)
+	}
+	if got := Sh(t, sb, "pwd"); got != info.WorkingDirectory+"\n" {
+		t.Errorf("commands start in %q; the sandbox states %q", got, info.WorkingDirectory)
+	}
+}
+
 // RunFiles checks file operations and confinement to the root.
 func RunFiles(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	d := newDriver(t)
 	sb := NewSandbox(t, d, driver.Spec{})
 	ctx := t.Context()
 	root := sb.Info().RootDirectory
+	commands := sb.Info().Capabilities.Commands
 
 	t.Run("write and read", func(t *testing.T) {
 		created, err := sb.WriteFile(ctx, "deep/er/f.txt", []byte("one\ntwo\n"))
 		if err != nil || !created {
 			t.Fatalf("WriteFile new = %v, %v; want created", created, err)
 		}
-		Sh(t, sb, "chmod 600 deep/er/f.txt")
+		wantMode := uint32(0o644)
+		if commands {
+			Sh(t, sb, "chmod 600 deep/er/f.txt")
+			wantMode = 0o600
+		}
 		created, err = sb.WriteFile(ctx, root+"/deep/er/f.txt", []byte("three"))
 		if err != nil || created {
 			t.Fatalf("WriteFile existing (absolute) = %v, %v; want replaced", created, err)
@@ -120,8 +162,8 @@ func RunFiles(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 			t.Fatalf("read back %q, %v", got, err)
 		}
 		fi, err := sb.Stat(ctx, "deep/er/f.txt")
-		if err != nil || fi.Mode != 0o600 || fi.Type != driver.TypeFile || fi.Size != 5 {
-			t.Fatalf("Stat = %+v, %v; want a 5-byte file that kept mode 0600", fi, err)
+		if err != nil || fi.Mode != wantMode || fi.Type != driver.TypeFile || fi.Size != 5 {
+			t.Fatalf("Stat = %+v, %v; want a 5-byte file that kept mode %#o", fi, err, wantMode)
 		}
 		rc, size, err := sb.Open(ctx, "deep/er/f.txt", 2)
 		if err != nil {
@@ -132,16 +174,25 @@ func RunFiles(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		if string(b) != "ree" || size != 5 {
 			t.Fatalf("Open at offset 2 = %q size %d", b, size)
 		}
-		if got := Sh(t, sb, "ls -A deep/er"); got != "f.txt\n" {
-			t.Fatalf("temporary files left behind: %q", got)
+		if got, err := sb.ListDir(ctx, "deep/er", 1); err != nil || len(got) != 1 || got[0].Path != "f.txt" {
+			t.Fatalf("ListDir(deep/er) = %+v, %v; want f.txt alone, no temporary file left", got, err)
+		}
+		if commands {
+			if got := Sh(t, sb, "ls -A deep/er"); got != "f.txt\n" {
+				t.Fatalf("temporary files left behind: %q", got)
+			}
 		}
 	})
 
 	outside := t.TempDir() // a place a confined sandbox must never touch
-	Sh(t, sb, "mkdir -p links && ln -s / links/slash && ln -s ../.. links/up && ln -s "+outside+" links/out && ln -s ../deep links/in")
+	escapes := []string{"../x", "/etc/passwd", "a/../../x", root + "/../x"}
+	if commands {
+		Sh(t, sb, "mkdir -p links && ln -s / links/slash && ln -s ../.. links/up && ln -s "+outside+" links/out && ln -s ../deep links/in")
+		escapes = append(escapes, "links/slash/etc/passwd", "links/up/x", "links/out/new")
+	}
 
 	t.Run("confinement", func(t *testing.T) {
-		for _, p := range []string{"../x", "/etc/passwd", "a/../../x", "links/slash/etc/passwd", "links/up/x", "links/out/new", root + "/../x"} {
+		for _, p := range escapes {
 			t.Run(p, func(t *testing.T) {
 				checks := map[string]error{}
 				_, _, checks["Open"] = sb.Open(ctx, p, 0)
@@ -163,15 +214,17 @@ func RunFiles(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 				}
 			})
 		}
-		if got := Sh(t, sb, "ls -A "+outside+" | wc -l"); strings.TrimSpace(got) != "0" {
-			t.Errorf("something was created outside the root: %s", got)
-		}
 		if _, err := sb.Stat(ctx, "deep"); err != nil {
 			t.Errorf("deep was touched: %v", err)
 		}
-		// A link that stays inside the root is followed.
-		if got, err := read(t, sb, "links/in/er/f.txt"); err != nil || got != "three" {
-			t.Errorf("read through an inner link = %q, %v", got, err)
+		if commands {
+			if got := Sh(t, sb, "ls -A "+outside+" | wc -l"); strings.TrimSpace(got) != "0" {
+				t.Errorf("something was created outside the root: %s", got)
+			}
+			// A link that stays inside the root is followed.
+			if got, err := read(t, sb, "links/in/er/f.txt"); err != nil || got != "three" {
+				t.Errorf("read through an inner link = %q, %v", got, err)
+			}
 		}
 		if err := sb.Remove(ctx, ".", true); !errors.Is(err, driver.ErrPathEscapes) {
 			t.Errorf("Remove(root) = %v; want ErrPathEscapes", err)
@@ -179,8 +232,13 @@ func RunFiles(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		write(t, sb, map[string]string{"e/full/f": "x", "e/file": "x"})
-		Sh(t, sb, "mkdir -p e/dir")
+		write(t, sb, map[string]string{"e/full/f": "x", "e/file": "x", "e/nested/sub/f": "x"})
+		if _, err := sb.Mkdir(ctx, "e/dir"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Mkdir(ctx, "e/only/empty"); err != nil {
+			t.Fatal(err)
+		}
 		tests := []struct {
 			name string
 			err  error
@@ -194,6 +252,11 @@ func RunFiles(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 			{"write below a file", second(sb.WriteFile(ctx, "e/file/x", nil)), driver.ErrNotDirectory},
 			{"remove missing", sb.Remove(ctx, "e/nope", false), driver.ErrNotFound},
 			{"remove non-empty", sb.Remove(ctx, "e/full", false), driver.ErrNotEmpty},
+			{"remove a dir holding an empty dir", sb.Remove(ctx, "e/only", false), driver.ErrNotEmpty},
+			{"rename a dir over a non-empty dir", sb.Rename(ctx, "e/dir", "e/nested"), driver.ErrIsDirectory},
+			{"rename a dir over an empty dir", sb.Rename(ctx, "e/nested", "e/dir"), driver.ErrIsDirectory},
+			{"rename a dir over a file", sb.Rename(ctx, "e/dir", "e/file"), driver.ErrNotDirectory},
+			{"rename a file over a dir", sb.Rename(ctx, "e/file", "e/dir"), driver.ErrIsDirectory},
 			{"rename missing", sb.Rename(ctx, "e/nope", "e/x"), driver.ErrNotFound},
 			{"rename into itself", sb.Rename(ctx, "e/full", "e/full/sub"), driver.ErrNotEmpty},
 			{"mkdir over a file", second(sb.Mkdir(ctx, "e/file")), driver.ErrExists},
@@ -237,14 +300,42 @@ func RunFiles(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		if diff := cmp.Diff(want, names); diff != "" {
 			t.Errorf("ListDir(m, 2) (-want +got):\n%s", diff)
 		}
-		got, _ = sb.ListDir(ctx, "links", 1)
-		for _, fi := range got {
-			if fi.Type != driver.TypeSymlink {
-				t.Errorf("ListDir(links): %s is %d; want a symlink, not followed", fi.Path, fi.Type)
+
+		// A directory moves with everything below it, into missing
+		// parents; a file replaces a file.
+		write(t, sb, map[string]string{"m/a/b/c2.txt": "c2", "m/x.txt": "x", "m/y.txt": "yy"})
+		for _, mv := range [][2]string{{"m/a", "m/moved/here"}, {"m/x.txt", "m/y.txt"}, {"m/new", "m/renamed"}} {
+			if err := sb.Rename(ctx, mv[0], mv[1]); err != nil {
+				t.Fatalf("Rename(%s, %s) = %v", mv[0], mv[1], err)
 			}
 		}
-		if err := sb.Remove(ctx, "links/out", false); err != nil {
-			t.Errorf("Remove(link) = %v", err)
+		got, err = sb.ListDir(ctx, "m", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = nil
+		for _, fi := range got {
+			names = append(names, fmt.Sprintf("%s:%d:%d", fi.Path, fi.Type, fi.Size))
+		}
+		want = []string{"e:2:0", "e/f:2:0", "moved:2:0", "moved/here:2:0", "moved/here/b:2:0", "moved/here/b/c.txt:1:1",
+			"moved/here/b/c2.txt:1:2", "renamed:2:0", "renamed/parent:2:0", "renamed/parent/d.txt:1:2", "y.txt:1:1"}
+		if diff := cmp.Diff(want, names); diff != "" {
+			t.Errorf("ListDir(m, 10) after renames (-want +got):\n%s", diff)
+		}
+		if got, err := read(t, sb, "m/moved/here/b/c2.txt"); err != nil || got != "c2" {
+			t.Errorf("moved file = %q, %v", got, err)
+		}
+
+		if commands {
+			got, _ = sb.ListDir(ctx, "links", 1)
+			for _, fi := range got {
+				if fi.Type != driver.TypeSymlink {
+					t.Errorf("ListDir(links): %s is %d; want a symlink, not followed", fi.Path, fi.Type)
+				}
+			}
+			if err := sb.Remove(ctx, "links/out", false); err != nil {
+				t.Errorf("Remove(link) = %v", err)
+			}
 		}
 		if err := sb.Remove(ctx, "m", true); err != nil {
 			t.Fatal(err)
@@ -283,6 +374,9 @@ func (r *recorder) Chunk(s driver.Stream, p []byte) error {
 // RunExec checks commands: results, stopping, output and environment.
 func RunExec(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	d := newDriver(t)
+	if !d.Capabilities().Commands {
+		t.Skip("the driver states no Commands capability: its results are scripted")
+	}
 	sb := NewSandbox(t, d, driver.Spec{Env: map[string]string{"SANDBOX_VAR": "from spec", "OVERRIDDEN": "spec"}})
 	caps := sb.Info().Capabilities
 	root := sb.Info().RootDirectory

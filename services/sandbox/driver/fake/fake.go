@@ -2,6 +2,14 @@
 // files live in a map, commands return scripted results, and everything a
 // test may want to check afterwards (commands run, files written and
 // deleted) is recorded. It runs no processes and touches no disk.
+//
+// Its files and search behave like the local driver's and pass drivertest's
+// files and search suites; it states no Commands capability, so the exec
+// suite is skipped. What an in-memory model cannot have it lacks: symbolic
+// links, permission bits (files are 0644, directories 0755) and times. Its
+// grep uses Go's regexp, which is UTF-8 aware where the real back ends
+// match by bytes: "." matches a whole rune and case folding is Unicode's,
+// so non-ASCII text may match differently.
 package fake
 
 import (
@@ -9,17 +17,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
 )
 
 // Root is every fake sandbox's root and working directory.
 const Root = "/workspace"
+
+// maxLineBytes is how much of a matching line a result carries, as the
+// local driver does.
+const maxLineBytes = 2000
 
 // Driver is the fake driver, named "fake".
 type Driver struct {
@@ -37,8 +51,9 @@ var _ driver.Driver = (*Driver)(nil)
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return "fake" }
 
-// Capabilities implements driver.Driver: no live streaming and no cancel,
-// since scripted commands end at once.
+// Capabilities implements driver.Driver: scripted commands (no Commands),
+// which end at once (no live streaming, no cancel); a script can see stdin
+// and give stdout and stderr apart.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Isolation: driver.IsolationNone, StreamsSeparated: true, Stdin: true}
 }
@@ -106,14 +121,19 @@ func (s *Sandbox) File(p string) (string, bool) {
 	return string(b), ok
 }
 
-func (s *Sandbox) put(rel string, b []byte) {
-	s.files[rel] = b
-	for d := path.Dir(rel); ; d = path.Dir(d) {
-		s.dirs[d] = true
-		if d == "." {
-			break
+// fileParent returns the first parent of rel that is a file, or "".
+func (s *Sandbox) fileParent(rel string) string {
+	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+		if _, ok := s.files[d]; ok {
+			return d
 		}
 	}
+	return ""
+}
+
+func (s *Sandbox) put(rel string, b []byte) {
+	s.files[rel] = b
+	s.mkdirs(path.Dir(rel))
 }
 
 // Info implements driver.Sandbox.
@@ -165,10 +185,16 @@ func (s *Sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, err
 	if err != nil {
 		return false, err
 	}
+	if rel == "." {
+		return false, fmt.Errorf("%w: %s", driver.ErrIsDirectory, p)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dirs[rel] {
 		return false, fmt.Errorf("%w: %s", driver.ErrIsDirectory, p)
+	}
+	if f := s.fileParent(rel); f != "" {
+		return false, fmt.Errorf("%w: %s (or one of its parents)", driver.ErrNotDirectory, p)
 	}
 	_, existed := s.files[rel]
 	s.put(rel, slices.Clone(data))
@@ -195,11 +221,11 @@ func (s *Sandbox) Remove(_ context.Context, p string, recursive bool) error {
 	if !s.dirs[rel] {
 		return fmt.Errorf("%w: %s", driver.ErrNotFound, p)
 	}
+	if !recursive && s.hasChildren(rel) {
+		return fmt.Errorf("%w: %s", driver.ErrNotEmpty, p)
+	}
 	for f := range s.files {
 		if strings.HasPrefix(f, rel+"/") {
-			if !recursive {
-				return fmt.Errorf("%w: %s", driver.ErrNotEmpty, p)
-			}
 			delete(s.files, f)
 		}
 	}
@@ -264,6 +290,21 @@ func (s *Sandbox) ListDir(_ context.Context, p string, depth int) ([]driver.File
 	return out, nil
 }
 
+// hasChildren reports whether directory rel has any entry.
+func (s *Sandbox) hasChildren(rel string) bool {
+	for f := range s.files {
+		if _, ok := under(rel, f); ok {
+			return true
+		}
+	}
+	for d := range s.dirs {
+		if _, ok := under(rel, d); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // under returns name relative to dir when it lies strictly below it.
 func under(dir, name string) (string, bool) {
 	if dir == "." {
@@ -272,7 +313,9 @@ func under(dir, name string) (string, bool) {
 	return strings.CutPrefix(name, dir+"/")
 }
 
-// Rename implements driver.Files (files only).
+// Rename implements driver.Files as the local driver does: a file replaces
+// a file, an existing directory is never replaced, and a directory cannot
+// move into itself.
 func (s *Sandbox) Rename(_ context.Context, from, to string) error {
 	rf, err := resolve(from)
 	if err != nil {
@@ -282,15 +325,70 @@ func (s *Sandbox) Rename(_ context.Context, from, to string) error {
 	if err != nil {
 		return err
 	}
+	if rf == "." || rt == "." {
+		return fmt.Errorf("%w: cannot move the root", driver.ErrPathEscapes)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.files[rf]
-	if !ok {
-		return fmt.Errorf("%w: %s (the fake renames files only)", driver.ErrNotFound, from)
+	b, isFile := s.files[rf]
+	if !isFile && !s.dirs[rf] {
+		return fmt.Errorf("%w: %s", driver.ErrNotFound, from)
 	}
-	delete(s.files, rf)
-	s.put(rt, b)
+	if rf == rt {
+		return nil
+	}
+	if _, ok := under(rf, rt); ok && !isFile {
+		return fmt.Errorf("%w: cannot move %s into itself", driver.ErrNotEmpty, from)
+	}
+	if s.fileParent(rt) != "" {
+		return fmt.Errorf("%w: %s (or one of its parents)", driver.ErrNotDirectory, to)
+	}
+	_, toFile := s.files[rt]
+	switch {
+	case s.dirs[rt]:
+		return fmt.Errorf("%w: %s is an existing directory", driver.ErrIsDirectory, to)
+	case !isFile && toFile:
+		return fmt.Errorf("%w: %s", driver.ErrNotDirectory, to)
+	}
+	if isFile {
+		delete(s.files, rf)
+		s.put(rt, b)
+		return nil
+	}
+	delete(s.dirs, rt)
+	s.mkdirs(rt)
+	move := func(name string) (string, bool) {
+		if name == rf {
+			return rt, true
+		}
+		if below, ok := under(rf, name); ok {
+			return path.Join(rt, below), true
+		}
+		return "", false
+	}
+	for f, c := range maps.Clone(s.files) {
+		if n, ok := move(f); ok {
+			delete(s.files, f)
+			s.files[n] = c
+		}
+	}
+	for d := range maps.Clone(s.dirs) {
+		if n, ok := move(d); ok {
+			delete(s.dirs, d)
+			s.dirs[n] = true
+		}
+	}
 	return nil
+}
+
+// mkdirs records rel and its parents as directories.
+func (s *Sandbox) mkdirs(rel string) {
+	for d := rel; ; d = path.Dir(d) {
+		s.dirs[d] = true
+		if d == "." {
+			return
+		}
+	}
 }
 
 // Mkdir implements driver.Files.
@@ -301,24 +399,35 @@ func (s *Sandbox) Mkdir(_ context.Context, p string) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for d := rel; d != "."; d = path.Dir(d) {
-		if _, ok := s.files[d]; ok {
-			return false, fmt.Errorf("%w: %s", driver.ErrExists, d)
-		}
+	if _, ok := s.files[rel]; ok || s.fileParent(rel) != "" {
+		return false, fmt.Errorf("%w: %s (or one of its parents)", driver.ErrExists, p)
 	}
 	if s.dirs[rel] {
 		return false, nil
 	}
-	s.put(path.Join(rel, "x"), nil)
-	delete(s.files, path.Join(rel, "x"))
+	s.mkdirs(rel)
 	return true, nil
 }
 
 // Exec implements driver.Execer with the driver's script.
 func (s *Sandbox) Exec(_ context.Context, spec driver.ExecSpec, out driver.Output) (driver.ExecResult, error) {
+	rel, err := resolve(spec.Dir)
+	if err != nil {
+		return driver.ExecResult{}, err
+	}
 	s.mu.Lock()
-	s.commands = append(s.commands, spec)
+	_, isFile := s.files[rel]
+	isDir := s.dirs[rel]
+	if isDir {
+		s.commands = append(s.commands, spec)
+	}
 	s.mu.Unlock()
+	switch {
+	case isFile:
+		return driver.ExecResult{}, fmt.Errorf("%w: working_dir %s", driver.ErrNotDirectory, spec.Dir)
+	case !isDir:
+		return driver.ExecResult{}, fmt.Errorf("%w: working_dir %s", driver.ErrNotFound, spec.Dir)
+	}
 	zero := 0
 	res := driver.ExecResult{Termination: driver.Exited, ExitCode: &zero}
 	if s.d.Exec != nil {
@@ -353,6 +462,9 @@ func (s *Sandbox) Grep(_ context.Context, o driver.GrepOptions) (driver.GrepResu
 	if err != nil {
 		return driver.GrepResult{}, fmt.Errorf("%w: %v", driver.ErrInvalidPattern, err)
 	}
+	if o.Backend == driver.BackendRipgrep {
+		return driver.GrepResult{}, fmt.Errorf("%w: the fake has no ripgrep", driver.ErrUnsupported)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.files[rel]; !ok && !s.dirs[rel] {
@@ -367,15 +479,28 @@ func (s *Sandbox) Grep(_ context.Context, o driver.GrepOptions) (driver.GrepResu
 		if m, _ := path.Match(o.GlobFilter, path.Base(f)); !ok || (o.GlobFilter != "" && !m) {
 			continue
 		}
-		for i, line := range strings.Split(strings.TrimSuffix(string(s.files[f]), "\n"), "\n") {
-			if !re.MatchString(line) {
+		content := s.files[f]
+		if bytes.IndexByte(content, 0) >= 0 {
+			continue // binary, as both real back ends skip it
+		}
+		for i, line := range bytes.Split(bytes.TrimSuffix(content, []byte("\n")), []byte("\n")) {
+			if !re.Match(line) {
 				continue
 			}
 			if len(res.Matches) == o.MaxResults {
 				res.Truncated = true
 				return res, nil
 			}
-			res.Matches = append(res.Matches, driver.GrepMatch{Path: path.Join(cmpOr(o.Path, "."), below), Line: int64(i + 1), Text: line})
+			m := driver.GrepMatch{Path: path.Join(cmpOr(o.Path, "."), below), Line: int64(i + 1)}
+			if len(line) > maxLineBytes {
+				cut := maxLineBytes
+				for cut > 0 && !utf8.RuneStart(line[cut]) {
+					cut--
+				}
+				line, m.TextTruncated = line[:cut], true
+			}
+			m.Text = strings.ToValidUTF8(string(line), "\uFFFD")
+			res.Matches = append(res.Matches, m)
 		}
 	}
 	return res, nil
@@ -407,6 +532,9 @@ func (s *Sandbox) Walk(_ context.Context, dir string, maxDepth int, exclude []st
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.files[rel]; ok {
+		return nil, fmt.Errorf("%w: %s", driver.ErrNotDirectory, dir)
+	}
 	var out []driver.WalkedFile
 	for f, b := range s.files {
 		below, ok := under(rel, f)

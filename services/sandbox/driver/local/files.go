@@ -301,6 +301,9 @@ func (s *sandbox) Rename(_ context.Context, from, to string) error {
 	if strings.HasPrefix(rt+string(filepath.Separator), rf+string(filepath.Separator)) && rt != rf {
 		return fmt.Errorf("%w: cannot move %s into itself", driver.ErrNotEmpty, from)
 	}
+	if fi, err := s.root.Lstat(rt); err == nil && fi.IsDir() && rt != rf {
+		return fmt.Errorf("%w: %s is an existing directory", driver.ErrIsDirectory, to)
+	}
 	if err := s.root.MkdirAll(filepath.Dir(rt), 0o755); err != nil {
 		return fsErr(to, err)
 	}

@@ -84,7 +84,7 @@ func (d *Driver) Name() string { return Name }
 
 // Capabilities implements driver.Driver.
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true}
+	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true}
 }
 
 // Available implements driver.Driver: the host needs bash (and Linux, for

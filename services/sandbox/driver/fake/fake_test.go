@@ -1,0 +1,15 @@
+package fake_test
+
+import (
+	"testing"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/fake"
+	"github.com/fabro-sh/fabro-go/services/sandbox/drivertest"
+)
+
+// TestContract runs the contract suite unchanged: the fake's stated
+// capabilities skip the parts that need real commands.
+func TestContract(t *testing.T) {
+	drivertest.Run(t, func(*testing.T) driver.Driver { return &fake.Driver{} })
+}
