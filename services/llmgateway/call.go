@@ -186,8 +186,19 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	if err != nil {
 		return nil, nil, err
 	}
+	// A stream's headers come at once, so waiting for them counts as idle;
+	// a unary reply's come after the whole generation, which the
+	// transport's ResponseHeaderTimeout bounds instead.
+	var idle *idleWatch
+	if emit != nil {
+		idle = watchIdle(s.idleTimeout, cancel)
+		defer idle.stop()
+	}
 	hresp, err := s.http.Do(hreq)
 	if err != nil {
+		if idle != nil {
+			err = idle.explain(err)
+		}
 		return nil, nil, err
 	}
 	defer hresp.Body.Close()
@@ -204,8 +215,10 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 		return nil, nil, ce
 	}
 
-	idle := watchIdle(s.idleTimeout, cancel)
-	defer idle.stop()
+	if idle == nil {
+		idle = watchIdle(s.idleTimeout, cancel)
+		defer idle.stop()
+	}
 	body := &idleBody{r: hresp.Body, w: idle}
 	asm := newAssembler(route, emit)
 	if emit != nil {

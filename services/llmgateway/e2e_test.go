@@ -160,6 +160,13 @@ func TestIdleTimeout(t *testing.T) {
 		c.IdleTimeout = 100 * time.Millisecond
 		c.Backoff = func(int, time.Duration) time.Duration { return 0 }
 	}
+	// After output: openai-chat's first chunk carries text, so a long
+	// ChunkDelay stalls after it; Anthropic's first chunks are
+	// message_start and content_block_start, so the stall comes later.
+	afterOutput := map[string]fakeprovider.Turn{
+		"groq/llama-3.3-70b-versatile": {Text: "first chunk, then nothing", ChunkRunes: 6, ChunkDelay: time.Hour},
+		"anthropic/claude-sonnet-4.5":  {Text: "first chunk, then nothing", ChunkRunes: 6, Fault: &fakeprovider.Fault{Kind: fakeprovider.FaultStall, AfterChunks: 3}},
+	}
 	for _, model := range []string{"anthropic/claude-sonnet-4.5", "groq/llama-3.3-70b-versatile"} {
 		t.Run(model+"/before output", func(t *testing.T) {
 			fp, client, _ := newE2E(t, fast)
@@ -182,7 +189,7 @@ func TestIdleTimeout(t *testing.T) {
 		})
 		t.Run(model+"/after output", func(t *testing.T) {
 			fp, client, _ := newE2E(t, fast)
-			fp.Enqueue(fakeprovider.Turn{Text: "first chunk, then nothing", ChunkRunes: 6, ChunkDelay: time.Hour})
+			fp.Enqueue(afterOutput[model])
 			req := userReq(model, "hi")
 			req.DisableFallbacks = true
 			st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: req})
