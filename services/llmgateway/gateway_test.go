@@ -615,3 +615,57 @@ func TestReasoningRedaction(t *testing.T) {
 		})
 	}
 }
+
+// TestSuppressedIndexes pins the stream's index rule for a LENGTH turn:
+// indexes number the streamed blocks; Response.parts is the streamed parts
+// in index order without the tool calls, which go, in index order, to
+// suppressed_tool_calls.
+func TestSuppressedIndexes(t *testing.T) {
+	u := newUpstream(t, turn{events: []codec.Event{
+		evBlock(0, kReason), evReason(0, "plan"), evEnd(0),
+		evTool(1, "call_a", "read"), evArgs(1, `{"path":"a"}`), evEnd(1),
+		evBlock(2, kText), evText(2, "and"), evEnd(2),
+		evTool(3, "call_b", "write"), evArgs(3, `{"path":"b`), // cut by the limit
+		evFinish(llmv1.FinishReason_FINISH_REASON_LENGTH, "max_tokens"),
+	}})
+	st, err := dial(t, newGateway(t, u)).Stream(t.Context(), &llmv1.StreamRequest{Request: userReq("f1", "hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := collect(t, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byIndex := map[int32]*llmv1.ContentPart{}
+	var starts []int32
+	for _, e := range evs {
+		if s := e.GetContentBlockStart(); s != nil {
+			starts = append(starts, s.GetIndex())
+		}
+		if ce := e.GetContentBlockEnd(); ce != nil {
+			byIndex[ce.GetIndex()] = ce.GetPart()
+		}
+	}
+	if diff := cmp.Diff([]int32{0, 1, 2, 3}, starts); diff != "" {
+		t.Fatalf("streamed indexes (-want +got):\n%s", diff)
+	}
+	var wantParts []*llmv1.ContentPart
+	var wantSuppressed []*llmv1.ToolCall
+	for i := range int32(len(byIndex)) {
+		if tc := byIndex[i].GetToolCall(); tc != nil {
+			wantSuppressed = append(wantSuppressed, tc)
+			continue
+		}
+		wantParts = append(wantParts, byIndex[i])
+	}
+	resp := evs[len(evs)-1].GetEnded().GetResponse()
+	if diff := cmp.Diff(wantParts, resp.GetParts(), protocmp.Transform()); diff != "" {
+		t.Errorf("parts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSuppressed, resp.GetSuppressedToolCalls(), protocmp.Transform()); diff != "" {
+		t.Errorf("suppressed (-want +got):\n%s", diff)
+	}
+	if len(wantParts) != 2 || len(wantSuppressed) != 2 {
+		t.Errorf("streamed %d parts and %d tool calls, want 2 and 2", len(wantParts), len(wantSuppressed))
+	}
+}

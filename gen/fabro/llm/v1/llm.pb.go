@@ -232,8 +232,14 @@ func (x *StreamResponse) GetEvent() *StreamEvent {
 }
 
 // StreamEvent is one event of a streamed reply. Content blocks are numbered
-// by index: dense, from 0, in the order of Response.parts, across all block
-// kinds. Order: started, then for each block content_block_start, its
+// by index: dense, from 0, in stream order (content_block_start order),
+// across all block kinds. Response.parts holds the same blocks in index
+// order, so Response.parts[index] is the streamed block, with one
+// exception: a LENGTH or INCOMPLETE turn's tool-call blocks are streamed
+// with their indexes but then moved, in index order, to
+// Response.suppressed_tool_calls, and the blocks after them move down in
+// parts. Indexes always name blocks of this stream; match a suppressed call
+// by its id. Order: started, then for each block content_block_start, its
 // deltas and content_block_end (blocks may interleave for parallel tool
 // calls), usage and rate_limits at any point, then ended or error last.
 type StreamEvent struct {
@@ -813,7 +819,8 @@ type ContentBlockEnd struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The block's index.
 	Index int32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	// The complete part, signatures included; equal to Response.parts[index].
+	// The complete part, signatures included; equal to Response.parts[index]
+	// unless the turn's tool calls are suppressed (see StreamEvent).
 	Part          *ContentPart `protobuf:"bytes,2,opt,name=part,proto3" json:"part,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1007,8 +1014,9 @@ type StreamError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What went wrong.
 	Error *ErrorDetail `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	// Everything received before the failure: complete parts, finish reason
-	// UNSPECIFIED, and the usage and cost known so far.
+	// Everything received before the failure: the completed blocks in index
+	// order (blocks still open are left out), finish reason UNSPECIFIED, and
+	// the usage and cost known so far.
 	PartialResponse *Response `protobuf:"bytes,2,opt,name=partial_response,json=partialResponse,proto3" json:"partial_response,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

@@ -1698,8 +1698,10 @@ type Response struct {
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	// Id of the provider that answered.
 	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
-	// The reply's content parts in order. Tool calls of a LENGTH or INCOMPLETE
-	// turn are not here but in suppressed_tool_calls.
+	// The reply's content parts in order: a streamed block's index is its
+	// position here. Tool calls of a LENGTH or INCOMPLETE turn are not here
+	// but in suppressed_tool_calls (so the blocks streamed after them sit
+	// lower here than their index).
 	Parts []*ContentPart `protobuf:"bytes,4,rep,name=parts,proto3" json:"parts,omitempty"`
 	// Why the model stopped.
 	FinishReason FinishReason `protobuf:"varint,5,opt,name=finish_reason,json=finishReason,proto3,enum=fabro.llm.v1.FinishReason" json:"finish_reason,omitempty"`
