@@ -234,3 +234,50 @@ func TestIdleTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitEvents: the rate-limit headers of OpenAI (chat and
+// responses) and Anthropic reach the stream as a rate_limits event right
+// after started; providers without them send none.
+func TestRateLimitEvents(t *testing.T) {
+	fp, client, _ := newE2E(t)
+	n := func(v int64) *int64 { return &v }
+	want := &llmv1.RateLimits{
+		RequestsLimit: n(fakeprovider.RateLimitRequests), RequestsRemaining: n(fakeprovider.RateLimitRequestsRemaining),
+		TokensLimit: n(fakeprovider.RateLimitTokens), TokensRemaining: n(fakeprovider.RateLimitTokensRemaining),
+	}
+	for _, tt := range []struct {
+		model string
+		want  *llmv1.RateLimits
+	}{
+		{"groq/llama-3.3-70b-versatile", want},
+		{"openai/gpt-5", want},
+		{"anthropic/claude-sonnet-4.5", want},
+		{"gemini/gemini-2.5-flash", nil},
+	} {
+		t.Run(tt.model, func(t *testing.T) {
+			fp.Enqueue(fakeprovider.Turn{Text: "ok"})
+			start := time.Now()
+			req := userReq(tt.model, "hi")
+			req.DisableFallbacks = true
+			st, err := client.Stream(t.Context(), &llmv1.StreamRequest{Request: req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := collect(t, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *llmv1.RateLimits
+			if len(evs) > 1 {
+				got = evs[1].GetRateLimits()
+			}
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform(),
+				protocmp.IgnoreFields(&llmv1.RateLimits{}, "requests_reset_time", "tokens_reset_time")); diff != "" {
+				t.Errorf("rate limits (-want +got):\n%s", diff)
+			}
+			if got != nil && (!got.GetRequestsResetTime().AsTime().After(start) || !got.GetTokensResetTime().AsTime().After(start)) {
+				t.Errorf("reset times %v %v not after the request", got.GetRequestsResetTime(), got.GetTokensResetTime())
+			}
+		})
+	}
+}

@@ -74,6 +74,7 @@ func anthropicArgs(s string) json.RawMessage {
 }
 
 func renderAnthropic(w http.ResponseWriter, r *http.Request, body []byte, t Turn) {
+	anthropicRateLimits(w.Header())
 	var req anthropicRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		w.Header().Set("Content-Type", "application/json")

@@ -157,6 +157,7 @@ type chatToolCallJSON struct {
 // `data: [DONE]`. Reasoning is sent as reasoning_content, as DeepSeek and
 // other compatible hosts do (OpenAI itself never returns it).
 func renderOpenAIChat(w http.ResponseWriter, r *http.Request, body []byte, t Turn) {
+	openAIRateLimits(w.Header())
 	var req openAIRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		w.Header().Set("Content-Type", "application/json")

@@ -96,6 +96,7 @@ func respStatus(t Turn) (status string, incomplete *respIncomplete) {
 // object, or the typed SSE stream (event: + data with type and
 // sequence_number) ending in response.completed or response.incomplete.
 func renderOpenAIResponses(w http.ResponseWriter, r *http.Request, body []byte, t Turn) {
+	openAIRateLimits(w.Header())
 	var req openAIRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		w.Header().Set("Content-Type", "application/json")

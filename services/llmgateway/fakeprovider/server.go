@@ -228,3 +228,31 @@ func preStreamFault(w http.ResponseWriter, t Turn, body func(status int, kind Fa
 	w.Write(b)
 	return true
 }
+
+// Rate-limit headers as the real services send them on every reply:
+// OpenAI's resets are durations, Anthropic's RFC 3339 times.
+const (
+	RateLimitRequests          = 500
+	RateLimitRequestsRemaining = 499
+	RateLimitTokens            = 30000
+	RateLimitTokensRemaining   = 29000
+)
+
+func openAIRateLimits(h http.Header) {
+	h.Set("x-ratelimit-limit-requests", fmt.Sprint(RateLimitRequests))
+	h.Set("x-ratelimit-remaining-requests", fmt.Sprint(RateLimitRequestsRemaining))
+	h.Set("x-ratelimit-reset-requests", "120ms")
+	h.Set("x-ratelimit-limit-tokens", fmt.Sprint(RateLimitTokens))
+	h.Set("x-ratelimit-remaining-tokens", fmt.Sprint(RateLimitTokensRemaining))
+	h.Set("x-ratelimit-reset-tokens", "2s")
+}
+
+func anthropicRateLimits(h http.Header) {
+	reset := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	h.Set("anthropic-ratelimit-requests-limit", fmt.Sprint(RateLimitRequests))
+	h.Set("anthropic-ratelimit-requests-remaining", fmt.Sprint(RateLimitRequestsRemaining))
+	h.Set("anthropic-ratelimit-requests-reset", reset)
+	h.Set("anthropic-ratelimit-tokens-limit", fmt.Sprint(RateLimitTokens))
+	h.Set("anthropic-ratelimit-tokens-remaining", fmt.Sprint(RateLimitTokensRemaining))
+	h.Set("anthropic-ratelimit-tokens-reset", reset)
+}
