@@ -75,7 +75,8 @@ type AgentServiceClient interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open; UNAVAILABLE when the gateway or the sandbox
+	// has max_open_sessions open or the child would be deeper than max_depth;
+	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached.
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
 	// Prompt runs one prompt and streams its events, from prompt_started to
@@ -342,7 +343,8 @@ type AgentServiceServer interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open; UNAVAILABLE when the gateway or the sandbox
+	// has max_open_sessions open or the child would be deeper than max_depth;
+	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached.
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
 	// Prompt runs one prompt and streams its events, from prompt_started to

@@ -135,8 +135,9 @@ type SandboxServiceClient interface {
 	// RenameFile moves a file or directory, creating the destination's missing
 	// parent directories. An existing destination file is replaced atomically.
 	// NOT_FOUND for a missing source; PERMISSION_DENIED when either path
-	// escapes the root; FAILED_PRECONDITION when the destination is a
-	// non-empty directory or a directory would be moved into itself.
+	// escapes the root; FAILED_PRECONDITION when the destination is an
+	// existing directory (an empty one included: it is never replaced) or a
+	// directory would be moved into itself.
 	RenameFile(ctx context.Context, in *RenameFileRequest, opts ...grpc.CallOption) (*RenameFileResponse, error)
 	// MakeDirectory creates a directory with its missing parents; an existing
 	// directory is success. PERMISSION_DENIED for a path that escapes the root;
@@ -174,9 +175,11 @@ type SandboxServiceClient interface {
 	// Grep searches file contents for a regular expression, with ripgrep when
 	// the sandbox has it (probed once per sandbox) and POSIX grep otherwise
 	// (LC_ALL=C, NUL separators, pattern after -e); both give the same
-	// results. Binary files are skipped. INVALID_ARGUMENT (reason
-	// INVALID_PATTERN) for an invalid regex or glob filter, saying what is
-	// wrong; NOT_FOUND for a missing path; PERMISSION_DENIED for a path that
+	// results. Matching is by bytes, so case_insensitive folds ASCII letters
+	// only, and patterns the two back ends read differently (such as (?...)
+	// groups or \p classes) are refused. Binary files are skipped.
+	// INVALID_ARGUMENT (reason INVALID_PATTERN) for an invalid regex or glob
+	// filter, saying what is wrong; NOT_FOUND for a missing path; PERMISSION_DENIED for a path that
 	// escapes the root; DEADLINE_EXCEEDED when the search runs past 30 s.
 	Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (*GrepResponse, error)
 	// Glob finds files whose path relative to a directory matches a glob
@@ -507,8 +510,9 @@ type SandboxServiceServer interface {
 	// RenameFile moves a file or directory, creating the destination's missing
 	// parent directories. An existing destination file is replaced atomically.
 	// NOT_FOUND for a missing source; PERMISSION_DENIED when either path
-	// escapes the root; FAILED_PRECONDITION when the destination is a
-	// non-empty directory or a directory would be moved into itself.
+	// escapes the root; FAILED_PRECONDITION when the destination is an
+	// existing directory (an empty one included: it is never replaced) or a
+	// directory would be moved into itself.
 	RenameFile(context.Context, *RenameFileRequest) (*RenameFileResponse, error)
 	// MakeDirectory creates a directory with its missing parents; an existing
 	// directory is success. PERMISSION_DENIED for a path that escapes the root;
@@ -546,9 +550,11 @@ type SandboxServiceServer interface {
 	// Grep searches file contents for a regular expression, with ripgrep when
 	// the sandbox has it (probed once per sandbox) and POSIX grep otherwise
 	// (LC_ALL=C, NUL separators, pattern after -e); both give the same
-	// results. Binary files are skipped. INVALID_ARGUMENT (reason
-	// INVALID_PATTERN) for an invalid regex or glob filter, saying what is
-	// wrong; NOT_FOUND for a missing path; PERMISSION_DENIED for a path that
+	// results. Matching is by bytes, so case_insensitive folds ASCII letters
+	// only, and patterns the two back ends read differently (such as (?...)
+	// groups or \p classes) are refused. Binary files are skipped.
+	// INVALID_ARGUMENT (reason INVALID_PATTERN) for an invalid regex or glob
+	// filter, saying what is wrong; NOT_FOUND for a missing path; PERMISSION_DENIED for a path that
 	// escapes the root; DEADLINE_EXCEEDED when the search runs past 30 s.
 	Grep(context.Context, *GrepRequest) (*GrepResponse, error)
 	// Glob finds files whose path relative to a directory matches a glob
