@@ -150,6 +150,61 @@ func (AuthScheme) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{1}
 }
 
+// ChatDialect is the flavour of OpenAI Chat Completions a host speaks.
+type ChatDialect int32
+
+const (
+	// Inferred from the provider id and base URL.
+	ChatDialect_CHAT_DIALECT_UNSPECIFIED ChatDialect = 0
+	// OpenAI itself (and Azure OpenAI): max_completion_tokens, the developer
+	// role, and no reasoning_content on replayed assistant messages.
+	ChatDialect_CHAT_DIALECT_OPENAI ChatDialect = 1
+	// OpenAI-compatible hosts: max_tokens, developer messages sent as system,
+	// and reasoning replayed as reasoning_content.
+	ChatDialect_CHAT_DIALECT_COMPATIBLE ChatDialect = 2
+)
+
+// Enum value maps for ChatDialect.
+var (
+	ChatDialect_name = map[int32]string{
+		0: "CHAT_DIALECT_UNSPECIFIED",
+		1: "CHAT_DIALECT_OPENAI",
+		2: "CHAT_DIALECT_COMPATIBLE",
+	}
+	ChatDialect_value = map[string]int32{
+		"CHAT_DIALECT_UNSPECIFIED": 0,
+		"CHAT_DIALECT_OPENAI":      1,
+		"CHAT_DIALECT_COMPATIBLE":  2,
+	}
+)
+
+func (x ChatDialect) Enum() *ChatDialect {
+	p := new(ChatDialect)
+	*p = x
+	return p
+}
+
+func (x ChatDialect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChatDialect) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_llm_v1_catalog_proto_enumTypes[2].Descriptor()
+}
+
+func (ChatDialect) Type() protoreflect.EnumType {
+	return &file_fabro_llm_v1_catalog_proto_enumTypes[2]
+}
+
+func (x ChatDialect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChatDialect.Descriptor instead.
+func (ChatDialect) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{2}
+}
+
 // AgentProfile picks the agent's prompt and tool set for a model family.
 type AgentProfile int32
 
@@ -207,11 +262,11 @@ func (x AgentProfile) String() string {
 }
 
 func (AgentProfile) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_llm_v1_catalog_proto_enumTypes[2].Descriptor()
+	return file_fabro_llm_v1_catalog_proto_enumTypes[3].Descriptor()
 }
 
 func (AgentProfile) Type() protoreflect.EnumType {
-	return &file_fabro_llm_v1_catalog_proto_enumTypes[2]
+	return &file_fabro_llm_v1_catalog_proto_enumTypes[3]
 }
 
 func (x AgentProfile) Number() protoreflect.EnumNumber {
@@ -220,7 +275,7 @@ func (x AgentProfile) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentProfile.Descriptor instead.
 func (AgentProfile) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{2}
+	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{3}
 }
 
 // Auth says how to authenticate to a provider.
@@ -314,8 +369,12 @@ type Provider struct {
 	// True lets "provider/<name>" pass an uncatalogued model name through
 	// verbatim (local ollama and vllm models).
 	AllowPassthrough bool `protobuf:"varint,9,opt,name=allow_passthrough,json=allowPassthrough,proto3" json:"allow_passthrough,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// With CODEC_OPENAI_CHAT: which flavour of Chat Completions the host
+	// speaks. Unset is inferred: OpenAI for the provider id "openai" or a base
+	// URL on api.openai.com or *.openai.azure.com, compatible otherwise.
+	ChatDialect   ChatDialect `protobuf:"varint,10,opt,name=chat_dialect,json=chatDialect,proto3,enum=fabro.llm.v1.ChatDialect" json:"chat_dialect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Provider) Reset() {
@@ -409,6 +468,13 @@ func (x *Provider) GetAllowPassthrough() bool {
 		return x.AllowPassthrough
 	}
 	return false
+}
+
+func (x *Provider) GetChatDialect() ChatDialect {
+	if x != nil {
+		return x.ChatDialect
+	}
+	return ChatDialect_CHAT_DIALECT_UNSPECIFIED
 }
 
 // Capabilities says what a model supports.
@@ -713,7 +779,7 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\x06scheme\x18\x01 \x01(\x0e2\x18.fabro.llm.v1.AuthSchemeR\x06scheme\x12\x1f\n" +
 	"\vheader_name\x18\x02 \x01(\tR\n" +
 	"headerName\x12)\n" +
-	"\x10credential_names\x18\x03 \x03(\tR\x0fcredentialNames\"\xa7\x03\n" +
+	"\x10credential_names\x18\x03 \x03(\tR\x0fcredentialNames\"\xe5\x03\n" +
 	"\bProvider\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12)\n" +
@@ -723,7 +789,9 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\rextra_headers\x18\x06 \x03(\v2(.fabro.llm.v1.Provider.ExtraHeadersEntryR\fextraHeaders\x12\x18\n" +
 	"\aenabled\x18\a \x01(\bR\aenabled\x12#\n" +
 	"\rdefault_model\x18\b \x01(\tR\fdefaultModel\x12+\n" +
-	"\x11allow_passthrough\x18\t \x01(\bR\x10allowPassthrough\x1a?\n" +
+	"\x11allow_passthrough\x18\t \x01(\bR\x10allowPassthrough\x12<\n" +
+	"\fchat_dialect\x18\n" +
+	" \x01(\x0e2\x19.fabro.llm.v1.ChatDialectR\vchatDialect\x1a?\n" +
 	"\x11ExtraHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\x01\n" +
@@ -764,7 +832,11 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\x10AUTH_SCHEME_NONE\x10\x01\x12\x16\n" +
 	"\x12AUTH_SCHEME_BEARER\x10\x02\x12\x16\n" +
 	"\x12AUTH_SCHEME_HEADER\x10\x03\x12\x19\n" +
-	"\x15AUTH_SCHEME_AWS_SIGV4\x10\x04*\xe3\x01\n" +
+	"\x15AUTH_SCHEME_AWS_SIGV4\x10\x04*a\n" +
+	"\vChatDialect\x12\x1c\n" +
+	"\x18CHAT_DIALECT_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CHAT_DIALECT_OPENAI\x10\x01\x12\x1b\n" +
+	"\x17CHAT_DIALECT_COMPATIBLE\x10\x02*\xe3\x01\n" +
 	"\fAgentProfile\x12\x1d\n" +
 	"\x19AGENT_PROFILE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17AGENT_PROFILE_ANTHROPIC\x10\x01\x12\x1a\n" +
@@ -788,32 +860,34 @@ func file_fabro_llm_v1_catalog_proto_rawDescGZIP() []byte {
 	return file_fabro_llm_v1_catalog_proto_rawDescData
 }
 
-var file_fabro_llm_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_fabro_llm_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_fabro_llm_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_fabro_llm_v1_catalog_proto_goTypes = []any{
 	(Codec)(0),           // 0: fabro.llm.v1.Codec
 	(AuthScheme)(0),      // 1: fabro.llm.v1.AuthScheme
-	(AgentProfile)(0),    // 2: fabro.llm.v1.AgentProfile
-	(*Auth)(nil),         // 3: fabro.llm.v1.Auth
-	(*Provider)(nil),     // 4: fabro.llm.v1.Provider
-	(*Capabilities)(nil), // 5: fabro.llm.v1.Capabilities
-	(*Pricing)(nil),      // 6: fabro.llm.v1.Pricing
-	(*Model)(nil),        // 7: fabro.llm.v1.Model
-	nil,                  // 8: fabro.llm.v1.Provider.ExtraHeadersEntry
+	(ChatDialect)(0),     // 2: fabro.llm.v1.ChatDialect
+	(AgentProfile)(0),    // 3: fabro.llm.v1.AgentProfile
+	(*Auth)(nil),         // 4: fabro.llm.v1.Auth
+	(*Provider)(nil),     // 5: fabro.llm.v1.Provider
+	(*Capabilities)(nil), // 6: fabro.llm.v1.Capabilities
+	(*Pricing)(nil),      // 7: fabro.llm.v1.Pricing
+	(*Model)(nil),        // 8: fabro.llm.v1.Model
+	nil,                  // 9: fabro.llm.v1.Provider.ExtraHeadersEntry
 }
 var file_fabro_llm_v1_catalog_proto_depIdxs = []int32{
 	1, // 0: fabro.llm.v1.Auth.scheme:type_name -> fabro.llm.v1.AuthScheme
 	0, // 1: fabro.llm.v1.Provider.codec:type_name -> fabro.llm.v1.Codec
-	3, // 2: fabro.llm.v1.Provider.auth:type_name -> fabro.llm.v1.Auth
-	8, // 3: fabro.llm.v1.Provider.extra_headers:type_name -> fabro.llm.v1.Provider.ExtraHeadersEntry
-	5, // 4: fabro.llm.v1.Model.capabilities:type_name -> fabro.llm.v1.Capabilities
-	6, // 5: fabro.llm.v1.Model.pricing:type_name -> fabro.llm.v1.Pricing
-	2, // 6: fabro.llm.v1.Model.agent_profile:type_name -> fabro.llm.v1.AgentProfile
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	4, // 2: fabro.llm.v1.Provider.auth:type_name -> fabro.llm.v1.Auth
+	9, // 3: fabro.llm.v1.Provider.extra_headers:type_name -> fabro.llm.v1.Provider.ExtraHeadersEntry
+	2, // 4: fabro.llm.v1.Provider.chat_dialect:type_name -> fabro.llm.v1.ChatDialect
+	6, // 5: fabro.llm.v1.Model.capabilities:type_name -> fabro.llm.v1.Capabilities
+	7, // 6: fabro.llm.v1.Model.pricing:type_name -> fabro.llm.v1.Pricing
+	3, // 7: fabro.llm.v1.Model.agent_profile:type_name -> fabro.llm.v1.AgentProfile
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_fabro_llm_v1_catalog_proto_init() }
@@ -826,7 +900,7 @@ func file_fabro_llm_v1_catalog_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_llm_v1_catalog_proto_rawDesc), len(file_fabro_llm_v1_catalog_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -23,6 +23,11 @@ func TestBuiltinProviders(t *testing.T) {
 		if !p.GetEnabled() {
 			t.Errorf("provider %s is not enabled by default", p.GetId())
 		}
+		// Built-in chat providers say their dialect; inference is for
+		// overlays only.
+		if p.GetCodec() == llmv1.Codec_CODEC_OPENAI_CHAT && p.GetChatDialect() == llmv1.ChatDialect_CHAT_DIALECT_UNSPECIFIED {
+			t.Errorf("provider %s: openai-chat without chat_dialect", p.GetId())
+		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("providers (-want +got):\n%s", diff)

@@ -96,10 +96,17 @@ type jsonSchema struct {
 	Strict bool            `json:"strict"`
 }
 
-// isOpenAI reports whether the provider is OpenAI itself (or Azure
-// OpenAI), which takes max_completion_tokens and the developer role;
-// OpenAI-compatible hosts take max_tokens and the system role.
+// isOpenAI reports whether the provider speaks OpenAI's own dialect
+// (max_completion_tokens, the developer role, no reasoning_content) rather
+// than the compatible hosts' one: the catalog's chat_dialect, inferred
+// from the id and base URL when unset.
 func isOpenAI(p *llmv1.Provider) bool {
+	switch p.GetChatDialect() {
+	case llmv1.ChatDialect_CHAT_DIALECT_OPENAI:
+		return true
+	case llmv1.ChatDialect_CHAT_DIALECT_COMPATIBLE:
+		return false
+	}
 	u := p.GetBaseUrl()
 	return p.GetId() == "openai" || strings.Contains(u, "api.openai.com") || strings.Contains(u, ".openai.azure.com")
 }

@@ -24,6 +24,7 @@ const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"}},
 type requestCase struct {
 	name     string
 	provider string // provider id; "openai" when empty
+	dialect  llmv1.ChatDialect
 	stream   bool
 	req      *llmv1.Request
 	want     string
@@ -35,7 +36,7 @@ func (tt requestCase) call() *codec.Call {
 	if id == "" {
 		id = "openai"
 	}
-	return &codec.Call{Provider: &llmv1.Provider{Id: id, BaseUrl: "https://example.test/v1"}, Model: "m", Request: tt.req, Stream: tt.stream}
+	return &codec.Call{Provider: &llmv1.Provider{Id: id, BaseUrl: "https://example.test/v1", ChatDialect: tt.dialect}, Model: "m", Request: tt.req, Stream: tt.stream}
 }
 
 func requestCases() []requestCase {
@@ -49,7 +50,18 @@ func requestCases() []requestCase {
 		msg(llmv1.Role_ROLE_TOOL, &llmv1.ContentPart{Part: &llmv1.ContentPart_ToolResult{ToolResult: &llmv1.ToolResult{ToolCallId: "call_abc", Name: "get_weather", Content: []*llmv1.ContentPart{text(`{"temp_c":21}`)}}}}),
 	}
 	tools := []*llmv1.ToolDefinition{{Name: "get_weather", Description: "Current weather", Parameters: weatherSchema}}
+	limited := &llmv1.Request{MaxOutputTokens: proto.Int32(100), Messages: []*llmv1.Message{msg(llmv1.Role_ROLE_DEVELOPER, text("d")),
+		msg(llmv1.Role_ROLE_ASSISTANT, &llmv1.ContentPart{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "r"}}}, text("a"))}}
 	return []requestCase{{
+		name: "catalog dialect compatible wins over the id openai", dialect: llmv1.ChatDialect_CHAT_DIALECT_COMPATIBLE, req: limited,
+		want: `{"model":"m","messages":[{"role":"system","content":"d"},{"role":"assistant","content":"a","reasoning_content":"r"}],"max_tokens":100}`,
+	}, {
+		name: "catalog dialect openai on a host the inference does not know", provider: "my-azure", dialect: llmv1.ChatDialect_CHAT_DIALECT_OPENAI, req: limited,
+		want: `{"model":"m","messages":[{"role":"developer","content":"d"},{"role":"assistant","content":"a"}],"max_completion_tokens":100}`,
+	}, {
+		name: "unset dialect: a compatible host by its id", provider: "groq", req: limited,
+		want: `{"model":"m","messages":[{"role":"system","content":"d"},{"role":"assistant","content":"a","reasoning_content":"r"}],"max_tokens":100}`,
+	}, {
 		name:   "system, text, streaming with usage",
 		stream: true,
 		req:    &llmv1.Request{System: "You are terse.", Messages: []*llmv1.Message{msg(llmv1.Role_ROLE_USER, text("Hi <b>&</b>"))}},
