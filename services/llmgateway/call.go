@@ -80,6 +80,14 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 				partial.Attempts = int32(attempt)
 				return nil, emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Error{Error: &llmv1.StreamError{Error: gerr.detail, PartialResponse: partial}}})
 			}
+			if ri > 0 && last != nil && len(gerr.detail.GetMissingCredentials()) > 0 {
+				// A fallback without credentials was never really tried: the
+				// caller needs the error of the route that was, not a hint
+				// to configure a provider they may never have meant to use.
+				s.logger.InfoContext(ctx, "skipping fallback route without credentials", "route", route.Canonical(),
+					"missing", gerr.detail.GetMissingCredentials())
+				break
+			}
 			last = gerr
 			if ctx.Err() != nil || !gerr.detail.GetRetryable() || attempt == s.maxAttempts {
 				break

@@ -322,6 +322,29 @@ func TestRetryAndFailover(t *testing.T) {
 	}
 }
 
+// TestFallbackWithoutCredentials checks that a fallback route whose
+// provider has no credential is skipped: the caller gets the error of the
+// route that was really tried, not a hint to configure another provider.
+func TestFallbackWithoutCredentials(t *testing.T) {
+	u := newUpstream(t, turn{status: 500}, turn{status: 500}, turn{status: 500})
+	gw := newGateway(t, u, func(c *Config) {
+		c.LookupEnv = func(k string) (string, bool) {
+			if k == "FAKE_API_KEY" {
+				return "sk-fake", true
+			}
+			return "", false
+		}
+	})
+	_, err := dial(t, gw).Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "hi")})
+	d := detailOf(t, err)
+	if status.Code(err) != codes.Unavailable || d.GetKind() != llmv1.ErrorKind_ERROR_KIND_SERVER || len(d.GetMissingCredentials()) != 0 {
+		t.Errorf("error = %v (kind %v, missing %v); want the primary route's Unavailable server error", err, d.GetKind(), d.GetMissingCredentials())
+	}
+	if n := len(u.requests()); n != 3 {
+		t.Errorf("upstream saw %d requests, want the primary's 3", n)
+	}
+}
+
 func TestFailureAfterOutput(t *testing.T) {
 	base := []codec.Event{evStart("r9", "m"), evBlock(0, kText), evText(0, "par"), evText(0, "tial"), evEnd(0),
 		evBlock(1, kText), evText(1, "more"), evUsage(codec.Usage{Input: 7, Output: 3})}
