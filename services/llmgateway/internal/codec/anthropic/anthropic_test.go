@@ -16,7 +16,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 )
 
-func sse(events ...string) string {
+func sseBody(events ...string) string {
 	var b strings.Builder
 	for _, e := range events {
 		var typ struct{ Type string }
@@ -47,7 +47,7 @@ func TestDecodeStream(t *testing.T) {
 		kind    llmv1.ErrorKind
 	}{{
 		name: "thinking, text, parallel tools, cache usage",
-		stream: sse(msgStart, ping,
+		stream: sseBody(msgStart, ping,
 			`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me "}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"think…"}}`,
@@ -76,7 +76,7 @@ func TestDecodeStream(t *testing.T) {
 			}},
 	}, {
 		name: "redacted thinking and an opaque server tool block",
-		stream: sse(msgStart,
+		stream: sseBody(msgStart,
 			`{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgB"}}`,
 			`{"type":"content_block_stop","index":0}`,
 			`{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}`,
@@ -94,7 +94,7 @@ func TestDecodeStream(t *testing.T) {
 		// display "omitted": signed thinking without text is not redacted
 		// and must replay as a thinking block, not redacted_thinking.
 		name: "thinking with display omitted",
-		stream: sse(msgStart,
+		stream: sseBody(msgStart,
 			`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCkYIBhgC"}}`,
 			`{"type":"content_block_stop","index":0}`,
@@ -104,7 +104,7 @@ func TestDecodeStream(t *testing.T) {
 			Blocks: []block{{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING, Signature: "EqQBCkYIBhgC", Ended: true}}},
 	}, {
 		name: "max_tokens finish",
-		stream: sse(msgStart, textStart1,
+		stream: sseBody(msgStart, textStart1,
 			`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"cut"}}`,
 			blockStop1, maxTokDelta, msgStop),
 		want: result{ID: "msg_01", Model: "claude-x", Usage: codec.Usage{Input: 1284, CacheWrite: 2048, CacheRead: 18432, Output: 50},
@@ -112,23 +112,23 @@ func TestDecodeStream(t *testing.T) {
 			Blocks: []block{{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TEXT, Text: "cut", Ended: true}}},
 	}, {
 		name:    "truncated: no message_stop",
-		stream:  sse(msgStart, textStart1, `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"par"}}`),
+		stream:  sseBody(msgStart, textStart1, `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"par"}}`),
 		wantErr: io.ErrUnexpectedEOF,
 	}, {
 		name:    "truncated after message_delta",
-		stream:  sse(msgStart, maxTokDelta),
+		stream:  sseBody(msgStart, maxTokDelta),
 		wantErr: io.ErrUnexpectedEOF,
 	}, {
 		name:   "malformed chunk",
-		stream: sse(msgStart) + "data: {\"this is not\": json\n\n" + sse(msgStop),
+		stream: sseBody(msgStart) + "data: {\"this is not\": json\n\n" + sseBody(msgStop),
 		kind:   llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE,
 	}, {
 		name:   "mid-stream overloaded error",
-		stream: sse(msgStart, textStart1, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
+		stream: sseBody(msgStart, textStart1, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
 		kind:   llmv1.ErrorKind_ERROR_KIND_OVERLOADED,
 	}, {
 		name:   "mid-stream rate limit error",
-		stream: sse(msgStart, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`),
+		stream: sseBody(msgStart, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`),
 		kind:   llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT,
 	}}
 	for _, tt := range tests {
@@ -157,7 +157,7 @@ func TestDecodeStream(t *testing.T) {
 }
 
 func TestDecoderStickyError(t *testing.T) {
-	d := New().NewDecoder(strings.NewReader(sse(msgStart)))
+	d := New().NewDecoder(strings.NewReader(sseBody(msgStart)))
 	var ev codec.Event
 	for range 2 {
 		d.Next(&ev)

@@ -14,11 +14,11 @@ import (
 // textStream is a stream of n text deltas, shaped as the API sends them.
 func textStream(n int) []byte {
 	var b strings.Builder
-	b.WriteString(sse(msgStart, textStart1))
+	b.WriteString(sseBody(msgStart, textStart1))
 	for i := range n {
 		fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"token %d, \\\"quoted\\\" \"}}\n\n", i)
 	}
-	b.WriteString(sse(blockStop1, `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`, msgStop))
+	b.WriteString(sseBody(blockStop1, `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`, msgStop))
 	return []byte(b.String())
 }
 

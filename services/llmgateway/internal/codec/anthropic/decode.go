@@ -9,6 +9,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/jsonscan"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
 
 // blockState tracks one content block of the stream by its wire index,
@@ -27,7 +28,7 @@ type blockState struct {
 // content_block_stop)*, message_delta+, message_stop; ping and unknown
 // events are skipped.
 type streamDecoder struct {
-	sse     *sseReader
+	sse     *sse.Reader
 	pend    [4]codec.Event // events decoded but not yet returned
 	head, n int
 	blocks  []blockState
@@ -37,7 +38,7 @@ type streamDecoder struct {
 }
 
 func newStreamDecoder(body io.Reader) *streamDecoder {
-	return &streamDecoder{sse: newSSEReader(body)}
+	return &streamDecoder{sse: sse.NewReader(body)}
 }
 
 func (d *streamDecoder) push() *codec.Event {
@@ -59,7 +60,7 @@ func (d *streamDecoder) Next(ev *codec.Event) error {
 		if d.err != nil {
 			return d.err
 		}
-		_, data, err := d.sse.next()
+		_, data, err := d.sse.Next()
 		if err != nil {
 			switch {
 			case err == io.EOF && d.stopped:

@@ -11,6 +11,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/jsonscan"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
 
 const noBlock = -1
@@ -399,14 +400,16 @@ func finishReason(s string) llmv1.FinishReason {
 // streamDecoder reads streamGenerateContent?alt=sse: one whole
 // GenerateContentResponse per data: line, no terminator.
 type streamDecoder struct {
-	sse  *sseReader
+	sse  *sse.Reader
 	st   state
 	err  error
 	done bool
 }
 
 func newStreamDecoder(body io.Reader) *streamDecoder {
-	return &streamDecoder{sse: newSSEReader(body), st: newState()}
+	r := sse.NewReader(body)
+	r.RawJSON = true // a bare JSON line reports an error mid-stream
+	return &streamDecoder{sse: r, st: newState()}
 }
 
 // Next implements codec.Decoder.
@@ -427,7 +430,7 @@ func (d *streamDecoder) Next(ev *codec.Event) error {
 			d.err = io.EOF
 			continue
 		}
-		event, data, err := d.sse.next()
+		event, data, err := d.sse.Next()
 		if err != nil {
 			switch {
 			case err == io.EOF:
@@ -442,7 +445,7 @@ func (d *streamDecoder) Next(ev *codec.Event) error {
 			}
 			continue
 		}
-		if string(event) == string(rawEvent) {
+		if string(event) == string(sse.RawEvent) {
 			d.err = rawLineError(data)
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 )
 
-func sse(chunks ...string) string {
+func sseBody(chunks ...string) string {
 	var b strings.Builder
 	for _, c := range chunks {
 		b.WriteString("data: " + c + "\r\n\r\n")
@@ -42,7 +42,7 @@ func TestDecodeStream(t *testing.T) {
 		kind    llmv1.ErrorKind
 	}{{
 		name: "thoughts, text signed by a signature-only part, cache and thoughts usage",
-		stream: sse(thought1,
+		stream: sseBody(thought1,
 			`{"candidates":[{"content":{"parts":[{"text":"step by step","thought":true}],"role":"model"},"index":0}]}`,
 			text1, final(`[{"text":" w\u00f6rld 😀"},{"text":"","thoughtSignature":"dGVzdA=="}]`, "STOP")),
 		want: result{ID: "resp1", Model: "gemini-2.5-flash", Usage: usage, Finish: llmv1.FinishReason_FINISH_REASON_STOP, RawFinish: "STOP",
@@ -52,7 +52,7 @@ func TestDecodeStream(t *testing.T) {
 			}},
 	}, {
 		name:   "parallel calls to one tool, no ids: synthesized, never merged",
-		stream: sse(text1, final(`[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"c2ln"},{"functionCall":{"name":"get_weather","args":{"city":"Rome"}}},{"functionCall":{"id":"real-id","name":"now"}}]`, "STOP")),
+		stream: sseBody(text1, final(`[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"c2ln"},{"functionCall":{"name":"get_weather","args":{"city":"Rome"}}},{"functionCall":{"id":"real-id","name":"now"}}]`, "STOP")),
 		want: result{ID: "resp1", Model: "gemini-2.5-flash", Usage: usage, Finish: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS, RawFinish: "STOP",
 			Blocks: []block{
 				{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TEXT, Text: "Hello", Ended: true},
@@ -62,37 +62,37 @@ func TestDecodeStream(t *testing.T) {
 			}},
 	}, {
 		name:   "MAX_TOKENS, then a trailing usage-only chunk",
-		stream: sse(text1, final(`[{"text":"!"}]`, "MAX_TOKENS"), `{"usageMetadata":{"promptTokenCount":1200,"candidatesTokenCount":9,"thoughtsTokenCount":15,"cachedContentTokenCount":1000}}`),
+		stream: sseBody(text1, final(`[{"text":"!"}]`, "MAX_TOKENS"), `{"usageMetadata":{"promptTokenCount":1200,"candidatesTokenCount":9,"thoughtsTokenCount":15,"cachedContentTokenCount":1000}}`),
 		want: result{ID: "resp1", Model: "gemini-2.5-flash", Usage: codec.Usage{Input: 200, CacheRead: 1000, Output: 24, Reasoning: 15}, Finish: llmv1.FinishReason_FINISH_REASON_LENGTH, RawFinish: "MAX_TOKENS",
 			Blocks: []block{{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TEXT, Text: "Hello!", Ended: true}}},
 	}, {
 		name:   "SAFETY is a content filter",
-		stream: sse(text1, final(`[]`, "SAFETY")),
+		stream: sseBody(text1, final(`[]`, "SAFETY")),
 		want: result{ID: "resp1", Model: "gemini-2.5-flash", Usage: usage, Finish: llmv1.FinishReason_FINISH_REASON_CONTENT_FILTER, RawFinish: "SAFETY",
 			Blocks: []block{{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TEXT, Text: "Hello", Ended: true}}},
 	}, {
 		name:   "blocked prompt",
-		stream: sse(`{"promptFeedback":{"blockReason":"PROHIBITED_CONTENT"},"usageMetadata":{"promptTokenCount":7,"totalTokenCount":7},"modelVersion":"gemini-2.5-flash","responseId":"resp1"}`),
+		stream: sseBody(`{"promptFeedback":{"blockReason":"PROHIBITED_CONTENT"},"usageMetadata":{"promptTokenCount":7,"totalTokenCount":7},"modelVersion":"gemini-2.5-flash","responseId":"resp1"}`),
 		want:   result{ID: "resp1", Model: "gemini-2.5-flash", Usage: codec.Usage{Input: 7}, Finish: llmv1.FinishReason_FINISH_REASON_CONTENT_FILTER, RawFinish: "PROHIBITED_CONTENT"},
 	}, {
 		name:    "truncated: no finishReason",
-		stream:  sse(thought1, text1),
+		stream:  sseBody(thought1, text1),
 		wantErr: io.ErrUnexpectedEOF,
 	}, {
 		name:   "malformed chunk",
-		stream: sse(text1) + "data: {\"this is not\": json\n\n",
+		stream: sseBody(text1) + "data: {\"this is not\": json\n\n",
 		kind:   llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE,
 	}, {
 		name:   "mid-stream error as a bare line",
-		stream: sse(text1) + `{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}` + "\n\n",
+		stream: sseBody(text1) + `{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}` + "\n\n",
 		kind:   llmv1.ErrorKind_ERROR_KIND_OVERLOADED,
 	}, {
 		name:   "mid-stream error as pretty-printed lines",
-		stream: sse(text1) + "{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"quota\",\n    \"status\": \"RESOURCE_EXHAUSTED\"\n  }\n}\n",
+		stream: sseBody(text1) + "{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"quota\",\n    \"status\": \"RESOURCE_EXHAUSTED\"\n  }\n}\n",
 		kind:   llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT,
 	}, {
 		name:   "mid-stream error in a data line",
-		stream: sse(text1, `{"error":{"code":500,"message":"internal","status":"INTERNAL"}}`),
+		stream: sseBody(text1, `{"error":{"code":500,"message":"internal","status":"INTERNAL"}}`),
 		kind:   llmv1.ErrorKind_ERROR_KIND_SERVER,
 	}}
 	for _, tt := range tests {

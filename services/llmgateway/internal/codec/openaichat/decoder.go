@@ -7,6 +7,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
 
 // decoder reads a chat.completion.chunk stream. Chat has no block events:
@@ -15,7 +16,7 @@ import (
 // blocks are closed when finish_reason arrives. The finish event waits for
 // `data: [DONE]`, after the usage chunk.
 type decoder struct {
-	sse *openaiwire.SSEReader
+	sse *sse.Reader
 	sc  openaiwire.Scanner
 	q   []codec.Event // events decoded from the current chunk
 	qi  int

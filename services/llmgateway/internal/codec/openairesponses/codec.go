@@ -13,6 +13,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
 
 // Codec implements codec.Codec for the Responses API.
@@ -42,7 +43,9 @@ func (Codec) ParseError(resp *http.Response, body []byte) *codec.Error {
 
 // NewDecoder implements codec.Codec.
 func (Codec) NewDecoder(body io.Reader) codec.Decoder {
-	return &decoder{sse: openaiwire.NewSSEReader(body), q: make([]codec.Event, 0, 8)}
+	r := sse.NewReader(body)
+	r.KeepCut = true // an event cut off by the end still counts; the end marker decides
+	return &decoder{sse: r, q: make([]codec.Event, 0, 8)}
 }
 
 func decodeError(format string, args ...any) *codec.Error {

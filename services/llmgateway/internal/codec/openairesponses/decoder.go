@@ -6,6 +6,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
 
 // decoder reads a Responses event stream. Output items are addressed by
@@ -14,7 +15,7 @@ import (
 // reasoning item yields its summary parts as reasoning blocks and then the
 // whole item, encrypted_content included, as an opaque block.
 type decoder struct {
-	sse *openaiwire.SSEReader
+	sse *sse.Reader
 	sc  openaiwire.Scanner
 	q   []codec.Event
 	qi  int

@@ -2,7 +2,6 @@ package openaiwire
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,28 +84,6 @@ func TestParseError(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestSSEReader(t *testing.T) {
-	long := strings.Repeat("x", 100<<10) // longer than the read buffer
-	body := ": keep-alive\n\nevent: a\ndata: 1\ndata: 2\n\ndata:no-space\r\n\r\nid: 7\nretry: 10\ndata: " + long + "\n\ndata: last-without-blank-line"
-	r := NewSSEReader(strings.NewReader(body))
-	type ev struct{ Event, Data string }
-	var got []ev
-	for {
-		e, d, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ev{string(e), string(d)})
-	}
-	want := []ev{{"a", "1\n2"}, {"", "no-space"}, {"", long}, {"", "last-without-blank-line"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 
