@@ -6,6 +6,7 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/jsonscan"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
@@ -17,7 +18,7 @@ import (
 // `data: [DONE]`, after the usage chunk.
 type decoder struct {
 	sse *sse.Reader
-	sc  openaiwire.Scanner
+	sc  jsonscan.Scanner
 	q   []codec.Event // events decoded from the current chunk
 	qi  int
 	err error // terminal: io.EOF after [DONE], or the stream's failure
@@ -150,7 +151,7 @@ func (d *decoder) chunk(data []byte) error {
 
 // choice decodes choices[i]; the gateway asks for n=1, so every choice is
 // the first.
-func (d *decoder) choice(s *openaiwire.Scanner) {
+func (d *decoder) choice(s *jsonscan.Scanner) {
 	if !s.Object() {
 		return
 	}
@@ -176,7 +177,7 @@ func (d *decoder) choice(s *openaiwire.Scanner) {
 	}
 }
 
-func (d *decoder) delta(s *openaiwire.Scanner) {
+func (d *decoder) delta(s *jsonscan.Scanner) {
 	if !s.Object() {
 		return
 	}
@@ -281,7 +282,7 @@ func (d *decoder) closeBlocks() {
 // toolCall decodes one tool_calls[] fragment. The first fragment of a call
 // carries id and name; later ones only index and argument text. Hosts that
 // send index 0 for every call (Ollama) are split by a new id.
-func (d *decoder) toolCall(s *openaiwire.Scanner) {
+func (d *decoder) toolCall(s *jsonscan.Scanner) {
 	if !s.Object() {
 		return
 	}
@@ -358,7 +359,7 @@ func (d *decoder) toolCall(s *openaiwire.Scanner) {
 	}
 }
 
-func (d *decoder) usage(s *openaiwire.Scanner) {
+func (d *decoder) usage(s *jsonscan.Scanner) {
 	var u wireUsage
 	if !s.Object() {
 		return
@@ -384,7 +385,7 @@ func (d *decoder) usage(s *openaiwire.Scanner) {
 	}
 }
 
-func (d *decoder) details(s *openaiwire.Scanner, field string, dst *int64) {
+func (d *decoder) details(s *jsonscan.Scanner, field string, dst *int64) {
 	if s.Null() {
 		return
 	}
@@ -399,7 +400,7 @@ func (d *decoder) details(s *openaiwire.Scanner, field string, dst *int64) {
 }
 
 // streamError reads a mid-stream {"error":{...}} object.
-func (d *decoder) streamError(s *openaiwire.Scanner) error {
+func (d *decoder) streamError(s *jsonscan.Scanner) error {
 	raw := s.Raw()
 	if s.Err() != nil {
 		return decodeError("malformed error chunk: %v", s.Err())

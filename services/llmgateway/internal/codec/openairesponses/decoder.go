@@ -5,7 +5,7 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
-	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/jsonscan"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
 
@@ -16,7 +16,7 @@ import (
 // whole item, encrypted_content included, as an opaque block.
 type decoder struct {
 	sse *sse.Reader
-	sc  openaiwire.Scanner
+	sc  jsonscan.Scanner
 	q   []codec.Event
 	qi  int
 	err error
@@ -145,7 +145,7 @@ func (d *decoder) find(out, sub, index int, open *codec.Event) *block {
 }
 
 // delta handles the hot text, refusal and reasoning delta events.
-func (d *decoder) delta(s *openaiwire.Scanner, sub int, kind llmv1.ContentBlockKind, et codec.EventType, refusal bool) error {
+func (d *decoder) delta(s *jsonscan.Scanner, sub int, kind llmv1.ContentBlockKind, et codec.EventType, refusal bool) error {
 	out, index := -1, 0
 	var text string
 	if !s.Object() {
@@ -180,7 +180,7 @@ func (d *decoder) delta(s *openaiwire.Scanner, sub int, kind llmv1.ContentBlockK
 	return nil
 }
 
-func (d *decoder) arguments(s *openaiwire.Scanner, done bool) error {
+func (d *decoder) arguments(s *jsonscan.Scanner, done bool) error {
 	out := -1
 	var text string
 	if !s.Object() {
@@ -223,7 +223,7 @@ type itemFields struct {
 	typ, callID, name, args string
 }
 
-func (d *decoder) outputItem(s *openaiwire.Scanner, done bool) error {
+func (d *decoder) outputItem(s *jsonscan.Scanner, done bool) error {
 	out := -1
 	var raw []byte
 	if !s.Object() {
@@ -243,7 +243,7 @@ func (d *decoder) outputItem(s *openaiwire.Scanner, done bool) error {
 		return decodeError("malformed output_item event: %v", err)
 	}
 	var it itemFields
-	var is openaiwire.Scanner
+	var is jsonscan.Scanner
 	is.Reset(raw)
 	if is.Object() {
 		for is.More() {
@@ -300,7 +300,7 @@ func (d *decoder) endItem(out int) {
 
 // lifecycle reads a response.* event's response object: the start, or the
 // terminal status with usage.
-func (d *decoder) lifecycle(s *openaiwire.Scanner, terminal bool) error {
+func (d *decoder) lifecycle(s *jsonscan.Scanner, terminal bool) error {
 	var id, model, status, reason string
 	var u wireUsage
 	hasUsage := false
@@ -371,7 +371,7 @@ func (d *decoder) lifecycle(s *openaiwire.Scanner, terminal bool) error {
 	return io.EOF
 }
 
-func (d *decoder) usage(s *openaiwire.Scanner, u *wireUsage) {
+func (d *decoder) usage(s *jsonscan.Scanner, u *wireUsage) {
 	s.Object()
 	for s.More() {
 		switch string(s.Key()) {
@@ -389,7 +389,7 @@ func (d *decoder) usage(s *openaiwire.Scanner, u *wireUsage) {
 	}
 }
 
-func detail(s *openaiwire.Scanner, field string, dst *int64) {
+func detail(s *jsonscan.Scanner, field string, dst *int64) {
 	if s.Null() {
 		return
 	}
@@ -417,7 +417,7 @@ func failed(errObj []byte) error {
 
 // streamError reads an `error` event: {"type":"error","code","message",
 // "param"}, or with the fields nested under "error".
-func (d *decoder) streamError(s *openaiwire.Scanner) error {
+func (d *decoder) streamError(s *jsonscan.Scanner) error {
 	raw := s.Raw()
 	if err := s.End(); err != nil {
 		return decodeError("malformed error event: %v", err)

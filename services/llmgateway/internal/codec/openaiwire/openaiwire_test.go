@@ -1,9 +1,7 @@
 package openaiwire
 
 import (
-	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -85,31 +83,4 @@ func TestParseError(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzScanner checks the scanner against encoding/json: the same documents
-// are valid, and strings unescape to the same text.
-func FuzzScanner(f *testing.F) {
-	for _, s := range []string{`{"a":"b\u00e9\ud83d\ude00\n","c":[1,-2.5e+3,true,false,null,{}]}`, `{"a" "b"}`, `[1,]`, `"\ud800"`, `{"a":01}`, `"\x01"`, `[]`, `{"k":"v"}  `} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, doc string) {
-		var s Scanner
-		s.Reset([]byte(doc))
-		s.Skip()
-		ok := s.End() == nil
-		if ok != json.Valid([]byte(doc)) {
-			t.Fatalf("scanner valid=%v, encoding/json valid=%v for %q", ok, !ok, doc)
-		}
-		if ok && strings.HasPrefix(strings.TrimSpace(doc), `"`) {
-			var want string
-			if err := json.Unmarshal([]byte(doc), &want); err != nil {
-				t.Fatal(err)
-			}
-			s.Reset([]byte(doc))
-			if got := string(s.String()); got != want {
-				t.Fatalf("String() = %q, encoding/json %q", got, want)
-			}
-		}
-	})
 }

@@ -10,6 +10,7 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/jsonscan"
 )
 
 // NewHTTPRequest posts body to the provider's base URL + path with the
@@ -69,7 +70,7 @@ func Invalid(msg string) *codec.Error {
 // schema) and returns it as raw JSON, so its bytes are sent unchanged.
 func JSONObject(what, text string) (json.RawMessage, error) {
 	raw := json.RawMessage(text)
-	var s Scanner
+	var s jsonscan.Scanner
 	s.Reset(raw)
 	if s.Peek() != '{' {
 		return nil, Invalid(what + ": not a JSON object")

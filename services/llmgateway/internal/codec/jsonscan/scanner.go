@@ -1,4 +1,4 @@
-package openaiwire
+package jsonscan
 
 import (
 	"errors"
@@ -20,14 +20,13 @@ type Scanner struct {
 	depth int
 	// Bit i of close is set when container i is an object, of first when
 	// container i has produced no element yet.
-	close, first uint64
+	close, first [maxDepth / 64]uint64
 }
-
-var errSyntax = errors.New("invalid JSON")
 
 // Reset starts scanning data.
 func (s *Scanner) Reset(data []byte) {
-	s.data, s.pos, s.err, s.depth, s.close, s.first = data, 0, nil, 0, 0, 0
+	// close and first need no clearing: open sets both bits of a level.
+	s.data, s.pos, s.err, s.depth = data, 0, nil, 0
 }
 
 // Err returns the first error met.
@@ -107,18 +106,18 @@ func (s *Scanner) open(c byte, object bool) bool {
 		s.syntax()
 		return false
 	}
-	if s.depth >= 64 {
+	if s.depth >= maxDepth {
 		s.Fail(errors.New("JSON nested too deeply"))
 		return false
 	}
 	s.pos++
-	bit := uint64(1) << s.depth
+	w, bit := s.depth/64, uint64(1)<<(s.depth%64)
 	if object {
-		s.close |= bit
+		s.close[w] |= bit
 	} else {
-		s.close &^= bit
+		s.close[w] &^= bit
 	}
-	s.first |= bit
+	s.first[w] |= bit
 	s.depth++
 	return true
 }
@@ -135,9 +134,9 @@ func (s *Scanner) More() bool {
 	if s.err != nil || s.depth == 0 {
 		return false
 	}
-	bit := uint64(1) << (s.depth - 1)
+	w, bit := (s.depth-1)/64, uint64(1)<<((s.depth-1)%64)
 	want := byte(']')
-	if s.close&bit != 0 {
+	if s.close[w]&bit != 0 {
 		want = '}'
 	}
 	c := s.Peek()
@@ -146,8 +145,8 @@ func (s *Scanner) More() bool {
 		s.depth--
 		return false
 	}
-	if s.first&bit != 0 {
-		s.first &^= bit
+	if s.first[w]&bit != 0 {
+		s.first[w] &^= bit
 		return c != 0 || s.failEnd()
 	}
 	if c != ',' {
@@ -385,13 +384,69 @@ func (s *Scanner) Int() int64 {
 	return v
 }
 
+// rawKey reads an object member's name and its colon, returning the name
+// as it stands between the quotes (escapes not decoded).
+func (s *Scanner) rawKey() []byte {
+	k := s.rawString()
+	if s.Peek() != ':' {
+		s.syntax()
+		return nil
+	}
+	s.pos++
+	return k
+}
+
+// rawString validates and skips a string as String does, without decoding
+// it, and returns what stands between the quotes.
+func (s *Scanner) rawString() []byte {
+	if s.Peek() != '"' {
+		s.syntax()
+		return nil
+	}
+	s.pos++
+	start := s.pos
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; {
+		case c == '"':
+			s.pos++
+			return s.data[start : s.pos-1]
+		case c < 0x20:
+			s.syntax()
+			return nil
+		case c == '\\':
+			if s.pos+1 >= len(s.data) {
+				s.pos = len(s.data)
+				s.syntax()
+				return nil
+			}
+			switch s.data[s.pos+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.pos += 2
+			case 'u':
+				s.pos += 2
+				if s.hex4() < 0 {
+					return nil
+				}
+			default:
+				s.pos += 2
+				s.syntax()
+				return nil
+			}
+		default:
+			s.pos++
+		}
+	}
+	s.syntax()
+	return nil
+}
+
 // Skip validates and skips one value.
 func (s *Scanner) Skip() {
 	switch s.Peek() {
 	case '{':
 		s.Object()
 		for s.More() {
-			s.Key()
+			s.rawKey()
 			s.Skip()
 		}
 	case '[':
@@ -400,7 +455,7 @@ func (s *Scanner) Skip() {
 			s.Skip()
 		}
 	case '"':
-		s.String()
+		s.rawString()
 	case 't':
 		s.literal("true")
 	case 'f':
