@@ -7,6 +7,7 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/jsonscan"
 )
 
 // OpaqueKind is the kind of the opaque blocks this codec emits: the raw
@@ -26,7 +27,7 @@ type block struct {
 // reuses every buffer, so a text delta costs the delta's string alone.
 type decoder struct {
 	fr      frameReader
-	js      jscan
+	js      jsonscan.Scanner
 	f       frame
 	blocks  []block
 	pending []codec.Event // events owed before reading the next frame
@@ -114,7 +115,7 @@ func (d *decoder) handle(ev *codec.Event) (bool, error) {
 	default:
 		return false, &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, Message: fmt.Sprintf("bedrock: unknown :message-type %q", f.messageType)}
 	}
-	d.js.reset(f.payload)
+	d.js.Reset(f.payload)
 	switch string(f.eventType) {
 	case "messageStart":
 		ev.Type = codec.EventStart
@@ -150,45 +151,48 @@ func (d *decoder) blockStart(ev *codec.Event) (bool, error) {
 	idx := int64(-1)
 	var id, name string
 	tool, other := false, false
-	if !s.object() {
+	if !object(s) {
 		return false, decodeErr("contentBlockStart")
 	}
-	for k, ok := s.key(); ok; k, ok = s.key() {
+	for s.More() {
+		k := s.Key()
 		switch string(k) {
 		case "contentBlockIndex":
-			idx = s.int()
+			idx = s.Int()
 		case "start":
-			if !s.object() {
+			if !object(s) {
 				continue
 			}
-			for k, ok := s.key(); ok; k, ok = s.key() {
+			for s.More() {
+				k := s.Key()
 				if string(k) != "toolUse" {
 					other = true
-					s.skip()
+					s.Skip()
 					continue
 				}
 				tool = true
-				if !s.object() {
+				if !object(s) {
 					continue
 				}
-				for k, ok := s.key(); ok; k, ok = s.key() {
+				for s.More() {
+					k := s.Key()
 					switch string(k) {
 					case "toolUseId":
-						id = string(s.str())
+						id = string(str(s))
 					case "name":
-						name = string(s.str())
+						name = string(str(s))
 					default:
-						s.skip()
+						s.Skip()
 					}
 				}
 			}
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
-	s.end()
+	s.End()
 	b, ok := d.block(idx)
-	if s.err != nil || !ok {
+	if s.Err() != nil || !ok {
 		return false, decodeErr("contentBlockStart")
 	}
 	if !tool {
@@ -219,61 +223,65 @@ func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
 	idx := int64(-1)
 	kind := deltaNone
 	var text string
-	if !s.object() {
+	if !object(s) {
 		return false, decodeErr("contentBlockDelta")
 	}
-	for k, ok := s.key(); ok; k, ok = s.key() {
+	for s.More() {
+		k := s.Key()
 		switch string(k) {
 		case "contentBlockIndex":
-			idx = s.int()
+			idx = s.Int()
 		case "delta":
-			if !s.object() {
+			if !object(s) {
 				continue
 			}
-			for k, ok := s.key(); ok; k, ok = s.key() {
+			for s.More() {
+				k := s.Key()
 				switch string(k) {
 				case "text":
-					kind, text = deltaText, string(s.str())
+					kind, text = deltaText, string(str(s))
 				case "toolUse":
-					if !s.object() {
+					if !object(s) {
 						continue
 					}
-					for k, ok := s.key(); ok; k, ok = s.key() {
+					for s.More() {
+						k := s.Key()
 						if string(k) == "input" {
-							kind, text = deltaToolInput, string(s.str())
+							kind, text = deltaToolInput, string(str(s))
 						} else {
-							s.skip()
+							s.Skip()
 						}
 					}
 				case "reasoningContent":
-					if !s.object() {
+					if !object(s) {
 						continue
 					}
-					for k, ok := s.key(); ok; k, ok = s.key() {
+					for s.More() {
+						k := s.Key()
 						switch string(k) {
 						case "text":
-							kind, text = deltaReasoningText, string(s.str())
+							kind, text = deltaReasoningText, string(str(s))
 						case "signature":
-							kind, text = deltaSignature, string(s.str())
+							kind, text = deltaSignature, string(str(s))
 						case "redactedContent":
 							// Kept as the base64 text it arrives in.
-							kind, text = deltaRedacted, string(s.str())
+							kind, text = deltaRedacted, string(str(s))
 						default:
-							s.skip()
+							s.Skip()
 						}
 					}
 				default:
 					// citation, toolResult, image and future members.
-					s.skip()
+					s.Skip()
 				}
 			}
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
-	s.end()
+	s.End()
 	b, ok := d.block(idx)
-	if s.err != nil || !ok {
+	if s.Err() != nil || !ok {
 		return false, decodeErr("contentBlockDelta")
 	}
 	if kind == deltaNone || b.ignored || b.closed {
@@ -325,19 +333,20 @@ func (d *decoder) blockDelta(ev *codec.Event) (bool, error) {
 func (d *decoder) blockStop(ev *codec.Event) (bool, error) {
 	s := &d.js
 	idx := int64(-1)
-	if !s.object() {
+	if !object(s) {
 		return false, decodeErr("contentBlockStop")
 	}
-	for k, ok := s.key(); ok; k, ok = s.key() {
+	for s.More() {
+		k := s.Key()
 		if string(k) == "contentBlockIndex" {
-			idx = s.int()
+			idx = s.Int()
 		} else {
-			s.skip()
+			s.Skip()
 		}
 	}
-	s.end()
+	s.End()
 	b, ok := d.block(idx)
-	if s.err != nil || !ok {
+	if s.Err() != nil || !ok {
 		return false, decodeErr("contentBlockStop")
 	}
 	if b.closed || b.kind == 0 {
@@ -358,18 +367,19 @@ func (d *decoder) endBlock(ev *codec.Event, key int, b *block) {
 func (d *decoder) messageStop(ev *codec.Event) (bool, error) {
 	s := &d.js
 	var raw string
-	if !s.object() {
+	if !object(s) {
 		return false, decodeErr("messageStop")
 	}
-	for k, ok := s.key(); ok; k, ok = s.key() {
+	for s.More() {
+		k := s.Key()
 		if string(k) == "stopReason" {
-			raw = stopReasonString(s.str())
+			raw = stopReasonString(str(s))
 		} else {
-			s.skip()
+			s.Skip()
 		}
 	}
-	s.end()
-	if s.err != nil {
+	s.End()
+	if s.Err() != nil {
 		return false, decodeErr("messageStop")
 	}
 	d.stopped = true
@@ -391,39 +401,59 @@ func (d *decoder) messageStop(ev *codec.Event) (bool, error) {
 func (d *decoder) metadataEvent(ev *codec.Event) (bool, error) {
 	s := &d.js
 	var u wireUsage
-	if !s.object() {
+	if !object(s) {
 		return false, decodeErr("metadata")
 	}
-	for k, ok := s.key(); ok; k, ok = s.key() {
+	for s.More() {
+		k := s.Key()
 		if string(k) != "usage" {
-			s.skip()
+			s.Skip()
 			continue
 		}
-		if !s.object() {
+		if !object(s) {
 			continue
 		}
-		for k, ok := s.key(); ok; k, ok = s.key() {
+		for s.More() {
+			k := s.Key()
 			switch string(k) {
 			case "inputTokens":
-				u.InputTokens = s.int()
+				u.InputTokens = s.Int()
 			case "outputTokens":
-				u.OutputTokens = s.int()
+				u.OutputTokens = s.Int()
 			case "totalTokens":
-				u.TotalTokens = s.int()
+				u.TotalTokens = s.Int()
 			case "cacheReadInputTokens":
-				u.CacheReadInputTokens = s.int()
+				u.CacheReadInputTokens = s.Int()
 			case "cacheWriteInputTokens":
-				u.CacheWriteInputTokens = s.int()
+				u.CacheWriteInputTokens = s.Int()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
 	}
-	s.end()
-	if s.err != nil {
+	s.End()
+	if s.Err() != nil {
 		return false, decodeErr("metadata")
 	}
 	d.metadata = true
 	ev.Type, ev.Usage = codec.EventUsage, u.normalize()
 	return true, nil
+}
+
+// object enters an object if one is next; anything else (null included) is
+// skipped and reports false.
+func object(s *jsonscan.Scanner) bool {
+	if s.Peek() == '{' {
+		return s.Object()
+	}
+	s.Skip()
+	return false
+}
+
+// str reads a string value; a null reads as empty.
+func str(s *jsonscan.Scanner) []byte {
+	if s.Null() {
+		return nil
+	}
+	return s.String()
 }
