@@ -180,7 +180,7 @@ func TestDecodeResponse(t *testing.T) {
  "stop_reason":"tool_use","stop_sequence":null,
  "usage":{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":40,"service_tier":"standard"}}`
 	var c collector
-	if err := New().DecodeResponse(strings.NewReader(body), c.add); err != nil {
+	if err := New().DecodeResponse(strings.NewReader(body), c.Add); err != nil {
 		t.Fatal(err)
 	}
 	want := result{ID: "msg_01X", Model: "claude-x", Finish: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS, RawFinish: "tool_use",
@@ -194,7 +194,7 @@ func TestDecodeResponse(t *testing.T) {
 			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE, OpaqueKind: "anthropic.web_search_tool_result", Ended: true,
 				Opaque: `{"type":"web_search_tool_result","tool_use_id":"srv_1","content":[]}`},
 		}}
-	if diff := cmp.Diff(want, c.res); diff != "" {
+	if diff := cmp.Diff(want, c.Res); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
 }

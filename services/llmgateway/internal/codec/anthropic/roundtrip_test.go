@@ -92,8 +92,8 @@ func call(t *testing.T, srv *httptest.Server, stream bool) (result, error) {
 		return drain(c.NewDecoder(resp.Body))
 	}
 	var col collector
-	err = c.DecodeResponse(resp.Body, col.add)
-	return col.res, err
+	err = c.DecodeResponse(resp.Body, col.Add)
+	return col.Res, err
 }
 
 func TestRoundTrip(t *testing.T) {

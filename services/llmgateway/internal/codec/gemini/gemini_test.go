@@ -130,7 +130,7 @@ func TestDecodeResponse(t *testing.T) {
  "usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":8,"thoughtsTokenCount":15,"cachedContentTokenCount":4,"toolUsePromptTokenCount":3,"totalTokenCount":36},
  "modelVersion":"gemini-3-pro","responseId":"r9"}`
 	var c collector
-	if err := New().DecodeResponse(strings.NewReader(body), c.add); err != nil {
+	if err := New().DecodeResponse(strings.NewReader(body), c.Add); err != nil {
 		t.Fatal(err)
 	}
 	want := result{ID: "r9", Model: "gemini-3-pro", Finish: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS, RawFinish: "STOP",
@@ -141,7 +141,7 @@ func TestDecodeResponse(t *testing.T) {
 			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL, ID: "gc_r9_0", Name: "get_weather", Text: `{"city":"Paris"}`, Signature: "dG9vbA==", Ended: true},
 			{Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE, OpaqueKind: "gemini.part", Opaque: `{"executableCode":{"language":"PYTHON","code":"print(1)"}}`, Ended: true},
 		}}
-	if diff := cmp.Diff(want, c.res); diff != "" {
+	if diff := cmp.Diff(want, c.Res); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
 }
