@@ -49,7 +49,7 @@ func (Codec) NewDecoder(body io.Reader) codec.Decoder {
 }
 
 func decodeError(format string, args ...any) *codec.Error {
-	return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, Message: "openai-chat: " + fmt.Sprintf(format, args...)}
+	return openaiwire.DecodeError("openai-chat", format, args...)
 }
 
 // finish maps finish_reason. Some compatible hosts say "stop" after tool
@@ -130,18 +130,11 @@ type choice struct {
 // DecodeResponse implements codec.Codec for a chat.completion body.
 func (Codec) DecodeResponse(body io.Reader, emit func(*codec.Event) error) error {
 	var c completion
-	// Read first: a failed read (a reset connection) is a transport error
-	// for the gateway to classify, a body that does not parse is ours.
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return fmt.Errorf("openai-chat: read response: %w", err)
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, Message: "openai-chat: decode response: " + err.Error()}
+	if err := openaiwire.ReadResponse("openai-chat", body, &c); err != nil {
+		return err
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		typ, code, msg := errorFields(c.Error)
-		return openaiwire.StreamError(typ, code, msg)
+		return openaiwire.ErrorValue(c.Error)
 	}
 	ev := &codec.Event{}
 	send := func(e codec.Event) error { *ev = e; return emit(ev) }
@@ -221,24 +214,4 @@ func arguments(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
-}
-
-func errorFields(raw json.RawMessage) (typ, code, msg string) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return "", "", s
-	}
-	var o struct {
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-	}
-	_ = json.Unmarshal(raw, &o)
-	code = string(o.Code)
-	if len(o.Code) > 0 && o.Code[0] == '"' {
-		_ = json.Unmarshal(o.Code, &code)
-	} else if code == "null" {
-		code = ""
-	}
-	return o.Type, code, o.Message
 }

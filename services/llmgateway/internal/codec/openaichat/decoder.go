@@ -405,6 +405,5 @@ func (d *decoder) streamError(s *jsonscan.Scanner) error {
 	if s.Err() != nil {
 		return decodeError("malformed error chunk: %v", s.Err())
 	}
-	typ, code, msg := errorFields(raw)
-	return openaiwire.StreamError(typ, code, msg)
+	return openaiwire.ErrorValue(raw)
 }

@@ -6,7 +6,6 @@ package openairesponses
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -49,7 +48,7 @@ func (Codec) NewDecoder(body io.Reader) codec.Decoder {
 }
 
 func decodeError(format string, args ...any) *codec.Error {
-	return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, Message: "openai-responses: " + fmt.Sprintf(format, args...)}
+	return openaiwire.DecodeError("openai-responses", format, args...)
 }
 
 // finish maps a terminal response's status. Completed with function calls
@@ -112,23 +111,7 @@ type response struct {
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details"`
-	Error *wireError `json:"error"`
-}
-
-type wireError struct {
-	Type    string          `json:"type"`
-	Code    json.RawMessage `json:"code"`
-	Message string          `json:"message"`
-}
-
-func (e *wireError) codecError() *codec.Error {
-	code := ""
-	if len(e.Code) > 0 && string(e.Code) != "null" {
-		if json.Unmarshal(e.Code, &code) != nil {
-			code = string(e.Code)
-		}
-	}
-	return openaiwire.StreamError(e.Type, code, e.Message)
+	Error *openaiwire.ErrorObject `json:"error"`
 }
 
 type item struct {
@@ -151,17 +134,11 @@ type item struct {
 // the events the stream would have.
 func (Codec) DecodeResponse(body io.Reader, emit func(*codec.Event) error) error {
 	var r response
-	// Read first: a failed read (a reset connection) is a transport error
-	// for the gateway to classify, a body that does not parse is ours.
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return fmt.Errorf("openai-responses: read response: %w", err)
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, Message: "openai-responses: decode response: " + err.Error()}
+	if err := openaiwire.ReadResponse("openai-responses", body, &r); err != nil {
+		return err
 	}
 	if r.Status == "failed" && r.Error != nil {
-		return r.Error.codecError()
+		return r.Error.StreamError()
 	}
 	ev := &codec.Event{}
 	send := func(e codec.Event) error { *ev = e; return emit(ev) }

@@ -6,6 +6,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/jsonscan"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/sse"
 )
 
@@ -405,14 +406,14 @@ func detail(s *jsonscan.Scanner, field string, dst *int64) {
 
 // failed turns response.failed's error object into a classified error.
 func failed(errObj []byte) error {
-	var e wireError
+	var e openaiwire.ErrorObject
 	if len(errObj) > 0 {
 		_ = jsonUnmarshal(errObj, &e)
 	}
 	if e.Message == "" {
 		e.Message = "response failed"
 	}
-	return e.codecError()
+	return e.StreamError()
 }
 
 // streamError reads an `error` event: {"type":"error","code","message",
@@ -423,15 +424,15 @@ func (d *decoder) streamError(s *jsonscan.Scanner) error {
 		return decodeError("malformed error event: %v", err)
 	}
 	var e struct {
-		wireError
-		Error *wireError `json:"error"`
+		openaiwire.ErrorObject
+		Error *openaiwire.ErrorObject `json:"error"`
 	}
 	_ = jsonUnmarshal(raw, &e)
 	if e.Error != nil {
-		return e.Error.codecError()
+		return e.Error.StreamError()
 	}
 	if e.Type == "error" {
 		e.Type = ""
 	}
-	return e.wireError.codecError()
+	return e.ErrorObject.StreamError()
 }

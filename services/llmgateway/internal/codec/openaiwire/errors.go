@@ -57,10 +57,29 @@ type errorBody struct {
 	Code    json.RawMessage `json:"code"`
 }
 
-type errorObject struct {
+// ErrorObject is OpenAI's error object, in an error body, a mid-stream
+// chunk or event, or a failed response.
+type ErrorObject struct {
 	Message string          `json:"message"`
 	Type    string          `json:"type"`
-	Code    json.RawMessage `json:"code"`
+	Code    json.RawMessage `json:"code"` // a string, a number or null
+}
+
+// StreamError classifies an in-stream error object.
+func (o *ErrorObject) StreamError() *codec.Error {
+	return StreamError(o.Type, rawCode(o.Code), o.Message)
+}
+
+// ErrorValue classifies the value of an in-stream or response "error"
+// member: an error object, or a bare string (some compatible hosts).
+func ErrorValue(raw json.RawMessage) *codec.Error {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return StreamError("", "", s)
+	}
+	var o ErrorObject
+	_ = json.Unmarshal(raw, &o)
+	return o.StreamError()
 }
 
 func errorFields(body []byte) (typ, code, msg string) {
@@ -81,7 +100,7 @@ func errorFields(body []byte) (typ, code, msg string) {
 		if json.Unmarshal(b.Error, &s) == nil {
 			return typ, code, s
 		}
-		var o errorObject
+		var o ErrorObject
 		if json.Unmarshal(b.Error, &o) == nil {
 			return o.Type, rawCode(o.Code), o.Message
 		}
