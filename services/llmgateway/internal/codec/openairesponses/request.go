@@ -109,30 +109,21 @@ func buildBody(call *codec.Call) ([]byte, error) {
 		}
 		body.Input = append(body.Input, items...)
 	}
-	names := map[string]bool{}
-	for i, t := range r.GetTools() {
-		params, err := openaiwire.JSONObject(fmt.Sprintf("tools[%d] %q parameters", i, t.GetName()), t.GetParameters())
-		if err != nil {
-			return nil, err
-		}
-		names[t.GetName()] = true
-		body.Tools = append(body.Tools, tool{Type: "function", Name: t.GetName(), Description: t.GetDescription(), Parameters: params})
+	params, err := openaiwire.ToolParameters(r.GetTools())
+	if err != nil {
+		return nil, err
 	}
-	switch tc := r.GetToolChoice(); tc.GetMode() {
-	case llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
-		if len(body.Tools) > 0 {
-			body.ToolChoice = "none"
-		}
-	case llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
-		if len(body.Tools) == 0 {
-			return nil, openaiwire.Invalid("tool_choice required with no tools")
-		}
-		body.ToolChoice = "required"
-	case llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL:
-		if !names[tc.GetToolName()] {
-			return nil, openaiwire.Invalid(fmt.Sprintf("tool_choice names %q, which is not among the tools", tc.GetToolName()))
-		}
-		body.ToolChoice = namedToolChoice{Type: "function", Name: tc.GetToolName()}
+	for i, t := range r.GetTools() {
+		body.Tools = append(body.Tools, tool{Type: "function", Name: t.GetName(), Description: t.GetDescription(), Parameters: params[i]})
+	}
+	choice, named, err := openaiwire.ToolChoice(r.GetToolChoice(), r.GetTools())
+	switch {
+	case err != nil:
+		return nil, err
+	case named:
+		body.ToolChoice = namedToolChoice{Type: "function", Name: choice}
+	case choice != "":
+		body.ToolChoice = choice
 	}
 	if e := openaiwire.Effort(r.GetReasoningEffort()); e != "" {
 		body.Reasoning = &reasoningCfg{Effort: e, Summary: "auto"}
@@ -149,13 +140,9 @@ func buildBody(call *codec.Call) ([]byte, error) {
 	case llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT:
 		body.Text = &textCfg{Format: format{Type: "json_object"}}
 	case llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA:
-		schema, err := openaiwire.JSONObject("response_format schema", rf.GetSchema())
+		name, schema, err := openaiwire.ResponseSchema(rf)
 		if err != nil {
 			return nil, err
-		}
-		name := rf.GetName()
-		if name == "" {
-			name = "response"
 		}
 		strict := false
 		body.Text = &textCfg{Format: format{Type: "json_schema", Name: name, Schema: schema, Strict: &strict}}

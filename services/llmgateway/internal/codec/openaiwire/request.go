@@ -113,3 +113,57 @@ func DataURL(img *llmv1.ImagePart) (string, error) {
 	}
 	return "data:" + img.GetMediaType() + ";base64," + base64Std(img.GetData()), nil
 }
+
+// ToolParameters checks that each tool's parameters are a JSON object and
+// returns them in the tools' order.
+func ToolParameters(tools []*llmv1.ToolDefinition) ([]json.RawMessage, error) {
+	params := make([]json.RawMessage, len(tools))
+	for i, t := range tools {
+		p, err := JSONObject(fmt.Sprintf("tools[%d] %q parameters", i, t.GetName()), t.GetParameters())
+		if err != nil {
+			return nil, err
+		}
+		params[i] = p
+	}
+	return params, nil
+}
+
+// ToolChoice checks a tool choice against the tools. It returns the
+// tool_choice string ("none", "required"; "" for auto, and for none with
+// no tools: send nothing), or named true and the tool's name for a named
+// choice, which each API spells its own way.
+func ToolChoice(tc *llmv1.ToolChoice, tools []*llmv1.ToolDefinition) (choice string, named bool, err error) {
+	switch tc.GetMode() {
+	case llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+		if len(tools) > 0 {
+			return "none", false, nil
+		}
+	case llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+		if len(tools) == 0 {
+			return "", false, Invalid("tool_choice required with no tools")
+		}
+		return "required", false, nil
+	case llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL:
+		for _, t := range tools {
+			if t.GetName() == tc.GetToolName() {
+				return tc.GetToolName(), true, nil
+			}
+		}
+		return "", false, Invalid(fmt.Sprintf("tool_choice names %q, which is not among the tools", tc.GetToolName()))
+	}
+	return "", false, nil
+}
+
+// ResponseSchema checks a json_schema response format's schema and returns
+// its name ("response" when unset) and the schema.
+func ResponseSchema(rf *llmv1.ResponseFormat) (name string, schema json.RawMessage, err error) {
+	schema, err = JSONObject("response_format schema", rf.GetSchema())
+	if err != nil {
+		return "", nil, err
+	}
+	name = rf.GetName()
+	if name == "" {
+		name = "response"
+	}
+	return name, schema, nil
+}
