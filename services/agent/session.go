@@ -131,7 +131,8 @@ func (t toolAdapter) Definitions() []*llmv1.ToolDefinition { return t.set.Defini
 func (t toolAdapter) Serial(name string) bool              { return t.set.Serial(name) }
 func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) loop.ToolResult {
 	r := t.set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-	return loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process}
+	return loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process,
+		ObservedBytes: r.ObservedBytes, RetainedBytes: r.RetainedBytes, OmittedBytes: r.OmittedBytes}
 }
 
 func toolLimits(m map[string]*agentv1.ToolOutputLimit) map[string]tools.Limit {

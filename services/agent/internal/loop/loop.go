@@ -37,6 +37,10 @@ type ToolResult struct {
 	Kind         agentv1.ToolErrorKind
 	CharsOmitted int64
 	Process      *agentv1.ProcessOutcome
+	// ObservedBytes counts every byte of output the tool observed,
+	// RetainedBytes those Full keeps, OmittedBytes those it lacks. All
+	// zero: Full is the whole output.
+	ObservedBytes, RetainedBytes, OmittedBytes int64
 }
 
 // Tools runs the session's tools. Run never fails: failures are error

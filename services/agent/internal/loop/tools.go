@@ -80,11 +80,15 @@ func (a *Agent) runTool(ctx context.Context, promptID string, c ToolCall) ToolRe
 	if full == "" {
 		full = r.Output
 	}
-	n := int64(len(full))
+	observed, retained, omitted := r.ObservedBytes, r.RetainedBytes, r.OmittedBytes
+	if observed == 0 && retained == 0 && omitted == 0 {
+		observed, retained = int64(len(full)), int64(len(full))
+	}
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_ToolCallCompleted{ToolCallCompleted: &agentv1.ToolCallCompleted{
 		ToolName: c.Name, ToolCallId: c.ID, Output: full, IsError: r.IsError, ErrorKind: r.Kind,
 		Duration: durationpb.New(time.Since(start)), Process: r.Process,
-		OutputBytesObserved: n, OutputBytesRetained: n, ModelCharsOmitted: r.CharsOmitted,
+		OutputBytesObserved: observed, OutputBytesRetained: retained, OutputBytesOmitted: omitted,
+		ModelCharsOmitted: r.CharsOmitted,
 	}}})
 	return r
 }

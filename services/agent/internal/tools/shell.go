@@ -126,25 +126,35 @@ func renderExec(res *sandboxv1.ExecResult, timeout time.Duration) output {
 	}
 	fmt.Fprintf(&b, "Duration: %d ms\n", res.GetDurationMs())
 	if res.GetStreamsSeparated() {
-		writeStream(&b, "stdout", res.GetStdout(), res.GetStdoutStats())
-		writeStream(&b, "stderr", res.GetStderr(), res.GetStderrStats())
+		out.addCut(writeStream(&b, "stdout", res.GetStdout(), res.GetStdoutStats()))
+		out.addCut(writeStream(&b, "stderr", res.GetStderr(), res.GetStderrStats()))
 	} else {
-		writeStream(&b, "output (combined)", res.GetStdout(), res.GetStdoutStats())
+		out.addCut(writeStream(&b, "output (combined)", res.GetStdout(), res.GetStdoutStats()))
 	}
 	out.text = b.String()
 	return out
 }
 
-func writeStream(b *strings.Builder, name string, data []byte, st *sandboxv1.CaptureStats) {
+func (o *output) addCut(cut, markers int64) {
+	o.cut += cut
+	o.markers += markers
+}
+
+// writeStream renders one captured stream. It returns the bytes the
+// sandbox left out of it and the bytes of the marker written in their
+// place.
+func writeStream(b *strings.Builder, name string, data []byte, st *sandboxv1.CaptureStats) (cut, markers int64) {
+	cut = max(st.GetOmittedBytes(), 0)
 	if len(data) == 0 {
 		fmt.Fprintf(b, "%s: (empty)\n", name)
-		return
+		return cut, 0
 	}
 	fmt.Fprintf(b, "%s:\n", name)
 	if st.GetOmittedBytes() > 0 && st.GetHeadBytes() < int64(len(data)) {
 		head := int(st.GetHeadBytes())
 		b.WriteString(validUTF8(data[:head]))
-		fmt.Fprintf(b, "\n[... %d bytes omitted ...]\n", st.GetOmittedBytes())
+		n, _ := fmt.Fprintf(b, "\n[... %d bytes omitted ...]\n", st.GetOmittedBytes())
+		markers = int64(n)
 		data = data[head:]
 	}
 	text := validUTF8(data)
@@ -152,6 +162,7 @@ func writeStream(b *strings.Builder, name string, data []byte, st *sandboxv1.Cap
 	if !strings.HasSuffix(text, "\n") {
 		b.WriteByte('\n')
 	}
+	return cut, markers
 }
 
 func validUTF8(b []byte) string {

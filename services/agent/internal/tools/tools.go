@@ -155,6 +155,14 @@ type Result struct {
 	Full string
 	// CharsOmitted is how many characters of Full the limit removed.
 	CharsOmitted int64
+	// ObservedBytes counts the output the tool really observed, including
+	// what was cut before Full: the bytes the sandbox dropped from a
+	// command's output, the page text past web_fetch's cap, and what the
+	// 1 MiB retention cap removed. Omission markers are not counted.
+	ObservedBytes int64
+	// RetainedBytes is how many of ObservedBytes Full keeps, and
+	// OmittedBytes how many it lacks (ObservedBytes - RetainedBytes).
+	RetainedBytes, OmittedBytes int64
 	// Process is how the shell's command ended; nil for other tools.
 	Process *agentv1.ProcessOutcome
 }
@@ -286,6 +294,10 @@ type output struct {
 	failed  bool
 	kind    string
 	process *agentv1.ProcessOutcome
+	// cut counts bytes of the tool's output left out of text before it
+	// got here (the sandbox's capture limit, web_fetch's cap); markers
+	// counts the bytes of the notes text holds in their place.
+	cut, markers int64
 }
 
 func ok(text string) (output, error) { return output{text: text}, nil }
@@ -472,9 +484,12 @@ func (s *Set) Run(ctx context.Context, c Call) (res Result) {
 
 // finish applies the retention cap and the tool's limit.
 func (s *Set) finish(name string, out output) Result {
-	full := retain(out.text)
+	full, dropped := retainCount(out.text)
 	model, omitted := truncate(full, s.limits[name])
-	r := Result{Output: model, Full: full, Truncated: omitted > 0, CharsOmitted: omitted, Process: out.process}
+	observed := max(int64(len(out.text))-out.markers, 0) + out.cut
+	lost := out.cut + dropped
+	r := Result{Output: model, Full: full, Truncated: omitted > 0, CharsOmitted: omitted, Process: out.process,
+		ObservedBytes: observed, RetainedBytes: max(observed-lost, 0), OmittedBytes: lost}
 	if out.failed {
 		r.IsError = true
 		r.ErrorKind = out.kind

@@ -480,6 +480,34 @@ func TestShellOutputBomb(t *testing.T) {
 	if len(r.Full) > 2<<20 || !r.Truncated || len(r.Output) > 31_000 {
 		t.Errorf("full %d bytes, model %d bytes, truncated %v", len(r.Full), len(r.Output), r.Truncated)
 	}
+	// The bytes observed are every byte the command wrote (plus the
+	// rendered header lines), not what the sandbox kept.
+	const written = int64(3_000_000 + len("\nEND\n"))
+	if r.ObservedBytes < written || r.ObservedBytes > written+200 {
+		t.Errorf("observed %d bytes, want %d plus the header lines", r.ObservedBytes, written)
+	}
+	if r.OmittedBytes <= 0 || r.RetainedBytes+r.OmittedBytes != r.ObservedBytes || r.RetainedBytes > int64(len(r.Full)) {
+		t.Errorf("observed %d, retained %d, omitted %d, full %d", r.ObservedBytes, r.RetainedBytes, r.OmittedBytes, len(r.Full))
+	}
+}
+
+func TestOutputBytesAccounting(t *testing.T) {
+	s := NewSet("openai", Full, Env{}, nil)
+	small := s.finish("read_file", output{text: "hello\n"})
+	if small.ObservedBytes != 6 || small.RetainedBytes != 6 || small.OmittedBytes != 0 {
+		t.Errorf("small: observed %d, retained %d, omitted %d", small.ObservedBytes, small.RetainedBytes, small.OmittedBytes)
+	}
+	// Past the retention cap: the event keeps 1 MiB, but counts all 3.
+	big := s.finish("update_plan", output{text: strings.Repeat("x", 3<<20)})
+	if big.ObservedBytes != 3<<20 || big.RetainedBytes != retentionBytes || big.OmittedBytes != 2<<20 {
+		t.Errorf("big: observed %d, retained %d, omitted %d", big.ObservedBytes, big.RetainedBytes, big.OmittedBytes)
+	}
+	// Cut upstream (the sandbox's capture) and again by retention; the
+	// upstream marker is in the retained tail but is not output.
+	both := s.finish("x", output{text: strings.Repeat("y", 2<<20) + "[marker]", cut: 500, markers: int64(len("[marker]"))})
+	if both.ObservedBytes != 2<<20+500 || both.RetainedBytes != retentionBytes-int64(len("[marker]")) || both.OmittedBytes != both.ObservedBytes-both.RetainedBytes {
+		t.Errorf("both: observed %d, retained %d, omitted %d", both.ObservedBytes, both.RetainedBytes, both.OmittedBytes)
+	}
 }
 
 func TestNames(t *testing.T) {

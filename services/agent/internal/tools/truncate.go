@@ -56,13 +56,20 @@ const retentionBytes = 1 << 20
 
 // retain caps s at retentionBytes, keeping head and tail halves.
 func retain(s string) string {
+	r, _ := retainCount(s)
+	return r
+}
+
+// retainCount is retain, also returning how many bytes of s it dropped.
+func retainCount(s string) (kept string, dropped int64) {
 	if len(s) <= retentionBytes {
-		return s
+		return s, 0
 	}
 	half := retentionBytes / 2
 	head := s[:runeStart(s, half)]
 	tail := s[runeStart(s, len(s)-half):]
-	return head + fmt.Sprintf("\n\n[... %d bytes omitted ...]\n\n", len(s)-len(head)-len(tail)) + tail
+	cut := len(s) - len(head) - len(tail)
+	return head + fmt.Sprintf("\n\n[... %d bytes omitted ...]\n\n", cut) + tail, int64(cut)
 }
 
 // runeStart moves i back to the start of the rune it falls in.

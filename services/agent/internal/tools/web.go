@@ -228,7 +228,13 @@ func runWebFetch(ctx context.Context, s *Set, _ Call, raw []byte) (output, error
 	if resp.StatusCode >= 400 {
 		return output{}, failed("HTTP %s fetching %s\n\n%s", resp.Status, final.Redacted(), capText(text, 2000, "[...]"))
 	}
-	text = capText(text, fetchOutputCap, "\n\n[Output truncated at 100KB]")
+	const capMarker = "\n\n[Output truncated at 100KB]"
+	page := capText(text, fetchOutputCap, capMarker)
+	var cut, markers int64 // counted when the page is part of the output
+	if page != text {
+		cut, markers = int64(len(text)-(len(page)-len(capMarker))), int64(len(capMarker))
+	}
+	text = page
 	var b strings.Builder
 	if final.String() != u.String() {
 		fmt.Fprintf(&b, "(redirected to %s)\n\n", final.Redacted())
@@ -247,9 +253,10 @@ func runWebFetch(ctx context.Context, s *Set, _ Call, raw []byte) (output, error
 			fmt.Fprintf(&b, "[Summarization failed (%v); the page content follows.]\n\n%s", err, text)
 		} else {
 			b.WriteString(answer)
+			cut, markers = 0, 0 // the answer is the output, not the page
 		}
 	}
-	return ok(b.String())
+	return output{text: b.String(), cut: cut, markers: markers}, nil
 }
 
 // pageText turns a response body into text: HTML to Markdown, text types

@@ -200,6 +200,9 @@ func TestWebFetch(t *testing.T) {
 	if !strings.HasPrefix(r.Output, strings.Repeat("a", 100*1024)+"\n\n[Output") {
 		t.Errorf("did not keep exactly 100 KB: %d bytes", len(r.Output))
 	}
+	if r.RetainedBytes != 100*1024 || r.ObservedBytes <= r.RetainedBytes || r.ObservedBytes != r.RetainedBytes+r.OmittedBytes {
+		t.Errorf("bytes observed %d, retained %d, omitted %d: want the page past the cap counted", r.ObservedBytes, r.RetainedBytes, r.OmittedBytes)
+	}
 
 	check(t, run(t, s, "web_fetch", map[string]any{"url": srv.URL + "/binary"}), KindFailed, `content type "image/png" is not text`)
 	check(t, run(t, s, "web_fetch", map[string]any{"url": srv.URL + "/missing"}), KindFailed, "HTTP 404 Not Found", "no such page")
