@@ -40,6 +40,9 @@ func (m *scripted) Stream(ctx context.Context, in *llmv1.StreamRequest, _ ...grp
 		if t := p.GetText(); t != nil {
 			evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_TextDelta{TextDelta: &llmv1.TextDelta{Text: t.GetText()}}})
 		}
+		if r := p.GetReasoning(); r != nil {
+			evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ReasoningDelta{ReasoningDelta: &llmv1.ReasoningDelta{Text: r.GetText()}}})
+		}
 	}
 	evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: &llmv1.Ended{Response: resp}}})
 	return &fakeStream{ctx: ctx, evs: evs, block: m.block}, nil
@@ -156,6 +159,8 @@ func TestLoop(t *testing.T) {
 		want      []string
 		status    agentv1.PromptStatus
 		checkHist func(t *testing.T, h []*llmv1.Message)
+		// checkEvents, when set, looks at the events themselves.
+		checkEvents func(t *testing.T, evs []*agentv1.AgentEvent)
 	}{{
 		name: "loop detection steers the model away",
 		opts: Options{LoopDetection: true},
@@ -195,6 +200,24 @@ func TestLoop(t *testing.T) {
 			"turn_started", "text_delta", "assistant_message", "prompt_completed"},
 		status: agentv1.PromptStatus_PROMPT_STATUS_COMPLETED,
 	}, {
+		name: "reasoning streams as reasoning_delta and lands on the assistant message",
+		turn: func(int, *llmv1.Request) *llmv1.Response {
+			r := text("the answer")
+			r.Parts = append([]*llmv1.ContentPart{{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "let me think"}}}}, r.Parts...)
+			return r
+		},
+		want: []string{"prompt_started", "user_input",
+			"turn_started", "reasoning_delta", "text_delta", "assistant_message", "prompt_completed"},
+		status: agentv1.PromptStatus_PROMPT_STATUS_COMPLETED,
+		checkEvents: func(t *testing.T, evs []*agentv1.AgentEvent) {
+			if d := evs[3].GetReasoningDelta().GetDelta(); d != "let me think" {
+				t.Errorf("reasoning delta %q", d)
+			}
+			if m := evs[5].GetAssistantMessage(); m.GetReasoning() != "let me think" || m.GetText() != "the answer" {
+				t.Errorf("assistant message %v", m)
+			}
+		},
+	}, {
 		name: "compaction over the threshold keeps the newest turns",
 		opts: Options{Compaction: true, ContextWindow: 400, CompactionThreshold: 50, PreserveTurns: 1},
 		turn: func(n int, _ *llmv1.Request) *llmv1.Response {
@@ -231,9 +254,14 @@ func TestLoop(t *testing.T) {
 					t.Errorf("events (-want +got):\n%s", diff)
 				}
 			}
+			if tc.checkEvents != nil {
+				tc.checkEvents(t, rec.evs)
+			}
 			if tc.checkHist != nil {
-				if !slices.Contains(rec.types(), "compaction_completed") {
-					t.Errorf("no compaction: %v", rec.types())
+				types := rec.types()
+				started, completed := slices.Index(types, "compaction_started"), slices.Index(types, "compaction_completed")
+				if started < 0 || completed < started {
+					t.Errorf("no compaction_started then compaction_completed: %v", types)
 				}
 				tc.checkHist(t, a.History())
 			}
@@ -336,3 +364,148 @@ type discard struct{}
 func (discard) Emit(*agentv1.AgentEvent) (uint64, error) { return 0, nil }
 
 var _ protoreflect.ProtoMessage = (*agentv1.AgentEvent)(nil)
+
+func calls(cs ...*llmv1.ToolCall) *llmv1.Response {
+	r := &llmv1.Response{FinishReason: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS}
+	for _, c := range cs {
+		r.Parts = append(r.Parts, &llmv1.ContentPart{Part: &llmv1.ContentPart_ToolCall{ToolCall: c}})
+	}
+	return r
+}
+
+// gated is a tool set whose calls wait until every call of the round has
+// started (or half a second has passed), so a round that runs in parallel has
+// them all running at once. "shell" is serial; "block" waits for the
+// context; "slow" finishes last.
+type gated struct {
+	mu         sync.Mutex
+	want       int
+	started    int
+	running    int
+	maxRunning int
+	order      []string
+	all        chan struct{}
+}
+
+func (g *gated) Definitions() []*llmv1.ToolDefinition { return nil }
+func (g *gated) Serial(name string) bool              { return name == "shell" }
+func (g *gated) Run(ctx context.Context, c ToolCall) ToolResult {
+	g.mu.Lock()
+	g.started++
+	g.running++
+	g.maxRunning = max(g.maxRunning, g.running)
+	g.order = append(g.order, c.ID)
+	if g.started == g.want {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.running--
+		g.mu.Unlock()
+	}()
+	switch c.Name {
+	case "block":
+		<-ctx.Done()
+		return ToolResult{Output: "stopped", IsError: true, Kind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED}
+	case "slow":
+		time.Sleep(30 * time.Millisecond)
+	}
+	select {
+	case <-g.all:
+	case <-time.After(500 * time.Millisecond):
+	}
+	return ToolResult{Output: "out-" + c.ID, Full: "full-" + c.ID, ObservedBytes: 100, RetainedBytes: 60, OmittedBytes: 40}
+}
+
+// TestToolRounds checks the execution rules: the calls of one
+// response run in parallel with results kept in call order; a round with
+// a shell call runs one call at a time, in order; calls a cancelled round
+// never ran get "Cancelled" results; the byte counts of a result reach
+// tool_call_completed.
+func TestToolRounds(t *testing.T) {
+	tests := []struct {
+		name       string
+		round      []*llmv1.ToolCall
+		abort      bool
+		maxRunning int
+		order      []string // run order, for serial rounds
+		outputs    []string // the tool message, in call order
+	}{{
+		name:       "parallel, results in call order",
+		round:      []*llmv1.ToolCall{{Id: "a", Name: "slow"}, {Id: "b", Name: "read"}, {Id: "c", Name: "read"}},
+		maxRunning: 3,
+		outputs:    []string{"out-a", "out-b", "out-c"},
+	}, {
+		name:       "a shell call makes the round serial",
+		round:      []*llmv1.ToolCall{{Id: "a", Name: "slow"}, {Id: "b", Name: "shell"}, {Id: "c", Name: "read"}},
+		maxRunning: 1,
+		order:      []string{"a", "b", "c"},
+		outputs:    []string{"out-a", "out-b", "out-c"},
+	}, {
+		name:       "calls a cancelled round never ran are Cancelled",
+		round:      []*llmv1.ToolCall{{Id: "a", Name: "block"}, {Id: "b", Name: "shell"}, {Id: "c", Name: "read"}},
+		abort:      true,
+		maxRunning: 1,
+		order:      []string{"a"},
+		outputs:    []string{"Cancelled", "Cancelled", "Cancelled"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gated{want: len(tc.round), all: make(chan struct{})}
+			m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+				if n == 1 {
+					return calls(tc.round...)
+				}
+				return text("done")
+			}}
+			rec := &recorder{}
+			a := New(m, g, rec, Options{}, nil)
+			if tc.abort {
+				rec.on = func(ev *agentv1.AgentEvent) {
+					if ev.GetToolCallStarted().GetToolName() == "block" {
+						go a.Abort("stop")
+					}
+				}
+			}
+			if _, err := a.Prompt(t.Context(), "p", "go", false); err != nil {
+				t.Fatal(err)
+			}
+			if g.maxRunning != tc.maxRunning {
+				t.Errorf("%d calls ran at once, want %d", g.maxRunning, tc.maxRunning)
+			}
+			if tc.order != nil && !slices.Equal(g.order, tc.order) {
+				t.Errorf("run order %v, want %v", g.order, tc.order)
+			}
+			var got []string
+			for _, msg := range a.History() {
+				if msg.GetRole() != llmv1.Role_ROLE_TOOL {
+					continue
+				}
+				for i, p := range msg.GetParts() {
+					r := p.GetToolResult()
+					if r.GetToolCallId() != tc.round[i].GetId() {
+						t.Errorf("result %d answers %q, want %q", i, r.GetToolCallId(), tc.round[i].GetId())
+					}
+					got = append(got, r.GetContent()[0].GetText().GetText())
+				}
+			}
+			if !slices.Equal(got, tc.outputs) {
+				t.Errorf("tool message %v, want %v", got, tc.outputs)
+			}
+			for _, ev := range rec.evs {
+				c := ev.GetToolCallCompleted()
+				if c == nil {
+					continue
+				}
+				want := [3]int64{100, 60, 40}
+				if c.GetOutput() == "Cancelled" {
+					want = [3]int64{9, 9, 0} // no counts: the output is all there is
+				}
+				if got := [3]int64{c.GetOutputBytesObserved(), c.GetOutputBytesRetained(), c.GetOutputBytesOmitted()}; got != want {
+					t.Errorf("%s: bytes observed/retained/omitted %v, want %v", c.GetToolCallId(), got, want)
+				}
+			}
+		})
+	}
+}
