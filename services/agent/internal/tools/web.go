@@ -188,10 +188,7 @@ func runWebFetch(ctx context.Context, s *Set, _ Call, raw []byte) (output, error
 	if err := checkFetchURL(u); err != nil {
 		return output{}, invalidArgs("%v", err)
 	}
-	timeout := 30 * time.Second
-	if a.TimeoutMS > 0 {
-		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, 60*time.Second)
-	}
+	timeout := fetchTimeout(a.TimeoutMS)
 	fctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(fctx, http.MethodGet, u.String(), nil)
@@ -257,6 +254,14 @@ func runWebFetch(ctx context.Context, s *Set, _ Call, raw []byte) (output, error
 		}
 	}
 	return output{text: b.String(), cut: cut, markers: markers}, nil
+}
+
+// fetchTimeout is web_fetch's timeout: 30 s by default, at most 60 s.
+func fetchTimeout(ms int64) time.Duration {
+	if ms <= 0 {
+		return 30 * time.Second
+	}
+	return min(time.Duration(ms)*time.Millisecond, 60*time.Second)
 }
 
 // pageText turns a response body into text: HTML to Markdown, text types

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPublicAddr(t *testing.T) {
@@ -333,5 +334,13 @@ func TestWebSearch(t *testing.T) {
 				t.Error("more results than asked")
 			}
 		})
+	}
+}
+
+func TestFetchTimeout(t *testing.T) {
+	for ms, want := range map[int64]time.Duration{0: 30 * time.Second, 50: 50 * time.Millisecond, 60_000: time.Minute, 600_000: time.Minute} {
+		if got := fetchTimeout(ms); got != want {
+			t.Errorf("fetchTimeout(%d) = %v, want %v", ms, got, want)
+		}
 	}
 }
