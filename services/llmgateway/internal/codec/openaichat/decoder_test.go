@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire/wiretest"
@@ -128,47 +126,28 @@ func TestDecoder(t *testing.T) {
 	}, {
 		name:    "malformed chunk",
 		body:    stream(roleChunk, delta(`{"content":"Hel"}`)) + "data: {\"this is not\": json\n\n",
-		wantErr: kindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
+		wantErr: wiretest.KindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
 	}, {
 		name:    "malformed: missing comma",
 		body:    stream(`{"id":"x" "choices":[]}`),
-		wantErr: kindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
+		wantErr: wiretest.KindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
 	}, {
 		name:    "malformed: bad escape",
 		body:    stream(delta(`{"content":"\q"}`)),
-		wantErr: kindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
+		wantErr: wiretest.KindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
 	}, {
 		name:    "mid-stream error",
 		body:    stream(roleChunk, delta(`{"content":"Hel"}`), `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`),
-		wantErr: kindIs(llmv1.ErrorKind_ERROR_KIND_SERVER),
+		wantErr: wiretest.KindIs(llmv1.ErrorKind_ERROR_KIND_SERVER),
 	}, {
 		name:    "mid-stream rate limit",
 		body:    stream(delta(`{"content":"Hel"}`), `{"error":{"message":"Rate limit reached","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`),
-		wantErr: kindIs(llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT),
+		wantErr: wiretest.KindIs(llmv1.ErrorKind_ERROR_KIND_RATE_LIMIT),
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := wiretest.Collect(New().NewDecoder(strings.NewReader(tt.body)))
-			if tt.wantErr != nil {
-				if err == nil || !tt.wantErr(err) {
-					t.Fatalf("err = %v (%T), want a matching error; reply %+v", err, err, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Collect: %v", err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("reply (-want +got):\n%s", diff)
-			}
+			wiretest.Decode(t, New(), tt.body, tt.want, tt.wantErr)
 		})
-	}
-}
-
-func kindIs(k llmv1.ErrorKind) func(error) bool {
-	return func(err error) bool {
-		var ce *codec.Error
-		return errors.As(err, &ce) && ce.Kind == k
 	}
 }
 

@@ -57,9 +57,9 @@ func sdkClient(url string) openai.Client {
 }
 
 func TestOracleSDKParsesFake(t *testing.T) {
-	length := richTurn
+	length := wiretest.RichTurn
 	length.Finish = "length"
-	for _, turn := range []fakeprovider.Turn{richTurn, length, {Text: "plain \"quoted\" <b>&</b> \\ text", ChunkRunes: 3}} {
+	for _, turn := range []fakeprovider.Turn{wiretest.RichTurn, length, {Text: "plain \"quoted\" <b>&</b> \\ text", ChunkRunes: 3}} {
 		for _, stream := range []bool{true, false} {
 			fake := fakeprovider.New(turn, turn)
 			srv := httptest.NewServer(fake)
@@ -86,7 +86,7 @@ func TestOracleSDKParsesFake(t *testing.T) {
 				}
 				sdk = *c
 			}
-			ours, err := wiretest.Do(t.Context(), New(), testCall(srv.URL, stream))
+			ours, err := wiretest.Do(t.Context(), New(), wiretest.Call(srv.URL, stream))
 			srv.Close()
 			if err != nil {
 				t.Fatalf("codec: %v", err)
@@ -113,7 +113,7 @@ func TestOracleSDKErrors(t *testing.T) {
 		}
 	})
 	t.Run("mid-stream", func(t *testing.T) {
-		turn := richTurn
+		turn := wiretest.RichTurn
 		turn.Fault = &fakeprovider.Fault{Kind: fakeprovider.FaultMidStreamError, AfterChunks: 1}
 		srv := httptest.NewServer(fakeprovider.New(turn))
 		defer srv.Close()
@@ -153,7 +153,7 @@ func TestOracleRequestParams(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours := jsonValue(t, body).(map[string]any)
+			ours := wiretest.JSONValue(t, body).(map[string]any)
 			tc := ours["tool_choice"]
 			for _, k := range []string{"stream", "tool_choice"} {
 				delete(ours, k)
@@ -161,7 +161,7 @@ func TestOracleRequestParams(t *testing.T) {
 			for _, m := range ours["messages"].([]any) {
 				delete(m.(map[string]any), "reasoning_content")
 			}
-			sdk := jsonValue(t, again).(map[string]any)
+			sdk := wiretest.JSONValue(t, again).(map[string]any)
 			delete(sdk, "tool_choice")
 			if diff := cmp.Diff(dropNulls(ours), sdk); diff != "" {
 				t.Errorf("request changed through SDK params (-ours +sdk):\n%s", diff)
@@ -169,7 +169,7 @@ func TestOracleRequestParams(t *testing.T) {
 			if named, ok := tc.(map[string]any); ok {
 				want, _ := json.Marshal(openai.ChatCompletionToolChoiceOptionUnionParam{OfFunctionToolChoice: &openai.ChatCompletionNamedToolChoiceParam{
 					Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: named["function"].(map[string]any)["name"].(string)}}})
-				if diff := cmp.Diff(jsonValue(t, want), any(named)); diff != "" {
+				if diff := cmp.Diff(wiretest.JSONValue(t, want), any(named)); diff != "" {
 					t.Errorf("tool_choice (-sdk +ours):\n%s", diff)
 				}
 			}
@@ -191,15 +191,6 @@ func dropNulls(v any) any {
 		for i, e := range x {
 			x[i] = dropNulls(e)
 		}
-	}
-	return v
-}
-
-func jsonValue(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
 	}
 	return v
 }

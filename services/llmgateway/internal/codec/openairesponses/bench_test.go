@@ -1,12 +1,10 @@
 package openairesponses
 
 import (
-	"bytes"
-	"io"
 	"strings"
 	"testing"
 
-	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire/wiretest"
 )
 
 // BenchmarkDecodeTextDeltas decodes a stream of n real-shaped
@@ -21,36 +19,5 @@ func BenchmarkDecodeTextDeltas(b *testing.B) {
 		sb.WriteString(ev("response.output_text.delta", `{"item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","output_index":0,"content_index":0,"delta":"word `+string(rune('a'+i%26))+`","logprobs":[],"obfuscation":"x1"}`))
 	}
 	sb.WriteString(ev("response.completed", completed("completed", "")))
-	body := []byte(sb.String())
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	r := bytes.NewReader(body)
-	var e codec.Event
-	for b.Loop() {
-		r.Reset(body)
-		d := New().NewDecoder(r)
-		deltas := 0
-		for {
-			err := d.Next(&e)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			if e.Type == codec.EventTextDelta {
-				deltas++
-			}
-		}
-		if deltas != n {
-			b.Fatalf("%d deltas, want %d", deltas, n)
-		}
-	}
-	allocs := testing.AllocsPerRun(5, func() {
-		r.Reset(body)
-		d := New().NewDecoder(r)
-		for d.Next(&e) == nil {
-		}
-	})
-	b.ReportMetric(allocs/n, "allocs/delta")
+	wiretest.BenchmarkDecode(b, New(), []byte(sb.String()), n)
 }

@@ -127,11 +127,11 @@ func TestDecoder(t *testing.T) {
 	}, {
 		name:    "malformed chunk",
 		body:    ev("response.created", created) + "data: {\"this is not\": json\n\n",
-		wantErr: kindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
+		wantErr: wiretest.KindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
 	}, {
 		name:    "malformed delta",
 		body:    ev("response.created", created) + "event: response.output_text.delta\ndata: {\"delta\":\"a\",}\n\n",
-		wantErr: kindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
+		wantErr: wiretest.KindIs(llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE),
 	}, {
 		name: "error event after response.created: insufficient quota",
 		body: ev("response.created", created) +
@@ -152,27 +152,8 @@ func TestDecoder(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := wiretest.Collect(New().NewDecoder(strings.NewReader(tt.body)))
-			if tt.wantErr != nil {
-				if err == nil || !tt.wantErr(err) {
-					t.Fatalf("err = %v (%T), want a matching error; reply %+v", err, err, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Collect: %v", err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("reply (-want +got):\n%s", diff)
-			}
+			wiretest.Decode(t, New(), tt.body, tt.want, tt.wantErr)
 		})
-	}
-}
-
-func kindIs(k llmv1.ErrorKind) func(error) bool {
-	return func(err error) bool {
-		var ce *codec.Error
-		return errors.As(err, &ce) && ce.Kind == k
 	}
 }
 

@@ -77,9 +77,9 @@ func sdkClient(url string) openai.Client {
 }
 
 func TestOracleSDKParsesFake(t *testing.T) {
-	length := richTurn
+	length := wiretest.RichTurn
 	length.Finish = "length"
-	for _, turn := range []fakeprovider.Turn{richTurn, length, {Text: "plain \"quoted\" <b>&</b> \\ text", ChunkRunes: 3}} {
+	for _, turn := range []fakeprovider.Turn{wiretest.RichTurn, length, {Text: "plain \"quoted\" <b>&</b> \\ text", ChunkRunes: 3}} {
 		for _, stream := range []bool{true, false} {
 			srv := httptest.NewServer(fakeprovider.New(turn, turn))
 			client := sdkClient(srv.URL)
@@ -115,7 +115,7 @@ func TestOracleSDKParsesFake(t *testing.T) {
 				}
 				sdk = *r
 			}
-			ours, err := wiretest.Do(t.Context(), New(), testCall(srv.URL, stream))
+			ours, err := wiretest.Do(t.Context(), New(), wiretest.Call(srv.URL, stream))
 			srv.Close()
 			if err != nil {
 				t.Fatalf("codec: %v", err)
@@ -139,7 +139,7 @@ func TestOracleSDKErrors(t *testing.T) {
 		}
 	})
 	t.Run("mid-stream", func(t *testing.T) {
-		turn := richTurn
+		turn := wiretest.RichTurn
 		turn.Fault = &fakeprovider.Fault{Kind: fakeprovider.FaultMidStreamError, AfterChunks: 1}
 		srv := httptest.NewServer(fakeprovider.New(turn))
 		defer srv.Close()
@@ -181,30 +181,21 @@ func TestOracleRequestParams(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours := jsonValue(t, body).(map[string]any)
+			ours := wiretest.JSONValue(t, body).(map[string]any)
 			tc := ours["tool_choice"]
 			delete(ours, "stream")
 			delete(ours, "tool_choice")
-			sdk := jsonValue(t, again).(map[string]any)
+			sdk := wiretest.JSONValue(t, again).(map[string]any)
 			delete(sdk, "tool_choice")
 			if diff := cmp.Diff(ours, sdk); diff != "" {
 				t.Errorf("request changed through SDK params (-ours +sdk):\n%s", diff)
 			}
 			if named, ok := tc.(map[string]any); ok {
 				want, _ := json.Marshal(responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: named["name"].(string)}})
-				if diff := cmp.Diff(jsonValue(t, want), any(named)); diff != "" {
+				if diff := cmp.Diff(wiretest.JSONValue(t, want), any(named)); diff != "" {
 					t.Errorf("tool_choice (-sdk +ours):\n%s", diff)
 				}
 			}
 		})
 	}
-}
-
-func jsonValue(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	return v
 }

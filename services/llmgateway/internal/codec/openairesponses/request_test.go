@@ -1,14 +1,13 @@
 package openairesponses
 
 import (
-	"errors"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec/openaiwire/wiretest"
 )
 
 func text(s string) *llmv1.ContentPart {
@@ -105,19 +104,7 @@ func TestRequestBody(t *testing.T) {
 	for _, tt := range requestCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			body, err := buildBody(tt.call())
-			if tt.wantErr {
-				var ce *codec.Error
-				if !errors.As(err, &ce) || ce.Kind != llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST {
-					t.Fatalf("err = %v, want INVALID_REQUEST", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(jsonValue(t, []byte(tt.want)), jsonValue(t, body)); diff != "" {
-				t.Errorf("body (-want +got):\n%s\n%s", diff, body)
-			}
+			wiretest.Body(t, body, err, tt.want, tt.wantErr)
 		})
 	}
 }
