@@ -385,6 +385,7 @@ type gated struct {
 	maxRunning int
 	order      []string
 	all        chan struct{}
+	onBlock    func() // called when a "block" call starts
 }
 
 func (g *gated) Definitions() []*llmv1.ToolDefinition { return nil }
@@ -406,6 +407,9 @@ func (g *gated) Run(ctx context.Context, c ToolCall) ToolResult {
 	}()
 	switch c.Name {
 	case "block":
+		if g.onBlock != nil {
+			g.onBlock()
+		}
 		<-ctx.Done()
 		return ToolResult{Output: "stopped", IsError: true, Kind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED}
 	case "slow":
@@ -462,11 +466,7 @@ func TestToolRounds(t *testing.T) {
 			rec := &recorder{}
 			a := New(m, g, rec, Options{}, nil)
 			if tc.abort {
-				rec.on = func(ev *agentv1.AgentEvent) {
-					if ev.GetToolCallStarted().GetToolName() == "block" {
-						go a.Abort("stop")
-					}
-				}
+				g.onBlock = func() { a.Abort("stop") }
 			}
 			if _, err := a.Prompt(t.Context(), "p", "go", false); err != nil {
 				t.Fatal(err)
