@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -188,5 +190,53 @@ func TestStreamEventsLateJoiner(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the follower did not end after session_ended")
+	}
+}
+
+// TestListSessions checks ListSessions: newest first, pages, the state
+// filter, and bad page arguments.
+func TestListSessions(t *testing.T) {
+	st := newStack(t)
+	_, sbID := st.workspace(t, nil)
+	var ids []string
+	for range 3 {
+		created, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
+			Model: "gemini/gemini-2.5-flash", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, created.GetSession().GetSessionId())
+	}
+	list := func(req *agentv1.ListSessionsRequest) ([]string, string) {
+		t.Helper()
+		resp, err := st.agent.ListSessions(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range resp.GetSessions() {
+			got = append(got, s.GetSessionId())
+		}
+		return got, resp.GetNextPageToken()
+	}
+	page1, next := list(&agentv1.ListSessionsRequest{PageSize: 2})
+	if diff := cmp.Diff([]string{ids[2], ids[1]}, page1); diff != "" || next == "" {
+		t.Errorf("page 1 (-want +got), next %q:\n%s", next, diff)
+	}
+	page2, next := list(&agentv1.ListSessionsRequest{PageSize: 2, PageToken: next})
+	if diff := cmp.Diff([]string{ids[0]}, page2); diff != "" || next != "" {
+		t.Errorf("page 2 (-want +got), next %q:\n%s", next, diff)
+	}
+	if _, err := st.agent.CloseSession(t.Context(), &agentv1.CloseSessionRequest{SessionId: ids[1]}); err != nil {
+		t.Fatal(err)
+	}
+	closed, _ := list(&agentv1.ListSessionsRequest{States: []agentv1.SessionState{agentv1.SessionState_SESSION_STATE_CLOSED}})
+	if diff := cmp.Diff([]string{ids[1]}, closed); diff != "" {
+		t.Errorf("closed sessions (-want +got):\n%s", diff)
+	}
+	for _, req := range []*agentv1.ListSessionsRequest{{PageSize: -1}, {PageToken: "not-a-token"}} {
+		if _, err := st.agent.ListSessions(t.Context(), req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("ListSessions(%v) = %v, want InvalidArgument", req, err)
+		}
 	}
 }
