@@ -455,6 +455,17 @@ func RunExec(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 			{"cancel", "sleep 60 & echo $!; wait", byCancel, driver.Cancelled, "SIGTERM", true},
 			{"kill", "sleep 60 & echo $!; wait", byKill, driver.Killed, "SIGKILL", true},
 			{"exits, leaving a background child", "sleep 60 & echo $!", none, driver.Exited, "", false},
+			// Children that leave the process group (setsid) must not
+			// survive either, however they were started.
+			{"exits, leaving a setsid child", "setsid sleep 300 & echo $!", none, driver.Exited, "", false},
+			{"exits, leaving a double-forked daemon", "(setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!)", none, driver.Exited, "", false},
+			{"exits, leaving a double-forked daemon on the pipes", "(setsid sleep 300 & echo $!)", none, driver.Exited, "", false},
+			{"timeout, a setsid child", "setsid sleep 300 & echo $!; wait", byTimeout, driver.TimedOut, "SIGTERM", false},
+			{"timeout, a setsid child with no environment", "env -i setsid sleep 300 & echo $!; wait", byTimeout, driver.TimedOut, "SIGTERM", false},
+			{"timeout, a double-forked daemon", "(setsid sleep 300 & echo $!); sleep 60 & wait", byTimeout, driver.TimedOut, "SIGTERM", false},
+			{"cancel, a setsid child", "setsid sleep 300 & echo $!; wait", byCancel, driver.Cancelled, "SIGTERM", true},
+			{"cancel, a double-forked daemon", "(setsid sleep 300 & echo $!); sleep 60 & wait", byCancel, driver.Cancelled, "SIGTERM", true},
+			{"kill, a double-forked daemon", "(setsid sleep 300 & echo $!); sleep 60 & wait", byKill, driver.Killed, "SIGKILL", true},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {

@@ -3,12 +3,16 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,9 +20,10 @@ import (
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
 )
 
-// drainGrace bounds how long output is read after the process group is
-// gone: only a descendant that left the group (setsid) can hold the pipes
-// open that long.
+// drainGrace bounds how long output is read after the command's processes
+// are gone: only a descendant the sweep could not find (one that left the
+// group, cleared its environment and was never recorded) can hold the
+// pipes open that long.
 const drainGrace = 2 * time.Second
 
 const chunkSize = 32 << 10
@@ -38,7 +43,11 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	cmd := exec.Command(s.bash, "-c", spec.Command)
 	cmd.Dir = filepath.Join(s.dir, rel)
-	cmd.Env = append(append([]string(nil), s.env...), envList(spec.Env)...)
+	marker, err := newMarker()
+	if err != nil {
+		return driver.ExecResult{}, err
+	}
+	cmd.Env = withMarker(append(append([]string(nil), s.env...), envList(spec.Env)...), marker)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = drainGrace // bounds the stdin copy if a descendant holds stdin
 	if len(spec.Stdin) > 0 {
@@ -87,6 +96,8 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		s.mu.Unlock()
 	}()
 	pid := cmd.Process.Pid
+	tr := newTree(pid, marker)
+	defer tr.close()
 
 	var sinkMu sync.Mutex // one chunk at a time, across both streams
 	sinkOK := out != nil
@@ -128,21 +139,26 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	select {
 	case <-exited:
 	case <-timer.C:
-		term = stopGroup(pid, exited, spec.Kill, driver.TimedOut)
+		term = stopGroup(tr, pid, exited, spec.Kill, driver.TimedOut)
 	case <-spec.Kill:
 		term = driver.Killed
+		tr.snapshot()
 		killGroup(pid)
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), driver.ErrKill) {
 			term = driver.Killed
+			tr.snapshot()
 			killGroup(pid)
 		} else {
-			term = stopGroup(pid, exited, spec.Kill, driver.Cancelled)
+			term = stopGroup(tr, pid, exited, spec.Kill, driver.Cancelled)
 		}
 	}
 	<-exited
-	// Whatever the command left behind in its group dies with it.
+	// Whatever the command left behind in its group dies with it, and so
+	// does what left the group (see reap_linux.go). bash is unreaped till
+	// Wait, so neither its pid nor its group id can have been reused.
 	killGroup(pid)
+	tr.sweep()
 
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
@@ -175,20 +191,40 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 
 // stopGroup sends TERM to the group, gives it driver.StopGrace to exit,
 // then KILL. A kill request during the grace period sends KILL at once and
-// turns the termination into Killed; otherwise it stays term.
-func stopGroup(pid int, exited, kill <-chan struct{}, term driver.Termination) driver.Termination {
+// turns the termination into Killed; otherwise it stays term. The process
+// tree is recorded in tr before each signal.
+func stopGroup(tr *tree, pid int, exited, kill <-chan struct{}, term driver.Termination) driver.Termination {
+	tr.snapshot()
 	syscall.Kill(-pid, syscall.SIGTERM)
 	t := time.NewTimer(driver.StopGrace)
 	defer t.Stop()
 	select {
 	case <-exited:
 	case <-t.C:
+		tr.snapshot()
 		killGroup(pid)
 	case <-kill:
+		tr.snapshot()
 		killGroup(pid)
 		return driver.Killed
 	}
 	return term
+}
+
+// newMarker returns the execMarkerVar=id pair that marks one command's
+// processes.
+func newMarker() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return execMarkerVar + "=" + hex.EncodeToString(b[:]), nil
+}
+
+// withMarker sets the marker in env, replacing any value the spec gave.
+func withMarker(env []string, marker string) []string {
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, execMarkerVar+"=") })
+	return append(env, marker)
 }
 
 func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }

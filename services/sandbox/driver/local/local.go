@@ -1,7 +1,8 @@
 // Package local is the driver that runs sandboxes on the service's own host:
 // a workspace directory confined with os.Root, commands run by bash in their
-// own process group with an allowlisted environment, and search by ripgrep
-// or POSIX grep. Its isolation is none: commands run as the service's user.
+// own process group with an allowlisted environment (the service becomes
+// a child subreaper so that no descendant outlives its command, see
+// reap_linux.go), and search by ripgrep or POSIX grep. Its isolation is none: commands run as the service's user.
 package local
 
 import (
@@ -126,6 +127,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	// Orphaned descendants of commands come to the service, so that
+	// those which left their command's group can still be killed.
+	enableSubreaper()
 	dir, managed := spec.WorkingDirectory, false
 	if dir == "" {
 		base := cmp.Or(d.cfg.WorkspaceRoot, os.TempDir())
