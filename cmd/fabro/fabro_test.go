@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -264,48 +266,75 @@ func TestServeRunsSandbox(t *testing.T) {
 	}
 }
 
-// TestServeEndToEnd runs an agent prompt through `fabro serve`: the key is
-// stored with `fabro secret set`, the gateway resolves it from the vault
-// (not the environment) on its way to a wire-exact fake Anthropic, and the
-// agent's tool call acts in a sandbox on a real directory.
+// TestServeEndToEnd runs an agent prompt through `fabro serve`. The keys
+// are stored with `fabro secret set`; the gateway resolves the model's key
+// from the vault (not the environment) on its way to a wire-exact fake
+// Anthropic, the agent's web_search resolves the Brave key from the vault
+// with the agent's own identity, and read_file acts in a sandbox on a real
+// directory.
 func TestServeEndToEnd(t *testing.T) {
-	const key = "sk-ant-from-the-vault"
+	const key, braveKey = "sk-ant-from-the-vault", "brave-from-the-vault"
 	fake, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.New(
 		fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "read_file", Arguments: `{"file_path":"notes.txt"}`}}},
+		fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "web_search", Arguments: `{"query":"milk"}`}}},
 		fakeprovider.Turn{Text: "The notes say: remember the milk."},
 	))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
+	var (
+		mu          sync.Mutex
+		braveTokens []string
+	)
+	brave := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		braveTokens = append(braveTokens, r.Header.Get("X-Subscription-Token"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"web":{"results":[{"title":"Milk","url":"https://example.org/milk","description":"About milk."}]}}`)
+	}))
+	t.Cleanup(brave.Close)
 	dir := t.TempDir()
 	overlay := filepath.Join(dir, "catalog.json")
 	if err := os.WriteFile(overlay, fakeprovider.CatalogOverlay(fake.URL), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startServe(t, filepath.Join(dir, "data"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=")
-	if _, errOut, code := fabro(t, key, "secret", "set", "ANTHROPIC_API_KEY", "-server", s.grpcAddr); code != 0 {
-		t.Fatalf("secret set: %s", errOut)
+	s := startServe(t, filepath.Join(dir, "data"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "FABRO_BRAVE_BASE_URL="+brave.URL,
+		"ANTHROPIC_API_KEY=", "BRAVE_SEARCH_API_KEY=")
+	for name, value := range map[string]string{"ANTHROPIC_API_KEY": key, "BRAVE_SEARCH_API_KEY": braveKey} {
+		if _, errOut, code := fabro(t, value, "secret", "set", name, "-server", s.grpcAddr); code != 0 {
+			t.Fatalf("secret set %s: %s", name, errOut)
+		}
 	}
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("remember the milk\n"), 0o644)
 
-	out, errOut, code := fabro(t, "", "exec", "-server", s.grpcAddr, "-dir", ws, "--model", "anthropic/claude-sonnet-4.5", "What do my notes say?")
+	out, errOut, code := fabro(t, "", "exec", "-server", s.grpcAddr, "-dir", ws, "--permissions", "full",
+		"--model", "anthropic/claude-sonnet-4.5", "What do my notes say?")
 	if code != 0 || !strings.Contains(out, "remember the milk") {
 		t.Fatalf("fabro exec = %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	reqs := fake.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("the fake provider saw %d requests, want 2", len(reqs))
+	if len(reqs) != 3 {
+		t.Fatalf("the fake provider saw %d requests, want 3", len(reqs))
 	}
 	for _, r := range reqs {
 		if got := r.Header.Get("X-Api-Key"); got != key {
 			t.Errorf("x-api-key = %q, want the vault's value", got)
 		}
 	}
-	// The tool result fed back to the model holds the file's numbered line.
+	// Each tool result is fed back to the model.
 	if !strings.Contains(string(reqs[1].Body), "remember the milk") {
 		t.Errorf("second request does not carry the read_file result:\n%s", reqs[1].Body)
+	}
+	if !strings.Contains(string(reqs[2].Body), "https://example.org/milk") {
+		t.Errorf("third request does not carry the web_search result:\n%s", reqs[2].Body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(braveTokens) != 1 || braveTokens[0] != braveKey {
+		t.Errorf("Brave saw tokens %q, want the vault's value once", braveTokens)
 	}
 }

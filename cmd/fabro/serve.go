@@ -34,6 +34,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "directory for the vault, sandbox workspaces, agent session records and the embedded NATS store")
 	fs.StringVar(&cfg.llmOverlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog")
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "external NATS server URL with JetStream; empty runs nats-server embedded")
+	fs.StringVar(&cfg.braveBaseURL, "brave-base-url", "", "Brave Search API base URL for the agent's web_search (default https://api.search.brave.com)")
 	fs.StringVar(&cfg.natsListen, "nats-listen", agent.DefaultNATSListen, "embedded nats-server client address, for subscribers in other processes (port -1 picks one; \"none\": in-process only)")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err

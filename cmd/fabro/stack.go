@@ -12,6 +12,7 @@ import (
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
@@ -26,6 +27,7 @@ type stackConfig struct {
 	llmOverlay   string
 	natsURL      string
 	natsListen   string
+	braveBaseURL string
 }
 
 // stack is every service running in this process behind one server.
@@ -67,10 +69,11 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	// Sandboxes outlive the requests that made them: delete them, and kill
 	// their commands, once the server has drained.
 	st.closers = append(st.closers, func() { sb.Close(context.WithoutCancel(ctx)) })
+	tokens := vault.DefaultServiceTokensFile(cfg.vault.DataDir)
 	gw, err := llmgateway.New(ctx, llmgateway.Config{
 		CatalogOverlay: cfg.llmOverlay,
 		Credentials: llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(conn),
-			llmgateway.TokenFromFile(vault.DefaultServiceTokensFile(cfg.vault.DataDir), llmgateway.ServiceName)),
+			vaultclient.TokenFromFile(tokens, llmgateway.ServiceName)),
 		LookupEnv: cfg.vault.LookupEnv,
 	}, logger)
 	if err != nil {
@@ -78,11 +81,13 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	}
 	st.closers = append(st.closers, func() { gw.Close() })
 	ag, err := agent.New(ctx, agent.Config{
-		DataDir:    cfg.agentDataDir,
-		NATSURL:    cfg.natsURL,
-		NATSListen: cfg.natsListen,
-		LLM:        llmv1.NewLLMGatewayServiceClient(conn),
-		Sandbox:    sandboxv1.NewSandboxServiceClient(conn),
+		DataDir:      cfg.agentDataDir,
+		NATSURL:      cfg.natsURL,
+		NATSListen:   cfg.natsListen,
+		BraveBaseURL: cfg.braveBaseURL,
+		LLM:          llmv1.NewLLMGatewayServiceClient(conn),
+		Sandbox:      sandboxv1.NewSandboxServiceClient(conn),
+		Vault:        vaultclient.New(vaultv1.NewVaultServiceClient(conn), vaultclient.TokenFromFile(tokens, agent.ServiceName)),
 	}, logger)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,8 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 )
 
@@ -55,6 +57,20 @@ type Config struct {
 	// DefaultModel is used when CreateSession names no model.
 	DefaultModel string
 
+	// VaultAddr is the vault's gRPC address, from which tools resolve their
+	// credentials (web_search's BRAVE_SEARCH_API_KEY) with the agent's
+	// service token: ServiceTokenFile's "agent" entry, else
+	// $FABRO_SERVICE_TOKEN. Empty: the agent's own environment.
+	VaultAddr        string
+	ServiceTokenFile string
+	// BraveBaseURL is the Brave Search API web_search calls (default
+	// https://api.search.brave.com), for a proxy or a test double.
+	BraveBaseURL string
+	// Vault overrides VaultAddr with a ready client (an in-process vault).
+	Vault *vaultclient.Client
+	// LookupEnv reads the environment when no vault is configured (default
+	// os.LookupEnv).
+	LookupEnv func(string) (string, bool)
 	// LLM and Sandbox override LLMAddr and SandboxAddr with ready clients
 	// (an in-process connection).
 	LLM     llmv1.LLMGatewayServiceClient
@@ -81,6 +97,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SandboxAddr, "sandbox-addr", c.SandboxAddr, "sandbox service gRPC address (host:port)")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS server URL with JetStream; empty runs nats-server embedded")
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded nats-server client address (host:port; port -1 picks one; \"none\": in-process only)")
+	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) for tool credentials such as BRAVE_SEARCH_API_KEY; empty: environment only")
+	fs.StringVar(&c.ServiceTokenFile, "service-token-file", c.ServiceTokenFile, "vault service tokens file (JSON); the \"agent\" entry authenticates to the vault; default $FABRO_SERVICE_TOKEN")
+	fs.StringVar(&c.BraveBaseURL, "brave-base-url", c.BraveBaseURL, "Brave Search API base URL for web_search (default https://api.search.brave.com)")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
 }
 
@@ -98,6 +117,8 @@ type Service struct {
 	replayBackoff func(int) time.Duration
 	closers       []func() error
 	hub           hub // tree subscriptions: Prompt, StreamEvents(include_subagents)
+	credential    func(ctx context.Context, name string) (string, error)
+	braveBaseURL  string
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -159,6 +180,21 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		}
 		s.sandbox = sandboxv1.NewSandboxServiceClient(conn)
 	}
+	lookupEnv := cfg.LookupEnv
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	vc := cfg.Vault
+	if vc == nil && cfg.VaultAddr != "" {
+		conn, err := dial(cfg.VaultAddr, "vault")
+		if err != nil {
+			return nil, err
+		}
+		vc = vaultclient.New(vaultv1.NewVaultServiceClient(conn),
+			vaultclient.TokenFrom(cfg.ServiceTokenFile, ServiceName, "FABRO_SERVICE_TOKEN", lookupEnv))
+	}
+	s.credential = credentialFunc(vc, lookupEnv)
+	s.braveBaseURL = cfg.BraveBaseURL
 	listen := cfg.NATSListen
 	if listen == "none" {
 		listen = ""

@@ -79,6 +79,8 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		WorkDir:               sess.env.GetWorkingDirectory(),
 		SessionID:             info.GetSessionId(),
 		Summarize:             s.summarizer(info.GetRoute()),
+		Credential:            s.credential,
+		BraveBaseURL:          s.braveBaseURL,
 		Todos:                 sess.todos,
 		DefaultCommandTimeout: time.Duration(o.GetDefaultCommandTimeoutMs()) * time.Millisecond,
 		MaxCommandTimeout:     time.Duration(o.GetMaxCommandTimeoutMs()) * time.Millisecond,

@@ -2,19 +2,16 @@ package llmgateway
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
 	"os"
 	"strings"
-	"sync"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 )
 
 // Credentials resolves credential values by name. Values must never be
@@ -47,85 +44,37 @@ func (e EnvCredentials) Resolve(_ context.Context, names []string) (map[string]s
 	return values, missing, nil
 }
 
-// resolveCaller is the vault client method the gateway uses.
-type resolveCaller interface {
-	ResolveCredentials(ctx context.Context, in *vaultv1.ResolveCredentialsRequest, opts ...grpc.CallOption) (*vaultv1.ResolveCredentialsResponse, error)
-}
-
 // VaultCredentials resolves credentials from the vault service, presenting
 // the gateway's service token.
 type VaultCredentials struct {
-	client resolveCaller
-	token  func() (string, error)
+	client *vaultclient.Client
 }
 
 // NewVaultCredentials returns credentials resolved by client with the token
-// returned by token (called per resolution until it succeeds, so a tokens
+// returned by token (asked for per resolution until it succeeds, so a tokens
 // file the vault creates after the gateway starts is still picked up).
 func NewVaultCredentials(client vaultv1.VaultServiceClient, token func() (string, error)) *VaultCredentials {
-	var (
-		mu     sync.Mutex
-		cached string
-	)
-	return &VaultCredentials{client: client, token: func() (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if cached != "" {
-			return cached, nil
-		}
-		t, err := token()
-		if err != nil {
-			return "", err
-		}
-		cached = t
-		return t, nil
-	}}
+	return &VaultCredentials{client: vaultclient.New(client, token)}
 }
 
 // Resolve implements Credentials.
 func (v *VaultCredentials) Resolve(ctx context.Context, names []string) (map[string]string, []string, error) {
-	tok, err := v.token()
-	if err != nil {
+	values, missing, err := v.client.Resolve(ctx, names)
+	switch {
+	case err == nil:
+		return values, missing, nil
+	case errors.Is(err, vaultclient.ErrNoToken):
 		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION, "llmgateway has no vault service token: %v", err)
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
-	resp, err := v.client.ResolveCredentials(ctx, &vaultv1.ResolveCredentialsRequest{Names: names})
-	if err != nil {
-		st := status.Convert(err)
-		switch st.Code() {
-		case codes.Canceled, codes.DeadlineExceeded:
-			return nil, nil, err
-		case codes.PermissionDenied, codes.Unauthenticated:
-			return nil, nil, newError(codes.PermissionDenied, llmv1.ErrorKind_ERROR_KIND_PERMISSION,
-				"the vault refused llmgateway the credentials %s", strings.Join(names, ", "))
-		}
-		return nil, nil, newError(codes.Unavailable, llmv1.ErrorKind_ERROR_KIND_NETWORK, "resolve credentials from the vault: %s", st.Message())
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Canceled, codes.DeadlineExceeded:
+		return nil, nil, err
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return nil, nil, newError(codes.PermissionDenied, llmv1.ErrorKind_ERROR_KIND_PERMISSION,
+			"the vault refused llmgateway the credentials %s", strings.Join(names, ", "))
 	}
-	values := make(map[string]string, len(resp.GetCredentials()))
-	for _, c := range resp.GetCredentials() {
-		values[c.GetName()] = c.GetValue()
-	}
-	return values, resp.GetMissing(), nil
-}
-
-// TokenFromFile reads service's token from a vault service tokens file (a
-// JSON object from service name to token).
-func TokenFromFile(path, service string) func() (string, error) {
-	return func() (string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", fmt.Errorf("read service tokens: %w", err)
-		}
-		var tokens map[string]string
-		if err := json.Unmarshal(b, &tokens); err != nil {
-			return "", fmt.Errorf("parse service tokens %s: %w", path, err)
-		}
-		t := tokens[service]
-		if t == "" {
-			return "", fmt.Errorf("service tokens %s has no %q entry", path, service)
-		}
-		return t, nil
-	}
+	return nil, nil, newError(codes.Unavailable, llmv1.ErrorKind_ERROR_KIND_NETWORK, "resolve credentials from the vault: %s", st.Message())
 }
 
 // credentialsFor resolves the credentials a provider needs for one attempt.

@@ -25,6 +25,7 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 )
@@ -158,15 +159,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	switch {
 	case s.creds != nil:
 	case cfg.VaultAddr != "":
-		token := TokenFromFile(cfg.ServiceTokenFile, ServiceName)
-		if cfg.ServiceTokenFile == "" {
-			token = func() (string, error) {
-				if t, ok := cfg.LookupEnv("FABRO_SERVICE_TOKEN"); ok && t != "" {
-					return t, nil
-				}
-				return "", errors.New("set -service-token-file or FABRO_SERVICE_TOKEN")
-			}
-		}
+		token := vaultclient.TokenFrom(cfg.ServiceTokenFile, ServiceName, "FABRO_SERVICE_TOKEN", cfg.LookupEnv)
 		conn, err := grpc.NewClient(cfg.VaultAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return nil, fmt.Errorf("llmgateway: vault client: %w", err)

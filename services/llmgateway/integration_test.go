@@ -26,6 +26,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
@@ -63,7 +64,7 @@ func TestVaultCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := newUpstream(t, textTurn("a"), textTurn("b"), turn{status: 401}, textTurn("c"))
-	creds := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), TokenFromFile(tokens, ServiceName))
+	creds := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), vaultclient.TokenFromFile(tokens, ServiceName))
 	client := dial(t, newGateway(t, u, func(c *Config) {
 		c.Credentials = creds
 		c.LookupEnv = func(string) (string, bool) { return "", false } // the vault is the only source
