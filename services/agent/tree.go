@@ -1,10 +1,10 @@
 package agent
 
 import (
-	"context"
 	"sync"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 )
 
 // hub hands every committed event of every session to the tree
@@ -17,7 +17,7 @@ type hub struct {
 // subscribe watches the sessions given (a session and its known
 // descendants) and every session created below them from now on.
 func (h *hub) subscribe(watched string, descendants ...string) *treeSub {
-	s := &treeSub{hub: h, watched: watched, members: map[string]bool{watched: true}, notify: make(chan struct{}, 1)}
+	s := &treeSub{hub: h, watched: watched, members: map[string]bool{watched: true}}
 	for _, id := range descendants {
 		s.members[id] = true
 	}
@@ -46,10 +46,7 @@ func (h *hub) fail(sessionID string, err error) {
 	defer h.mu.Unlock()
 	for s := range h.subs {
 		if s.watched == sessionID {
-			s.mu.Lock()
-			s.err = err
-			s.mu.Unlock()
-			signal(s.notify)
+			s.Fail(err)
 		}
 	}
 }
@@ -57,51 +54,21 @@ func (h *hub) fail(sessionID string, err error) {
 // treeSub is a live subscription to a session and its descendants, with
 // an unbounded queue so a slow reader never blocks a session.
 type treeSub struct {
+	bus.Queue
 	hub     *hub
 	watched string
-	mu      sync.Mutex
-	members map[string]bool
-	items   []*agentv1.AgentEvent
-	err     error
-	notify  chan struct{}
+	members map[string]bool // guarded by hub.mu
 }
 
+// offer queues ev when it belongs to the watched tree; hub.mu is held.
 func (s *treeSub) offer(ev *agentv1.AgentEvent) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.members[ev.GetSessionId()] {
 		if !s.members[ev.GetParentSessionId()] || ev.GetParentSessionId() == "" {
 			return
 		}
 		s.members[ev.GetSessionId()] = true // a new child: its first event names its parent
 	}
-	s.items = append(s.items, ev)
-	signal(s.notify)
-}
-
-// Next returns the next event, waiting for it; the watched log's failure
-// once the queued events are read.
-func (s *treeSub) Next(ctx context.Context) (*agentv1.AgentEvent, error) {
-	for {
-		s.mu.Lock()
-		if len(s.items) > 0 {
-			ev := s.items[0]
-			s.items[0] = nil
-			s.items = s.items[1:]
-			s.mu.Unlock()
-			return ev, nil
-		}
-		err := s.err
-		s.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case <-s.notify:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	s.Push(ev)
 }
 
 // Close ends the subscription.
@@ -109,13 +76,6 @@ func (s *treeSub) Close() {
 	s.hub.mu.Lock()
 	delete(s.hub.subs, s)
 	s.hub.mu.Unlock()
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }
 
 // isDelta reports the streaming events a subagent's watchers do not get.

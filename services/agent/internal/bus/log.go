@@ -126,7 +126,7 @@ func (l *Log) forward() {
 		}
 		l.committed = p.ev.GetSequence()
 		for s := range l.subs {
-			s.push(p.ev)
+			s.Push(p.ev)
 		}
 		if l.onCommit != nil {
 			l.onCommit(p.ev)
@@ -143,7 +143,7 @@ func (l *Log) failLocked(err error) {
 	}
 	l.err = fmt.Errorf("%w: %w", ErrEventStream, err)
 	for s := range l.subs {
-		s.fail(l.err)
+		s.Fail(l.err)
 	}
 	if l.onFail != nil {
 		l.onFail(l.err)
@@ -209,9 +209,9 @@ func (l *Log) Close() {
 func (l *Log) Subscribe() (*Sub, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := &Sub{log: l, notify: make(chan struct{}, 1)}
+	s := &Sub{log: l}
 	if l.err != nil {
-		s.err = l.err
+		s.Fail(l.err)
 	}
 	if l.subs == nil {
 		l.subs = map[*Sub]struct{}{}
@@ -221,58 +221,10 @@ func (l *Log) Subscribe() (*Sub, uint64) {
 }
 
 // Sub is a live subscription with an unbounded queue, so a slow reader
-// never blocks the session.
+// never blocks the session. Next reads it.
 type Sub struct {
-	log    *Log
-	mu     sync.Mutex
-	items  []*agentv1.AgentEvent
-	err    error
-	notify chan struct{}
-}
-
-func (s *Sub) push(ev *agentv1.AgentEvent) {
-	s.mu.Lock()
-	s.items = append(s.items, ev)
-	s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Sub) fail(err error) {
-	s.mu.Lock()
-	s.err = err
-	s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
-}
-
-// Next returns the next event, waiting for it; the log's failure once the
-// queued events are read.
-func (s *Sub) Next(ctx context.Context) (*agentv1.AgentEvent, error) {
-	for {
-		s.mu.Lock()
-		if len(s.items) > 0 {
-			ev := s.items[0]
-			s.items[0] = nil
-			s.items = s.items[1:]
-			s.mu.Unlock()
-			return ev, nil
-		}
-		err := s.err
-		s.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case <-s.notify:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	Queue
+	log *Log
 }
 
 // Close ends the subscription.
