@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fabro-sh/fabro-go/platform/envflag"
+	"github.com/fabro-sh/fabro-go/platform/logging"
+)
+
+// Main is the whole main function of a single-service binary. It parses
+// the shared server and logging flags, plus those register adds, each with
+// its FABRO_* environment fallback; builds the service; serves it until
+// SIGINT or SIGTERM; drains; and runs the cleanup build returned. On error
+// it prints "name: error" and exits 1.
+func Main(name string, defaults Config, register func(*flag.FlagSet),
+	build func(ctx context.Context, logger *slog.Logger) (svc Service, cleanup func(), err error)) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := runMain(ctx, name, os.Args[1:], defaults, register, build)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func runMain(ctx context.Context, name string, args []string, defaults Config, register func(*flag.FlagSet),
+	build func(context.Context, *slog.Logger) (Service, func(), error)) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var (
+		srvCfg Config
+		logCfg logging.Config
+	)
+	srvCfg.RegisterFlags(fs, defaults)
+	logCfg.RegisterFlags(fs)
+	register(fs)
+	if err := envflag.Parse(fs, args, "FABRO", nil); err != nil {
+		return err
+	}
+	logger, err := logCfg.New(os.Stderr)
+	if err != nil {
+		return err
+	}
+	svc, cleanup, err := build(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return Run(ctx, srvCfg, logger, svc)
+}
