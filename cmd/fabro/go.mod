@@ -19,6 +19,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fabro-sh/fabro-go/sdk v0.0.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
@@ -53,3 +54,5 @@ replace (
 	github.com/fabro-sh/fabro-go/services/sandbox => ../../services/sandbox
 	github.com/fabro-sh/fabro-go/services/vault => ../../services/vault
 )
+
+replace github.com/fabro-sh/fabro-go/sdk => ../../sdk

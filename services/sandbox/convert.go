@@ -4,7 +4,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {

@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/fake"
 )
 

@@ -15,6 +15,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fabro-sh/fabro-go/sdk v0.0.0
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -32,3 +33,5 @@ replace (
 	github.com/fabro-sh/fabro-go/gen => ../../gen
 	github.com/fabro-sh/fabro-go/platform => ../../platform
 )
+
+replace github.com/fabro-sh/fabro-go/sdk => ../../sdk

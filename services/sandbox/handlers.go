@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // Limits from the contract.

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 

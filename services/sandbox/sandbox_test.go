@@ -25,8 +25,8 @@ import (
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 

@@ -34,6 +34,9 @@ const (
 	Isolation_ISOLATION_CONTAINER Isolation = 2
 	// A virtual machine or remote machine of its own (daytona).
 	Isolation_ISOLATION_VM Isolation = 3
+	// Linux namespaces on the host's kernel, without a container runtime
+	// (the bwrap plugin).
+	Isolation_ISOLATION_NAMESPACE Isolation = 4
 )
 
 // Enum value maps for Isolation.
@@ -43,12 +46,14 @@ var (
 		1: "ISOLATION_NONE",
 		2: "ISOLATION_CONTAINER",
 		3: "ISOLATION_VM",
+		4: "ISOLATION_NAMESPACE",
 	}
 	Isolation_value = map[string]int32{
 		"ISOLATION_UNSPECIFIED": 0,
 		"ISOLATION_NONE":        1,
 		"ISOLATION_CONTAINER":   2,
 		"ISOLATION_VM":          3,
+		"ISOLATION_NAMESPACE":   4,
 	}
 )
 
@@ -77,6 +82,113 @@ func (x Isolation) Number() protoreflect.EnumNumber {
 // Deprecated: Use Isolation.Descriptor instead.
 func (Isolation) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+// NetworkPolicy says which networks a sandbox's commands reach.
+type NetworkPolicy int32
+
+const (
+	// The driver's default: none for docker and bwrap; the host's networks for
+	// local, which cannot isolate them.
+	NetworkPolicy_NETWORK_POLICY_UNSPECIFIED NetworkPolicy = 0
+	// No network, loopback aside.
+	NetworkPolicy_NETWORK_POLICY_NONE NetworkPolicy = 1
+	// The host's networks (docker: the default bridge).
+	NetworkPolicy_NETWORK_POLICY_ALLOW NetworkPolicy = 2
+)
+
+// Enum value maps for NetworkPolicy.
+var (
+	NetworkPolicy_name = map[int32]string{
+		0: "NETWORK_POLICY_UNSPECIFIED",
+		1: "NETWORK_POLICY_NONE",
+		2: "NETWORK_POLICY_ALLOW",
+	}
+	NetworkPolicy_value = map[string]int32{
+		"NETWORK_POLICY_UNSPECIFIED": 0,
+		"NETWORK_POLICY_NONE":        1,
+		"NETWORK_POLICY_ALLOW":       2,
+	}
+)
+
+func (x NetworkPolicy) Enum() *NetworkPolicy {
+	p := new(NetworkPolicy)
+	*p = x
+	return p
+}
+
+func (x NetworkPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NetworkPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[1].Descriptor()
+}
+
+func (NetworkPolicy) Type() protoreflect.EnumType {
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[1]
+}
+
+func (x NetworkPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NetworkPolicy.Descriptor instead.
+func (NetworkPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+// LimitExceeded names the limit a command ran into.
+type LimitExceeded int32
+
+const (
+	// No limit was hit.
+	LimitExceeded_LIMIT_EXCEEDED_UNSPECIFIED LimitExceeded = 0
+	// The memory limit: the command (or a process of it) was killed for it.
+	LimitExceeded_LIMIT_EXCEEDED_MEMORY LimitExceeded = 1
+	// The process limit: a fork or thread creation was refused.
+	LimitExceeded_LIMIT_EXCEEDED_PROCESSES LimitExceeded = 2
+)
+
+// Enum value maps for LimitExceeded.
+var (
+	LimitExceeded_name = map[int32]string{
+		0: "LIMIT_EXCEEDED_UNSPECIFIED",
+		1: "LIMIT_EXCEEDED_MEMORY",
+		2: "LIMIT_EXCEEDED_PROCESSES",
+	}
+	LimitExceeded_value = map[string]int32{
+		"LIMIT_EXCEEDED_UNSPECIFIED": 0,
+		"LIMIT_EXCEEDED_MEMORY":      1,
+		"LIMIT_EXCEEDED_PROCESSES":   2,
+	}
+)
+
+func (x LimitExceeded) Enum() *LimitExceeded {
+	p := new(LimitExceeded)
+	*p = x
+	return p
+}
+
+func (x LimitExceeded) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LimitExceeded) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[2].Descriptor()
+}
+
+func (LimitExceeded) Type() protoreflect.EnumType {
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[2]
+}
+
+func (x LimitExceeded) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LimitExceeded.Descriptor instead.
+func (LimitExceeded) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 // SandboxState is where a sandbox is in its life.
@@ -125,11 +237,11 @@ func (x SandboxState) String() string {
 }
 
 func (SandboxState) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[1].Descriptor()
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[3].Descriptor()
 }
 
 func (SandboxState) Type() protoreflect.EnumType {
-	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[1]
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[3]
 }
 
 func (x SandboxState) Number() protoreflect.EnumNumber {
@@ -138,7 +250,7 @@ func (x SandboxState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxState.Descriptor instead.
 func (SandboxState) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 // FileType is the kind of a filesystem entry.
@@ -186,11 +298,11 @@ func (x FileType) String() string {
 }
 
 func (FileType) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[2].Descriptor()
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[4].Descriptor()
 }
 
 func (FileType) Type() protoreflect.EnumType {
-	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[2]
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[4]
 }
 
 func (x FileType) Number() protoreflect.EnumNumber {
@@ -199,7 +311,7 @@ func (x FileType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FileType.Descriptor instead.
 func (FileType) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 // Termination says how a command ended.
@@ -249,11 +361,11 @@ func (x Termination) String() string {
 }
 
 func (Termination) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[3].Descriptor()
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[5].Descriptor()
 }
 
 func (Termination) Type() protoreflect.EnumType {
-	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[3]
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[5]
 }
 
 func (x Termination) Number() protoreflect.EnumNumber {
@@ -262,7 +374,7 @@ func (x Termination) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Termination.Descriptor instead.
 func (Termination) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 // OutputStream names a command's output stream.
@@ -302,11 +414,11 @@ func (x OutputStream) String() string {
 }
 
 func (OutputStream) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[4].Descriptor()
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[6].Descriptor()
 }
 
 func (OutputStream) Type() protoreflect.EnumType {
-	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[4]
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[6]
 }
 
 func (x OutputStream) Number() protoreflect.EnumNumber {
@@ -315,7 +427,7 @@ func (x OutputStream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OutputStream.Descriptor instead.
 func (OutputStream) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 // GrepBackend names the program a grep ran with.
@@ -355,11 +467,11 @@ func (x GrepBackend) String() string {
 }
 
 func (GrepBackend) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[5].Descriptor()
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[7].Descriptor()
 }
 
 func (GrepBackend) Type() protoreflect.EnumType {
-	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[5]
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[7]
 }
 
 func (x GrepBackend) Number() protoreflect.EnumNumber {
@@ -368,7 +480,7 @@ func (x GrepBackend) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GrepBackend.Descriptor instead.
 func (GrepBackend) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 // SandboxSpec is what a sandbox is created from. Other contracts (the agent
@@ -396,6 +508,8 @@ type SandboxSpec struct {
 	// daytona. Each driver documents its keys; an unknown key is
 	// INVALID_ARGUMENT.
 	DriverOptions map[string]string `protobuf:"bytes,5,rep,name=driver_options,json=driverOptions,proto3" json:"driver_options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Resource limits for the sandbox's commands.
+	Limits        *ResourceLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -465,6 +579,13 @@ func (x *SandboxSpec) GetDriverOptions() map[string]string {
 	return nil
 }
 
+func (x *SandboxSpec) GetLimits() *ResourceLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 // Capabilities are what a driver or sandbox really does. They are honest both
 // ways: a capability stated is one the contract suite checks, and a request
 // that needs a capability not stated is refused with FAILED_PRECONDITION.
@@ -480,7 +601,10 @@ type Capabilities struct {
 	// A command can be given stdin bytes.
 	Stdin bool `protobuf:"varint,4,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	// A running command can be stopped by CancelExec or by cancelling its RPC.
-	Cancel        bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Cancel bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// The resource limits this driver enforces. A spec asking for one not
+	// enforced is refused with FAILED_PRECONDITION, unless it is best effort.
+	Limits        *LimitSupport `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -550,6 +674,172 @@ func (x *Capabilities) GetCancel() bool {
 	return false
 }
 
+func (x *Capabilities) GetLimits() *LimitSupport {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// LimitSupport names the resource limits a driver really enforces.
+type LimitSupport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ResourceLimits.memory_bytes is enforced.
+	Memory bool `protobuf:"varint,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	// ResourceLimits.max_processes is enforced.
+	Processes bool `protobuf:"varint,2,opt,name=processes,proto3" json:"processes,omitempty"`
+	// ResourceLimits.cpus is enforced.
+	Cpu bool `protobuf:"varint,3,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	// NETWORK_POLICY_NONE is enforced: commands reach no network.
+	NetworkNone   bool `protobuf:"varint,4,opt,name=network_none,json=networkNone,proto3" json:"network_none,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitSupport) Reset() {
+	*x = LimitSupport{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitSupport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitSupport) ProtoMessage() {}
+
+func (x *LimitSupport) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitSupport.ProtoReflect.Descriptor instead.
+func (*LimitSupport) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LimitSupport) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
+}
+
+func (x *LimitSupport) GetProcesses() bool {
+	if x != nil {
+		return x.Processes
+	}
+	return false
+}
+
+func (x *LimitSupport) GetCpu() bool {
+	if x != nil {
+		return x.Cpu
+	}
+	return false
+}
+
+func (x *LimitSupport) GetNetworkNone() bool {
+	if x != nil {
+		return x.NetworkNone
+	}
+	return false
+}
+
+// ResourceLimits bound what a sandbox's commands may use. A zero field sets
+// no limit. Drivers with a container per sandbox (docker, daytona) apply them
+// to the whole sandbox; drivers that run commands on the host (local, bwrap)
+// apply them to each command.
+type ResourceLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. Memory, swap included where the host accounts it, in bytes.
+	MemoryBytes int64 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// Optional. Processes and threads alive at once.
+	MaxProcesses int32 `protobuf:"varint,2,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
+	// Optional. CPU time, in cores (0.5 is half of one core).
+	Cpus float64 `protobuf:"fixed64,3,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	// Optional. Which networks commands reach.
+	Network NetworkPolicy `protobuf:"varint,4,opt,name=network,proto3,enum=fabro.sandbox.v1.NetworkPolicy" json:"network,omitempty"`
+	// Optional. A limit the driver cannot enforce is skipped instead of
+	// refused with FAILED_PRECONDITION.
+	BestEffort    bool `protobuf:"varint,5,opt,name=best_effort,json=bestEffort,proto3" json:"best_effort,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceLimits) Reset() {
+	*x = ResourceLimits{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceLimits) ProtoMessage() {}
+
+func (x *ResourceLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceLimits.ProtoReflect.Descriptor instead.
+func (*ResourceLimits) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ResourceLimits) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *ResourceLimits) GetMaxProcesses() int32 {
+	if x != nil {
+		return x.MaxProcesses
+	}
+	return 0
+}
+
+func (x *ResourceLimits) GetCpus() float64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *ResourceLimits) GetNetwork() NetworkPolicy {
+	if x != nil {
+		return x.Network
+	}
+	return NetworkPolicy_NETWORK_POLICY_UNSPECIFIED
+}
+
+func (x *ResourceLimits) GetBestEffort() bool {
+	if x != nil {
+		return x.BestEffort
+	}
+	return false
+}
+
 // Driver is one way of making sandboxes.
 type Driver struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -570,7 +860,7 @@ type Driver struct {
 
 func (x *Driver) Reset() {
 	*x = Driver{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[2]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +872,7 @@ func (x *Driver) String() string {
 func (*Driver) ProtoMessage() {}
 
 func (x *Driver) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[2]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +885,7 @@ func (x *Driver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Driver.ProtoReflect.Descriptor instead.
 func (*Driver) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Driver) GetName() string {
@@ -671,7 +961,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[3]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +973,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[3]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +986,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Sandbox) GetSandboxId() string {
@@ -799,7 +1089,7 @@ type ListDriversRequest struct {
 
 func (x *ListDriversRequest) Reset() {
 	*x = ListDriversRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[4]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +1101,7 @@ func (x *ListDriversRequest) String() string {
 func (*ListDriversRequest) ProtoMessage() {}
 
 func (x *ListDriversRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[4]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1114,7 @@ func (x *ListDriversRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDriversRequest.ProtoReflect.Descriptor instead.
 func (*ListDriversRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 // ListDriversResponse is the list of drivers.
@@ -838,7 +1128,7 @@ type ListDriversResponse struct {
 
 func (x *ListDriversResponse) Reset() {
 	*x = ListDriversResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1140,7 @@ func (x *ListDriversResponse) String() string {
 func (*ListDriversResponse) ProtoMessage() {}
 
 func (x *ListDriversResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1153,7 @@ func (x *ListDriversResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDriversResponse.ProtoReflect.Descriptor instead.
 func (*ListDriversResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListDriversResponse) GetDrivers() []*Driver {
@@ -884,7 +1174,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1186,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1199,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -930,7 +1220,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1232,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1245,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -976,7 +1266,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1278,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1291,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSandboxRequest) GetSandboxId() string {
@@ -1022,7 +1312,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1324,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1337,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1069,7 +1359,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1371,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1384,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1115,7 +1405,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1417,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1430,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1161,7 +1451,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1463,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1476,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteSandboxRequest) GetSandboxId() string {
@@ -1207,7 +1497,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1509,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1522,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteSandboxResponse) GetExisted() bool {
@@ -1262,7 +1552,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1564,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1577,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -1342,7 +1632,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1644,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1657,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReadFileRequest) GetSandboxId() string {
@@ -1420,7 +1710,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1722,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1735,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadFileResponse) GetContent() string {
@@ -1500,7 +1790,7 @@ type ReadFileBytesRequest struct {
 
 func (x *ReadFileBytesRequest) Reset() {
 	*x = ReadFileBytesRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1802,7 @@ func (x *ReadFileBytesRequest) String() string {
 func (*ReadFileBytesRequest) ProtoMessage() {}
 
 func (x *ReadFileBytesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1815,7 @@ func (x *ReadFileBytesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileBytesRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileBytesRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadFileBytesRequest) GetSandboxId() string {
@@ -1571,7 +1861,7 @@ type ReadFileBytesResponse struct {
 
 func (x *ReadFileBytesResponse) Reset() {
 	*x = ReadFileBytesResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1873,7 @@ func (x *ReadFileBytesResponse) String() string {
 func (*ReadFileBytesResponse) ProtoMessage() {}
 
 func (x *ReadFileBytesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1886,7 @@ func (x *ReadFileBytesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileBytesResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileBytesResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadFileBytesResponse) GetOffset() int64 {
@@ -1635,7 +1925,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1937,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1950,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WriteFileRequest) GetSandboxId() string {
@@ -1697,7 +1987,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1999,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +2012,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WriteFileResponse) GetBytesWritten() int64 {
@@ -1754,7 +2044,7 @@ type DeleteFileRequest struct {
 
 func (x *DeleteFileRequest) Reset() {
 	*x = DeleteFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2056,7 @@ func (x *DeleteFileRequest) String() string {
 func (*DeleteFileRequest) ProtoMessage() {}
 
 func (x *DeleteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2069,7 @@ func (x *DeleteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFileRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteFileRequest) GetSandboxId() string {
@@ -1812,7 +2102,7 @@ type DeleteFileResponse struct {
 
 func (x *DeleteFileResponse) Reset() {
 	*x = DeleteFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2114,7 @@ func (x *DeleteFileResponse) String() string {
 func (*DeleteFileResponse) ProtoMessage() {}
 
 func (x *DeleteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2127,7 @@ func (x *DeleteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFileResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 // StatFileRequest asks about a path.
@@ -1853,7 +2143,7 @@ type StatFileRequest struct {
 
 func (x *StatFileRequest) Reset() {
 	*x = StatFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2155,7 @@ func (x *StatFileRequest) String() string {
 func (*StatFileRequest) ProtoMessage() {}
 
 func (x *StatFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2168,7 @@ func (x *StatFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatFileRequest.ProtoReflect.Descriptor instead.
 func (*StatFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatFileRequest) GetSandboxId() string {
@@ -1908,7 +2198,7 @@ type StatFileResponse struct {
 
 func (x *StatFileResponse) Reset() {
 	*x = StatFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2210,7 @@ func (x *StatFileResponse) String() string {
 func (*StatFileResponse) ProtoMessage() {}
 
 func (x *StatFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2223,7 @@ func (x *StatFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatFileResponse.ProtoReflect.Descriptor instead.
 func (*StatFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatFileResponse) GetExists() bool {
@@ -1966,7 +2256,7 @@ type ListDirectoryRequest struct {
 
 func (x *ListDirectoryRequest) Reset() {
 	*x = ListDirectoryRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2268,7 @@ func (x *ListDirectoryRequest) String() string {
 func (*ListDirectoryRequest) ProtoMessage() {}
 
 func (x *ListDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2281,7 @@ func (x *ListDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*ListDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListDirectoryRequest) GetSandboxId() string {
@@ -2026,7 +2316,7 @@ type ListDirectoryResponse struct {
 
 func (x *ListDirectoryResponse) Reset() {
 	*x = ListDirectoryResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2328,7 @@ func (x *ListDirectoryResponse) String() string {
 func (*ListDirectoryResponse) ProtoMessage() {}
 
 func (x *ListDirectoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2341,7 @@ func (x *ListDirectoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirectoryResponse.ProtoReflect.Descriptor instead.
 func (*ListDirectoryResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListDirectoryResponse) GetEntries() []*FileInfo {
@@ -2076,7 +2366,7 @@ type RenameFileRequest struct {
 
 func (x *RenameFileRequest) Reset() {
 	*x = RenameFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2378,7 @@ func (x *RenameFileRequest) String() string {
 func (*RenameFileRequest) ProtoMessage() {}
 
 func (x *RenameFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2391,7 @@ func (x *RenameFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameFileRequest.ProtoReflect.Descriptor instead.
 func (*RenameFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RenameFileRequest) GetSandboxId() string {
@@ -2134,7 +2424,7 @@ type RenameFileResponse struct {
 
 func (x *RenameFileResponse) Reset() {
 	*x = RenameFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2436,7 @@ func (x *RenameFileResponse) String() string {
 func (*RenameFileResponse) ProtoMessage() {}
 
 func (x *RenameFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2449,7 @@ func (x *RenameFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameFileResponse.ProtoReflect.Descriptor instead.
 func (*RenameFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 // MakeDirectoryRequest creates a directory.
@@ -2175,7 +2465,7 @@ type MakeDirectoryRequest struct {
 
 func (x *MakeDirectoryRequest) Reset() {
 	*x = MakeDirectoryRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2477,7 @@ func (x *MakeDirectoryRequest) String() string {
 func (*MakeDirectoryRequest) ProtoMessage() {}
 
 func (x *MakeDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2490,7 @@ func (x *MakeDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*MakeDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MakeDirectoryRequest) GetSandboxId() string {
@@ -2228,7 +2518,7 @@ type MakeDirectoryResponse struct {
 
 func (x *MakeDirectoryResponse) Reset() {
 	*x = MakeDirectoryResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2530,7 @@ func (x *MakeDirectoryResponse) String() string {
 func (*MakeDirectoryResponse) ProtoMessage() {}
 
 func (x *MakeDirectoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2543,7 @@ func (x *MakeDirectoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirectoryResponse.ProtoReflect.Descriptor instead.
 func (*MakeDirectoryResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MakeDirectoryResponse) GetCreated() bool {
@@ -2297,7 +2587,7 @@ type ExecSpec struct {
 
 func (x *ExecSpec) Reset() {
 	*x = ExecSpec{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2599,7 @@ func (x *ExecSpec) String() string {
 func (*ExecSpec) ProtoMessage() {}
 
 func (x *ExecSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2612,7 @@ func (x *ExecSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSpec.ProtoReflect.Descriptor instead.
 func (*ExecSpec) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExecSpec) GetCommand() string {
@@ -2394,7 +2684,7 @@ type CaptureStats struct {
 
 func (x *CaptureStats) Reset() {
 	*x = CaptureStats{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2696,7 @@ func (x *CaptureStats) String() string {
 func (*CaptureStats) ProtoMessage() {}
 
 func (x *CaptureStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2709,7 @@ func (x *CaptureStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureStats.ProtoReflect.Descriptor instead.
 func (*CaptureStats) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CaptureStats) GetObservedBytes() int64 {
@@ -2477,13 +2767,16 @@ type ExecResult struct {
 	// False when the sandbox cannot separate the streams: then stdout holds
 	// both, interleaved.
 	StreamsSeparated bool `protobuf:"varint,10,opt,name=streams_separated,json=streamsSeparated,proto3" json:"streams_separated,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The limit the command ran into, if any: the memory limit that got it
+	// killed, or the process limit that refused it a fork.
+	LimitExceeded LimitExceeded `protobuf:"varint,11,opt,name=limit_exceeded,json=limitExceeded,proto3,enum=fabro.sandbox.v1.LimitExceeded" json:"limit_exceeded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2788,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2801,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecResult) GetExecId() string {
@@ -2581,6 +2874,13 @@ func (x *ExecResult) GetStreamsSeparated() bool {
 	return false
 }
 
+func (x *ExecResult) GetLimitExceeded() LimitExceeded {
+	if x != nil {
+		return x.LimitExceeded
+	}
+	return LimitExceeded_LIMIT_EXCEEDED_UNSPECIFIED
+}
+
 // ExecRequest runs a command to its end.
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2594,7 +2894,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2906,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2919,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -2647,7 +2947,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2959,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2972,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExecResponse) GetResult() *ExecResult {
@@ -2695,7 +2995,7 @@ type ExecStreamRequest struct {
 
 func (x *ExecStreamRequest) Reset() {
 	*x = ExecStreamRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +3007,7 @@ func (x *ExecStreamRequest) String() string {
 func (*ExecStreamRequest) ProtoMessage() {}
 
 func (x *ExecStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +3020,7 @@ func (x *ExecStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExecStreamRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{36}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExecStreamRequest) GetSandboxId() string {
@@ -2752,7 +3052,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +3064,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +3077,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{37}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecStarted) GetExecId() string {
@@ -2814,7 +3114,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3126,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3139,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{38}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExecOutput) GetStream() OutputStream {
@@ -2873,7 +3173,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +3185,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +3198,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{39}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -2977,7 +3277,7 @@ type CancelExecRequest struct {
 
 func (x *CancelExecRequest) Reset() {
 	*x = CancelExecRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3289,7 @@ func (x *CancelExecRequest) String() string {
 func (*CancelExecRequest) ProtoMessage() {}
 
 func (x *CancelExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3302,7 @@ func (x *CancelExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{40}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CancelExecRequest) GetSandboxId() string {
@@ -3038,7 +3338,7 @@ type CancelExecResponse struct {
 
 func (x *CancelExecResponse) Reset() {
 	*x = CancelExecResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3350,7 @@ func (x *CancelExecResponse) String() string {
 func (*CancelExecResponse) ProtoMessage() {}
 
 func (x *CancelExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3363,7 @@ func (x *CancelExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{41}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CancelExecResponse) GetStopping() bool {
@@ -3097,7 +3397,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3409,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3422,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{42}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GrepRequest) GetSandboxId() string {
@@ -3186,7 +3486,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3498,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3511,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{43}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -3258,7 +3558,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3570,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3583,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{44}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -3325,7 +3625,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3337,7 +3637,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3350,7 +3650,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{45}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GlobRequest) GetSandboxId() string {
@@ -3386,7 +3686,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3398,7 +3698,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3411,7 +3711,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{46}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GlobResponse) GetPaths() []string {
@@ -3440,7 +3740,7 @@ type WalkRequest struct {
 
 func (x *WalkRequest) Reset() {
 	*x = WalkRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3752,7 @@ func (x *WalkRequest) String() string {
 func (*WalkRequest) ProtoMessage() {}
 
 func (x *WalkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3765,7 @@ func (x *WalkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkRequest.ProtoReflect.Descriptor instead.
 func (*WalkRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{47}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WalkRequest) GetSandboxId() string {
@@ -3509,7 +3809,7 @@ type WalkedFile struct {
 
 func (x *WalkedFile) Reset() {
 	*x = WalkedFile{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3821,7 @@ func (x *WalkedFile) String() string {
 func (*WalkedFile) ProtoMessage() {}
 
 func (x *WalkedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +3834,7 @@ func (x *WalkedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkedFile.ProtoReflect.Descriptor instead.
 func (*WalkedFile) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{48}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WalkedFile) GetPath() string {
@@ -3562,7 +3862,7 @@ type WalkResponse struct {
 
 func (x *WalkResponse) Reset() {
 	*x = WalkResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3874,7 @@ func (x *WalkResponse) String() string {
 func (*WalkResponse) ProtoMessage() {}
 
 func (x *WalkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3887,7 @@ func (x *WalkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkResponse.ProtoReflect.Descriptor instead.
 func (*WalkResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{49}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WalkResponse) GetFiles() []*WalkedFile {
@@ -3601,13 +3901,14 @@ var File_fabro_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1efabro/sandbox/v1/sandbox.proto\x12\x10fabro.sandbox.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x03\n" +
+	"\x1efabro/sandbox/v1/sandbox.proto\x12\x10fabro.sandbox.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x04\n" +
 	"\vSandboxSpec\x12\x16\n" +
 	"\x06driver\x18\x01 \x01(\tR\x06driver\x12+\n" +
 	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\x128\n" +
 	"\x03env\x18\x03 \x03(\v2&.fabro.sandbox.v1.SandboxSpec.EnvEntryR\x03env\x12A\n" +
 	"\x06labels\x18\x04 \x03(\v2).fabro.sandbox.v1.SandboxSpec.LabelsEntryR\x06labels\x12W\n" +
-	"\x0edriver_options\x18\x05 \x03(\v20.fabro.sandbox.v1.SandboxSpec.DriverOptionsEntryR\rdriverOptions\x1a6\n" +
+	"\x0edriver_options\x18\x05 \x03(\v20.fabro.sandbox.v1.SandboxSpec.DriverOptionsEntryR\rdriverOptions\x128\n" +
+	"\x06limits\x18\x06 \x01(\v2 .fabro.sandbox.v1.ResourceLimitsR\x06limits\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
@@ -3616,13 +3917,26 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12DriverOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x02\n" +
 	"\fCapabilities\x129\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\x1b.fabro.sandbox.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
 	"\x11streams_separated\x18\x03 \x01(\bR\x10streamsSeparated\x12\x14\n" +
 	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
-	"\x06cancel\x18\x05 \x01(\bR\x06cancel\"\xc7\x01\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x126\n" +
+	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\"y\n" +
+	"\fLimitSupport\x12\x16\n" +
+	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
+	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
+	"\x03cpu\x18\x03 \x01(\bR\x03cpu\x12!\n" +
+	"\fnetwork_none\x18\x04 \x01(\bR\vnetworkNone\"\xc8\x01\n" +
+	"\x0eResourceLimits\x12!\n" +
+	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12#\n" +
+	"\rmax_processes\x18\x02 \x01(\x05R\fmaxProcesses\x12\x12\n" +
+	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x129\n" +
+	"\anetwork\x18\x04 \x01(\x0e2\x1f.fabro.sandbox.v1.NetworkPolicyR\anetwork\x12\x1f\n" +
+	"\vbest_effort\x18\x05 \x01(\bR\n" +
+	"bestEffort\"\xc7\x01\n" +
 	"\x06Driver\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1e.fabro.sandbox.v1.CapabilitiesR\fcapabilities\x12\x1c\n" +
@@ -3769,7 +4083,7 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0eretained_bytes\x18\x02 \x01(\x03R\rretainedBytes\x12#\n" +
 	"\romitted_bytes\x18\x03 \x01(\x03R\fomittedBytes\x12\x1d\n" +
 	"\n" +
-	"head_bytes\x18\x04 \x01(\x03R\theadBytes\"\xb2\x03\n" +
+	"head_bytes\x18\x04 \x01(\x03R\theadBytes\"\xfa\x03\n" +
 	"\n" +
 	"ExecResult\x12\x17\n" +
 	"\aexec_id\x18\x01 \x01(\tR\x06execId\x12?\n" +
@@ -3783,7 +4097,8 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\fstdout_stats\x18\b \x01(\v2\x1e.fabro.sandbox.v1.CaptureStatsR\vstdoutStats\x12A\n" +
 	"\fstderr_stats\x18\t \x01(\v2\x1e.fabro.sandbox.v1.CaptureStatsR\vstderrStats\x12+\n" +
 	"\x11streams_separated\x18\n" +
-	" \x01(\bR\x10streamsSeparatedB\f\n" +
+	" \x01(\bR\x10streamsSeparated\x12F\n" +
+	"\x0elimit_exceeded\x18\v \x01(\x0e2\x1f.fabro.sandbox.v1.LimitExceededR\rlimitExceededB\f\n" +
 	"\n" +
 	"_exit_code\"\\\n" +
 	"\vExecRequest\x12\x1d\n" +
@@ -3855,12 +4170,21 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"B\n" +
 	"\fWalkResponse\x122\n" +
-	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files*e\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files*~\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_NONE\x10\x01\x12\x17\n" +
 	"\x13ISOLATION_CONTAINER\x10\x02\x12\x10\n" +
-	"\fISOLATION_VM\x10\x03*\x98\x01\n" +
+	"\fISOLATION_VM\x10\x03\x12\x17\n" +
+	"\x13ISOLATION_NAMESPACE\x10\x04*b\n" +
+	"\rNetworkPolicy\x12\x1e\n" +
+	"\x1aNETWORK_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13NETWORK_POLICY_NONE\x10\x01\x12\x18\n" +
+	"\x14NETWORK_POLICY_ALLOW\x10\x02*h\n" +
+	"\rLimitExceeded\x12\x1e\n" +
+	"\x1aLIMIT_EXCEEDED_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15LIMIT_EXCEEDED_MEMORY\x10\x01\x12\x1c\n" +
+	"\x18LIMIT_EXCEEDED_PROCESSES\x10\x02*\x98\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SANDBOX_STATE_CREATING\x10\x01\x12\x17\n" +
@@ -3926,152 +4250,160 @@ func file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Isolation)(0),                // 0: fabro.sandbox.v1.Isolation
-	(SandboxState)(0),             // 1: fabro.sandbox.v1.SandboxState
-	(FileType)(0),                 // 2: fabro.sandbox.v1.FileType
-	(Termination)(0),              // 3: fabro.sandbox.v1.Termination
-	(OutputStream)(0),             // 4: fabro.sandbox.v1.OutputStream
-	(GrepBackend)(0),              // 5: fabro.sandbox.v1.GrepBackend
-	(*SandboxSpec)(nil),           // 6: fabro.sandbox.v1.SandboxSpec
-	(*Capabilities)(nil),          // 7: fabro.sandbox.v1.Capabilities
-	(*Driver)(nil),                // 8: fabro.sandbox.v1.Driver
-	(*Sandbox)(nil),               // 9: fabro.sandbox.v1.Sandbox
-	(*ListDriversRequest)(nil),    // 10: fabro.sandbox.v1.ListDriversRequest
-	(*ListDriversResponse)(nil),   // 11: fabro.sandbox.v1.ListDriversResponse
-	(*CreateSandboxRequest)(nil),  // 12: fabro.sandbox.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 13: fabro.sandbox.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 14: fabro.sandbox.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 15: fabro.sandbox.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 16: fabro.sandbox.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 17: fabro.sandbox.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 18: fabro.sandbox.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 19: fabro.sandbox.v1.DeleteSandboxResponse
-	(*FileInfo)(nil),              // 20: fabro.sandbox.v1.FileInfo
-	(*ReadFileRequest)(nil),       // 21: fabro.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 22: fabro.sandbox.v1.ReadFileResponse
-	(*ReadFileBytesRequest)(nil),  // 23: fabro.sandbox.v1.ReadFileBytesRequest
-	(*ReadFileBytesResponse)(nil), // 24: fabro.sandbox.v1.ReadFileBytesResponse
-	(*WriteFileRequest)(nil),      // 25: fabro.sandbox.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 26: fabro.sandbox.v1.WriteFileResponse
-	(*DeleteFileRequest)(nil),     // 27: fabro.sandbox.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),    // 28: fabro.sandbox.v1.DeleteFileResponse
-	(*StatFileRequest)(nil),       // 29: fabro.sandbox.v1.StatFileRequest
-	(*StatFileResponse)(nil),      // 30: fabro.sandbox.v1.StatFileResponse
-	(*ListDirectoryRequest)(nil),  // 31: fabro.sandbox.v1.ListDirectoryRequest
-	(*ListDirectoryResponse)(nil), // 32: fabro.sandbox.v1.ListDirectoryResponse
-	(*RenameFileRequest)(nil),     // 33: fabro.sandbox.v1.RenameFileRequest
-	(*RenameFileResponse)(nil),    // 34: fabro.sandbox.v1.RenameFileResponse
-	(*MakeDirectoryRequest)(nil),  // 35: fabro.sandbox.v1.MakeDirectoryRequest
-	(*MakeDirectoryResponse)(nil), // 36: fabro.sandbox.v1.MakeDirectoryResponse
-	(*ExecSpec)(nil),              // 37: fabro.sandbox.v1.ExecSpec
-	(*CaptureStats)(nil),          // 38: fabro.sandbox.v1.CaptureStats
-	(*ExecResult)(nil),            // 39: fabro.sandbox.v1.ExecResult
-	(*ExecRequest)(nil),           // 40: fabro.sandbox.v1.ExecRequest
-	(*ExecResponse)(nil),          // 41: fabro.sandbox.v1.ExecResponse
-	(*ExecStreamRequest)(nil),     // 42: fabro.sandbox.v1.ExecStreamRequest
-	(*ExecStarted)(nil),           // 43: fabro.sandbox.v1.ExecStarted
-	(*ExecOutput)(nil),            // 44: fabro.sandbox.v1.ExecOutput
-	(*ExecStreamResponse)(nil),    // 45: fabro.sandbox.v1.ExecStreamResponse
-	(*CancelExecRequest)(nil),     // 46: fabro.sandbox.v1.CancelExecRequest
-	(*CancelExecResponse)(nil),    // 47: fabro.sandbox.v1.CancelExecResponse
-	(*GrepRequest)(nil),           // 48: fabro.sandbox.v1.GrepRequest
-	(*GrepMatch)(nil),             // 49: fabro.sandbox.v1.GrepMatch
-	(*GrepResponse)(nil),          // 50: fabro.sandbox.v1.GrepResponse
-	(*GlobRequest)(nil),           // 51: fabro.sandbox.v1.GlobRequest
-	(*GlobResponse)(nil),          // 52: fabro.sandbox.v1.GlobResponse
-	(*WalkRequest)(nil),           // 53: fabro.sandbox.v1.WalkRequest
-	(*WalkedFile)(nil),            // 54: fabro.sandbox.v1.WalkedFile
-	(*WalkResponse)(nil),          // 55: fabro.sandbox.v1.WalkResponse
-	nil,                           // 56: fabro.sandbox.v1.SandboxSpec.EnvEntry
-	nil,                           // 57: fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	nil,                           // 58: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	nil,                           // 59: fabro.sandbox.v1.Sandbox.LabelsEntry
-	nil,                           // 60: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	nil,                           // 61: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 62: fabro.sandbox.v1.ExecSpec.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
+	(NetworkPolicy)(0),            // 1: fabro.sandbox.v1.NetworkPolicy
+	(LimitExceeded)(0),            // 2: fabro.sandbox.v1.LimitExceeded
+	(SandboxState)(0),             // 3: fabro.sandbox.v1.SandboxState
+	(FileType)(0),                 // 4: fabro.sandbox.v1.FileType
+	(Termination)(0),              // 5: fabro.sandbox.v1.Termination
+	(OutputStream)(0),             // 6: fabro.sandbox.v1.OutputStream
+	(GrepBackend)(0),              // 7: fabro.sandbox.v1.GrepBackend
+	(*SandboxSpec)(nil),           // 8: fabro.sandbox.v1.SandboxSpec
+	(*Capabilities)(nil),          // 9: fabro.sandbox.v1.Capabilities
+	(*LimitSupport)(nil),          // 10: fabro.sandbox.v1.LimitSupport
+	(*ResourceLimits)(nil),        // 11: fabro.sandbox.v1.ResourceLimits
+	(*Driver)(nil),                // 12: fabro.sandbox.v1.Driver
+	(*Sandbox)(nil),               // 13: fabro.sandbox.v1.Sandbox
+	(*ListDriversRequest)(nil),    // 14: fabro.sandbox.v1.ListDriversRequest
+	(*ListDriversResponse)(nil),   // 15: fabro.sandbox.v1.ListDriversResponse
+	(*CreateSandboxRequest)(nil),  // 16: fabro.sandbox.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 17: fabro.sandbox.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 18: fabro.sandbox.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 19: fabro.sandbox.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 20: fabro.sandbox.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 21: fabro.sandbox.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 22: fabro.sandbox.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 23: fabro.sandbox.v1.DeleteSandboxResponse
+	(*FileInfo)(nil),              // 24: fabro.sandbox.v1.FileInfo
+	(*ReadFileRequest)(nil),       // 25: fabro.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 26: fabro.sandbox.v1.ReadFileResponse
+	(*ReadFileBytesRequest)(nil),  // 27: fabro.sandbox.v1.ReadFileBytesRequest
+	(*ReadFileBytesResponse)(nil), // 28: fabro.sandbox.v1.ReadFileBytesResponse
+	(*WriteFileRequest)(nil),      // 29: fabro.sandbox.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 30: fabro.sandbox.v1.WriteFileResponse
+	(*DeleteFileRequest)(nil),     // 31: fabro.sandbox.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),    // 32: fabro.sandbox.v1.DeleteFileResponse
+	(*StatFileRequest)(nil),       // 33: fabro.sandbox.v1.StatFileRequest
+	(*StatFileResponse)(nil),      // 34: fabro.sandbox.v1.StatFileResponse
+	(*ListDirectoryRequest)(nil),  // 35: fabro.sandbox.v1.ListDirectoryRequest
+	(*ListDirectoryResponse)(nil), // 36: fabro.sandbox.v1.ListDirectoryResponse
+	(*RenameFileRequest)(nil),     // 37: fabro.sandbox.v1.RenameFileRequest
+	(*RenameFileResponse)(nil),    // 38: fabro.sandbox.v1.RenameFileResponse
+	(*MakeDirectoryRequest)(nil),  // 39: fabro.sandbox.v1.MakeDirectoryRequest
+	(*MakeDirectoryResponse)(nil), // 40: fabro.sandbox.v1.MakeDirectoryResponse
+	(*ExecSpec)(nil),              // 41: fabro.sandbox.v1.ExecSpec
+	(*CaptureStats)(nil),          // 42: fabro.sandbox.v1.CaptureStats
+	(*ExecResult)(nil),            // 43: fabro.sandbox.v1.ExecResult
+	(*ExecRequest)(nil),           // 44: fabro.sandbox.v1.ExecRequest
+	(*ExecResponse)(nil),          // 45: fabro.sandbox.v1.ExecResponse
+	(*ExecStreamRequest)(nil),     // 46: fabro.sandbox.v1.ExecStreamRequest
+	(*ExecStarted)(nil),           // 47: fabro.sandbox.v1.ExecStarted
+	(*ExecOutput)(nil),            // 48: fabro.sandbox.v1.ExecOutput
+	(*ExecStreamResponse)(nil),    // 49: fabro.sandbox.v1.ExecStreamResponse
+	(*CancelExecRequest)(nil),     // 50: fabro.sandbox.v1.CancelExecRequest
+	(*CancelExecResponse)(nil),    // 51: fabro.sandbox.v1.CancelExecResponse
+	(*GrepRequest)(nil),           // 52: fabro.sandbox.v1.GrepRequest
+	(*GrepMatch)(nil),             // 53: fabro.sandbox.v1.GrepMatch
+	(*GrepResponse)(nil),          // 54: fabro.sandbox.v1.GrepResponse
+	(*GlobRequest)(nil),           // 55: fabro.sandbox.v1.GlobRequest
+	(*GlobResponse)(nil),          // 56: fabro.sandbox.v1.GlobResponse
+	(*WalkRequest)(nil),           // 57: fabro.sandbox.v1.WalkRequest
+	(*WalkedFile)(nil),            // 58: fabro.sandbox.v1.WalkedFile
+	(*WalkResponse)(nil),          // 59: fabro.sandbox.v1.WalkResponse
+	nil,                           // 60: fabro.sandbox.v1.SandboxSpec.EnvEntry
+	nil,                           // 61: fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	nil,                           // 62: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	nil,                           // 63: fabro.sandbox.v1.Sandbox.LabelsEntry
+	nil,                           // 64: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	nil,                           // 65: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 66: fabro.sandbox.v1.ExecSpec.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 67: google.protobuf.Timestamp
 }
 var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	56, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
-	57, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	58, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	0,  // 3: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
-	7,  // 4: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	1,  // 5: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
-	7,  // 6: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	59, // 7: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
-	60, // 8: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	63, // 9: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	8,  // 10: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
-	6,  // 11: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	9,  // 12: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	9,  // 13: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	61, // 14: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	9,  // 15: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
-	2,  // 16: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
-	63, // 17: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
-	20, // 18: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
-	20, // 19: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
-	62, // 20: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
-	3,  // 21: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
-	38, // 22: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
-	38, // 23: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
-	37, // 24: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
-	39, // 25: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
-	37, // 26: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
-	4,  // 27: fabro.sandbox.v1.ExecOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
-	43, // 28: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
-	44, // 29: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
-	39, // 30: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
-	49, // 31: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
-	5,  // 32: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
-	54, // 33: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
-	10, // 34: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
-	12, // 35: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
-	14, // 36: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
-	16, // 37: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
-	18, // 38: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
-	21, // 39: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
-	23, // 40: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
-	25, // 41: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
-	27, // 42: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
-	29, // 43: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
-	31, // 44: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
-	33, // 45: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
-	35, // 46: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
-	40, // 47: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
-	42, // 48: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
-	46, // 49: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
-	48, // 50: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
-	51, // 51: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
-	53, // 52: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
-	11, // 53: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
-	13, // 54: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
-	15, // 55: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
-	17, // 56: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
-	19, // 57: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
-	22, // 58: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
-	24, // 59: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
-	26, // 60: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
-	28, // 61: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
-	30, // 62: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
-	32, // 63: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
-	34, // 64: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
-	36, // 65: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
-	41, // 66: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
-	45, // 67: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
-	47, // 68: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
-	50, // 69: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
-	52, // 70: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
-	55, // 71: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
-	53, // [53:72] is the sub-list for method output_type
-	34, // [34:53] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	60, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
+	61, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	62, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	11, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
+	0,  // 4: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
+	10, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
+	1,  // 6: fabro.sandbox.v1.ResourceLimits.network:type_name -> fabro.sandbox.v1.NetworkPolicy
+	9,  // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	3,  // 8: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
+	9,  // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	63, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
+	64, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	67, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	12, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
+	8,  // 14: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	13, // 15: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	13, // 16: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	65, // 17: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	13, // 18: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
+	4,  // 19: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
+	67, // 20: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	24, // 21: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
+	24, // 22: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
+	66, // 23: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
+	5,  // 24: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
+	42, // 25: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	42, // 26: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	2,  // 27: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
+	41, // 28: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	43, // 29: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
+	41, // 30: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	6,  // 31: fabro.sandbox.v1.ExecOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
+	47, // 32: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
+	48, // 33: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
+	43, // 34: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
+	53, // 35: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
+	7,  // 36: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
+	58, // 37: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
+	14, // 38: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
+	16, // 39: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
+	18, // 40: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
+	20, // 41: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
+	22, // 42: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
+	25, // 43: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
+	27, // 44: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
+	29, // 45: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
+	31, // 46: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
+	33, // 47: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
+	35, // 48: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
+	37, // 49: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
+	39, // 50: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
+	44, // 51: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
+	46, // 52: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
+	50, // 53: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
+	52, // 54: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
+	55, // 55: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
+	57, // 56: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
+	15, // 57: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
+	17, // 58: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
+	19, // 59: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
+	21, // 60: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
+	23, // 61: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
+	26, // 62: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
+	28, // 63: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
+	30, // 64: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
+	32, // 65: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
+	34, // 66: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
+	36, // 67: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
+	38, // 68: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
+	40, // 69: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
+	45, // 70: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
+	49, // 71: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
+	51, // 72: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
+	54, // 73: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
+	56, // 74: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
+	59, // 75: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
+	57, // [57:76] is the sub-list for method output_type
+	38, // [38:57] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_v1_sandbox_proto_init() }
@@ -4079,8 +4411,8 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 	if File_fabro_sandbox_v1_sandbox_proto != nil {
 		return
 	}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[33].OneofWrappers = []any{}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[39].OneofWrappers = []any{
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[35].OneofWrappers = []any{}
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[41].OneofWrappers = []any{
 		(*ExecStreamResponse_Started)(nil),
 		(*ExecStreamResponse_Output)(nil),
 		(*ExecStreamResponse_Finished)(nil),
@@ -4090,8 +4422,8 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_v1_sandbox_proto_rawDesc), len(file_fabro_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   57,
+			NumEnums:      8,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

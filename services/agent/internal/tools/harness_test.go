@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 

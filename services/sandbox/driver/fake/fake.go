@@ -25,7 +25,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // Root is every fake sandbox's root and working directory.

@@ -3,9 +3,9 @@ package fake_test
 import (
 	"testing"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/fake"
-	"github.com/fabro-sh/fabro-go/services/sandbox/drivertest"
 )
 
 // TestContract runs the contract suite unchanged: the fake's stated

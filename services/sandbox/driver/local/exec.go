@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // drainGrace bounds how long output is read after the command's processes

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // resolve turns a client path into one relative to the root, lexically: an

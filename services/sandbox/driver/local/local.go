@@ -18,7 +18,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // Name is the driver's name in a spec.

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
-	"github.com/fabro-sh/fabro-go/services/sandbox/drivertest"
 )
 
 func newDriver(t *testing.T) driver.Driver {

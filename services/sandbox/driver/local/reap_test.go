@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
-	"github.com/fabro-sh/fabro-go/services/sandbox/drivertest"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 )
 
 // ourChildren lists the test process's children, zombies included: the

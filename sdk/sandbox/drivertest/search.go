@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // RunSearch checks grep on every back end the driver has, glob and walk.

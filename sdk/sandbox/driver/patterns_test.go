@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 func TestValidatePattern(t *testing.T) {

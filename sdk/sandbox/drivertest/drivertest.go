@@ -29,7 +29,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fabro-sh/fabro-go/services/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // Run runs the whole suite; newDriver makes the driver under test.

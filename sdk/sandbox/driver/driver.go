@@ -20,11 +20,12 @@ import (
 // Isolation says how far a sandbox's commands are kept from the host.
 type Isolation int
 
-// Isolation levels, weakest first.
+// Isolation levels. The values are those of the contract's enum.
 const (
-	IsolationNone      Isolation = iota + 1 // the service's own host and user
-	IsolationContainer                      // a container on a shared kernel
-	IsolationVM                             // a machine of its own
+	IsolationNone      Isolation = 1 // the service's own host and user
+	IsolationContainer Isolation = 2 // a container on a shared kernel
+	IsolationVM        Isolation = 3 // a machine of its own
+	IsolationNamespace Isolation = 4 // Linux namespaces on the host's kernel (bubblewrap)
 )
 
 // Capabilities are what a driver's sandboxes really do. They must be honest
@@ -45,7 +46,51 @@ type Capabilities struct {
 	// results are scripted (the fake); drivertest then skips what needs a
 	// real command. It is not part of the RPC contract.
 	Commands bool
+	// Limits says which of [Limits] this driver enforces. A spec asking for
+	// one it does not enforce is refused, unless the spec says BestEffort.
+	Limits LimitSupport
 }
+
+// LimitSupport names the limits a driver really enforces.
+type LimitSupport struct {
+	Memory      bool
+	Processes   bool
+	CPU         bool
+	NetworkNone bool // commands can be cut off from every network
+}
+
+// Network is a sandbox's network policy.
+type Network int
+
+// Network policies.
+const (
+	NetworkDefault Network = iota // the driver's default, stated in its docs
+	NetworkNone                   // no network at all, loopback aside
+	NetworkAllow                  // the host's networks
+)
+
+// Limits bound what a sandbox's commands may use. A zero field sets no limit.
+// Drivers with a container per sandbox apply them to the whole sandbox;
+// drivers that run commands on the host apply them to each command.
+type Limits struct {
+	MemoryBytes int64   // memory, swap included where the host accounts it
+	Processes   int     // processes and threads alive at once
+	CPU         float64 // CPU time, in cores (0.5 is half of one core)
+	Network     Network
+	// BestEffort: a limit the driver cannot enforce is skipped instead of
+	// refused.
+	BestEffort bool
+}
+
+// LimitHit names the limit a command ran into.
+type LimitHit int
+
+// Limits a command can run into.
+const (
+	LimitNone LimitHit = iota
+	LimitMemory
+	LimitProcesses
+)
 
 // Driver makes sandboxes of one kind.
 type Driver interface {
@@ -63,6 +108,9 @@ type Driver interface {
 
 // Spec is what a sandbox is created from.
 type Spec struct {
+	// ID is the service's id for the sandbox, for labelling the driver's
+	// own resources (container labels, remote metadata).
+	ID string
 	// WorkingDirectory: for the local driver an existing host directory to
 	// use (kept on delete); empty means a managed one (removed on delete).
 	WorkingDirectory string
@@ -72,6 +120,8 @@ type Spec struct {
 	Labels map[string]string
 	// Options are driver-specific; an unknown key is [ErrInvalid].
 	Options map[string]string
+	// Limits bound the resources of the sandbox's commands.
+	Limits Limits
 }
 
 // Info describes a sandbox.
@@ -201,6 +251,9 @@ type ExecResult struct {
 	StdoutStats      CaptureStats
 	StderrStats      CaptureStats
 	StreamsSeparated bool
+	// LimitHit names the limit that ended or hampered the command, such
+	// as the memory limit that got it killed.
+	LimitHit LimitHit
 }
 
 // Execer runs commands.
