@@ -106,6 +106,25 @@ type Driver interface {
 	Create(ctx context.Context, spec Spec) (Sandbox, error)
 }
 
+// Reopener is implemented by drivers whose sandboxes outlive the service (a
+// container, a directory, a remote sandbox). After a restart the service
+// calls Reopen with the spec (ID set) and the Info that Create's sandbox
+// reported, both kept in its durable registry. A sandbox whose backing is
+// gone is an error wrapping [ErrGone] that says what vanished; the service
+// then lists the sandbox as FAILED with that reason.
+type Reopener interface {
+	Reopen(ctx context.Context, spec Spec, info Info) (Sandbox, error)
+}
+
+// Checker is implemented by sandboxes whose backing can vanish behind the
+// service's back (a container removed, a plugin that exited). Check returns
+// nil while the sandbox is usable, else an error wrapping [ErrGone] that
+// says why. The service checks before it reports a sandbox READY and when a
+// call fails.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
 // Spec is what a sandbox is created from.
 type Spec struct {
 	// ID is the service's id for the sandbox, for labelling the driver's
@@ -343,6 +362,12 @@ var (
 	ErrBashMissing    = errors.New("bash is missing")
 	ErrUnsupported    = errors.New("capability unsupported")
 	ErrUnavailable    = errors.New("driver unavailable")
+	// ErrGone: the sandbox's backing (container, directory, remote
+	// sandbox, plugin process) no longer exists or has failed.
+	ErrGone = errors.New("sandbox is gone")
+	// ErrLimitUnsupported: the spec asks for a limit the driver cannot
+	// enforce, and did not allow best effort.
+	ErrLimitUnsupported = errors.New("limit not enforced by this driver")
 	// ErrKill is the cancel cause that asks Exec to KILL at once.
 	ErrKill = errors.New("killed")
 )
