@@ -113,7 +113,7 @@ func RunCapabilities(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	if info.Capabilities != d.Capabilities() {
 		t.Errorf("the sandbox states %+v; its driver %+v", info.Capabilities, d.Capabilities())
 	}
-	if info.Capabilities.Isolation < driver.IsolationNone || info.Capabilities.Isolation > driver.IsolationVM {
+	if info.Capabilities.Isolation < driver.IsolationNone || info.Capabilities.Isolation > driver.IsolationNamespace {
 		t.Errorf("isolation %d is not stated", info.Capabilities.Isolation)
 	}
 	if !strings.HasPrefix(info.RootDirectory, "/") || !strings.HasPrefix(info.WorkingDirectory+"/", info.RootDirectory+"/") {
@@ -428,9 +428,13 @@ func RunExec(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	}
 
 	// alive reports, from inside the sandbox, whether pid still runs,
-	// awaiting its death for up to 5 s (a KILL is not instantaneous).
+	// awaiting its death for up to 5 s (a KILL is not instantaneous). The
+	// process must still be the test's sleep: with a pid namespace per
+	// command, the pid names another process (or one of this check's own)
+	// in the checking command.
 	alive := func(t *testing.T, pid string) bool {
-		out := Sh(t, sb, `for i in $(seq 50); do s=$(cut -d' ' -f3 /proc/`+pid+`/stat 2>/dev/null); if [ -z "$s" ] || [ "$s" = Z ]; then echo gone; exit; fi; sleep 0.1; done; echo alive`)
+		out := Sh(t, sb, `for i in $(seq 50); do s=$(cut -d' ' -f3 /proc/`+pid+`/stat 2>/dev/null); c=$(tr '\0' ' ' </proc/`+pid+`/cmdline 2>/dev/null); `+
+			`if [ -z "$s" ] || [ "$s" = Z ] || { [ "$c" != "sleep 60 " ] && [ "$c" != "sleep 300 " ]; }; then echo gone; exit; fi; sleep 0.1; done; echo alive`)
 		return out != "gone\n"
 	}
 

@@ -1,0 +1,415 @@
+// Package bwrap is the bubblewrap sandbox driver, served as a plugin by
+// cmd/fabro-sandbox-bwrap. Files and search are the local driver's (a
+// workspace confined with os.Root on the host); every command runs in
+// bwrap with new pid, ipc, uts and (unless the spec allows the network)
+// network namespaces, in a new session, dying with its parent, with no
+// capabilities. Its view of the filesystem is a minimal set of system
+// directories read-only (/usr and its links, /etc with the shadow files
+// masked), a private /proc, /dev, /tmp and /run, and the workspace
+// read-write at its own path: the host's other directories (the service's
+// data directory, other workspaces, /root and /home) are not there at all.
+//
+// What it enforces is what its capabilities state: isolation namespace and
+// the network limit. Memory, process and CPU limits are not enforced (no
+// per-command cgroups yet), so a spec asking for them is refused unless it
+// allows best effort.
+package bwrap
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+)
+
+// Name is the driver's name in a spec.
+const Name = "bwrap"
+
+// initPath is where the init (this binary) is mounted in the sandbox.
+const initPath = "/run/fabro/init"
+
+const (
+	chunkSize  = 32 << 10
+	drainGrace = 2 * time.Second
+	// commandPath is the PATH commands get.
+	commandPath = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+)
+
+// Config configures the driver.
+type Config struct {
+	// Bwrap is the bwrap binary; default "bwrap" in PATH, then /usr/bin.
+	Bwrap string
+	// Init is the binary run as the sandbox's init with [InitArg]; default
+	// this process's executable.
+	Init string
+	// WorkspaceRoot is where managed workspaces are made; default the
+	// system's temporary directory.
+	WorkspaceRoot string
+}
+
+// Driver is the bwrap driver.
+type Driver struct {
+	cfg   Config
+	local *local.Driver
+
+	probeOnce sync.Once
+	probeErr  error
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New returns the driver.
+func New(cfg Config) *Driver {
+	if cfg.Bwrap == "" {
+		if p, err := exec.LookPath("bwrap"); err == nil {
+			cfg.Bwrap = p
+		} else {
+			cfg.Bwrap = "/usr/bin/bwrap"
+		}
+	}
+	if cfg.Init == "" {
+		cfg.Init, _ = os.Executable()
+	}
+	return &Driver{cfg: cfg, local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}})}
+}
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return Name }
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Isolation: driver.IsolationNamespace, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
+		Limits: driver.LimitSupport{NetworkNone: true},
+	}
+}
+
+// Available implements driver.Driver: bwrap is installed and the kernel
+// lets it make the namespaces (probed once).
+func (d *Driver) Available(ctx context.Context) error {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("%w: bwrap runs on linux only", driver.ErrUnavailable)
+	}
+	if err := d.local.Available(ctx); err != nil {
+		return err
+	}
+	d.probeOnce.Do(func() {
+		if _, err := os.Stat(d.cfg.Bwrap); err != nil {
+			d.probeErr = fmt.Errorf("%w: bwrap not found (%v); install Debian's bubblewrap package", driver.ErrUnavailable, err)
+			return
+		}
+		if d.cfg.Init == "" {
+			d.probeErr = fmt.Errorf("%w: the sandbox init binary is unknown", driver.ErrUnavailable)
+			return
+		}
+		args := append(d.baseArgs(false), "--", "/usr/bin/true")
+		out, err := exec.CommandContext(ctx, d.cfg.Bwrap, args...).CombinedOutput()
+		if err != nil {
+			d.probeErr = fmt.Errorf("%w: the kernel refuses bwrap's namespaces: %v: %s", driver.ErrUnavailable, err, bytes.TrimSpace(out))
+		}
+	})
+	return d.probeErr
+}
+
+// Create implements driver.Driver.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
+	if err := d.Available(ctx); err != nil {
+		return nil, err
+	}
+	for k := range spec.Options {
+		return nil, fmt.Errorf("%w: driver_options: the bwrap driver has no option %q", driver.ErrInvalid, k)
+	}
+	l := spec.Limits
+	if !l.BestEffort {
+		for _, c := range []struct {
+			set  bool
+			name string
+		}{{l.MemoryBytes > 0, "memory"}, {l.Processes > 0, "processes"}, {l.CPU > 0, "cpu"}} {
+			if c.set {
+				return nil, fmt.Errorf("%w: bwrap does not enforce the %s limit (no per-command cgroups); ask for best effort to skip it", driver.ErrLimitUnsupported, c.name)
+			}
+		}
+	}
+	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: spec.WorkingDirectory, Labels: spec.Labels})
+	if err != nil {
+		return nil, err
+	}
+	info := inner.Info()
+	info.Capabilities = d.Capabilities()
+	if strings.HasPrefix(info.RootDirectory+"/", "/usr/") || strings.HasPrefix(info.RootDirectory+"/", "/etc/") || info.RootDirectory == "/" {
+		inner.Delete(ctx)
+		return nil, fmt.Errorf("%w: working_directory %s: a bwrap workspace cannot be a system directory", driver.ErrInvalid, info.RootDirectory)
+	}
+	env := []string{"PATH=" + commandPath, "HOME=" + info.WorkingDirectory, "TMPDIR=/tmp", "LANG=C.UTF-8"}
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow}, nil
+}
+
+// baseArgs are bwrap's namespaces and mounts, workspace aside.
+func (d *Driver) baseArgs(network bool) []string {
+	a := []string{
+		"--die-with-parent", "--new-session", "--as-pid-1",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "fabro-sandbox",
+		"--cap-drop", "ALL",
+		"--ro-bind", "/usr", "/usr",
+	}
+	if !network {
+		a = append(a, "--unshare-net")
+	}
+	for _, dir := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(dir)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(dir); err == nil {
+				a = append(a, "--symlink", target, dir)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", dir, dir)
+		}
+	}
+	a = append(a, "--ro-bind", "/etc", "/etc")
+	for _, f := range []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"} {
+		if _, err := os.Stat(f); err == nil {
+			a = append(a, "--ro-bind", "/dev/null", f)
+		}
+	}
+	return append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+		"--ro-bind", d.cfg.Init, initPath)
+}
+
+// sandbox is a local workspace whose commands run in bwrap.
+type sandbox struct {
+	driver.Sandbox // files and search: the local driver's
+	d              *Driver
+	info           driver.Info
+	env            []string
+	network        bool
+}
+
+// Info implements driver.Sandbox.
+func (s *sandbox) Info() driver.Info { return s.info }
+
+// dir resolves an exec's working directory: confined like any path (the
+// local sandbox's Stat says whether it escapes), then named at the same
+// path inside bwrap, where the workspace is mounted where it is.
+func (s *sandbox) dir(ctx context.Context, dir string) (string, error) {
+	if dir == "" {
+		return s.info.WorkingDirectory, nil
+	}
+	fi, err := s.Sandbox.Stat(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	if fi.Type != driver.TypeDirectory {
+		return "", fmt.Errorf("%w: working_dir %s", driver.ErrNotDirectory, dir)
+	}
+	if path.IsAbs(dir) {
+		return path.Clean(dir), nil
+	}
+	return path.Join(s.info.WorkingDirectory, dir), nil
+}
+
+// Exec implements driver.Execer.
+func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Output) (driver.ExecResult, error) {
+	dir, err := s.dir(ctx, spec.Dir)
+	if err != nil {
+		return driver.ExecResult{}, err
+	}
+	ws := s.info.RootDirectory
+	args := append(s.d.baseArgs(s.network), "--bind", ws, ws, "--chdir", dir, "--", initPath, InitArg, "bash", "-c", spec.Command)
+	cmd := exec.Command(s.d.cfg.Bwrap, args...)
+	env := append([]string(nil), s.env...)
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	cmd.Env = env
+	// Its own group, so that killing bwrap kills nothing of ours; bwrap
+	// dies with us, and the sandbox with bwrap.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = drainGrace
+	if len(spec.Stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(spec.Stdin)
+	}
+	pipes, err := newPipes()
+	if err != nil {
+		return driver.ExecResult{}, err
+	}
+	defer pipes.close()
+	cmd.Stdout, cmd.Stderr = pipes.outW, pipes.errW
+	cmd.ExtraFiles = []*os.File{pipes.ctlR, pipes.stW}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return driver.ExecResult{}, fmt.Errorf("start bwrap: %w", err)
+	}
+	pipes.closeChildEnds()
+
+	var sinkMu sync.Mutex
+	sinkOK := out != nil && out.Started() == nil
+	stdout, stderr := driver.NewCapture(spec.RetainLimit), driver.NewCapture(spec.RetainLimit)
+	var readers sync.WaitGroup
+	read := func(r *os.File, c *driver.Capture, stream driver.Stream) {
+		buf := make([]byte, chunkSize)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				sinkMu.Lock()
+				c.Write(buf[:n])
+				if sinkOK {
+					sinkOK = out.Chunk(stream, buf[:n]) == nil
+				}
+				sinkMu.Unlock()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	readers.Go(func() { read(pipes.outR, stdout, driver.Stdout) })
+	readers.Go(func() { read(pipes.errR, stderr, driver.Stderr) })
+	statusCh := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(pipes.stR)
+		statusCh <- strings.TrimSpace(string(b))
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	ctl := func(b byte) { pipes.ctlW.Write([]byte{b}) }
+	term := driver.Exited
+	stop := func(t driver.Termination) {
+		term = t
+		ctl('T')
+		grace := time.NewTimer(driver.StopGrace)
+		defer grace.Stop()
+		select {
+		case err := <-exited:
+			exited <- err
+		case <-grace.C:
+			ctl('K')
+		case <-spec.Kill:
+			ctl('K')
+			term = driver.Killed
+		}
+	}
+	timer := time.NewTimer(spec.Timeout)
+	defer timer.Stop()
+	var werr error
+	select {
+	case werr = <-exited:
+		exited <- werr
+	case <-timer.C:
+		stop(driver.TimedOut)
+	case <-spec.Kill:
+		term = driver.Killed
+		ctl('K')
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), driver.ErrKill) {
+			term = driver.Killed
+			ctl('K')
+		} else {
+			stop(driver.Cancelled)
+		}
+	}
+	// The init ends promptly once told; if it does not, bwrap is killed,
+	// and the namespace with it.
+	select {
+	case werr = <-exited:
+	case <-time.After(drainGrace):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		werr = <-exited
+	}
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		pipes.outR.SetReadDeadline(time.Now())
+		pipes.errR.SetReadDeadline(time.Now())
+		<-drained
+	}
+	st := <-statusCh
+	res := driver.ExecResult{
+		Termination: term, Duration: time.Since(start), StreamsSeparated: true,
+		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StdoutStats: stdout.Stats(), StderrStats: stderr.Stats(),
+	}
+	kind, num, _ := strings.Cut(st, " ")
+	n, nerr := strconv.Atoi(num)
+	switch {
+	case kind == "exit" && nerr == nil:
+		res.ExitCode = &n
+	case kind == "signal" && nerr == nil:
+		res.Signal = signalName(syscall.Signal(n))
+	case kind == "error" && strings.Contains(num, "executable file not found"):
+		return driver.ExecResult{}, fmt.Errorf("%w: %s", driver.ErrBashMissing, num)
+	default:
+		return driver.ExecResult{}, fmt.Errorf("bwrap ended without the command's status (%v): %s", werr, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return res, nil
+}
+
+// pipes are an exec's stdout, stderr, control and status pipes.
+type pipes struct {
+	outR, outW, errR, errW, ctlR, ctlW, stR, stW *os.File
+}
+
+func newPipes() (*pipes, error) {
+	p := &pipes{}
+	for _, pair := range [][2]**os.File{{&p.outR, &p.outW}, {&p.errR, &p.errW}, {&p.ctlR, &p.ctlW}, {&p.stR, &p.stW}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		*pair[0], *pair[1] = r, w
+	}
+	return p, nil
+}
+
+// closeChildEnds closes the ends the child holds, once it has them.
+func (p *pipes) closeChildEnds() {
+	for _, f := range []**os.File{&p.outW, &p.errW, &p.ctlR, &p.stW} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+func (p *pipes) close() {
+	for _, f := range []*os.File{p.outR, p.outW, p.errR, p.errW, p.ctlR, p.ctlW, p.stR, p.stW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
+	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
+	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGXCPU: "SIGXCPU",
+	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
+}
+
+func signalName(sig syscall.Signal) string {
+	if n, ok := signalNames[sig]; ok {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(sig))
+}

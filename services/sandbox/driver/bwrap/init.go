@@ -1,0 +1,85 @@
+package bwrap
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// InitArg, as the first argument, makes the plugin binary the init of a
+// sandbox's pid namespace: see [Init].
+const InitArg = "__fabro_sandbox_init"
+
+// Init is pid 1 inside bwrap: it runs the command (os.Args[2:]) in its own
+// process group and reaps every orphan. It reads stop requests on fd 3
+// ('T': TERM to the command's group; 'K', or the pipe's end: KILL to every
+// process in the namespace) and, once the command is reaped, kills what is
+// left, writes "exit N" or "signal N" on fd 4 and exits; the kernel then
+// kills anything that remains in the namespace. Processes inside cannot
+// signal it: pid 1 ignores signals it does not handle.
+func Init() {
+	ctl, st := os.NewFile(3, "control"), os.NewFile(4, "status")
+	path, err := exec.LookPath(os.Args[2])
+	if err != nil {
+		fmt.Fprintf(st, "error %v\n", err)
+		os.Exit(1)
+	}
+	p, err := os.StartProcess(path, os.Args[2:], &os.ProcAttr{
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		fmt.Fprintf(st, "error %v\n", err)
+		os.Exit(1)
+	}
+	os.Stdin.Close()
+	os.Stdout.Close()
+	os.Stderr.Close()
+	pid := p.Pid
+	go func() {
+		b := make([]byte, 1)
+		for {
+			n, err := ctl.Read(b)
+			switch {
+			case err != nil:
+				syscall.Kill(-1, syscall.SIGKILL)
+				return
+			case n == 1 && b[0] == 'T':
+				syscall.Kill(-pid, syscall.SIGTERM)
+			case n == 1 && b[0] == 'K':
+				syscall.Kill(-1, syscall.SIGKILL)
+			}
+		}
+	}()
+	var result string
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			result = fmt.Sprintf("error wait: %v", err)
+			break
+		}
+		if wpid == pid {
+			if ws.Signaled() {
+				result = fmt.Sprintf("signal %d", int(ws.Signal()))
+			} else {
+				result = fmt.Sprintf("exit %d", ws.ExitStatus())
+			}
+			break
+		}
+	}
+	// No descendant outlives the command.
+	syscall.Kill(-1, syscall.SIGKILL)
+	for {
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(-1, &ws, 0, nil); err == syscall.ECHILD {
+			break
+		}
+	}
+	fmt.Fprintln(st, result)
+	os.Exit(0)
+}
