@@ -156,7 +156,9 @@ func (d *Driver) describe() *pluginv1.DescribeResponse {
 
 // Capabilities implements driver.Driver; those the plugin last described
 // (the plugin is started to learn them the first time).
-func (d *Driver) Capabilities() driver.Capabilities { return capsFromProto(d.describe().GetCapabilities()) }
+func (d *Driver) Capabilities() driver.Capabilities {
+	return capsFromProto(d.describe().GetCapabilities())
+}
 
 // Version is the version the plugin reports.
 func (d *Driver) Version() string { return d.describe().GetVersion() }
