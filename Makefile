@@ -6,7 +6,7 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 # Every Go module in the workspace (go.work), tested one by one with GOWORK=off
 # so that a missing require cannot hide behind the workspace.
-MODULES := gen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro
+MODULES := gen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin
 # Modules that hold Go code yet (go test fails on a module with no packages).
 GO_MODULES = $(foreach m,$(MODULES),$(if $(shell find $(m) -name '*.go' -print -quit),$(m)))
 
@@ -141,12 +141,16 @@ $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION):
 	GOBIN=$(BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 	@mkdir -p $(@D) && touch $@
 
-# Debian packages the tests need: ripgrep for the sandbox's grep back end.
+# Debian packages the tests need: ripgrep for the sandbox's grep back end,
+# bubblewrap for the bwrap sandbox plugin.
 .PHONY: deps
 deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	@command -v rg >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq ripgrep; }
+	@command -v bwrap >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }
 
 .PHONY: clean
 clean: ## Remove build output and installed tools
