@@ -16,8 +16,9 @@ func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
 
 func (e *entry) toProto() *sandboxv1.Sandbox {
 	info := e.sb.Info()
+	state, msg := e.sandboxState()
 	return &sandboxv1.Sandbox{
-		SandboxId: e.id, Driver: e.driver, State: sandboxv1.SandboxState_SANDBOX_STATE_READY,
+		SandboxId: e.id, Driver: e.driver, State: state, StateMessage: msg,
 		Capabilities: capsToProto(info.Capabilities), Platform: info.Platform, OsVersion: info.OSVersion,
 		WorkingDirectory: info.WorkingDirectory, RootDirectory: info.RootDirectory,
 		Labels: e.spec.Labels, DriverOptions: e.spec.Options, ManagedWorkspace: info.ManagedWorkspace,

@@ -48,6 +48,9 @@ func (s *Service) ListDrivers(ctx context.Context, _ *sandboxv1.ListDriversReque
 		if err := d.Available(ctx); err != nil {
 			pd.Available, pd.UnavailableReason = false, err.Error()
 		}
+		if v, ok := d.(interface{ Version() string }); ok { // plugins
+			pd.Version = v.Version()
+		}
 		resp.Drivers = append(resp.Drivers, pd)
 	}
 	return resp, nil

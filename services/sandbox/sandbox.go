@@ -20,6 +20,7 @@ import (
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	// Drivers are the drivers sandboxes can be made with; default the
 	// local driver alone.
 	Drivers []driver.Driver
+	// Plugins and PluginDir (see ReadPluginDir) name out-of-process
+	// driver plugins, added to Drivers (plugins.go).
+	Plugins   []PluginConfig
+	PluginDir string
 }
 
 // Service is the sandbox service. It implements the gRPC SandboxService and
@@ -44,6 +49,7 @@ type Service struct {
 	logger  *slog.Logger
 	drivers map[string]driver.Driver
 	wsLock  *local.WorkspaceLock // held while the service owns DataDir's workspaces
+	plugins []*plugin.Driver     // killed on Close
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -98,6 +104,13 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		}
 		cfg.Drivers = []driver.Driver{local.New(lc)}
 	}
+	pds, plugins, err := pluginDrivers(cfg, logger)
+	if err != nil {
+		s.wsLock.Release()
+		return nil, err
+	}
+	s.plugins = plugins
+	cfg.Drivers = append(cfg.Drivers, pds...)
 	for _, d := range cfg.Drivers {
 		if _, dup := s.drivers[d.Name()]; dup {
 			s.wsLock.Release()
@@ -140,6 +153,9 @@ func (s *Service) Close(ctx context.Context) error {
 		if _, err := s.deleteSandbox(ctx, id); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	for _, p := range s.plugins {
+		p.Close()
 	}
 	if err := s.wsLock.Release(); err != nil {
 		errs = append(errs, err)

@@ -63,6 +63,10 @@ type Config struct {
 // before the host gives up on it.
 const stopSlack = 5 * time.Second
 
+// maxWait is the longest a request waits for a restart's backoff to end;
+// a longer backoff fails the request at once.
+const maxWait = 2 * time.Second
+
 // Driver is a plugin as a [driver.Driver]. It is safe for concurrent use.
 type Driver struct {
 	cfg    Config
@@ -110,13 +114,16 @@ type process struct {
 
 // gone returns why the process is gone, or nil while it runs.
 func (p *process) gone() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reason != nil {
+		return p.reason // killed: gone even before its exit is seen
+	}
 	select {
 	case <-p.conn.exited:
 	default:
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.reason == nil {
 		p.reason = fmt.Errorf("exited (%s)", exitStatus(p.cmd))
 	}
@@ -168,6 +175,17 @@ func (d *Driver) Version() string { return d.describe().GetVersion() }
 func (d *Driver) Available(ctx context.Context) error {
 	ctx, cancel := d.callContext(ctx)
 	defer cancel()
+	// A plugin that is down stays reported down, with the reason, until a
+	// sandbox is asked of it: Create restarts it.
+	d.mu.Lock()
+	down := d.lastErr
+	if d.proc != nil && d.proc.gone() != nil {
+		down = d.proc.gone()
+	}
+	d.mu.Unlock()
+	if down != nil {
+		return fmt.Errorf("%w: plugin %q: %v", driver.ErrUnavailable, d.cfg.Name, down)
+	}
 	p, err := d.running(ctx)
 	if err != nil {
 		return err
@@ -262,6 +280,9 @@ func (d *Driver) running(ctx context.Context) (*process, error) {
 	wait := time.Until(d.retryAt)
 	lastErr := d.lastErr
 	d.mu.Unlock()
+	if wait > maxWait {
+		return nil, fmt.Errorf("%w: plugin %q is down (%v); it may restart in %v", driver.ErrUnavailable, d.cfg.Name, lastErr, wait.Round(time.Millisecond))
+	}
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		select {
@@ -409,11 +430,14 @@ func (d *Driver) monitor(p *process) {
 				continue
 			}
 			p.mu.Lock()
-			p.reason = fmt.Errorf("killed after missing its health check (%v)", fromStatus(err))
+			if p.reason == nil {
+				p.reason = fmt.Errorf("killed after missing its health check (%v)", fromStatus(err))
+			}
 			p.mu.Unlock()
 			d.logger.Error("sandbox plugin missed its health check; killing it", "error", fromStatus(err).Error())
 			p.cmd.Process.Kill()
 			go p.client.Kill() // reaps and cleans up; the exit is seen above
+			tick = nil
 		}
 	}
 }

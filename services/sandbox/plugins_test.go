@@ -1,0 +1,320 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+)
+
+// testPlugin is internal/testplugin, built once for the package's tests.
+var (
+	testPluginOnce sync.Once
+	testPluginPath string
+	testPluginErr  error
+)
+
+func testPlugin(t *testing.T) string {
+	t.Helper()
+	testPluginOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "testplugin-")
+		if err != nil {
+			testPluginErr = err
+			return
+		}
+		testPluginPath = filepath.Join(dir, "fabro-sandbox-test")
+		testPluginErr = plugintest.BuildTo(context.Background(), "internal/testplugin", testPluginPath)
+	})
+	if testPluginErr != nil {
+		t.Fatal(testPluginErr)
+	}
+	return testPluginPath
+}
+
+func sha(t *testing.T, path string) string {
+	t.Helper()
+	s, err := plugin.FileSHA256(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// syncBuffer is a log sink tests can read while plugins write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// startPlugins runs the service with the local driver and the given
+// plugins, over real gRPC.
+func startPlugins(t *testing.T, plugins ...sandbox.PluginConfig) (sandboxv1.SandboxServiceClient, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := sandbox.New(sandbox.Config{Drivers: []driver.Driver{local.New(local.Config{WorkspaceRoot: t.TempDir()})}, Plugins: plugins}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, logger, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		svc.Close(context.Background())
+	})
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return sandboxv1.NewSandboxServiceClient(conn), logs
+}
+
+func listedDriver(t *testing.T, c sandboxv1.SandboxServiceClient, name string) *sandboxv1.Driver {
+	t.Helper()
+	resp, err := c.ListDrivers(t.Context(), &sandboxv1.ListDriversRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range resp.GetDrivers() {
+		if d.GetName() == name {
+			return d
+		}
+	}
+	t.Fatalf("ListDrivers does not list %q: %v", name, resp.GetDrivers())
+	return nil
+}
+
+func TestPluginLoading(t *testing.T) {
+	t.Parallel()
+	bin := testPlugin(t)
+	good := sha(t, bin)
+	bad := strings.Repeat("ab", 32)
+	notPlugin, err := os.Executable() // this test binary: not a plugin
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		cfg       sandbox.PluginConfig
+		available bool
+		reason    []string // in the unavailable reason
+		logged    []string // in the service's log
+	}{
+		{"good checksum", sandbox.PluginConfig{Path: bin, SHA256: good}, true, nil, []string{`"plugin":"test"`, "testplugin-log-line", "sandbox plugin started"}},
+		{"bad checksum", sandbox.PluginConfig{Path: bin, SHA256: bad}, false, []string{"checksum mismatch", bad, good}, []string{bad, good}},
+		{"no checksum", sandbox.PluginConfig{Path: bin}, false, []string{"no sha256 configured", good}, []string{good}},
+		{"missing binary", sandbox.PluginConfig{Path: filepath.Join(t.TempDir(), "nope"), SHA256: good}, false, []string{"no such file"}, nil},
+		{"protocol version mismatch", sandbox.PluginConfig{Path: bin, SHA256: good, Env: []string{"TESTPLUGIN_PROTOCOL=2"}}, false,
+			[]string{"no common protocol version", "this service speaks [1]", "Plugin version: 2"}, []string{`"plugin_versions":"[2]"`, `"host_versions":"[1]"`}},
+		{"not a plugin", sandbox.PluginConfig{Path: notPlugin, SHA256: sha(t, notPlugin)}, false, []string{"plugin \"test\""}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.cfg.Name = "test"
+			c, logs := startPlugins(t, tt.cfg)
+			d := listedDriver(t, c, "test")
+			if d.GetAvailable() != tt.available {
+				t.Fatalf("available = %v (%s); want %v", d.GetAvailable(), d.GetUnavailableReason(), tt.available)
+			}
+			for _, w := range tt.reason {
+				if !strings.Contains(d.GetUnavailableReason(), w) {
+					t.Errorf("reason %q does not say %q", d.GetUnavailableReason(), w)
+				}
+			}
+			if tt.available {
+				if d.GetVersion() == "" || d.GetCapabilities().GetIsolation() != sandboxv1.Isolation_ISOLATION_NONE {
+					t.Errorf("listed %v; want the plugin's version and capabilities", d)
+				}
+				sb := createOn(t, c, "test")
+				if out := execOut(t, c, sb, "echo hi"); out != "hi\n" {
+					t.Errorf("exec through the plugin = %q", out)
+				}
+			} else {
+				_, err := c.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "test"}})
+				if status.Code(err) != codes.Unavailable {
+					t.Errorf("CreateSandbox on a refused plugin = %v; want UNAVAILABLE", err)
+				}
+			}
+			// Logs arrive from the plugin's stderr asynchronously.
+			waitFor(t, 5*time.Second, func() bool {
+				for _, w := range tt.logged {
+					if !strings.Contains(logs.String(), w) {
+						return false
+					}
+				}
+				return true
+			}, func() string { return fmt.Sprintf("the log lacks %q:\n%s", tt.logged, logs.String()) })
+			// The service keeps serving its other drivers.
+			if d := listedDriver(t, c, "local"); !d.GetAvailable() {
+				t.Errorf("local became unavailable: %s", d.GetUnavailableReason())
+			}
+		})
+	}
+}
+
+func createOn(t *testing.T, c sandboxv1.SandboxServiceClient, drv string) string {
+	t.Helper()
+	resp, err := c.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: drv}})
+	if err != nil {
+		t.Fatalf("CreateSandbox(%s): %v", drv, err)
+	}
+	return resp.GetSandbox().GetSandboxId()
+}
+
+func execOut(t *testing.T, c sandboxv1.SandboxServiceClient, id, command string) string {
+	t.Helper()
+	resp, err := c.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: command}})
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", command, err)
+	}
+	return string(resp.GetResult().GetStdout())
+}
+
+// waitFor awaits cond, polling, for up to d.
+func waitFor(t *testing.T, d time.Duration, cond func() bool, msg func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(msg())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPluginCrash: a crash mid-exec fails that exec UNAVAILABLE naming the
+// exit status, marks the plugin's sandboxes FAILED and the plugin
+// unavailable; the next create restarts it.
+func TestPluginCrash(t *testing.T) {
+	t.Parallel()
+	bin := testPlugin(t)
+	c, logs := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin)})
+	victim := createOn(t, c, "test")
+	other := createOn(t, c, "test")
+
+	stream, err := c.ExecStream(t.Context(), &sandboxv1.ExecStreamRequest{SandboxId: victim, Spec: &sandboxv1.ExecSpec{Command: "__crash__"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err = stream.Recv()
+		if err != nil {
+			break
+		}
+	}
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "exited (exit status 3)") {
+		t.Fatalf("the exec in flight = %v; want UNAVAILABLE saying the plugin exited with status 3", err)
+	}
+	for _, id := range []string{victim, other} {
+		resp, err := c.GetSandbox(t.Context(), &sandboxv1.GetSandboxRequest{SandboxId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb := resp.GetSandbox(); sb.GetState() != sandboxv1.SandboxState_SANDBOX_STATE_FAILED || !strings.Contains(sb.GetStateMessage(), "exit status 3") {
+			t.Errorf("sandbox %s is %v (%q); want FAILED naming the exit status", id, sb.GetState(), sb.GetStateMessage())
+		}
+	}
+	if _, err := c.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: other, Spec: &sandboxv1.ExecSpec{Command: "true"}}); status.Code(err) != codes.Unavailable {
+		t.Errorf("exec in a sandbox of the crashed plugin = %v; want UNAVAILABLE", err)
+	}
+	if d := listedDriver(t, c, "test"); d.GetAvailable() || !strings.Contains(d.GetUnavailableReason(), "exit status 3") {
+		t.Errorf("after the crash the plugin is listed %v (%q); want unavailable with the exit status", d.GetAvailable(), d.GetUnavailableReason())
+	}
+	if !strings.Contains(logs.String(), "exit status 3") {
+		t.Errorf("the crash is not logged:\n%s", logs.String())
+	}
+
+	// The next create restarts the plugin (after a short backoff).
+	fresh := createOn(t, c, "test")
+	if out := execOut(t, c, fresh, "echo back"); out != "back\n" {
+		t.Errorf("exec after the restart = %q", out)
+	}
+	if d := listedDriver(t, c, "test"); !d.GetAvailable() {
+		t.Errorf("after the restart the plugin is unavailable: %s", d.GetUnavailableReason())
+	}
+	if _, err := c.DeleteSandbox(t.Context(), &sandboxv1.DeleteSandboxRequest{SandboxId: victim}); err != nil {
+		t.Errorf("deleting a FAILED sandbox: %v", err)
+	}
+}
+
+// TestPluginHang: calls into a wedged plugin obey their deadlines, and the
+// plugin, missing its health check, is killed; the next create starts a
+// new one.
+func TestPluginHang(t *testing.T) {
+	t.Parallel()
+	bin := testPlugin(t)
+	c, logs := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin), HealthInterval: 300 * time.Millisecond})
+	sb := createOn(t, c, "test")
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err := c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sb, Spec: &sandboxv1.ExecSpec{Command: "__hang__"}})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("exec in a hung plugin = %v; want DEADLINE_EXCEEDED", err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "missed its health check") },
+		func() string { return "the hung plugin was not killed:\n" + logs.String() })
+	fresh := createOn(t, c, "test")
+	if out := execOut(t, c, fresh, "echo alive"); out != "alive\n" {
+		t.Errorf("exec after the restart = %q", out)
+	}
+}
+
+// TestPluginCallDeadline: a unary call into a wedged plugin returns by its
+// deadline even when the health check has not noticed yet.
+func TestPluginCallDeadline(t *testing.T) {
+	t.Parallel()
+	bin := testPlugin(t)
+	c, _ := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin), HealthInterval: time.Hour})
+	sb := createOn(t, c, "test")
+	go func() {
+		// Wedges the plugin; this exec never ends by itself.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sb, Spec: &sandboxv1.ExecSpec{Command: "__hang__"}})
+	}()
+	waitFor(t, 5*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		_, err := c.ListDrivers(ctx, &sandboxv1.ListDriversRequest{})
+		return status.Code(err) == codes.DeadlineExceeded
+	}, func() string { return "ListDrivers kept answering: the plugin never hung" })
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "test"}})
+	if status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CreateSandbox on a hung plugin = %v after %v; want DEADLINE_EXCEEDED", err, time.Since(start))
+	}
+}
