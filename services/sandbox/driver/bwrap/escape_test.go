@@ -1,0 +1,165 @@
+package bwrap_test
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
+)
+
+func run(t *testing.T, sb driver.Sandbox, command string) driver.ExecResult {
+	t.Helper()
+	res, err := sb.Exec(t.Context(), driver.ExecSpec{Command: command, Timeout: 20 * time.Second, RetainLimit: 1 << 16}, nil)
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", command, err)
+	}
+	return res
+}
+
+func failed(res driver.ExecResult) bool { return res.ExitCode == nil || *res.ExitCode != 0 }
+
+// TestEscapes tries, from inside a bwrap sandbox reached through the
+// plugin, what a hostile command would; each attempt must fail. Each also
+// checks the attempt would have worked without the sandbox's walls, so the
+// test can fail.
+func TestEscapes(t *testing.T) {
+	d := plugintest.NewDriver(pluginBinary(t))(t)
+	sb := drivertest.NewSandbox(t, d, driver.Spec{})
+	secret := "s3cret-" + rand.Text()
+
+	t.Run("the service's data directory", func(t *testing.T) {
+		// A data directory outside /tmp, as the service's is.
+		dataDir, err := os.MkdirTemp(mustWD(t), ".escape-data-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dataDir) })
+		f := filepath.Join(dataDir, "vault.key")
+		os.WriteFile(f, []byte(secret), 0o600)
+		res := run(t, sb, "cat "+f+"; ls "+dataDir)
+		if !failed(res) || strings.Contains(string(res.Stdout), secret) {
+			t.Errorf("the data directory is readable: %q", res.Stdout)
+		}
+	})
+
+	t.Run("another workspace", func(t *testing.T) {
+		other := drivertest.NewSandbox(t, d, driver.Spec{})
+		if _, err := other.WriteFile(t.Context(), "secret.txt", []byte(secret)); err != nil {
+			t.Fatal(err)
+		}
+		p := other.Info().RootDirectory + "/secret.txt"
+		if b, err := os.ReadFile(p); err != nil || string(b) != secret {
+			t.Fatalf("the other workspace's file is not at %s on the host: %v", p, err)
+		}
+		res := run(t, sb, "cat "+p+"; ls "+other.Info().RootDirectory)
+		if !failed(res) || strings.Contains(string(res.Stdout), secret) {
+			t.Errorf("another workspace is readable: %q", res.Stdout)
+		}
+	})
+
+	t.Run("the host's /root", func(t *testing.T) {
+		f := "/root/.fabro-escape-test-" + rand.Text()
+		if err := os.WriteFile(f, []byte(secret), 0o600); err != nil {
+			t.Skipf("cannot plant a file in /root: %v", err)
+		}
+		t.Cleanup(func() { os.Remove(f) })
+		res := run(t, sb, "cat "+f+"; ls -a /root")
+		if !failed(res) || strings.Contains(string(res.Stdout), secret) || strings.Contains(string(res.Stdout), ".fabro-escape-test") {
+			t.Errorf("/root is visible: %q", res.Stdout)
+		}
+	})
+
+	t.Run("signalling a host process", func(t *testing.T) {
+		host := exec.Command("sleep", "60")
+		if err := host.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+		pid := host.Process.Pid
+		res := run(t, sb, fmt.Sprintf("kill -9 %d; kill -9 -1; ls /proc/%d", pid, pid))
+		if !failed(res) {
+			t.Errorf("the host's pid %d is visible inside: %q", pid, res.Stdout)
+		}
+		// The kill(2) inside returned before the command did, so a
+		// delivered SIGKILL would have made the process a zombie by now.
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || syscall.Kill(pid, 0) != nil {
+			t.Fatalf("the host process is gone: %v", err)
+		}
+		if f := strings.Fields(string(stat)); len(f) < 3 || f[2] == "Z" {
+			t.Errorf("the host process was killed: %s", stat)
+		}
+	})
+
+	t.Run("network none", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		port := ln.Addr().(*net.TCPAddr).Port
+		accepted := make(chan struct{}, 8)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+				accepted <- struct{}{}
+			}
+		}()
+		connect := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", port)
+		res := run(t, sb, connect)
+		if !failed(res) || strings.Contains(string(res.Stdout), "connected") {
+			t.Errorf("a command with network none reached the host: %q", res.Stdout)
+		}
+		select {
+		case <-accepted:
+			t.Error("the host's listener accepted a connection from a sandbox with network none")
+		default:
+		}
+		// The same command with the network allowed connects: the wall
+		// is what stopped it.
+		open := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{Network: driver.NetworkAllow}})
+		if res := run(t, open, connect); failed(res) {
+			t.Errorf("with the network allowed the command did not connect: %q %q", res.Stdout, res.Stderr)
+		}
+	})
+
+	t.Run("the filesystem outside the workspace is read-only", func(t *testing.T) {
+		res := run(t, sb, "touch /usr/escape || touch /etc/escape")
+		if !failed(res) {
+			t.Error("a system directory is writable")
+		}
+		if _, err := os.Stat("/usr/escape"); err == nil {
+			os.Remove("/usr/escape")
+			t.Error("/usr/escape was created on the host")
+		}
+	})
+
+	t.Run("limits not enforced are refused", func(t *testing.T) {
+		_, err := d.Create(t.Context(), driver.Spec{Limits: driver.Limits{MemoryBytes: 1 << 30}})
+		if !strings.Contains(fmt.Sprint(err), driver.ErrLimitUnsupported.Error()) {
+			t.Errorf("Create with a memory limit = %v; want ErrLimitUnsupported", err)
+		}
+	})
+}
+
+func mustWD(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
+}
