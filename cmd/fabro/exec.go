@@ -46,6 +46,8 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "data directory of the in-process stack")
 	fs.StringVar(&overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
+	var pluginDir string
+	fs.StringVar(&pluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins for the in-process stack (docs/plugins.md)")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitDone
@@ -85,11 +87,12 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		// serve`, so stored credentials work here too; its agent keeps records
 		// and NATS apart, as a server may be running on the same directory.
 		st, err := startStack(streamCtx, stackConfig{
-			server:       server.Config{GRPCAddr: "127.0.0.1:0"},
-			vault:        vault.Config{DataDir: dataDir, LookupEnv: e.lookupEnv},
-			agentDataDir: filepath.Join(dataDir, "exec"),
-			llmOverlay:   overlay,
-			natsListen:   "none",
+			server:           server.Config{GRPCAddr: "127.0.0.1:0"},
+			vault:            vault.Config{DataDir: dataDir, LookupEnv: e.lookupEnv},
+			agentDataDir:     filepath.Join(dataDir, "exec"),
+			llmOverlay:       overlay,
+			natsListen:       "none",
+			sandboxPluginDir: pluginDir,
 		}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)

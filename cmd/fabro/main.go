@@ -5,6 +5,7 @@
 //	fabro secret set NAME        store a credential (value from stdin or a prompt)
 //	fabro secret list            list stored credentials (names and metadata only)
 //	fabro secret rm NAME         delete a credential
+//	fabro sandbox conformance P  check a sandbox driver plugin binary
 package main
 
 import (
@@ -42,6 +43,7 @@ Usage:
   fabro secret set NAME [flags]   store a credential; the value is read from stdin or a prompt
   fabro secret list [flags]       list stored credentials (never their values)
   fabro secret rm NAME [flags]    delete a credential, or one version of it
+  fabro sandbox conformance PLUGIN  check a sandbox driver plugin binary against the driver contract
 
 Run "fabro COMMAND -h" for a command's flags. Every flag can also be set by
 an environment variable: FABRO_ and the flag's name in capitals, "-" as "_"
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, e env) int {
 		err = secret(ctx, args[1:], e)
 	case "exec":
 		return execCmd(ctx, args[1:], e)
+	case "sandbox":
+		err = sandboxCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

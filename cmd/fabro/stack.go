@@ -28,6 +28,9 @@ type stackConfig struct {
 	natsURL      string
 	natsListen   string
 	braveBaseURL string
+	// sandboxPluginDir holds sandbox driver plugins (fabro-sandbox-NAME
+	// and their SHA256SUMS); empty: none.
+	sandboxPluginDir string
 }
 
 // stack is every service running in this process behind one server.
@@ -62,7 +65,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { v.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir}, logger)
+	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir, PluginDir: cfg.sandboxPluginDir}, logger)
 	if err != nil {
 		return nil, err
 	}
