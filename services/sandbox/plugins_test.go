@@ -34,7 +34,7 @@ var (
 	testPluginErr  error
 )
 
-func testPlugin(t *testing.T) string {
+func testPlugin(t testing.TB) string {
 	t.Helper()
 	testPluginOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "testplugin-")

@@ -160,6 +160,13 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow}, nil
 }
 
+// Args is the bwrap command line (bwrap itself aside) that runs argv in
+// the sandbox of workspace ws, in dir: what Exec runs, with argv the init
+// and bash; for a baseline and for debugging.
+func (d *Driver) Args(ws, dir string, network bool, argv ...string) []string {
+	return append(append(d.baseArgs(network), "--bind", ws, ws, "--chdir", dir, "--"), argv...)
+}
+
 // baseArgs are bwrap's namespaces and mounts, workspace aside.
 func (d *Driver) baseArgs(network bool) []string {
 	a := []string{
@@ -231,8 +238,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	if err != nil {
 		return driver.ExecResult{}, err
 	}
-	ws := s.info.RootDirectory
-	args := append(s.d.baseArgs(s.network), "--bind", ws, ws, "--chdir", dir, "--", initPath, InitArg, "bash", "-c", spec.Command)
+	args := s.d.Args(s.info.RootDirectory, dir, s.network, initPath, InitArg, "bash", "-c", spec.Command)
 	cmd := exec.Command(s.d.cfg.Bwrap, args...)
 	env := append([]string(nil), s.env...)
 	for k, v := range spec.Env {

@@ -19,6 +19,12 @@ const InitArg = "__fabro_sandbox_init"
 // kills anything that remains in the namespace. Processes inside cannot
 // signal it: pid 1 ignores signals it does not handle.
 func Init() {
+	// kill(-1) below would reach every process of the user outside a pid
+	// namespace of its own: refuse to run anywhere but as its pid 1.
+	if os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "the sandbox init runs only as pid 1 of a bwrap sandbox")
+		os.Exit(2)
+	}
 	ctl, st := os.NewFile(3, "control"), os.NewFile(4, "status")
 	path, err := exec.LookPath(os.Args[2])
 	if err != nil {
