@@ -86,6 +86,12 @@ build: ## Build every binary into bin/
 	go build -o bin/fabro ./cmd/fabro
 	@for d in services/*/cmd/*/; do go build -o bin/$$(basename $$d) ./$$d; done
 
+.PHONY: plugins
+plugins: ## Build the sandbox plugins into bin/plugins with their SHA256SUMS (-sandbox-plugin-dir bin/plugins)
+	@mkdir -p bin/plugins
+	go build -o bin/plugins/fabro-sandbox-bwrap ./services/sandbox/cmd/fabro-sandbox-bwrap
+	cd bin/plugins && sha256sum fabro-sandbox-* > SHA256SUMS
+
 # Static binaries, one build context each, for deploy/Dockerfile.
 COMPOSE_SERVICES := vault llmgateway sandbox agent
 COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p fabro
