@@ -9,10 +9,12 @@
 // read-write at its own path: the host's other directories (the service's
 // data directory, other workspaces, /root and /home) are not there at all.
 //
-// What it enforces is what its capabilities state: isolation namespace and
-// the network limit. Memory, process and CPU limits are not enforced (no
-// per-command cgroups yet), so a spec asking for them is refused unless it
-// allows best effort.
+// What it enforces is what its capabilities state: isolation namespace, the
+// network limit, and the memory (swap included where the host accounts
+// it), process and CPU limits for which the host gives it a writable
+// cgroup v1 controller (probed at start): each command, bwrap and all,
+// runs in a cgroup of its own. A spec asking for a limit not enforced is
+// refused unless it allows best effort.
 package bwrap
 
 import (
@@ -62,8 +64,9 @@ type Config struct {
 
 // Driver is the bwrap driver.
 type Driver struct {
-	cfg   Config
-	local *local.Driver
+	cfg     Config
+	local   *local.Driver
+	cgroups cgroups // probed once: the limits this host lets us enforce
 
 	probeOnce sync.Once
 	probeErr  error
@@ -83,7 +86,10 @@ func New(cfg Config) *Driver {
 	if cfg.Init == "" {
 		cfg.Init, _ = os.Executable()
 	}
-	return &Driver{cfg: cfg, local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}})}
+	return &Driver{
+		cfg: cfg, cgroups: probeCgroups(),
+		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}}),
+	}
 }
 
 // Name implements driver.Driver.
@@ -93,7 +99,7 @@ func (d *Driver) Name() string { return Name }
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Isolation: driver.IsolationNamespace, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
-		Limits: driver.LimitSupport{NetworkNone: true},
+		Limits: d.cgroups.support(),
 	}
 }
 
@@ -133,13 +139,18 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		return nil, fmt.Errorf("%w: driver_options: the bwrap driver has no option %q", driver.ErrInvalid, k)
 	}
 	l := spec.Limits
+	if l.MemoryBytes < 0 || l.Processes < 0 || l.CPU < 0 {
+		return nil, fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+	}
+	sup := d.cgroups.support()
 	if !l.BestEffort {
 		for _, c := range []struct {
-			set  bool
-			name string
-		}{{l.MemoryBytes > 0, "memory"}, {l.Processes > 0, "processes"}, {l.CPU > 0, "cpu"}} {
-			if c.set {
-				return nil, fmt.Errorf("%w: bwrap does not enforce the %s limit (no per-command cgroups); ask for best effort to skip it", driver.ErrLimitUnsupported, c.name)
+			set, enforced bool
+			name          string
+		}{{l.MemoryBytes > 0, sup.Memory, "memory"}, {l.Processes > 0, sup.Processes, "processes"}, {l.CPU > 0, sup.CPU, "cpu"}} {
+			if c.set && !c.enforced {
+				return nil, fmt.Errorf("%w: bwrap cannot enforce the %s limit on this host (no writable cgroup v1 %s controller); ask for best effort to skip it",
+					driver.ErrLimitUnsupported, c.name, c.name)
 			}
 		}
 	}
@@ -157,7 +168,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow}, nil
+	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow, limits: l}, nil
 }
 
 // Args is the bwrap command line (bwrap itself aside) that runs argv in
@@ -207,6 +218,7 @@ type sandbox struct {
 	info           driver.Info
 	env            []string
 	network        bool
+	limits         driver.Limits // applied to each command, in a cgroup of its own
 }
 
 // Info implements driver.Sandbox.
@@ -240,6 +252,17 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	args := s.d.Args(s.info.RootDirectory, dir, s.network, initPath, InitArg, "bash", "-c", spec.Command)
 	cmd := exec.Command(s.d.cfg.Bwrap, args...)
+	g, err := s.d.cgroups.newGroup("fabro-exec-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(os.Getpid()), s.limits)
+	if err != nil {
+		return driver.ExecResult{}, fmt.Errorf("cgroup for the command: %w", err)
+	}
+	if g != nil {
+		defer g.remove()
+		// A shell joins the groups, then becomes bwrap: nothing of the
+		// command ever runs outside them.
+		joinArgs := append([]string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "fabro-cgroup-join"}, g.procs()...)
+		cmd = exec.Command("/bin/sh", append(append(joinArgs, "--", s.d.cfg.Bwrap), args...)...)
+	}
 	env := append([]string(nil), s.env...)
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
@@ -353,6 +376,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	res := driver.ExecResult{
 		Termination: term, Duration: time.Since(start), StreamsSeparated: true,
 		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StdoutStats: stdout.Stats(), StderrStats: stderr.Stats(),
+	}
+	if g != nil {
+		res.LimitHit = g.hit()
 	}
 	kind, num, _ := strings.Cut(st, " ")
 	n, nerr := strconv.Atoi(num)

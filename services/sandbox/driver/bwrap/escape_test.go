@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,9 +150,73 @@ func TestEscapes(t *testing.T) {
 	})
 
 	t.Run("limits not enforced are refused", func(t *testing.T) {
-		_, err := d.Create(t.Context(), driver.Spec{Limits: driver.Limits{MemoryBytes: 1 << 30}})
-		if !strings.Contains(fmt.Sprint(err), driver.ErrLimitUnsupported.Error()) {
-			t.Errorf("Create with a memory limit = %v; want ErrLimitUnsupported", err)
+		caps := d.Capabilities().Limits
+		for _, tt := range []struct {
+			enforced bool
+			limits   driver.Limits
+		}{{caps.Memory, driver.Limits{MemoryBytes: 1 << 30}}, {caps.Processes, driver.Limits{Processes: 10}}, {caps.CPU, driver.Limits{CPU: 0.5}}} {
+			if tt.enforced {
+				continue
+			}
+			_, err := d.Create(t.Context(), driver.Spec{Limits: tt.limits})
+			if !strings.Contains(fmt.Sprint(err), driver.ErrLimitUnsupported.Error()) {
+				t.Errorf("Create(%+v) = %v; want ErrLimitUnsupported", tt.limits, err)
+			}
+			tt.limits.BestEffort = true
+			sb, err := d.Create(t.Context(), driver.Spec{Limits: tt.limits})
+			if err != nil {
+				t.Errorf("Create(%+v, best effort) = %v", tt.limits, err)
+				continue
+			}
+			sb.Delete(t.Context())
+		}
+	})
+}
+
+// TestLimits: the limits the plugin states it enforces are enforced, per
+// command, and the result names the limit hit.
+func TestLimits(t *testing.T) {
+	d := plugintest.NewDriver(pluginBinary(t))(t)
+	caps := d.Capabilities().Limits
+	t.Logf("limits enforced on this host: %+v", caps)
+	t.Run("memory", func(t *testing.T) {
+		if !caps.Memory {
+			t.Skip("the host gives no writable memory cgroup: the plugin states it does not enforce memory limits")
+		}
+		sb := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{MemoryBytes: 64 << 20}})
+		// bash holds 200 MB in a variable: over the limit.
+		res := run(t, sb, `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo survived ${#x}`)
+		if res.LimitHit != driver.LimitMemory || strings.Contains(string(res.Stdout), "survived") {
+			t.Errorf("limit hit %d, stdout %q, signal %q; want the memory limit to kill it", res.LimitHit, res.Stdout, res.Signal)
+		}
+		if res := run(t, sb, "x=$(head -c 1000000 /dev/zero | tr '\\0' a); echo ${#x}"); res.LimitHit != driver.LimitNone || string(res.Stdout) != "1000000\n" {
+			t.Errorf("a small command in the same sandbox: hit %d, %q %q", res.LimitHit, res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("processes", func(t *testing.T) {
+		if !caps.Processes {
+			t.Skip("the host gives no writable pids cgroup: the plugin states it does not enforce process limits")
+		}
+		sb := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{Processes: 8}})
+		res := run(t, sb, `seq 60 | xargs -P 60 -I{} sleep 0.2 2>/dev/null; echo started`)
+		if res.LimitHit != driver.LimitProcesses {
+			t.Errorf("limit hit %d (stdout %q); want the process limit", res.LimitHit, res.Stdout)
+		}
+		if res := run(t, sb, "for i in 1 2 3; do sleep 0.01 & done; wait; echo ok"); res.LimitHit != driver.LimitNone || string(res.Stdout) != "ok\n" {
+			t.Errorf("three processes under a limit of 8: hit %d, %q %q", res.LimitHit, res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("cpu", func(t *testing.T) {
+		if !caps.CPU {
+			t.Skip("the host gives no writable cpu cgroup: the plugin states it does not enforce CPU limits")
+		}
+		sb := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{CPU: 0.1}})
+		// A second of busy loop gets about a tenth of a second of CPU;
+		// unlimited it would get nearly all of it.
+		res := run(t, sb, `TIMEFORMAT=%U; { time timeout 1 bash -c 'while :; do :; done'; } 2>&1`)
+		user, err := strconv.ParseFloat(strings.TrimSpace(string(res.Stdout)), 64)
+		if err != nil || user > 0.5 {
+			t.Errorf("a busy second used %q s of CPU under a limit of 0.1 core", res.Stdout)
 		}
 	})
 }
