@@ -8,10 +8,14 @@ import (
 )
 
 func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
-	return &sandboxv1.Capabilities{
+	pc := &sandboxv1.Capabilities{
 		Isolation: sandboxv1.Isolation(c.Isolation), LiveStreaming: c.LiveStreaming,
 		StreamsSeparated: c.StreamsSeparated, Stdin: c.Stdin, Cancel: c.Cancel,
 	}
+	if l := c.Limits; l != (driver.LimitSupport{}) {
+		pc.Limits = &sandboxv1.LimitSupport{Memory: l.Memory, Processes: l.Processes, Cpu: l.CPU, NetworkNone: l.NetworkNone}
+	}
+	return pc
 }
 
 func (e *entry) toProto() *sandboxv1.Sandbox {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -316,5 +317,48 @@ func TestPluginCallDeadline(t *testing.T) {
 	_, err := c.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "test"}})
 	if status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("CreateSandbox on a hung plugin = %v after %v; want DEADLINE_EXCEEDED", err, time.Since(start))
+	}
+}
+
+// TestPluginDir loads the bwrap plugin from a plugin directory, as `fabro
+// serve -sandbox-plugin-dir` does: fabro-sandbox-NAME binaries and their
+// SHA256SUMS. A binary the sums do not name is listed unavailable.
+func TestPluginDir(t *testing.T) {
+	t.Parallel()
+	if _, err := osexec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed: `make deps` installs Debian's bubblewrap")
+	}
+	dir := t.TempDir()
+	bwrapBin := filepath.Join(dir, "fabro-sandbox-bwrap")
+	if err := plugintest.BuildTo(t.Context(), "cmd/fabro-sandbox-bwrap", bwrapBin); err != nil {
+		t.Fatal(err)
+	}
+	stray, err := os.ReadFile(testPlugin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fabro-sandbox-stray"), stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "README"), []byte("not a plugin"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(sha(t, bwrapBin)+"  fabro-sandbox-bwrap\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := sandbox.ReadPluginDir(dir)
+	if err != nil || len(cfgs) != 2 {
+		t.Fatalf("ReadPluginDir = %+v, %v; want bwrap and stray", cfgs, err)
+	}
+	c, _ := startPlugins(t, cfgs...)
+	d := listedDriver(t, c, "bwrap")
+	if !d.GetAvailable() || d.GetVersion() == "" || d.GetCapabilities().GetIsolation() != sandboxv1.Isolation_ISOLATION_NAMESPACE ||
+		!d.GetCapabilities().GetLimits().GetNetworkNone() {
+		t.Errorf("bwrap is listed %v; want available, with a version, namespace isolation and network_none", d)
+	}
+	if d := listedDriver(t, c, "stray"); d.GetAvailable() || !strings.Contains(d.GetUnavailableReason(), "no sha256") {
+		t.Errorf("a binary without a checksum is listed %v", d)
+	}
+	sb := createOn(t, c, "bwrap")
+	if out := execOut(t, c, sb, "hostname; ls /root 2>&1 >/dev/null | grep -c 'No such'"); out != "fabro-sandbox\n1\n" {
+		t.Errorf("a command in the bwrap sandbox printed %q; want the sandbox's hostname and no /root", out)
 	}
 }
