@@ -242,7 +242,9 @@ func (d *Driver) Close() {
 	d.mu.Unlock()
 	if p != nil {
 		close(p.stop)
-		p.client.Kill()
+		if p.client != nil {
+			p.client.Kill()
+		}
 	}
 }
 
