@@ -120,8 +120,8 @@ func TestPluginLoading(t *testing.T) {
 	bin := testPlugin(t)
 	good := sha(t, bin)
 	bad := strings.Repeat("ab", 32)
-	notPlugin, err := os.Executable() // this test binary: not a plugin
-	if err != nil {
+	notPlugin := filepath.Join(t.TempDir(), "not-a-plugin")
+	if err := os.WriteFile(notPlugin, []byte("#!/bin/sh\necho hello, I am not a plugin\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -137,7 +137,7 @@ func TestPluginLoading(t *testing.T) {
 		{"missing binary", sandbox.PluginConfig{Path: filepath.Join(t.TempDir(), "nope"), SHA256: good}, false, []string{"no such file"}, nil},
 		{"protocol version mismatch", sandbox.PluginConfig{Path: bin, SHA256: good, Env: []string{"TESTPLUGIN_PROTOCOL=2"}}, false,
 			[]string{"no common protocol version", "this service speaks [1]", "Plugin version: 2"}, []string{`"plugin_versions":"[2]"`, `"host_versions":"[1]"`}},
-		{"not a plugin", sandbox.PluginConfig{Path: notPlugin, SHA256: sha(t, notPlugin)}, false, []string{"plugin \"test\""}, nil},
+		{"not a plugin", sandbox.PluginConfig{Path: notPlugin, SHA256: sha(t, notPlugin)}, false, []string{"plugin \"test\"", "is it a fabro sandbox plugin, speaking protocol version [1]?"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

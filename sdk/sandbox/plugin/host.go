@@ -146,10 +146,13 @@ func (d *Driver) Path() string { return d.cfg.Path }
 // describe returns the plugin's description, starting it the first time.
 func (d *Driver) describe() *pluginv1.DescribeResponse {
 	d.mu.Lock()
-	desc := d.desc
+	desc, down := d.desc, d.lastErr
 	d.mu.Unlock()
 	if desc != nil {
 		return desc
+	}
+	if down != nil {
+		return &pluginv1.DescribeResponse{} // never described; a create retries the start
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StartTimeout)
 	defer cancel()
@@ -381,7 +384,7 @@ func (d *Driver) start() (*process, *pluginv1.DescribeResponse, error) {
 		if strings.Contains(err.Error(), "incompatible API version") {
 			return nil, nil, fmt.Errorf("no common protocol version: this service speaks %v; %v", ProtocolVersions, err)
 		}
-		return nil, nil, fmt.Errorf("start: %w", err)
+		return nil, nil, fmt.Errorf("start (is it a fabro sandbox plugin, speaking protocol version %v?): %w", ProtocolVersions, err)
 	}
 	raw, err := proto.Dispense(pluginName)
 	if err != nil {
