@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -72,7 +73,11 @@ type Driver struct {
 	probeErr  error
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver   = (*Driver)(nil)
+	_ driver.Reopener = (*Driver)(nil)
+	_ driver.Checker  = (*sandbox)(nil)
+)
 
 // New returns the driver.
 func New(cfg Config) *Driver {
@@ -138,9 +143,21 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	for k := range spec.Options {
 		return nil, fmt.Errorf("%w: driver_options: the bwrap driver has no option %q", driver.ErrInvalid, k)
 	}
-	l := spec.Limits
+	if err := d.checkLimits(spec.Limits); err != nil {
+		return nil, err
+	}
+	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: spec.WorkingDirectory, Labels: spec.Labels})
+	if err != nil {
+		return nil, err
+	}
+	return d.wrap(ctx, inner, spec, inner.Info().ManagedWorkspace)
+}
+
+// checkLimits refuses limits the host does not let the driver enforce,
+// unless they are best effort.
+func (d *Driver) checkLimits(l driver.Limits) error {
 	if l.MemoryBytes < 0 || l.Processes < 0 || l.CPU < 0 {
-		return nil, fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+		return fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
 	}
 	sup := d.cgroups.support()
 	if !l.BestEffort {
@@ -149,17 +166,41 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 			name          string
 		}{{l.MemoryBytes > 0, sup.Memory, "memory"}, {l.Processes > 0, sup.Processes, "processes"}, {l.CPU > 0, sup.CPU, "cpu"}} {
 			if c.set && !c.enforced {
-				return nil, fmt.Errorf("%w: bwrap cannot enforce the %s limit on this host (no writable cgroup v1 %s controller); ask for best effort to skip it",
+				return fmt.Errorf("%w: bwrap cannot enforce the %s limit on this host (no writable cgroup v1 %s controller); ask for best effort to skip it",
 					driver.ErrLimitUnsupported, c.name, c.name)
 			}
 		}
 	}
-	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: spec.WorkingDirectory, Labels: spec.Labels})
-	if err != nil {
+	return nil
+}
+
+// Reopen implements driver.Reopener: the workspace outlives the plugin
+// process (a command does not), so a sandbox is re-adopted from the
+// directory its info names, as long as that is still there.
+func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, info driver.Info) (driver.Sandbox, error) {
+	if err := d.Available(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.checkLimits(spec.Limits); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(info.RootDirectory); err != nil || !fi.IsDir() || !filepath.IsAbs(info.RootDirectory) {
+		return nil, fmt.Errorf("%w: the workspace %s is gone", driver.ErrGone, info.RootDirectory)
+	}
+	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: info.RootDirectory, Labels: spec.Labels})
+	if err != nil {
+		return nil, fmt.Errorf("%w: reopen %s: %v", driver.ErrGone, info.RootDirectory, err)
+	}
+	return d.wrap(ctx, inner, spec, info.ManagedWorkspace)
+}
+
+// wrap makes a local sandbox a bwrap one. managed: the workspace is the
+// driver's, removed on Delete.
+func (d *Driver) wrap(ctx context.Context, inner driver.Sandbox, spec driver.Spec, managed bool) (driver.Sandbox, error) {
+	l := spec.Limits
 	info := inner.Info()
 	info.Capabilities = d.Capabilities()
+	info.ManagedWorkspace = managed
 	if strings.HasPrefix(info.RootDirectory+"/", "/usr/") || strings.HasPrefix(info.RootDirectory+"/", "/etc/") || info.RootDirectory == "/" {
 		inner.Delete(ctx)
 		return nil, fmt.Errorf("%w: working_directory %s: a bwrap workspace cannot be a system directory", driver.ErrInvalid, info.RootDirectory)
@@ -168,7 +209,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow, limits: l}, nil
+	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow, limits: l, managed: managed}, nil
 }
 
 // Args is the bwrap command line (bwrap itself aside) that runs argv in
@@ -219,10 +260,33 @@ type sandbox struct {
 	env            []string
 	network        bool
 	limits         driver.Limits // applied to each command, in a cgroup of its own
+	managed        bool          // the workspace is removed on Delete
 }
 
 // Info implements driver.Sandbox.
 func (s *sandbox) Info() driver.Info { return s.info }
+
+// Check implements driver.Checker: the workspace is still there.
+func (s *sandbox) Check(context.Context) error {
+	if fi, err := os.Stat(s.info.RootDirectory); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: the workspace %s is gone", driver.ErrGone, s.info.RootDirectory)
+	}
+	return nil
+}
+
+// Delete implements driver.Sandbox. A reopened managed workspace is the
+// local driver's as a given directory, so it is removed here.
+func (s *sandbox) Delete(ctx context.Context) error {
+	if err := s.Sandbox.Delete(ctx); err != nil {
+		return err
+	}
+	if s.managed && !s.Sandbox.Info().ManagedWorkspace {
+		if err := os.RemoveAll(s.info.RootDirectory); err != nil {
+			return fmt.Errorf("remove workspace: %w", err)
+		}
+	}
+	return nil
+}
 
 // dir resolves an exec's working directory: confined like any path (the
 // local sandbox's Stat says whether it escapes), then named at the same

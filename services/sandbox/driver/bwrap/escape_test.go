@@ -2,6 +2,7 @@ package bwrap_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -227,4 +228,48 @@ func mustWD(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return wd
+}
+
+// TestReopen: a bwrap workspace outlives its plugin process; a new plugin
+// process re-adopts it from its spec and info (as the service does after
+// a restart), and Delete then removes the managed workspace.
+func TestReopen(t *testing.T) {
+	ctx := t.Context()
+	first := plugintest.NewDriver(pluginBinary(t))(t)
+	sb, err := first.Create(ctx, driver.Spec{ID: "sbx-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.WriteFile(ctx, "kept.txt", []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	info := sb.Info()
+	first.(interface{ Close() }).Close() // the plugin process goes, the workspace stays
+	if err := sb.(driver.Checker).Check(ctx); !errors.Is(err, driver.ErrGone) {
+		t.Errorf("Check after the plugin exited = %v; want ErrGone", err)
+	}
+
+	second := plugintest.NewDriver(pluginBinary(t))(t)
+	re, err := second.(driver.Reopener).Reopen(ctx, driver.Spec{ID: "sbx-1"}, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if re.Info() != info {
+		t.Errorf("reopened info %+v; want %+v", re.Info(), info)
+	}
+	if res := run(t, re, "cat kept.txt"); string(res.Stdout) != "still here" {
+		t.Errorf("the reopened sandbox reads %q", res.Stdout)
+	}
+	if err := re.(driver.Checker).Check(ctx); err != nil {
+		t.Errorf("Check = %v", err)
+	}
+	if err := re.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(info.RootDirectory); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the managed workspace survived Delete: %v", err)
+	}
+	if _, err := second.(driver.Reopener).Reopen(ctx, driver.Spec{ID: "sbx-1"}, info); !errors.Is(err, driver.ErrGone) {
+		t.Errorf("Reopen of a deleted workspace = %v; want ErrGone", err)
+	}
 }
