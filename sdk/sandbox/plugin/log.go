@@ -83,8 +83,11 @@ func (h *slogHCLog) Log(level hclog.Level, msg string, args ...any) {
 	kv = append(kv, h.args...)
 	for i := 0; i+1 < len(args); i += 2 {
 		k := fmt.Sprint(args[i])
-		if k == "timestamp" { // go-plugin's copy of the line's time; slog has its own
+		switch k {
+		case "timestamp": // go-plugin's copy of the line's time; slog has its own
 			continue
+		case "plugin": // go-plugin's binary path; "plugin" is the configured name
+			k = "plugin_path"
 		}
 		kv = append(kv, k, args[i+1])
 	}
