@@ -1,10 +1,17 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
 )
 
@@ -43,5 +50,62 @@ func TestSandboxConformance(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestServeLoadsPlugins runs `fabro serve -sandbox-plugin-dir` with the
+// bwrap plugin and makes a sandbox with it over REST: the driver name
+// "bwrap" reaches the plugin.
+func TestServeLoadsPlugins(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed: `make deps` installs Debian's bubblewrap")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fabro-sandbox-bwrap")
+	if err := plugintest.BuildTo(t.Context(), "../../services/sandbox/cmd/fabro-sandbox-bwrap", bin); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := plugin.FileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(sum+"  fabro-sandbox-bwrap\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, t.TempDir(), "FABRO_SANDBOX_PLUGIN_DIR="+dir)
+	get := func(path string) string {
+		resp, err := http.Get("http://" + s.httpAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if drivers := get("/v1/sandboxDrivers"); !strings.Contains(drivers, `"name":"bwrap"`) || !strings.Contains(drivers, "ISOLATION_NAMESPACE") {
+		t.Fatalf("ListDrivers = %s; want bwrap with namespace isolation", drivers)
+	}
+	resp, err := http.Post("http://"+s.httpAddr+"/v1/sandboxes", "application/json", strings.NewReader(`{"spec":{"driver":"bwrap"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Sandbox struct {
+			ID string `json:"sandboxId"`
+		} `json:"sandbox"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if err != nil || created.Sandbox.ID == "" {
+		t.Fatalf("create a bwrap sandbox: %v", err)
+	}
+	resp, err = http.Post("http://"+s.httpAddr+"/v1/sandboxes/"+created.Sandbox.ID+":exec", "application/json", strings.NewReader(`{"spec":{"command":"hostname"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), base64.StdEncoding.EncodeToString([]byte("fabro-sandbox\n"))) {
+		t.Errorf("exec hostname in the bwrap sandbox = %s", b)
 	}
 }
