@@ -5,7 +5,7 @@
 // network namespaces, in a new session, dying with its parent, with no
 // capabilities. Its view of the filesystem is a minimal set of system
 // directories read-only (/usr and its links, /etc with the shadow files
-// masked), a private /proc, /dev, /tmp and /run, and the workspace
+// masked), a private /proc (its sysctls read-only), /dev, /tmp and /run, and the workspace
 // read-write at its own path: the host's other directories (the service's
 // data directory, other workspaces, /root and /home) are not there at all.
 //
@@ -248,7 +248,9 @@ func (d *Driver) baseArgs(network bool) []string {
 			a = append(a, "--ro-bind", "/dev/null", f)
 		}
 	}
-	return append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+	// /proc/sys read-only: a root without capabilities could otherwise
+	// still write the host's sysctls.
+	return append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
 		"--ro-bind", d.cfg.Init, initPath)
 }
 

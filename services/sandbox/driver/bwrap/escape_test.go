@@ -139,6 +139,14 @@ func TestEscapes(t *testing.T) {
 		}
 	})
 
+	t.Run("the host's sysctls", func(t *testing.T) {
+		// Writing back the current value: harmless even if the wall failed.
+		res := run(t, sb, "v=$(cat /proc/sys/vm/swappiness) && echo $v > /proc/sys/vm/swappiness && echo wrote")
+		if !failed(res) || strings.Contains(string(res.Stdout), "wrote") {
+			t.Errorf("a sysctl is writable from the sandbox: %q", res.Stdout)
+		}
+	})
+
 	t.Run("the filesystem outside the workspace is read-only", func(t *testing.T) {
 		res := run(t, sb, "touch /usr/escape || touch /etc/escape")
 		if !failed(res) {
