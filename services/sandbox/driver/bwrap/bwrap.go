@@ -223,7 +223,7 @@ func (d *Driver) Args(ws, dir string, network bool, argv ...string) []string {
 func (d *Driver) baseArgs(network bool) []string {
 	a := []string{
 		"--die-with-parent", "--new-session", "--as-pid-1",
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "fabro-sandbox",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "fabro-sandbox",
 		"--cap-drop", "ALL",
 		"--ro-bind", "/usr", "/usr",
 	}
