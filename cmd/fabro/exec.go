@@ -87,12 +87,12 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		// serve`, so stored credentials work here too; its agent keeps records
 		// and NATS apart, as a server may be running on the same directory.
 		st, err := startStack(streamCtx, stackConfig{
-			server:           server.Config{GRPCAddr: "127.0.0.1:0"},
-			vault:            vault.Config{DataDir: dataDir, LookupEnv: e.lookupEnv},
-			agentDataDir:     filepath.Join(dataDir, "exec"),
-			llmOverlay:       overlay,
-			natsListen:       "none",
-			sandboxPluginDir: pluginDir,
+			server:       server.Config{GRPCAddr: "127.0.0.1:0"},
+			vault:        vault.Config{DataDir: dataDir, LookupEnv: e.lookupEnv},
+			agentDataDir: filepath.Join(dataDir, "exec"),
+			llmOverlay:   overlay,
+			natsListen:   "none",
+			pluginDir:    pluginDir,
 		}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)

@@ -36,7 +36,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "external NATS server URL with JetStream; empty runs nats-server embedded")
 	fs.StringVar(&cfg.braveBaseURL, "brave-base-url", "", "Brave Search API base URL for the agent's web_search (default https://api.search.brave.com)")
 	fs.StringVar(&cfg.natsListen, "nats-listen", agent.DefaultNATSListen, "embedded nats-server client address, for subscribers in other processes (port -1 picks one; \"none\": in-process only)")
-	fs.StringVar(&cfg.sandboxPluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins: fabro-sandbox-NAME binaries and their SHA256SUMS (docs/plugins.md)")
+	fs.StringVar(&cfg.pluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins: fabro-sandbox-NAME binaries and their SHA256SUMS (docs/plugins.md)")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err
 	}

@@ -28,9 +28,9 @@ type stackConfig struct {
 	natsURL      string
 	natsListen   string
 	braveBaseURL string
-	// sandboxPluginDir holds sandbox driver plugins (fabro-sandbox-NAME
+	// pluginDir holds sandbox driver plugins (fabro-sandbox-NAME
 	// and their SHA256SUMS); empty: none.
-	sandboxPluginDir string
+	pluginDir string
 }
 
 // stack is every service running in this process behind one server.
@@ -65,7 +65,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { v.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir, PluginDir: cfg.sandboxPluginDir}, logger)
+	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir, PluginDir: cfg.pluginDir}, logger)
 	if err != nil {
 		return nil, err
 	}
