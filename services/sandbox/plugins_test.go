@@ -35,6 +35,15 @@ var (
 	testPluginErr  error
 )
 
+// TestMain removes the test plugin's build once every test is done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testPluginPath != "" {
+		os.RemoveAll(filepath.Dir(testPluginPath))
+	}
+	os.Exit(code)
+}
+
 func testPlugin(t testing.TB) string {
 	t.Helper()
 	testPluginOnce.Do(func() {
