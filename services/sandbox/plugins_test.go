@@ -229,7 +229,7 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool, msg func() string)
 func TestPluginCrash(t *testing.T) {
 	t.Parallel()
 	bin := testPlugin(t)
-	c, logs := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin)})
+	c, logs := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin), Env: []string{"TMPDIR=" + t.TempDir()}})
 	victim := createOn(t, c, "test")
 	other := createOn(t, c, "test")
 
@@ -284,7 +284,7 @@ func TestPluginCrash(t *testing.T) {
 func TestPluginHang(t *testing.T) {
 	t.Parallel()
 	bin := testPlugin(t)
-	c, logs := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin), HealthInterval: 300 * time.Millisecond})
+	c, logs := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin), Env: []string{"TMPDIR=" + t.TempDir()}, HealthInterval: 300 * time.Millisecond})
 	sb := createOn(t, c, "test")
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -306,7 +306,7 @@ func TestPluginHang(t *testing.T) {
 func TestPluginCallDeadline(t *testing.T) {
 	t.Parallel()
 	bin := testPlugin(t)
-	c, _ := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin), HealthInterval: time.Hour})
+	c, _ := startPlugins(t, sandbox.PluginConfig{Name: "test", Path: bin, SHA256: sha(t, bin), Env: []string{"TMPDIR=" + t.TempDir()}, HealthInterval: time.Hour})
 	sb := createOn(t, c, "test")
 	go func() {
 		// Wedges the plugin; this exec never ends by itself.
