@@ -491,8 +491,11 @@ func (s *Service) Walk(ctx context.Context, req *sandboxv1.WalkRequest) (*sandbo
 // toStatus maps driver errors to statuses once, at the edge. Driver error
 // texts name paths and programs the client gave or may see, never secrets.
 func (s *Service) toStatus(ctx context.Context, err error) error {
-	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
-		return err
+	// A driver may give its own status (a remote API's 401 or 429); it
+	// must carry an ErrorInfo like every other.
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Err()
 	}
 	msg := err.Error()
 	switch {
@@ -503,25 +506,34 @@ func (s *Service) toStatus(ctx context.Context, err error) error {
 	case errors.Is(err, driver.ErrInvalidPattern):
 		return withInfo(codes.InvalidArgument, msg, "INVALID_PATTERN", nil)
 	case errors.Is(err, driver.ErrInvalid):
-		return status.Error(codes.InvalidArgument, msg)
+		return withInfo(codes.InvalidArgument, msg, "INVALID_ARGUMENT", nil)
 	case errors.Is(err, driver.ErrBashMissing):
 		return withInfo(codes.FailedPrecondition, msg, "BASH_MISSING", nil)
 	case errors.Is(err, driver.ErrUnsupported):
 		return withInfo(codes.FailedPrecondition, msg, "CAPABILITY_UNSUPPORTED", nil)
-	case errors.Is(err, driver.ErrIsDirectory), errors.Is(err, driver.ErrNotDirectory),
-		errors.Is(err, driver.ErrNotEmpty), errors.Is(err, driver.ErrNotUTF8):
-		return status.Error(codes.FailedPrecondition, msg)
+	case errors.Is(err, driver.ErrLimitUnsupported):
+		return withInfo(codes.FailedPrecondition, msg, "LIMIT_UNSUPPORTED", nil)
+	case errors.Is(err, driver.ErrGone):
+		return withInfo(codes.FailedPrecondition, msg, "SANDBOX_GONE", nil)
+	case errors.Is(err, driver.ErrIsDirectory):
+		return withInfo(codes.FailedPrecondition, msg, "IS_A_DIRECTORY", nil)
+	case errors.Is(err, driver.ErrNotDirectory):
+		return withInfo(codes.FailedPrecondition, msg, "NOT_A_DIRECTORY", nil)
+	case errors.Is(err, driver.ErrNotEmpty):
+		return withInfo(codes.FailedPrecondition, msg, "DIRECTORY_NOT_EMPTY", nil)
+	case errors.Is(err, driver.ErrNotUTF8):
+		return withInfo(codes.FailedPrecondition, msg, "NOT_UTF8", nil)
 	case errors.Is(err, driver.ErrExists):
-		return status.Error(codes.AlreadyExists, msg)
+		return withInfo(codes.AlreadyExists, msg, "EXISTS_AS_NON_DIRECTORY", nil)
 	case errors.Is(err, driver.ErrUnavailable):
 		return withInfo(codes.Unavailable, msg, "DRIVER_UNAVAILABLE", nil)
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, msg)
+		return withInfo(codes.DeadlineExceeded, msg, "DEADLINE_EXCEEDED", nil)
 	case errors.Is(err, context.Canceled):
-		return status.FromContextError(err).Err()
+		return withInfo(codes.Canceled, msg, "CANCELLED", nil)
 	}
 	s.logger.ErrorContext(ctx, "sandbox driver failure", "error", err)
-	return status.Error(codes.Internal, "internal error")
+	return withInfo(codes.Internal, "internal error", "INTERNAL", nil)
 }
 
 func errSandboxNotFound(id string) error {
@@ -534,7 +546,8 @@ func errExecIDInUse(id string) error {
 
 func badRequest(field, msg string) error {
 	st := status.New(codes.InvalidArgument, msg)
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}},
+		&errdetails.ErrorInfo{Domain: errorDomain, Reason: "INVALID_ARGUMENT", Metadata: map[string]string{"field": field}}); err == nil {
 		st = d
 	}
 	return st.Err()
