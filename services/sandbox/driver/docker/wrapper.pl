@@ -1,0 +1,90 @@
+# The docker driver's command wrapper: run as `perl -e <this> ID NONCE BACKSTOP COMMAND`.
+# Docker exec can neither kill nor time out a command, so this process, the
+# exec's first, runs bash -c COMMAND in a process group of its own and is a
+# child subreaper: every orphaned descendant of the command, whatever group
+# or session it left for, is reparented here. It records its pid in
+# /tmp/.fabro-exec/ID for the driver's stop requests: TERM is forwarded to the
+# command's group, USR1 (and the BACKSTOP alarm, should the service be gone)
+# kills the whole tree. Once bash has exited every remaining descendant is
+# killed and reaped, and only then does a trailer on stderr tell the driver
+# how bash ended and which cgroup limits were hit meanwhile.
+use strict;
+use POSIX ();
+my ($id, $nonce, $backstop, $cmd) = @ARGV;
+my %prctl = (x86_64 => 157, aarch64 => 167, ppc64le => 171, s390x => 172, riscv64 => 167);
+my $nr = $prctl{(POSIX::uname())[4]};
+syscall($nr, 36, 1, 0, 0, 0) if defined $nr;    # PR_SET_CHILD_SUBREAPER
+my $dir = "/tmp/.fabro-exec";
+mkdir $dir, 0700;
+my $pidf = "$dir/$id";
+if (open(my $f, '>', "$pidf.new")) { print $f "$$\n"; close $f; rename "$pidf.new", $pidf; }
+
+sub counter {
+    my ($file, $key) = @_;
+    open(my $f, '<', $file) or return 0;
+    while (<$f>) { return $1 if /^\Q$key\E (\d+)/ }
+    return 0;
+}
+sub counters {
+    return (counter('/sys/fs/cgroup/memory/memory.oom_control', 'oom_kill') + counter('/sys/fs/cgroup/memory.events', 'oom_kill'),
+            counter('/sys/fs/cgroup/pids/pids.events', 'max') + counter('/sys/fs/cgroup/pids.events', 'max'));
+}
+# tree lists every descendant of this process, from /proc.
+sub tree {
+    my %kids;
+    opendir(my $d, '/proc') or return ();
+    for my $p (grep { /^\d+$/ } readdir $d) {
+        open(my $s, '<', "/proc/$p/stat") or next;
+        my $l = <$s>;
+        push @{ $kids{$1} }, $p if defined $l && $l =~ /\)\s+\S+\s+(\d+)/;
+    }
+    my @out;
+    my @q = ($$);
+    while (@q) {
+        my $x = shift @q;
+        for my $c (@{ $kids{$x} || [] }) { push @out, $c; push @q, $c }
+    }
+    return @out;
+}
+my ($oom0, $pids0) = counters();
+my ($pgid, $pending) = (0, '');
+sub killall { $pending = 'KILL'; kill('KILL', -$pgid) if $pgid; my @t = tree(); kill('KILL', @t) if @t; }
+$SIG{TERM} = sub { if ($pgid) { kill('TERM', -$pgid) } else { $pending ||= 'TERM' } };
+$SIG{USR1} = \&killall;
+$SIG{ALRM} = \&killall;
+$SIG{PIPE} = 'IGNORE';
+alarm($backstop) if $backstop > 0;
+my $child = fork();
+if (!defined $child) { print STDERR "fabro: fork: $!\n"; exit 126; }
+if ($child == 0) {
+    POSIX::setpgid(0, 0);
+    $SIG{PIPE} = 'DEFAULT';
+    exec { 'bash' } 'bash', '-c', $cmd;
+    print STDERR "fabro: bash: $!\n";
+    POSIX::_exit(127);
+}
+POSIX::setpgid($child, $child);
+$pgid = $child;
+if ($pending eq 'TERM') { kill('TERM', -$pgid) } elsif ($pending eq 'KILL') { killall() }
+my $st;
+while (1) {
+    my $r = waitpid($child, 0);
+    if ($r == $child) { $st = $?; last }
+    if ($r == -1) { $st = 255 << 8; last }
+}
+# What bash left behind dies now; looping until no child is left catches
+# the processes reparented here while the previous ones were dying.
+while (1) {
+    my @t = tree();
+    kill('KILL', @t) if @t;
+    my $r;
+    do { $r = waitpid(-1, POSIX::WNOHANG()) } while ($r > 0);
+    last if $r == -1;
+    select(undef, undef, undef, 0.002);
+}
+alarm(0);
+my ($oom1, $pids1) = counters();
+unlink $pidf;
+my $how = ($st & 127) ? 'signal=' . ($st & 127) : 'exit=' . ($st >> 8);
+syswrite(STDERR, "\0fabro-$nonce:$how:oom=" . ($oom1 - $oom0) . ":pids=" . ($pids1 - $pids0) . "\n");
+exit 0;
