@@ -1,5 +1,5 @@
 package sandbox
 
-// ReleaseForTest gives up the workspace root as a crashed process would,
+// ReleaseForTest gives up the data directory as a crashed process would,
 // without deleting any sandbox.
-func (s *Service) ReleaseForTest() { s.wsLock.Release() }
+func (s *Service) ReleaseForTest() { s.reg.close() }

@@ -442,3 +442,22 @@ func removeAll(dir string) error {
 }
 
 
+
+// Purge removes what is left of the sandbox of spec: its container and its
+// managed workspace, whichever still exist.
+func (d *Driver) Purge(ctx context.Context, spec driver.Spec) error {
+	p, err := d.plan(spec)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if err := d.cli.ContainerRemove(ctx, p.name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
+		errs = append(errs, fmt.Errorf("remove container %s: %w", p.name, err))
+	}
+	if p.managed {
+		if err := removeAll(p.hostDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
