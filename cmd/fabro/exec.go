@@ -37,7 +37,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	var (
 		model, perms, addr, dir, dataDir string
 		maxTurns                         int
-		overlay                          string
+		overlay, sandboxDriver           string
 	)
 	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
 	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
@@ -45,6 +45,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	fs.StringVar(&addr, "server", "", "agent service gRPC address of a running stack; empty starts one in this process")
 	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "data directory of the in-process stack")
+	fs.StringVar(&sandboxDriver, "sandbox", "local", "where the agent's tools run: local (this host), docker (a container with the directory mounted at /workspace) or another driver of the stack")
 	fs.StringVar(&overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -116,7 +117,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	}
 	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
 		Model:           model,
-		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: dir}},
+		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(sandboxDriver, dir)},
 		PermissionLevel: level,
 		Options:         opts,
 	})
@@ -206,4 +207,17 @@ func clip(s string, n int) string {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
+}
+
+// sandboxSpec is where the agent works: dir itself for the local driver, dir
+// mounted as the container's workspace for docker, the driver's own
+// workspace otherwise.
+func sandboxSpec(driverName, dir string) *sandboxv1.SandboxSpec {
+	switch driverName {
+	case "local":
+		return &sandboxv1.SandboxSpec{Driver: driverName, WorkingDirectory: dir}
+	case "docker":
+		return &sandboxv1.SandboxSpec{Driver: driverName, DriverOptions: map[string]string{"host_dir": dir}}
+	}
+	return &sandboxv1.SandboxSpec{Driver: driverName}
 }

@@ -28,6 +28,7 @@ type stackConfig struct {
 	natsURL      string
 	natsListen   string
 	braveBaseURL string
+	sandbox      sandbox.Config // its DataDir empty keeps sandboxes in memory
 }
 
 // stack is every service running in this process behind one server.
@@ -62,7 +63,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { v.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir}, logger)
+	sb, err := sandbox.New(cfg.sandbox, logger)
 	if err != nil {
 		return nil, err
 	}
