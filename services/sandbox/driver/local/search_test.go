@@ -2,15 +2,18 @@ package local_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
 var backends = []struct {
@@ -19,10 +22,24 @@ var backends = []struct {
 }{{"ripgrep", driver.BackendRipgrep}, {"posix", driver.BackendPOSIX}}
 
 // A link swapped between an inside and an outside target while grep runs
-// must never let grep read outside the root: grep searches what it
-// checked (the file or directory it opened), not the name again.
+// must never let grep read outside the root: grep searches what it checked
+// (the file or directory it opened), not the name again. The search
+// programs are wrappers that hold the search until the test has swapped the
+// link, so every round hits the window between the check and the search.
 func TestGrepSymlinkRace(t *testing.T) {
-	sb := drivertest.NewSandbox(t, newDriver(t), driver.Spec{})
+	bin, gate := t.TempDir(), t.TempDir()
+	for _, prog := range []string{"rg", "grep"} {
+		real, err := exec.LookPath(prog)
+		if err != nil {
+			t.Skipf("%s is not installed", prog)
+		}
+		script := fmt.Sprintf("#!/bin/sh\n: >%[1]s/started.%[2]s\nwhile [ ! -e %[1]s/go ]; do sleep 0.001; done\nexec %[3]s \"$@\"\n", gate, prog, real)
+		if err := os.WriteFile(filepath.Join(bin, prog), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := local.New(local.Config{WorkspaceRoot: t.TempDir(), Environ: []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin"}})
+	sb := drivertest.NewSandbox(t, d, driver.Spec{})
 	root := sb.Info().RootDirectory
 	outside := t.TempDir()
 	for _, dir := range []string{filepath.Join(root, "in"), outside} {
@@ -36,56 +53,58 @@ func TestGrepSymlinkRace(t *testing.T) {
 		}
 	}
 	link := filepath.Join(root, "link")
-	targets := []string{"in", outside}
-	if err := os.Symlink("in", link); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	var swapper sync.WaitGroup
-	swapper.Go(func() {
+	point := func(target string) {
 		tmp := filepath.Join(root, ".link.tmp")
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			os.Remove(tmp)
-			if err := os.Symlink(targets[i%2], tmp); err == nil {
-				os.Rename(tmp, link) // atomic swap
-			}
+		os.Remove(tmp)
+		if err := os.Symlink(target, tmp); err != nil {
+			t.Fatal(err)
 		}
-	})
-	defer func() { close(stop); swapper.Wait() }()
-
-	const rounds = 500
+		if err := os.Rename(tmp, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rounds = 10
 	for _, be := range backends {
 		for _, p := range []string{"link", "link/secret.txt"} {
-			inside, outsideLines, escapes := 0, 0, 0
+			prog := map[driver.GrepBackend]string{driver.BackendRipgrep: "rg", driver.BackendPOSIX: "grep"}[be.b]
+			inside := 0
 			for range rounds {
-				res, err := sb.Grep(t.Context(), driver.GrepOptions{Pattern: "needle", Path: p, MaxResults: 10, Backend: be.b})
-				switch {
-				case errors.Is(err, driver.ErrPathEscapes):
-					escapes++
-					continue
-				case err != nil:
-					t.Fatalf("%s %s: %v", be.name, p, err)
+				os.Remove(filepath.Join(gate, "go"))
+				os.Remove(filepath.Join(gate, "started."+prog))
+				point("in")
+				done := make(chan driver.GrepResult, 1)
+				go func() {
+					res, err := sb.Grep(t.Context(), driver.GrepOptions{Pattern: "needle", Path: p, MaxResults: 10, Backend: be.b})
+					if err != nil {
+						t.Errorf("%s %s: %v", be.name, p, err)
+					}
+					done <- res
+				}()
+				// The check is done once the program runs: swap, then let
+				// it search.
+				for {
+					if _, err := os.Stat(filepath.Join(gate, "started."+prog)); err == nil {
+						break
+					}
+					select {
+					case res := <-done:
+						t.Fatalf("%s %s: grep ended before its program started: %+v", be.name, p, res)
+					case <-time.After(time.Millisecond):
+					}
 				}
-				for _, m := range res.Matches {
+				point(outside)
+				os.WriteFile(filepath.Join(gate, "go"), nil, 0o644)
+				for _, m := range (<-done).Matches {
 					if strings.Contains(m.Text, "OUTSIDE") {
-						outsideLines++
+						t.Errorf("%s, path %s: read outside the root: %+v", be.name, p, m)
 					} else {
 						inside++
 					}
 				}
 			}
-			if outsideLines != 0 {
-				t.Errorf("%s, path %s: %d lines read outside the root in %d rounds", be.name, p, outsideLines, rounds)
+			if inside != rounds {
+				t.Errorf("%s, path %s: %d of %d rounds found the inside line", be.name, p, inside, rounds)
 			}
-			if inside == 0 {
-				t.Errorf("%s, path %s: no round found the inside line (%d refused as escapes)", be.name, p, escapes)
-			}
-			t.Logf("%s, path %s: %d inside lines, %d refused, 0 outside", be.name, p, inside, escapes)
 		}
 	}
 }
