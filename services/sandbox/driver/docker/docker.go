@@ -20,7 +20,6 @@
 package docker
 
 import (
-
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -440,8 +439,6 @@ func removeAll(dir string) error {
 	})
 	return os.RemoveAll(dir)
 }
-
-
 
 // Purge removes what is left of the sandbox of spec: its container and its
 // managed workspace, whichever still exist.

@@ -21,11 +21,12 @@ import (
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
-// backstopSlack is how long after its timeout the wrapper kills a command
-// by itself, should the service be gone and its stop never come.
-const backstopSlack = 30 * time.Second
+// timeoutSlack is how long after the wrapper's own timeout and grace the
+// driver sends a kill itself, should the wrapper not have acted.
+const timeoutSlack = 5 * time.Second
 
-// signalExec bounds one stop request.
+// signalExec bounds one stop request, retries included: a container at its
+// process limit refuses new execs until something exits.
 const signalExec = 10 * time.Second
 
 // Exec implements driver.Execer.
@@ -52,13 +53,12 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	backstop := int((spec.Timeout + driver.StopGrace + backstopSlack) / time.Second)
 	// The engine must see this through even when ctx ends: a started
 	// command is stopped by the wrapper, never abandoned.
 	ectx := context.WithoutCancel(ctx)
 	cr, err := s.d.cli.ContainerExecCreate(ctx, s.p.name, container.ExecOptions{
 		User: s.d.cfg.User, WorkingDir: path.Join(s.p.workdir, rel), Env: env,
-		Cmd:          []string{"perl", "-e", wrapperScript, id, nonce, strconv.Itoa(backstop), spec.Command},
+		Cmd:          []string{"perl", "-e", wrapperScript, id, nonce, strconv.FormatInt(spec.Timeout.Milliseconds(), 10), strconv.FormatInt(driver.StopGrace.Milliseconds(), 10), spec.Command},
 		AttachStdout: true, AttachStderr: true, AttachStdin: len(spec.Stdin) > 0,
 	})
 	if err != nil {
@@ -147,21 +147,22 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	return res, nil
 }
 
-// watch stops the command on timeout, cancel or kill, until done, and
-// returns the termination.
+// watch stops the command on cancel or kill, until done, and returns the
+// termination. The timeout the wrapper keeps itself; the driver's own timer
+// only names the termination, and acts if the wrapper did not.
 func (s *sandbox) watch(ctx context.Context, spec driver.ExecSpec, id string, done <-chan struct{}) driver.Termination {
 	timer := time.NewTimer(spec.Timeout)
 	defer timer.Stop()
 	graceful := func(term driver.Termination) driver.Termination {
-		s.signal(id, "TERM")
+		s.signal(done, id, "TERM")
 		grace := time.NewTimer(driver.StopGrace)
 		defer grace.Stop()
 		select {
 		case <-done:
 		case <-grace.C:
-			s.signal(id, "USR1")
+			s.signal(done, id, "USR1")
 		case <-spec.Kill:
-			s.signal(id, "USR1")
+			s.signal(done, id, "USR1")
 			return driver.Killed
 		}
 		return term
@@ -170,13 +171,23 @@ func (s *sandbox) watch(ctx context.Context, spec driver.ExecSpec, id string, do
 	case <-done:
 		return driver.Exited
 	case <-timer.C:
-		return graceful(driver.TimedOut)
+		late := time.NewTimer(driver.StopGrace + timeoutSlack)
+		defer late.Stop()
+		select {
+		case <-done:
+		case <-late.C:
+			s.signal(done, id, "USR1")
+		case <-spec.Kill:
+			s.signal(done, id, "USR1")
+			return driver.Killed
+		}
+		return driver.TimedOut
 	case <-spec.Kill:
-		s.signal(id, "USR1")
+		s.signal(done, id, "USR1")
 		return driver.Killed
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), driver.ErrKill) {
-			s.signal(id, "USR1")
+			s.signal(done, id, "USR1")
 			return driver.Killed
 		}
 		return graceful(driver.Cancelled)
@@ -185,12 +196,25 @@ func (s *sandbox) watch(ctx context.Context, spec driver.ExecSpec, id string, do
 
 // signal sends sig to the wrapper of exec id, by a second exec: TERM
 // reaches the command's group, USR1 kills its whole tree. The wrapper
-// records its pid first thing; a stop that comes sooner waits for it.
-func (s *sandbox) signal(id, sig string) {
+// records its pid first thing; a stop that comes sooner waits for it. A
+// refused exec is retried until the command is done.
+func (s *sandbox) signal(done <-chan struct{}, id, sig string) {
 	ctx, cancel := context.WithTimeout(context.Background(), signalExec)
 	defer cancel()
 	script := `f=` + pidsDir + `/$1; for i in $(seq 200); do [ -s "$f" ] && break; sleep 0.01; done; read -r p < "$f" 2>/dev/null && kill -s "$2" "$p" 2>/dev/null; true`
-	s.run(ctx, []string{"bash", "-c", script, "fabro-stop", id, sig})
+	for {
+		_, code, err := s.run(ctx, []string{"bash", "-c", script, "fabro-stop", id, sig})
+		if err == nil && code == 0 {
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // run runs argv in the container to its end, as the container's user, and
