@@ -84,6 +84,8 @@ func (e *apiError) GRPCStatus() *status.Status {
 		code, reason = codes.Unavailable, "DAYTONA_UNAVAILABLE"
 	case e.status == http.StatusBadRequest || e.status == http.StatusUnprocessableEntity:
 		code, reason = codes.InvalidArgument, "DAYTONA_BAD_REQUEST"
+	case e.status == http.StatusRequestTimeout:
+		code, reason = codes.DeadlineExceeded, "DAYTONA_TIMEOUT"
 	case e.status == http.StatusConflict:
 		code, reason = codes.FailedPrecondition, "DAYTONA_CONFLICT"
 	}

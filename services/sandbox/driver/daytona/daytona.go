@@ -414,7 +414,7 @@ func (s *sandbox) helperFor(ctx context.Context, req map[string]any, out any, ti
 	}
 	var he helperErr
 	if json.Unmarshal([]byte(res.Result), &he) != nil {
-		return fmt.Errorf("daytona: the sandbox's helper did not answer (exit %v): %.300s; the snapshot needs perl", res.ExitCode, res.Result)
+		return fmt.Errorf("%w: daytona: the sandbox's helper did not answer (exit %v): %.300s; the sandbox's snapshot needs perl (with JSON::PP) and bash", driver.ErrUnsupported, res.ExitCode, res.Result)
 	}
 	if he.Err != "" {
 		return helperError(he)
