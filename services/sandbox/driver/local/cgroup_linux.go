@@ -154,6 +154,7 @@ func discoverCgroups() *cgroupHost {
 				break
 			}
 			h.self[ctrl], h.v1[ctrl] = self, base
+			removeEmpty(base)
 			break
 		}
 	}
@@ -192,6 +193,7 @@ func (h *cgroupHost) discoverV2(self string) error {
 	if err := probe(base); err != nil {
 		return err
 	}
+	removeEmpty(base)
 	avail, _ := os.ReadFile(filepath.Join(self, "cgroup.controllers"))
 	for _, c := range []string{"memory", "pids", "cpu"} {
 		if !contains(strings.Fields(string(avail)), c) {
@@ -213,6 +215,17 @@ func (h *cgroupHost) discoverV2(self string) error {
 	}
 	h.v2 = base
 	return nil
+}
+
+// removeEmpty removes the empty command cgroups a crashed service left;
+// one still holding processes may be another service's, and is left.
+func removeEmpty(base string) {
+	ents, _ := os.ReadDir(base)
+	for _, e := range ents {
+		if e.IsDir() {
+			unix.Rmdir(filepath.Join(base, e.Name()))
+		}
+	}
 }
 
 func contains(xs []string, x string) bool {
