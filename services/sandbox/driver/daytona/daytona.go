@@ -44,7 +44,8 @@ const LabelSandboxID = "fabro.sandbox_id"
 type Config struct {
 	// Credentials resolves DAYTONA_API_URL and DAYTONA_API_KEY (required).
 	Credentials Credentials
-	// HTTPClient defaults to one with a 10-minute timeout.
+	// HTTPClient defaults to one with a 15-minute timeout (a command may
+	// run 10 minutes).
 	HTTPClient *http.Client
 	// Snapshot is the snapshot sandboxes are created from; "" is
 	// Daytona's default. It must have bash and perl.
@@ -74,7 +75,7 @@ var (
 func New(cfg Config) *Driver {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Minute}
+		hc = &http.Client{Timeout: 15 * time.Minute}
 	}
 	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, 3*time.Minute)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 250*time.Millisecond)
@@ -184,6 +185,10 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	if !validID(created.ID) {
+		// It goes on the toolbox's command line, which has no escapes.
+		return nil, fmt.Errorf("daytona create sandbox: Daytona answered the id %q, which is not a plain id", created.ID)
+	}
 	sb := &sandbox{d: d, id: created.ID}
 	if err := sb.setUp(ctx, spec.WorkingDirectory); err != nil {
 		// A sandbox that fails to start is not left behind.
@@ -207,6 +212,9 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, info driver.Info)
 		if s.Labels[LabelSandboxID] != spec.ID {
 			continue
 		}
+		if !validID(s.ID) {
+			continue
+		}
 		sb := &sandbox{d: d, id: s.ID}
 		if err := sb.setUp(ctx, info.WorkingDirectory); err != nil {
 			return nil, err
@@ -214,6 +222,19 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, info driver.Info)
 		return sb, nil
 	}
 	return nil, &goneError{id: "labelled " + spec.ID, state: "gone", reason: "Daytona lists no sandbox with that label"}
+}
+
+// validID: Daytona's ids are UUIDs; letters, digits, '-' and '_' only.
+func validID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func mustJSON(v any) string {
