@@ -312,11 +312,12 @@ func (d *Driver) open(ctx context.Context, p plan, spec driver.Spec) (*sandbox, 
 		return nil, fmt.Errorf("open workspace %s: %w", p.hostDir, err)
 	}
 	s := &sandbox{d: d, p: p, files: files, root: root}
-	osVersion, err := s.probe(ctx)
+	osVersion, arch, err := s.probe(ctx)
 	if err != nil {
 		s.closeFiles(ctx)
 		return nil, err
 	}
+	s.arch = arch
 	s.info = driver.Info{
 		Capabilities: d.Capabilities(), Platform: "linux", OSVersion: osVersion,
 		WorkingDirectory: p.workdir, RootDirectory: p.workdir, ManagedWorkspace: p.managed,
@@ -403,20 +404,22 @@ func (d *Driver) Sweep(ctx context.Context, keep func(id string) bool) ([]string
 	return removed, errors.Join(errs...)
 }
 
-// probe checks the image has what commands need and reads its OS version.
-func (s *sandbox) probe(ctx context.Context) (string, error) {
-	out, code, err := s.run(ctx, []string{"bash", "-c", `command -v perl >/dev/null || { echo "no perl" >&2; exit 3; }; . /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}"`})
+// probe checks the image has what commands need and reads its OS version
+// and machine.
+func (s *sandbox) probe(ctx context.Context) (string, string, error) {
+	out, code, err := s.run(ctx, []string{"bash", "-c", `command -v perl >/dev/null || { echo "no perl" >&2; exit 3; }; uname -m; . /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}"`})
 	switch {
 	case err != nil && strings.Contains(err.Error(), "executable file not found"):
-		return "", fmt.Errorf("%w: image %s has no bash", driver.ErrBashMissing, s.p.image)
+		return "", "", fmt.Errorf("%w: image %s has no bash", driver.ErrBashMissing, s.p.image)
 	case err != nil:
-		return "", err
+		return "", "", err
 	case code == 3:
-		return "", fmt.Errorf("%w: image %s has no perl, which the docker driver's command wrapper needs (Debian's perl-base)", driver.ErrImageMissing, s.p.image)
+		return "", "", fmt.Errorf("%w: image %s has no perl, which the docker driver's command wrapper needs (Debian's perl-base)", driver.ErrImageMissing, s.p.image)
 	case code != 0:
-		return "", fmt.Errorf("probe image %s: exit %d", s.p.image, code)
+		return "", "", fmt.Errorf("probe image %s: exit %d", s.p.image, code)
 	}
-	return cmp.Or(strings.TrimSpace(out), "unknown"), nil
+	arch, osVersion, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	return cmp.Or(strings.TrimSpace(osVersion), "unknown"), arch, nil
 }
 
 func randHex(n int) string {

@@ -58,7 +58,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	ectx := context.WithoutCancel(ctx)
 	cr, err := s.d.cli.ContainerExecCreate(ctx, s.p.name, container.ExecOptions{
 		User: s.d.cfg.User, WorkingDir: path.Join(s.p.workdir, rel), Env: env,
-		Cmd:          []string{"perl", "-e", wrapperScript, id, nonce, strconv.FormatInt(spec.Timeout.Milliseconds(), 10), strconv.FormatInt(driver.StopGrace.Milliseconds(), 10), spec.Command},
+		Cmd:          []string{"perl", "-e", wrapperScript, s.arch, id, nonce, strconv.FormatInt(spec.Timeout.Milliseconds(), 10), strconv.FormatInt(driver.StopGrace.Milliseconds(), 10), spec.Command},
 		AttachStdout: true, AttachStderr: true, AttachStdin: len(spec.Stdin) > 0,
 	})
 	if err != nil {

@@ -26,6 +26,7 @@ type sandbox struct {
 	files driver.Sandbox
 	root  *os.Root // the host workspace, for giving new entries to the container user
 	info  driver.Info
+	arch  string // uname -m, for the wrapper's syscall numbers
 
 	mu      sync.Mutex
 	deleted bool
