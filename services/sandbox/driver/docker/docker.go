@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -88,7 +89,8 @@ type Config struct {
 	// default "fabro".
 	Owner string
 	// User is the uid:gid commands run as; default 1000:1000, or the
-	// service's own ids when it is not root.
+	// service's own ids when it is not root. A host_dir not owned by root
+	// is worked in as its owner instead.
 	User string
 	// Client talks to the engine; default one from the environment
 	// (DOCKER_HOST and friends) with API version negotiation.
@@ -166,6 +168,8 @@ func (d *Driver) Close() error {
 type plan struct {
 	id, name, image, workdir, hostDir string
 	managed                           bool
+	user                              string // uid:gid of commands
+	uid, gid                          int
 }
 
 func (d *Driver) plan(spec driver.Spec) (plan, error) {
@@ -203,8 +207,16 @@ func (d *Driver) plan(spec driver.Spec) (plan, error) {
 		}
 	}
 	p.name = "fabro-" + p.id
+	p.user, p.uid, p.gid = d.cfg.User, d.uid, d.gid
 	if p.managed {
 		p.hostDir = filepath.Join(d.cfg.WorkspaceRoot, "docker-"+p.id)
+	} else if fi, err := os.Stat(p.hostDir); err == nil {
+		// A designated directory's owner runs the commands, so that
+		// they can change its files; never root.
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+			p.uid, p.gid = int(st.Uid), int(st.Gid)
+			p.user = fmt.Sprintf("%d:%d", p.uid, p.gid)
+		}
 	}
 	return p, nil
 }
@@ -232,7 +244,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
 		if os.Geteuid() == 0 {
-			os.Chown(p.hostDir, d.uid, d.gid)
+			os.Chown(p.hostDir, p.uid, p.gid)
 		}
 	} else if fi, err := os.Stat(p.hostDir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: host_dir %s is not a directory", driver.ErrNotFound, p.hostDir)
@@ -287,7 +299,7 @@ func (d *Driver) createContainer(ctx context.Context, p plan, spec driver.Spec) 
 		hc.NetworkMode = "bridge"
 	}
 	cfg := &container.Config{
-		Image: p.image, User: d.cfg.User, Env: env, Labels: labels, WorkingDir: p.workdir,
+		Image: p.image, User: p.user, Env: env, Labels: labels, WorkingDir: p.workdir,
 		Cmd: []string{"sleep", "infinity"}, Entrypoint: []string{},
 	}
 	if _, err := d.cli.ContainerCreate(ctx, cfg, hc, &network.NetworkingConfig{}, nil, p.name); err != nil {

@@ -57,7 +57,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	// command is stopped by the wrapper, never abandoned.
 	ectx := context.WithoutCancel(ctx)
 	cr, err := s.d.cli.ContainerExecCreate(ctx, s.p.name, container.ExecOptions{
-		User: s.d.cfg.User, WorkingDir: path.Join(s.p.workdir, rel), Env: env,
+		User: s.p.user, WorkingDir: path.Join(s.p.workdir, rel), Env: env,
 		Cmd:          []string{"perl", "-e", wrapperScript, s.arch, id, nonce, strconv.FormatInt(spec.Timeout.Milliseconds(), 10), strconv.FormatInt(driver.StopGrace.Milliseconds(), 10), spec.Command},
 		AttachStdout: true, AttachStderr: true, AttachStdin: len(spec.Stdin) > 0,
 	})
@@ -220,7 +220,7 @@ func (s *sandbox) signal(done <-chan struct{}, id, sig string) {
 // run runs argv in the container to its end, as the container's user, and
 // returns its stdout and exit code.
 func (s *sandbox) run(ctx context.Context, argv []string) (string, int, error) {
-	cr, err := s.d.cli.ContainerExecCreate(ctx, s.p.name, container.ExecOptions{User: s.d.cfg.User, Cmd: argv, AttachStdout: true, AttachStderr: true})
+	cr, err := s.d.cli.ContainerExecCreate(ctx, s.p.name, container.ExecOptions{User: s.p.user, Cmd: argv, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return "", 0, s.engineErr(ctx, "create exec", err)
 	}

@@ -97,7 +97,7 @@ func (s *sandbox) rel(p string) (string, error) {
 // user, when the service (root) made them: commands must be able to change
 // what the file operations wrote.
 func (s *sandbox) own(rel string) {
-	if os.Geteuid() != 0 || s.d.uid == 0 {
+	if os.Geteuid() != 0 || s.p.uid == 0 {
 		return
 	}
 	parts := strings.Split(path.Clean(rel), "/")
@@ -107,8 +107,8 @@ func (s *sandbox) own(rel string) {
 		if err != nil {
 			return
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() && int(st.Uid) != s.d.uid {
-			s.root.Lchown(p, s.d.uid, s.d.gid)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() && int(st.Uid) != s.p.uid {
+			s.root.Lchown(p, s.p.uid, s.p.gid)
 		}
 	}
 }
