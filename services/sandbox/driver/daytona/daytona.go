@@ -86,14 +86,15 @@ func New(cfg Config) *Driver {
 func (d *Driver) Name() string { return Name }
 
 // Capabilities implements driver.Driver. Daytona sandboxes are containers
-// of their own; the toolbox's execute call answers only when the command
-// has ended and has no stdin or cancel, so output is not live and a
-// running command cannot be stopped early (its timeout still holds).
+// of their own. The toolbox's execute call answers only when the command
+// has ended and has no stdin, stream or cancel; the helper's supervisor
+// gives all three (stdin from a file, output polled from files as it
+// grows, a stop file it watches), so output is live to within a poll.
 // Memory (whole GiB) and CPU (whole cores) are Daytona's sandbox
 // resources; networkBlockAll cuts the network; processes it cannot bound.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Isolation: driver.IsolationContainer, StreamsSeparated: true, Stdin: true, Commands: true,
+		Isolation: driver.IsolationContainer, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
 		Limits: driver.LimitSupport{Memory: true, CPU: true, NetworkNone: true},
 	}
 }

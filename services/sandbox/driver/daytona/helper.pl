@@ -297,7 +297,7 @@ sub counters {
 # run forks prog in a group of its own with stdin, stdout and stderr from
 # and to files, in dir, under a timeout; it returns (wait status, how).
 sub run {
-    my ($dir, $env, $replace, $argv, $in, $out, $err, $timeout_ms, $grace_ms) = @_;
+    my ($dir, $env, $replace, $argv, $in, $out, $err, $timeout_ms, $grace_ms, $stop) = @_;
     my $nr = $prctl{(POSIX::uname())[4]};
     syscall($nr, 36, 1, 0, 0, 0) if defined $nr;    # PR_SET_CHILD_SUBREAPER
     my $child = fork();
@@ -317,14 +317,25 @@ sub run {
     my ($how, $st) = ('exited', undef);
     my $deadline = $timeout_ms / 1000;
     my $stage = 0;    # 0 running, 1 TERM sent, 2 KILL sent
+    my $kill_at;      # when TERM's grace runs out
     my $t0 = Time::HiRes::time();
+    my $killall = sub { kill('KILL', -$child); my @t = tree(); kill('KILL', @t) if @t; $stage = 2 };
     while (1) {
         my $r = waitpid($child, POSIX::WNOHANG());
         if ($r == $child) { $st = $?; last }
         if ($r == -1) { $st = 255 << 8; last }
-        my $el = Time::HiRes::time() - $t0;
-        if ($stage == 0 && $el >= $deadline) { $how = 'timedout'; kill('TERM', -$child); $stage = 1 }
-        elsif ($stage == 1 && $el >= $deadline + $grace_ms / 1000) { kill('KILL', -$child); kill('KILL', tree()); $stage = 2 }
+        my $now = Time::HiRes::time();
+        my $el = $now - $t0;
+        # The driver asks for a stop by writing "term" or "kill" to the
+        # stop file (a cancel, or a kill during the grace).
+        if ($stop && $stage < 2 && -s $stop) {
+            my $what = '';
+            if (open(my $f, '<', $stop)) { $what = <$f> // ''; close $f }
+            if ($what =~ /^kill/) { $killall->() }
+            elsif ($what =~ /^term/ && $stage == 0) { kill('TERM', -$child); $stage = 1; $kill_at = $now + $grace_ms / 1000 }
+        }
+        if ($stage == 0 && $el >= $deadline) { $how = 'timedout'; kill('TERM', -$child); $stage = 1; $kill_at = $now + $grace_ms / 1000 }
+        elsif ($stage == 1 && $now >= $kill_at) { $killall->() }
         Time::HiRes::sleep(0.002);
     }
     reap_all();
@@ -340,7 +351,7 @@ if ($op eq 'exec') {
     my $bash = (grep { -x } map { "$_/bash" } split(/:/, $req->{env}{PATH} // $ENV{PATH} // '/usr/bin:/bin'), '/bin', '/usr/bin')[0];
     fail('no_bash', 'bash is missing in the sandbox') unless $bash;
     my ($oom0, $pids0) = counters();
-    my ($status, $how) = run($dir, $req->{env} // {}, 0, [$bash, '-c', $req->{cmd}], $req->{stdin}, $req->{out}, $req->{err}, $req->{timeout_ms}, $req->{grace_ms});
+    my ($status, $how) = run($dir, $req->{env} // {}, 0, [$bash, '-c', $req->{cmd}], $req->{stdin}, $req->{out}, $req->{err}, $req->{timeout_ms}, $req->{grace_ms}, $req->{stop});
     my ($oom1, $pids1) = counters();
     my $res = { term => $how, oom => $oom1 - $oom0, pids => $pids1 - $pids0 };
     if ($status & 127) { $res->{signal} = $status & 127 } else { $res->{exit} = $status >> 8 }
@@ -360,5 +371,21 @@ if ($op eq 'grep') {
     if (open(my $f, '<', $req->{err})) { local $/; $errtext = <$f> // ''; close $f }
     unlink $req->{err};
     reply({ isdir => $isdir, exit => ($status & 127) ? -1 : $status >> 8, stderr => substr($errtext, 0, 500), target => $target });
+}
+if ($op eq 'read') {
+    # The output of a running command, from where the driver got to.
+    my @out;
+    for my $r (@{ $req->{reads} }) {
+        my ($data, $size) = ('', 0);
+        if (open(my $f, '<', $r->{path})) {
+            binmode $f;
+            $size = (stat($f))[7];
+            seek($f, $r->{offset}, 0);
+            read($f, $data, $req->{max});
+            close $f;
+        }
+        push @out, { data => MIME::Base64::encode_base64($data, ''), size => $size + 0 };
+    }
+    reply({ reads => \@out });
 }
 fail('invalid', "unknown op $op");

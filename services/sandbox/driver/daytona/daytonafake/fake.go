@@ -13,6 +13,7 @@
 //	POST   /toolbox/{id}/toolbox/process/execute   (ExecuteRequest → ExecuteResponse)
 //	POST   /toolbox/{id}/toolbox/files/upload?path= (multipart, field "file")
 //	GET    /toolbox/{id}/toolbox/files/download?path=
+//	GET    /toolbox/{id}/toolbox/files/info?path=   (FileInfo)
 //	DELETE /toolbox/{id}/toolbox/files?path=&recursive=
 //
 // A sandbox is a directory on this host, and its commands run on this host
@@ -374,7 +375,7 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) 
 		return
 	}
 	p := r.URL.Query().Get("path")
-	needPath := op == "files/upload" || op == "files/download" || op == "files"
+	needPath := op == "files/upload" || op == "files/download" || op == "files" || op == "files/info"
 	if needPath && (p == "" || !filepath.IsAbs(p) || !sb.inside(p)) {
 		apiError(w, r, http.StatusBadRequest, "BAD_REQUEST", "path is required, absolute, inside the sandbox")
 		return
@@ -416,6 +417,17 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) 
 		defer f.Close()
 		w.Header().Set("Content-Type", "application/octet-stream")
 		io.Copy(w, f)
+	case op == "files/info" && r.Method == http.MethodGet:
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			apiError(w, r, http.StatusNotFound, "NOT_FOUND", err.Error())
+			return
+		} else if err != nil {
+			apiError(w, r, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+			return
+		}
+		writeJSON(w, map[string]any{"name": fi.Name(), "isDir": fi.IsDir(), "size": fi.Size(), "modTime": fi.ModTime().Format(time.RFC3339Nano),
+			"mode": fi.Mode().String(), "permissions": fmt.Sprintf("%04o", fi.Mode().Perm()), "owner": "1000", "group": "1000"})
 	case op == "files" && r.Method == http.MethodDelete:
 		fi, err := os.Lstat(p)
 		if err != nil {
