@@ -114,6 +114,33 @@ type sweeper interface {
 	Sweep(ctx context.Context, keep func(id string) bool) ([]string, error)
 }
 
+// ephemeralOwner owns the containers of services without a data
+// directory; they are told apart by the process that made them.
+const ephemeralOwner = "fabro-sandbox:ephemeral"
+
+// deadSweeper is a driver that can remove what crashed services without a
+// registry left, by whether the process that made it is alive.
+type deadSweeper interface {
+	SweepDead(ctx context.Context) ([]string, error)
+}
+
+// sweepDead removes, without a registry, the sandboxes of dead services.
+func (s *Service) sweepDead(ctx context.Context) {
+	for _, name := range slices.Sorted(maps.Keys(s.drivers)) {
+		sw, ok := s.drivers[name].(deadSweeper)
+		if !ok {
+			continue
+		}
+		removed, err := sw.SweepDead(ctx)
+		if err != nil && !errors.Is(err, driver.ErrUnavailable) {
+			s.logger.WarnContext(ctx, "sandboxes of dead services not swept", "driver", name, "error", err)
+		}
+		if len(removed) > 0 {
+			s.logger.InfoContext(ctx, "sandboxes of dead services removed", "driver", name, "sandbox_ids", removed)
+		}
+	}
+}
+
 // startupTimeout bounds reopening the registry's sandboxes at start.
 const startupTimeout = 2 * time.Minute
 
@@ -130,7 +157,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	}
 	if len(cfg.Drivers) == 0 {
 		lc := local.Config{}
-		dc := docker.Config{Image: cfg.DockerImage, Owner: "fabro-sandbox:ephemeral-" + rand.Text()[:8]}
+		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner}
 		if cfg.DataDir != "" {
 			abs, _ := filepath.Abs(cfg.DataDir)
 			lc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
@@ -156,10 +183,12 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		s.reg.close()
 		return nil, fmt.Errorf("sandbox: the default driver %q is not configured", s.defaultDriver)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
 	if s.reg != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
-		defer cancel()
 		s.restore(ctx, recs, filepath.Join(cfg.DataDir, "sandbox", "workspaces"))
+	} else {
+		s.sweepDead(ctx)
 	}
 	return s, nil
 }

@@ -57,6 +57,11 @@ const (
 	LabelID    = "dev.fabro.sandbox.id"    // the sandbox id
 	LabelOwner = "dev.fabro.sandbox.owner" // the service that owns it
 	labelUser  = "dev.fabro.label."        // prefix of the spec's labels
+	// LabelProcess names the process that made the container (host, pid,
+	// start time), so that a later service can tell whether it is alive.
+	LabelProcess = "dev.fabro.sandbox.process"
+	// labelWorkspace names a managed workspace, removed with the container.
+	labelWorkspace = "dev.fabro.sandbox.workspace"
 )
 
 // Options a spec may give.
@@ -268,9 +273,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 }
 
 func (d *Driver) createContainer(ctx context.Context, p plan, spec driver.Spec) error {
-	labels := map[string]string{LabelID: p.id, LabelOwner: d.cfg.Owner}
+	labels := map[string]string{LabelID: p.id, LabelOwner: d.cfg.Owner, LabelProcess: processLabel(os.Getpid())}
 	for k, v := range spec.Labels {
 		labels[labelUser+k] = v
+	}
+	if p.managed {
+		labels[labelWorkspace] = p.hostDir
 	}
 	env := []string{"HOME=" + containerHome, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 	for k, v := range spec.Env {
@@ -382,7 +390,10 @@ func (d *Driver) check(ctx context.Context, p plan, start bool) error {
 // Sweep removes the containers this driver's owner made whose sandbox id
 // keep does not know, and the managed workspaces likewise: what a crashed
 // service left behind. It returns the ids removed.
-func (d *Driver) Sweep(ctx context.Context, keep func(id string) bool) ([]string, error) {
+//
+// With dead given, only containers whose process label it calls dead are
+// considered, and workspaces are left alone (they may be a live service's).
+func (d *Driver) Sweep(ctx context.Context, keep func(id string) bool, dead ...func(label string) bool) ([]string, error) {
 	if err := d.Available(ctx); err != nil {
 		return nil, err
 	}
@@ -394,16 +405,26 @@ func (d *Driver) Sweep(ctx context.Context, keep func(id string) bool) ([]string
 	var errs []error
 	for _, c := range list {
 		id := c.Labels[LabelID]
-		if keep(id) {
+		if len(dead) > 0 {
+			if !dead[0](c.Labels[LabelProcess]) {
+				continue
+			}
+		} else if keep(id) {
 			continue
 		}
 		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
 			errs = append(errs, err)
 			continue
 		}
+		if ws := c.Labels[labelWorkspace]; ws != "" && filepath.Dir(ws) == filepath.Clean(d.cfg.WorkspaceRoot) {
+			removeAll(ws)
+		}
 		removed = append(removed, id)
 	}
-	ents, _ := os.ReadDir(d.cfg.WorkspaceRoot)
+	var ents []os.DirEntry
+	if len(dead) == 0 {
+		ents, _ = os.ReadDir(d.cfg.WorkspaceRoot)
+	}
 	for _, e := range ents {
 		id, ok := strings.CutPrefix(e.Name(), "docker-")
 		if !ok || !e.IsDir() || keep(id) {
@@ -472,4 +493,34 @@ func (d *Driver) Purge(ctx context.Context, spec driver.Spec) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// processLabel names process pid of this host: host, pid and start time
+// (in clock ticks since boot), which together are never reused.
+func processLabel(pid int) string {
+	host, _ := os.Hostname()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	if f := strings.Fields(rest); ok && len(f) > 19 {
+		return fmt.Sprintf("%s:%d:%s", host, pid, f[19])
+	}
+	return ""
+}
+
+// SweepDead removes the containers of this driver's owner made by a
+// process of this host that is no longer alive: what a crashed service
+// without a registry left behind. It returns the sandbox ids removed.
+func (d *Driver) SweepDead(ctx context.Context) ([]string, error) {
+	host, _ := os.Hostname()
+	return d.Sweep(ctx, func(id string) bool { return true }, func(label string) bool {
+		parts := strings.Split(label, ":")
+		if len(parts) != 3 || parts[0] != host {
+			return false
+		}
+		pid, err := strconv.Atoi(parts[1])
+		return err == nil && processLabel(pid) != label
+	})
 }

@@ -260,3 +260,45 @@ func TestReopenAndSweep(t *testing.T) {
 		t.Errorf("the kept sandbox after the sweep: %q", res.Stdout)
 	}
 }
+
+// TestHelperOrphan is not a test: run by TestSweepDead as a child process,
+// it makes a sandbox and exits without deleting it, as a crashed service.
+func TestHelperOrphan(t *testing.T) {
+	owner := os.Getenv("FABRO_DOCKER_ORPHAN_OWNER")
+	if owner == "" {
+		t.Skip("a helper of TestSweepDead")
+	}
+	d := docker.New(docker.Config{WorkspaceRoot: os.Getenv("FABRO_DOCKER_ORPHAN_ROOT"), Owner: owner})
+	sb, err := d.Create(t.Context(), driver.Spec{ID: "orphan-" + suffix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("orphan-at " + sb.Info().WorkingDirectory + "\n")
+	os.Exit(0)
+}
+
+// TestSweepDead checks that containers whose making process died are
+// removed by a service without a registry, and a live one's are not.
+func TestSweepDead(t *testing.T) {
+	root, owner := t.TempDir(), "fabro-test-"+t.Name()
+	d := newDriverAt(t, root, owner)
+	live := drivertest.NewSandbox(t, d, driver.Spec{ID: "live-" + suffix()})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperOrphan$")
+	cmd.Env = append(os.Environ(), "FABRO_DOCKER_ORPHAN_OWNER="+owner, "FABRO_DOCKER_ORPHAN_ROOT="+root)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "orphan-at") {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	removed, err := d.SweepDead(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || !strings.HasPrefix(removed[0], "orphan-") {
+		t.Errorf("SweepDead removed %v; want the dead process's orphan alone", removed)
+	}
+	if res := sh(t, live, "echo alive"); string(res.Stdout) != "alive\n" {
+		t.Errorf("the live sandbox after the sweep: %q", res.Stdout)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 1 {
+		t.Errorf("workspaces after the sweep: %v; want the live one alone", ents)
+	}
+}
