@@ -71,6 +71,9 @@ my $child = fork();
 if (!defined $child) { print STDERR "fabro: fork: $!\n"; exit 126; }
 if ($child == 0) {
     setpgrp(0, 0);
+    # The command, not the container's init or this wrapper, is what the
+    # OOM killer should choose at the memory limit.
+    if (open(my $adj, '>', '/proc/self/oom_score_adj')) { print $adj "1000\n"; close $adj }
     close($wake_r);
     close($wake_w);
     $SIG{PIPE} = 'DEFAULT';
