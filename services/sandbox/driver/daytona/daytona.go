@@ -24,6 +24,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -363,19 +364,29 @@ func (s *sandbox) Delete(ctx context.Context) error {
 	return err
 }
 
-// call makes a toolbox call. A sandbox that is not started (Daytona's
-// auto-stop, or still on its way) answers 409: the call waits for it,
-// starts it, or learns that it failed, and is made again, once.
+// call makes a toolbox call. Daytona's toolbox answers a sandbox that is
+// not running (stopped by its auto-stop, still starting, archived) with a
+// 400 "Is the Sandbox started?", a 404 or a 502 (daytonaio/daytona#4142,
+// #4632): on any of those the sandbox's state is read, and one that is not
+// started is waited for, started, or found failed, and the call made again,
+// once.
 func (s *sandbox) call(ctx context.Context, r request) error {
 	err := s.d.c.do(ctx, r)
 	var ae *apiError
-	if errors.As(err, &ae) && ae.status == http.StatusConflict {
-		if serr := s.started(ctx); serr != nil {
-			return serr
-		}
-		err = s.d.c.do(ctx, r)
+	if !errors.As(err, &ae) || !slices.Contains([]int{400, 404, 409, 502, 503}, ae.status) {
+		return err
 	}
-	return err
+	st, serr := s.state(ctx)
+	if serr != nil {
+		return serr
+	}
+	if st.State == "started" {
+		return err
+	}
+	if serr := s.started(ctx); serr != nil {
+		return serr
+	}
+	return s.d.c.do(ctx, r)
 }
 
 // upload writes data to path in the sandbox (files/upload, multipart).

@@ -61,7 +61,7 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	v := &vault{url: srv.URL, key: apiKey}
-	d := daytona.New(daytona.Config{Credentials: v, PollInterval: time.Millisecond,
+	d := daytona.New(daytona.Config{Credentials: v, PollInterval: time.Millisecond, StartTimeout: 2 * time.Second,
 		Retry: daytona.Retry{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond}})
 	return &env{fake: fake, vault: v, d: d}
 }
@@ -176,17 +176,33 @@ func TestErrors(t *testing.T) {
 			t.Errorf("Delete of a vanished sandbox = %v", err)
 		}
 	})
-	t.Run("a stopped sandbox is started again", func(t *testing.T) {
+	t.Run("a sandbox stuck starting is waited for within the bound", func(t *testing.T) {
 		e := newEnv(t)
 		sb := drivertest.NewSandbox(t, e.d, driver.Spec{})
-		e.fake.SetState(e.fake.Sandboxes()[0], "stopped", "")
-		if got := drivertest.Sh(t, sb, "echo back"); got != "back\n" {
-			t.Errorf("after a stop: %q", got)
+		e.fake.Hold(e.fake.Sandboxes()[0], "starting")
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := sb.Exec(ctx, driver.ExecSpec{Command: "true", Timeout: 10 * time.Second, RetainLimit: 10}, nil)
+		if !errors.Is(err, driver.ErrUnavailable) || !strings.Contains(err.Error(), "did not start within") {
+			t.Errorf("Exec on a sandbox stuck starting = %v; want unavailable after the start timeout", err)
 		}
-		if n := e.fake.Calls("POST /sandbox/{id}/start"); n != 1 {
-			t.Errorf("%d start calls; want 1", n)
+		if polls := e.fake.Calls("GET /sandbox/{id}"); polls < 3 {
+			t.Errorf("%d polls of the sandbox's state; want it waited for", polls)
 		}
 	})
+	for _, state := range []string{"stopped", "archived"} {
+		t.Run("a "+state+" sandbox is started again", func(t *testing.T) {
+			e := newEnv(t)
+			sb := drivertest.NewSandbox(t, e.d, driver.Spec{})
+			e.fake.SetState(e.fake.Sandboxes()[0], state, "")
+			if got := drivertest.Sh(t, sb, "echo back"); got != "back\n" {
+				t.Errorf("after it was %s: %q", state, got)
+			}
+			if n := e.fake.Calls("POST /sandbox/{id}/start"); n != 1 {
+				t.Errorf("%d start calls; want 1", n)
+			}
+		})
+	}
 }
 
 // The credentials are resolved on every call: a rotated key is used at once.

@@ -69,6 +69,7 @@ type sandbox struct {
 
 	NetworkBlockAll bool `json:"networkBlockAll"`
 
+	held bool   // the state does not move on as it is polled
 	dir  string // the sandbox's directory on this host
 	home string // its project directory
 }
@@ -100,6 +101,16 @@ func (s *Server) SetState(id, state, reason string) {
 	defer s.mu.Unlock()
 	if sb := s.sandboxes[id]; sb != nil {
 		sb.State, sb.Reason = state, reason
+	}
+}
+
+// Hold keeps a sandbox in a state however often it is polled, as a
+// sandbox stuck starting would be.
+func (s *Server) Hold(id, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil {
+		sb.State, sb.held = state, true
 	}
 }
 
@@ -211,10 +222,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case parts[0] == "sandbox" && len(parts) == 2 && r.Method == http.MethodGet:
 		s.withSandbox(w, r, parts[1], func(sb *sandbox) {
 			// Each poll moves a sandbox on its way up by one state.
-			switch sb.State {
-			case "creating":
+			switch {
+			case sb.held:
+			case sb.State == "creating":
 				sb.State = "starting"
-			case "starting":
+			case sb.State == "starting":
 				sb.State = "started"
 			}
 			writeJSON(w, sb)
@@ -370,8 +382,15 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) 
 		apiError(w, r, http.StatusNotFound, "SANDBOX_NOT_FOUND", fmt.Sprintf("Sandbox with ID or name %s not found", id))
 		return
 	}
-	if state != "started" {
-		apiError(w, r, http.StatusConflict, "CONFLICT", fmt.Sprintf("Sandbox %s is not started (state %s)", id, state))
+	// What Daytona's toolbox proxy answers for a sandbox that is not
+	// running (daytonaio/daytona#4142, #4632).
+	switch state {
+	case "started":
+	case "archived":
+		apiError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("not found: sandbox container not found: not found: failed to inspect sandbox container %s: Error response from daemon: No such container: %s", id, id))
+		return
+	default:
+		apiError(w, r, http.StatusBadRequest, "BAD_REQUEST", "bad request: failed to resolve container IP after 3 attempts: no IP address found. Is the Sandbox started?")
 		return
 	}
 	p := r.URL.Query().Get("path")
