@@ -98,6 +98,7 @@ func (s *Service) GetSandbox(ctx context.Context, req *sandboxv1.GetSandboxReque
 	if err != nil {
 		return nil, err
 	}
+	s.revive(ctx, e)
 	e.check(ctx)
 	return &sandboxv1.GetSandboxResponse{Sandbox: e.toProto()}, nil
 }
@@ -114,6 +115,7 @@ func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxe
 	s.mu.Unlock()
 	resp := &sandboxv1.ListSandboxesResponse{}
 	for _, e := range es {
+		s.revive(ctx, e)
 		e.check(ctx)
 		resp.Sandboxes = append(resp.Sandboxes, e.toProto())
 	}
@@ -132,7 +134,7 @@ func (s *Service) DeleteSandbox(ctx context.Context, req *sandboxv1.DeleteSandbo
 // ReadFile implements SandboxService. The whole file is scanned, to count
 // its lines and check it is UTF-8, but only the requested lines are kept.
 func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) (*sandboxv1.ReadFileResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +186,7 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 // ReadFileBytes implements SandboxService.
 func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc.ServerStreamingServer[sandboxv1.ReadFileBytesResponse]) error {
 	ctx := stream.Context()
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return err
 	}
@@ -222,7 +224,7 @@ func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc
 
 // WriteFile implements SandboxService.
 func (s *Service) WriteFile(ctx context.Context, req *sandboxv1.WriteFileRequest) (*sandboxv1.WriteFileResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +237,7 @@ func (s *Service) WriteFile(ctx context.Context, req *sandboxv1.WriteFileRequest
 
 // DeleteFile implements SandboxService.
 func (s *Service) DeleteFile(ctx context.Context, req *sandboxv1.DeleteFileRequest) (*sandboxv1.DeleteFileResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +249,7 @@ func (s *Service) DeleteFile(ctx context.Context, req *sandboxv1.DeleteFileReque
 
 // StatFile implements SandboxService.
 func (s *Service) StatFile(ctx context.Context, req *sandboxv1.StatFileRequest) (*sandboxv1.StatFileResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +265,7 @@ func (s *Service) StatFile(ctx context.Context, req *sandboxv1.StatFileRequest) 
 
 // ListDirectory implements SandboxService.
 func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirectoryRequest) (*sandboxv1.ListDirectoryResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +285,7 @@ func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirector
 
 // RenameFile implements SandboxService.
 func (s *Service) RenameFile(ctx context.Context, req *sandboxv1.RenameFileRequest) (*sandboxv1.RenameFileResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +297,7 @@ func (s *Service) RenameFile(ctx context.Context, req *sandboxv1.RenameFileReque
 
 // MakeDirectory implements SandboxService.
 func (s *Service) MakeDirectory(ctx context.Context, req *sandboxv1.MakeDirectoryRequest) (*sandboxv1.MakeDirectoryResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +347,7 @@ func (o *streamOutput) Chunk(st driver.Stream, data []byte) error {
 }
 
 func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec, out *streamOutput) (*sandboxv1.ExecResult, error) {
-	e, sb, err := s.lookup(id)
+	e, sb, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -419,8 +421,8 @@ func validateEnv(field string, env map[string]string) error {
 }
 
 // CancelExec implements SandboxService.
-func (s *Service) CancelExec(_ context.Context, req *sandboxv1.CancelExecRequest) (*sandboxv1.CancelExecResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+func (s *Service) CancelExec(ctx context.Context, req *sandboxv1.CancelExecRequest) (*sandboxv1.CancelExecResponse, error) {
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -432,7 +434,7 @@ func (s *Service) CancelExec(_ context.Context, req *sandboxv1.CancelExecRequest
 
 // Grep implements SandboxService.
 func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandboxv1.GrepResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +470,7 @@ func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandbo
 
 // Glob implements SandboxService.
 func (s *Service) Glob(ctx context.Context, req *sandboxv1.GlobRequest) (*sandboxv1.GlobResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +486,7 @@ func (s *Service) Glob(ctx context.Context, req *sandboxv1.GlobRequest) (*sandbo
 
 // Walk implements SandboxService.
 func (s *Service) Walk(ctx context.Context, req *sandboxv1.WalkRequest) (*sandboxv1.WalkResponse, error) {
-	e, sb, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,14 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/fake"
 )
@@ -262,5 +267,56 @@ func TestDockerUnavailable(t *testing.T) {
 	_, err = h.client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "docker"}})
 	if status.Code(err) != codes.Unavailable || reasonOf(err) != "DRIVER_UNAVAILABLE" {
 		t.Errorf("CreateSandbox = %v; want UNAVAILABLE", err)
+	}
+}
+
+// flaky is the fake driver, reopening as a Reopener that fails while down.
+type flaky struct {
+	*fake.Driver
+	down atomic.Bool
+}
+
+func (f *flaky) Reopen(ctx context.Context, spec driver.Spec, _ driver.Info) (driver.Sandbox, error) {
+	if f.down.Load() {
+		return nil, fmt.Errorf("%w: the engine is down", driver.ErrUnavailable)
+	}
+	return f.Driver.Create(ctx, spec)
+}
+
+// TestReviveAfterUnavailable checks a sandbox whose driver was unavailable
+// at start is FAILED with the reason, then reopened on use once it is back.
+func TestReviveAfterUnavailable(t *testing.T) {
+	sandbox.SetReviveEveryForTest(0)
+	t.Cleanup(func() { sandbox.SetReviveEveryForTest(5 * time.Second) })
+	dataDir := t.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	d := &flaky{Driver: &fake.Driver{}}
+	first, err := sandbox.New(sandbox.Config{DataDir: dataDir, Drivers: []driver.Driver{d}}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := first.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetSandbox().GetSandboxId()
+	first.ReleaseForTest()
+	d.down.Store(true)
+	second, err := sandbox.New(sandbox.Config{DataDir: dataDir, Drivers: []driver.Driver{d}}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close(t.Context())
+	got, err := second.GetSandbox(t.Context(), &sandboxv1.GetSandboxRequest{SandboxId: id})
+	if err != nil || got.GetSandbox().GetState() != sandboxv1.SandboxState_SANDBOX_STATE_FAILED || !strings.Contains(got.GetSandbox().GetStateMessage(), "engine is down") {
+		t.Fatalf("while the driver is down: %v, %v; want FAILED with the reason", got, err)
+	}
+	d.down.Store(false)
+	got, err = second.GetSandbox(t.Context(), &sandboxv1.GetSandboxRequest{SandboxId: id})
+	if err != nil || got.GetSandbox().GetState() != sandboxv1.SandboxState_SANDBOX_STATE_READY {
+		t.Fatalf("once the driver is back: %v, %v; want READY", got, err)
+	}
+	if _, err := second.WriteFile(t.Context(), &sandboxv1.WriteFileRequest{SandboxId: id, Path: "x", Content: []byte("x")}); err != nil {
+		t.Errorf("WriteFile once revived: %v", err)
 	}
 }

@@ -78,10 +78,14 @@ type entry struct {
 	// sandbox reopened by a driver that cannot reopen (see reopen).
 	removeDir string
 
-	mu       sync.Mutex
-	sb       driver.Sandbox // nil once failed
-	failed   string         // why the sandbox is FAILED
-	gone     driver.Sandbox // the handle of a sandbox found gone, for Delete
+	mu     sync.Mutex
+	sb     driver.Sandbox // nil once failed
+	failed string         // why the sandbox is FAILED
+	gone   driver.Sandbox // the handle of a sandbox found gone, for Delete
+	// retry: reopening failed for a passing reason (the engine was
+	// down), so it is tried again on use, at most every reviveEvery.
+	retry    bool
+	lastTry  time.Time
 	deleting bool
 	execs    map[string]*running
 }
@@ -208,6 +212,7 @@ func (s *Service) restore(ctx context.Context, recs []record, localRoot string) 
 		switch {
 		case err != nil:
 			e.failed = err.Error()
+			e.retry, e.lastTry = !errors.Is(err, driver.ErrGone), time.Now()
 			s.logger.WarnContext(ctx, "sandbox not reopened: FAILED", "sandbox_id", rec.ID, "driver", rec.Driver, "reason", e.failed)
 		default:
 			e.sb, e.removeDir = sb, removeDir
@@ -347,16 +352,39 @@ func (s *Service) get(id string) (*entry, error) {
 
 // lookup returns the sandbox id for a file, exec or search call: a FAILED
 // one is refused with the reason.
-func (s *Service) lookup(id string) (*entry, driver.Sandbox, error) {
+func (s *Service) lookup(ctx context.Context, id string) (*entry, driver.Sandbox, error) {
 	e, err := s.get(id)
 	if err != nil {
 		return nil, nil, err
 	}
+	s.revive(ctx, e)
 	sb, err := e.use()
 	if err != nil {
 		return nil, nil, err
 	}
 	return e, sb, nil
+}
+
+// reviveEvery spaces the attempts to reopen a sandbox whose driver was
+// unavailable at start.
+var reviveEvery = 5 * time.Second
+
+// revive reopens a sandbox that failed to reopen at start for a passing
+// reason, such as the Docker engine not up yet.
+func (s *Service) revive(ctx context.Context, e *entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sb != nil || !e.retry || e.deleting || time.Since(e.lastTry) < reviveEvery {
+		return
+	}
+	e.lastTry = time.Now()
+	sb, removeDir, err := s.reopen(ctx, record{ID: e.id, Driver: e.driver, Spec: e.spec, Info: e.info, Created: e.created})
+	if err != nil {
+		e.failed, e.retry = err.Error(), !errors.Is(err, driver.ErrGone)
+		return
+	}
+	e.sb, e.removeDir, e.failed, e.retry = sb, removeDir, "", false
+	s.logger.InfoContext(ctx, "sandbox reopened", "sandbox_id", e.id, "driver", e.driver)
 }
 
 // use returns the driver's sandbox, or the FAILED error.
