@@ -187,11 +187,11 @@ func discoverCgroups() *cgroupHost {
 // controllers: the root, or a delegated cgroup the service has left.
 func (h *cgroupHost) discoverV2(self string) error {
 	base := filepath.Join(self, cgroupBase)
-	if _, err := os.Stat(filepath.Join(self, "cgroup.kill")); err != nil && self != "/sys/fs/cgroup" {
-		return fmt.Errorf("no cgroup.kill (Linux 5.14): %w", err)
-	}
 	if err := probe(base); err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join(base, "cgroup.kill")); err != nil {
+		return fmt.Errorf("no cgroup.kill (Linux 5.14): %w", err)
 	}
 	removeEmpty(base)
 	avail, _ := os.ReadFile(filepath.Join(self, "cgroup.controllers"))
@@ -448,22 +448,27 @@ func (g *cmdGroup) kill(bash int) {
 		if len(pids) == 0 {
 			break
 		}
+		// Frozen (v1), nothing in the cgroup can fork while it is
+		// killed; v2's cgroup.kill does the same in the kernel. Each
+		// process is pinned first, so the service can reap those
+		// reparented to it without touching a recycled pid.
+		freezer := g.dirs["freezer"]
+		if g.v2 == "" {
+			g.freeze(freezer, "FROZEN", deadline)
+		}
+		for _, pid := range g.procs() {
+			if pid == bash {
+				unix.Kill(bash, unix.SIGKILL)
+				continue
+			}
+			if h, ok := pin(pid, func(st procStat) bool { return st.state != 'Z' }); ok {
+				h.kill()
+				held = append(held, h)
+			}
+		}
 		if g.v2 != "" {
 			writeFile(filepath.Join(g.v2, "cgroup.kill"), "1")
 		} else {
-			freezer := g.dirs["freezer"]
-			// Frozen, nothing in the cgroup can fork while it is killed.
-			g.freeze(freezer, "FROZEN", deadline)
-			for _, pid := range g.procs() {
-				if pid == bash {
-					unix.Kill(bash, unix.SIGKILL)
-					continue
-				}
-				if h, ok := pin(pid, func(st procStat) bool { return st.state != 'Z' }); ok {
-					h.kill()
-					held = append(held, h)
-				}
-			}
 			g.freeze(freezer, "THAWED", deadline)
 		}
 		for _, h := range held {
