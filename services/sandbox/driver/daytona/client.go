@@ -176,6 +176,9 @@ type request struct {
 	out              any            // decoded from a JSON answer when not nil
 	raw              *io.ReadCloser // the answer's body, for downloads
 	notFound         error          // what a 404 means here
+	// once: the call is not safe to repeat (it runs a command, moves or
+	// creates something), so a 5xx or a lost connection is not retried.
+	once bool
 }
 
 type multipartBody struct {
@@ -232,12 +235,17 @@ func (c *client) do(ctx context.Context, r request) error {
 		case err != nil:
 			// Never the URL's query or the key: the error names the call.
 			err = fmt.Errorf("%w: daytona %s: %v", driver.ErrUnavailable, r.op, errors.Unwrap(err))
+			if r.once {
+				return err // it may have been done: only the caller knows whether to try again
+			}
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
 			return c.answer(resp, r)
 		default:
 			err = c.failure(resp, r)
 			retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
-			if !transient(resp.StatusCode) {
+			// A 429 was refused before anything was done; a 5xx of a
+			// call that is not safe to repeat may have done it.
+			if !transient(resp.StatusCode) || (r.once && resp.StatusCode != http.StatusTooManyRequests) {
 				return err
 			}
 		}

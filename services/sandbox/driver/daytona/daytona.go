@@ -181,9 +181,13 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if spec.ID != "" {
 		labels[LabelSandboxID] = spec.ID
 	}
-	var created sandboxDTO
-	err = d.c.do(ctx, request{op: "create sandbox", method: http.MethodPost, path: "/sandbox", out: &created,
-		body: createSandboxDTO{Snapshot: d.cfg.Snapshot, Env: spec.Env, Labels: labels, NetworkBlockAll: block, Target: d.cfg.Target, CPU: cpu, Memory: mem}})
+	// A create is not safe to repeat: a 5xx may come after Daytona made
+	// the sandbox. Each has a token label, so a retry first looks for the
+	// sandbox the lost answer was about.
+	token := randomID()
+	labels[labelCreateToken] = token
+	body := createSandboxDTO{Snapshot: d.cfg.Snapshot, Env: spec.Env, Labels: labels, NetworkBlockAll: block, Target: d.cfg.Target, CPU: cpu, Memory: mem}
+	created, err := d.create(ctx, body, token)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +204,41 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		return nil, err
 	}
 	return sb, nil
+}
+
+// labelCreateToken labels a sandbox with its create call's token.
+const labelCreateToken = "fabro.create_token"
+
+// create posts a CreateSandbox, retrying a transient failure within the
+// bound only after making sure the failed attempt made nothing.
+func (d *Driver) create(ctx context.Context, body createSandboxDTO, token string) (sandboxDTO, error) {
+	rt := d.cfg.Retry.withDefaults()
+	wait := rt.Base
+	for attempt := 1; ; attempt++ {
+		var created sandboxDTO
+		err := d.c.do(ctx, request{op: "create sandbox", method: http.MethodPost, path: "/sandbox", out: &created, body: body, once: true})
+		var ae *apiError
+		if err == nil || attempt >= rt.Attempts || !(errors.Is(err, driver.ErrUnavailable) || errors.As(err, &ae) && ae.status >= 500) {
+			return created, err
+		}
+		var list []sandboxDTO
+		q := url.Values{"labels": {mustJSON(map[string]string{labelCreateToken: token})}}
+		if d.c.do(ctx, request{op: "list sandboxes", method: http.MethodGet, path: "/sandbox", query: q, out: &list}) == nil {
+			for _, sb := range list {
+				if sb.Labels[labelCreateToken] == token {
+					return sb, nil
+				}
+			}
+		}
+		t := time.NewTimer(min(wait, rt.Max))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return sandboxDTO{}, ctx.Err()
+		case <-t.C:
+		}
+		wait *= 2
+	}
 }
 
 // Reopen implements driver.Reopener: the sandbox is looked up again by the
@@ -440,8 +479,10 @@ func (s *sandbox) helperFor(ctx context.Context, req map[string]any, out any, ti
 		arg = "@" + p
 	}
 	var res executeResultDTO
+	op, _ := req["op"].(string)
 	call := request{op: "execute", method: http.MethodPost, path: s.toolbox("/process/execute"),
-		body: executeDTO{Command: "perl " + s.dir + "/helper.pl " + arg, Timeout: math.Ceil(timeout.Seconds())}, out: &res, notFound: s.gone()}
+		body: executeDTO{Command: "perl " + s.dir + "/helper.pl " + arg, Timeout: math.Ceil(timeout.Seconds())}, out: &res, notFound: s.gone(),
+		once: !readOnlyOps[op]}
 	if err := s.call(ctx, call); err != nil {
 		return err
 	}
@@ -454,6 +495,10 @@ func (s *sandbox) helperFor(ctx context.Context, req map[string]any, out any, ti
 	}
 	return json.Unmarshal([]byte(res.Result), out)
 }
+
+// readOnlyOps are the helper's operations that are safe to repeat after a
+// lost answer; a command, a write, a remove, a rename or a mkdir is not.
+var readOnlyOps = map[string]bool{"init": true, "stat": true, "open": true, "list": true, "walk": true, "grep": true, "read": true}
 
 func helperError(he helperErr) error {
 	kinds := map[string]error{

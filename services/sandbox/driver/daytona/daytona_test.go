@@ -141,6 +141,30 @@ func TestErrors(t *testing.T) {
 			sb.Delete(ctx)
 		})
 	}
+	t.Run("a lost answer to a create makes no second sandbox", func(t *testing.T) {
+		e := newEnv(t)
+		e.fake.FailAfter("POST", "/sandbox", 502, 1)
+		sb, err := e.d.Create(ctx, driver.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Delete(ctx)
+		if n, posts := len(e.fake.Sandboxes()), e.fake.Calls("POST /sandbox"); n != 1 || posts != 1 {
+			t.Errorf("%d sandboxes after %d creates; want the one the lost answer made, adopted", n, posts)
+		}
+	})
+	t.Run("a lost answer to an exec does not run the command again", func(t *testing.T) {
+		e := newEnv(t)
+		sb := drivertest.NewSandbox(t, e.d, driver.Spec{})
+		e.fake.FailAfter("POST", "/process/execute", 502, 1)
+		_, err := sb.Exec(ctx, driver.ExecSpec{Command: "echo once >> runs", Timeout: 10 * time.Second, RetainLimit: 10}, nil)
+		if code, _, _ := reasonOf(err); code != codes.Unavailable {
+			t.Errorf("Exec with its answer lost = %v; want UNAVAILABLE", err)
+		}
+		if got := drivertest.Sh(t, sb, "cat runs"); got != "once\n" {
+			t.Errorf("the command ran %q; want once", got)
+		}
+	})
 	t.Run("404 on a toolbox call is NOT_FOUND", func(t *testing.T) {
 		e := newEnv(t)
 		sb := drivertest.NewSandbox(t, e.d, driver.Spec{})

@@ -118,6 +118,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	dur := time.Since(start)
 	if a.err != nil {
+		// The answer is lost, not necessarily the command: make sure it
+		// ends (the supervisor watches the stop file).
+		s.upload(bg, base+".stop", []byte("kill"))
 		return driver.ExecResult{}, a.err
 	}
 	r := a.r

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,7 @@ type fault struct {
 	method, suffix string
 	status, left   int
 	retryAfter     string
+	after          bool // the call is carried out, then its answer lost
 }
 
 // New returns a fake accepting the API key key, keeping its sandboxes below
@@ -93,6 +95,15 @@ func (s *Server) Fail(method, suffix string, status, n int, retryAfter string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &fault{method: method, suffix: suffix, status: status, left: n, retryAfter: retryAfter})
+}
+
+// FailAfter is Fail for calls that are carried out before the failure is
+// answered: a proxy's 502 after the API made the sandbox or ran the
+// command.
+func (s *Server) FailAfter(method, suffix string, status, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{method: method, suffix: suffix, status: status, left: n, after: true})
 }
 
 // SetState puts a sandbox in a state, as Daytona would after a failure.
@@ -206,6 +217,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if f.left > 0 && (f.method == "" || f.method == r.Method) && strings.HasSuffix(r.URL.Path, f.suffix) {
 			f.left--
 			s.mu.Unlock()
+			if f.after {
+				s.route(httptest.NewRecorder(), r, parts)
+			}
 			if f.retryAfter != "" {
 				w.Header().Set("Retry-After", f.retryAfter)
 			}
@@ -214,6 +228,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
+	s.route(w, r, parts)
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, parts []string) {
 	switch {
 	case parts[0] == "sandbox" && len(parts) == 1 && r.Method == http.MethodGet:
 		s.list(w, r)
