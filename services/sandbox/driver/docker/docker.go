@@ -126,7 +126,7 @@ func New(cfg Config) *Driver {
 			cfg.User = fmt.Sprintf("%d:%d", os.Geteuid(), os.Getegid())
 		}
 	}
-	d := &Driver{cfg: cfg, cli: cfg.Client, files: local.New(local.Config{})}
+	d := &Driver{cfg: cfg, cli: cfg.Client, files: local.New(local.Config{NoCgroups: true})} // files and search only: no host command needs a cgroup
 	if d.cli == nil {
 		d.cli, d.cliErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	}
