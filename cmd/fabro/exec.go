@@ -18,6 +18,7 @@ import (
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
@@ -37,7 +38,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	var (
 		model, perms, addr, dir, dataDir string
 		maxTurns                         int
-		overlay                          string
+		overlay, sandboxDriver           string
 	)
 	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
 	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
@@ -45,6 +46,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	fs.StringVar(&addr, "server", "", "agent service gRPC address of a running stack; empty starts one in this process")
 	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "data directory of the in-process stack")
+	fs.StringVar(&sandboxDriver, "sandbox", "local", "where the agent's tools run: local (this host), docker (a container with the directory mounted at /workspace) or another driver of the stack")
 	fs.StringVar(&overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
 	var pluginDir string
 	fs.StringVar(&pluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins for the in-process stack (docs/plugins.md)")
@@ -92,7 +94,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			agentDataDir: filepath.Join(dataDir, "exec"),
 			llmOverlay:   overlay,
 			natsListen:   "none",
-			pluginDir:    pluginDir,
+			sandbox:      sandbox.Config{PluginDir: pluginDir},
 		}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)
@@ -119,7 +121,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	}
 	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
 		Model:           model,
-		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: dir}},
+		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(sandboxDriver, dir)},
 		PermissionLevel: level,
 		Options:         opts,
 	})
@@ -209,4 +211,17 @@ func clip(s string, n int) string {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
+}
+
+// sandboxSpec is where the agent works: dir itself for the local driver, dir
+// mounted as the container's workspace for docker, the driver's own
+// workspace otherwise.
+func sandboxSpec(driverName, dir string) *sandboxv1.SandboxSpec {
+	switch driverName {
+	case "local":
+		return &sandboxv1.SandboxSpec{Driver: driverName, WorkingDirectory: dir}
+	case "docker":
+		return &sandboxv1.SandboxSpec{Driver: driverName, DriverOptions: map[string]string{"host_dir": dir}}
+	}
+	return &sandboxv1.SandboxSpec{Driver: driverName}
 }

@@ -27,6 +27,7 @@ func TestExec(t *testing.T) {
 		interrupt bool
 		wantCode  int
 		wantOut   []string
+		wantFiles map[string]string // in the directory afterwards
 	}{{
 		name:     "done",
 		flags:    []string{"--permissions", "full"},
@@ -46,6 +47,16 @@ func TestExec(t *testing.T) {
 		wantCode: 0,
 		wantOut:  []string{"✗ shell failed", "I may not run commands."},
 	}, {
+		// The tools run in a container with the directory mounted: the
+		// shell sees the container's init, user and mount point.
+		name:  "docker sandbox",
+		flags: []string{"--permissions", "full", "--sandbox", "docker"},
+		turns: []fakeprovider.Turn{{ToolCalls: []fakeprovider.ToolCall{{ID: "c1", Name: "shell",
+			Arguments: `{"command":"id -u > who.txt; tr '\\0' ' ' < /proc/1/cmdline > init.txt; pwd > pwd.txt; cat notes.txt > copy.txt"}`}}}, {Text: "Done in the container."}},
+		wantCode:  0,
+		wantOut:   []string{"✓ shell done", "Done in the container."},
+		wantFiles: map[string]string{"who.txt": "1000\n", "init.txt": "sleep infinity ", "pwd.txt": "/workspace\n", "copy.txt": "remember the milk\n"},
+	}, {
 		name:      "interrupted",
 		turns:     []fakeprovider.Turn{{Text: strings.Repeat("slowly ", 40), ChunkRunes: 4, ChunkDelay: 20 * time.Millisecond}},
 		interrupt: true,
@@ -64,6 +75,11 @@ func TestExec(t *testing.T) {
 			}
 			if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("remember the milk\n"), 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if tc.wantFiles != nil && os.Geteuid() == 0 {
+				// Commands in a container work as the directory's owner,
+				// never root.
+				os.Chown(ws, 1000, 1000)
 			}
 			overlay, _ := json.Marshal(map[string]any{"providers": map[string]any{"anthropic": map[string]any{"baseUrl": hs.URL}}})
 			overlayPath := filepath.Join(tmp, "catalog.json")
@@ -111,6 +127,11 @@ func TestExec(t *testing.T) {
 			for _, w := range tc.wantOut {
 				if !strings.Contains(stdout.String(), w) {
 					t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			for name, want := range tc.wantFiles {
+				if got, err := os.ReadFile(filepath.Join(ws, name)); err != nil || string(got) != want {
+					t.Errorf("%s = %q, %v; want %q", name, got, err, want)
 				}
 			}
 		})

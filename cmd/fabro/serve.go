@@ -10,6 +10,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/agent"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
 )
 
 // Default addresses of `fabro serve`; the per-service binaries use their own.
@@ -36,7 +37,9 @@ func serve(ctx context.Context, args []string, e env) error {
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "external NATS server URL with JetStream; empty runs nats-server embedded")
 	fs.StringVar(&cfg.braveBaseURL, "brave-base-url", "", "Brave Search API base URL for the agent's web_search (default https://api.search.brave.com)")
 	fs.StringVar(&cfg.natsListen, "nats-listen", agent.DefaultNATSListen, "embedded nats-server client address, for subscribers in other processes (port -1 picks one; \"none\": in-process only)")
-	fs.StringVar(&cfg.pluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins: fabro-sandbox-NAME binaries and their SHA256SUMS (docs/plugins.md)")
+	fs.StringVar(&cfg.sandbox.PluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins: fabro-sandbox-NAME binaries and their SHA256SUMS (docs/plugins.md)")
+	fs.StringVar(&cfg.sandbox.DefaultDriver, "sandbox-driver", "local", "the sandbox driver used when a spec names none: local or docker")
+	fs.StringVar(&cfg.sandbox.DockerImage, "docker-image", docker.DefaultImage, "the docker sandbox driver's default image (built by `make sandbox-base`; never pulled)")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err
 	}
@@ -47,7 +50,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	cfg.vault.DataDir, cfg.vault.LookupEnv, cfg.agentDataDir = dataDir, e.lookupEnv, dataDir
+	cfg.vault.DataDir, cfg.vault.LookupEnv, cfg.agentDataDir, cfg.sandbox.DataDir = dataDir, e.lookupEnv, dataDir, dataDir
 	st, err := startStack(ctx, cfg, logger)
 	if err != nil {
 		return err

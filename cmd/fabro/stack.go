@@ -28,9 +28,7 @@ type stackConfig struct {
 	natsURL      string
 	natsListen   string
 	braveBaseURL string
-	// pluginDir holds sandbox driver plugins (fabro-sandbox-NAME
-	// and their SHA256SUMS); empty: none.
-	pluginDir string
+	sandbox      sandbox.Config // its DataDir empty keeps sandboxes in memory
 }
 
 // stack is every service running in this process behind one server.
@@ -65,7 +63,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { v.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir, PluginDir: cfg.pluginDir}, logger)
+	sb, err := sandbox.New(cfg.sandbox, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,11 @@
 package sandbox
 
 import (
+	"fmt"
+	"math"
+	"strings"
+
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
@@ -11,6 +16,7 @@ func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
 	pc := &sandboxv1.Capabilities{
 		Isolation: sandboxv1.Isolation(c.Isolation), LiveStreaming: c.LiveStreaming,
 		StreamsSeparated: c.StreamsSeparated, Stdin: c.Stdin, Cancel: c.Cancel,
+		Limits: &sandboxv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone},
 	}
 	if l := c.Limits; l != (driver.LimitSupport{}) {
 		pc.Limits = &sandboxv1.LimitSupport{Memory: l.Memory, Processes: l.Processes, Cpu: l.CPU, NetworkNone: l.NetworkNone}
@@ -18,16 +24,75 @@ func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
 	return pc
 }
 
+// toProto describes the sandbox: READY, or FAILED with the reason.
 func (e *entry) toProto() *sandboxv1.Sandbox {
-	info := e.sb.Info()
-	state, msg := e.sandboxState()
+	e.mu.Lock()
+	sb, failed := e.sb, e.failed
+	e.mu.Unlock()
+	info, state := e.info, sandboxv1.SandboxState_SANDBOX_STATE_READY
+	if sb != nil {
+		info = sb.Info()
+		if reason, gone := checkGone(sb); gone {
+			state, failed = sandboxv1.SandboxState_SANDBOX_STATE_FAILED, reason
+		}
+	} else {
+		state = sandboxv1.SandboxState_SANDBOX_STATE_FAILED
+	}
 	return &sandboxv1.Sandbox{
-		SandboxId: e.id, Driver: e.driver, State: state, StateMessage: msg,
+		SandboxId: e.id, Driver: e.driver, State: state, StateMessage: failed,
 		Capabilities: capsToProto(info.Capabilities), Platform: info.Platform, OsVersion: info.OSVersion,
 		WorkingDirectory: info.WorkingDirectory, RootDirectory: info.RootDirectory,
 		Labels: e.spec.Labels, DriverOptions: e.spec.Options, ManagedWorkspace: info.ManagedWorkspace,
 		CreateTime: timestamppb.New(e.created),
 	}
+}
+
+// limitsFromProto checks and converts a spec's limits.
+func limitsFromProto(l *sandboxv1.ResourceLimits) (driver.Limits, error) {
+	switch {
+	case l.GetMemoryBytes() < 0:
+		return driver.Limits{}, badRequest("spec.limits.memory_bytes", "memory_bytes must not be negative")
+	case l.GetMaxProcesses() < 0:
+		return driver.Limits{}, badRequest("spec.limits.max_processes", "max_processes must not be negative")
+	case l.GetCpus() < 0 || math.IsNaN(l.GetCpus()) || math.IsInf(l.GetCpus(), 0) || l.GetCpus() > 1024:
+		return driver.Limits{}, badRequest("spec.limits.cpus", "cpus must be between 0 and 1024")
+	}
+	out := driver.Limits{MemoryBytes: l.GetMemoryBytes(), Processes: int(l.GetMaxProcesses()), CPU: l.GetCpus(), BestEffort: l.GetBestEffort()}
+	switch l.GetNetwork() {
+	case sandboxv1.NetworkPolicy_NETWORK_POLICY_UNSPECIFIED:
+	case sandboxv1.NetworkPolicy_NETWORK_POLICY_NONE:
+		out.Network = driver.NetworkNone
+	case sandboxv1.NetworkPolicy_NETWORK_POLICY_ALLOW:
+		out.Network = driver.NetworkAllow
+	default:
+		return driver.Limits{}, badRequest("spec.limits.network", fmt.Sprintf("unknown network policy %d", l.GetNetwork()))
+	}
+	return out, nil
+}
+
+// checkLimits refuses limits the driver does not enforce, naming them,
+// unless the spec allows best effort.
+func checkLimits(name string, sup driver.LimitSupport, l driver.Limits) error {
+	var missing []string
+	if l.MemoryBytes > 0 && !sup.Memory {
+		missing = append(missing, "memory_bytes")
+	}
+	if l.Processes > 0 && !sup.Processes {
+		missing = append(missing, "max_processes")
+	}
+	if l.CPU > 0 && !sup.CPU {
+		missing = append(missing, "cpus")
+	}
+	if l.Network == driver.NetworkNone && !sup.NetworkNone {
+		missing = append(missing, "network none")
+	}
+	if len(missing) == 0 || l.BestEffort {
+		return nil
+	}
+	list := strings.Join(missing, ", ")
+	return withInfo(codes.FailedPrecondition,
+		fmt.Sprintf("the %s driver cannot enforce the limit %s here; set limits.best_effort to run without it", name, list),
+		"LIMIT_UNSUPPORTED", map[string]string{"driver": name, "limits": list})
 }
 
 func infoToProto(fi driver.FileInfo) *sandboxv1.FileInfo {
@@ -47,6 +112,12 @@ func resultToProto(id string, r driver.ExecResult) *sandboxv1.ExecResult {
 		DurationMs: r.Duration.Milliseconds(), Stdout: r.Stdout, Stderr: r.Stderr,
 		StdoutStats: statsToProto(r.StdoutStats), StderrStats: statsToProto(r.StderrStats),
 		StreamsSeparated: r.StreamsSeparated,
+	}
+	switch r.LimitHit {
+	case driver.LimitMemory:
+		out.LimitExceeded = sandboxv1.LimitExceeded_LIMIT_EXCEEDED_MEMORY
+	case driver.LimitProcesses:
+		out.LimitExceeded = sandboxv1.LimitExceeded_LIMIT_EXCEEDED_PROCESSES
 	}
 	if r.ExitCode != nil {
 		c := int32(*r.ExitCode)

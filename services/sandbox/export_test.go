@@ -1,5 +1,10 @@
 package sandbox
 
-// ReleaseForTest gives up the workspace root as a crashed process would,
+import "time"
+
+// ReleaseForTest gives up the data directory as a crashed process would,
 // without deleting any sandbox.
-func (s *Service) ReleaseForTest() { s.wsLock.Release() }
+func (s *Service) ReleaseForTest() { s.reg.close() }
+
+// SetReviveEveryForTest lets a test retry reopening at once.
+func SetReviveEveryForTest(d time.Duration) { reviveEvery = d }

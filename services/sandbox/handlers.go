@@ -62,38 +62,52 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 	if spec == nil {
 		return nil, badRequest("spec", "a spec is required")
 	}
-	d, ok := s.drivers[spec.GetDriver()]
+	name := cmp.Or(spec.GetDriver(), s.defaultDriver)
+	d, ok := s.drivers[name]
 	if !ok {
 		return nil, badRequest("spec.driver", fmt.Sprintf("unknown driver %q; ListDrivers names the drivers", spec.GetDriver()))
 	}
 	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
 		return nil, err
 	}
+	limits, err := limitsFromProto(spec.GetLimits())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLimits(name, d.Capabilities().Limits, limits); err != nil {
+		return nil, err
+	}
 	ds := driver.Spec{
-		WorkingDirectory: spec.GetWorkingDirectory(), Env: cloneMap(spec.GetEnv()),
-		Labels: cloneMap(spec.GetLabels()), Options: cloneMap(spec.GetDriverOptions()),
+		ID: newID("sbx-"), WorkingDirectory: spec.GetWorkingDirectory(), Env: cloneMap(spec.GetEnv()),
+		Labels: cloneMap(spec.GetLabels()), Options: cloneMap(spec.GetDriverOptions()), Limits: limits,
 	}
 	sb, err := d.Create(ctx, ds)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	e := &entry{id: newID("sbx-"), driver: d.Name(), spec: ds, sb: sb, created: time.Now()}
-	s.add(e)
+	e := &entry{id: ds.ID, driver: d.Name(), spec: ds, sb: sb, info: sb.Info(), created: time.Now()}
+	if err := s.add(e); err != nil {
+		sb.Delete(context.WithoutCancel(ctx))
+		return nil, s.toStatus(ctx, err)
+	}
 	s.logger.InfoContext(ctx, "sandbox created", "sandbox_id", e.id, "driver", e.driver, "working_directory", sb.Info().WorkingDirectory)
 	return &sandboxv1.CreateSandboxResponse{Sandbox: e.toProto()}, nil
 }
 
-// GetSandbox implements SandboxService.
-func (s *Service) GetSandbox(_ context.Context, req *sandboxv1.GetSandboxRequest) (*sandboxv1.GetSandboxResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+// GetSandbox implements SandboxService. A sandbox whose backing vanished
+// is FAILED, with the reason.
+func (s *Service) GetSandbox(ctx context.Context, req *sandboxv1.GetSandboxRequest) (*sandboxv1.GetSandboxResponse, error) {
+	e, err := s.get(req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
+	s.revive(ctx, e)
+	e.check(ctx)
 	return &sandboxv1.GetSandboxResponse{Sandbox: e.toProto()}, nil
 }
 
 // ListSandboxes implements SandboxService.
-func (s *Service) ListSandboxes(_ context.Context, req *sandboxv1.ListSandboxesRequest) (*sandboxv1.ListSandboxesResponse, error) {
+func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxesRequest) (*sandboxv1.ListSandboxesResponse, error) {
 	s.mu.Lock()
 	var es []*entry
 	for _, id := range s.order {
@@ -104,6 +118,8 @@ func (s *Service) ListSandboxes(_ context.Context, req *sandboxv1.ListSandboxesR
 	s.mu.Unlock()
 	resp := &sandboxv1.ListSandboxesResponse{}
 	for _, e := range es {
+		s.revive(ctx, e)
+		e.check(ctx)
 		resp.Sandboxes = append(resp.Sandboxes, e.toProto())
 	}
 	return resp, nil
@@ -121,7 +137,7 @@ func (s *Service) DeleteSandbox(ctx context.Context, req *sandboxv1.DeleteSandbo
 // ReadFile implements SandboxService. The whole file is scanned, to count
 // its lines and check it is UTF-8, but only the requested lines are kept.
 func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) (*sandboxv1.ReadFileResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -130,9 +146,9 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 	}
 	first := max(req.GetOffset(), 1)
 	limit := cmp.Or(req.GetLimit(), defaultReadLines)
-	rc, _, err := e.sb.Open(ctx, req.GetPath(), 0)
+	rc, _, err := sb.Open(ctx, req.GetPath(), 0)
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	defer rc.Close()
 	br := bufio.NewReaderSize(rc, 64<<10)
@@ -154,7 +170,7 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 			break
 		}
 		if err != nil {
-			return nil, s.toStatus(ctx, err)
+			return nil, s.callErr(ctx, e, err)
 		}
 	}
 	resp := &sandboxv1.ReadFileResponse{StartLine: first, LineCount: int64(len(lines)), TotalLines: total,
@@ -173,16 +189,16 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 // ReadFileBytes implements SandboxService.
 func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc.ServerStreamingServer[sandboxv1.ReadFileBytesResponse]) error {
 	ctx := stream.Context()
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return err
 	}
 	if req.GetOffset() < 0 || req.GetLength() < 0 {
 		return badRequest("offset", "offset and length must not be negative")
 	}
-	rc, size, err := e.sb.Open(ctx, req.GetPath(), req.GetOffset())
+	rc, size, err := sb.Open(ctx, req.GetPath(), req.GetOffset())
 	if err != nil {
-		return s.toStatus(ctx, err)
+		return s.callErr(ctx, e, err)
 	}
 	defer rc.Close()
 	var r io.Reader = rc
@@ -204,64 +220,64 @@ func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc
 			return nil
 		}
 		if err != nil {
-			return s.toStatus(ctx, err)
+			return s.callErr(ctx, e, err)
 		}
 	}
 }
 
 // WriteFile implements SandboxService.
 func (s *Service) WriteFile(ctx context.Context, req *sandboxv1.WriteFileRequest) (*sandboxv1.WriteFileResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
-	created, err := e.sb.WriteFile(ctx, req.GetPath(), req.GetContent())
+	created, err := sb.WriteFile(ctx, req.GetPath(), req.GetContent())
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	return &sandboxv1.WriteFileResponse{BytesWritten: int64(len(req.GetContent())), Created: created}, nil
 }
 
 // DeleteFile implements SandboxService.
 func (s *Service) DeleteFile(ctx context.Context, req *sandboxv1.DeleteFileRequest) (*sandboxv1.DeleteFileResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
-	if err := e.sb.Remove(ctx, req.GetPath(), req.GetRecursive()); err != nil {
-		return nil, s.toStatus(ctx, err)
+	if err := sb.Remove(ctx, req.GetPath(), req.GetRecursive()); err != nil {
+		return nil, s.callErr(ctx, e, err)
 	}
 	return &sandboxv1.DeleteFileResponse{}, nil
 }
 
 // StatFile implements SandboxService.
 func (s *Service) StatFile(ctx context.Context, req *sandboxv1.StatFileRequest) (*sandboxv1.StatFileResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
-	fi, err := e.sb.Stat(ctx, req.GetPath())
+	fi, err := sb.Stat(ctx, req.GetPath())
 	if errors.Is(err, driver.ErrNotFound) {
 		return &sandboxv1.StatFileResponse{}, nil
 	}
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	return &sandboxv1.StatFileResponse{Exists: true, Info: infoToProto(fi)}, nil
 }
 
 // ListDirectory implements SandboxService.
 func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirectoryRequest) (*sandboxv1.ListDirectoryResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
 	if req.GetDepth() < 0 {
 		return nil, badRequest("depth", "depth must not be negative")
 	}
-	entries, err := e.sb.ListDir(ctx, req.GetPath(), int(cmp.Or(req.GetDepth(), defaultListDepth)))
+	entries, err := sb.ListDir(ctx, req.GetPath(), int(cmp.Or(req.GetDepth(), defaultListDepth)))
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	resp := &sandboxv1.ListDirectoryResponse{}
 	for _, fi := range entries {
@@ -272,25 +288,25 @@ func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirector
 
 // RenameFile implements SandboxService.
 func (s *Service) RenameFile(ctx context.Context, req *sandboxv1.RenameFileRequest) (*sandboxv1.RenameFileResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
-	if err := e.sb.Rename(ctx, req.GetFromPath(), req.GetToPath()); err != nil {
-		return nil, s.toStatus(ctx, err)
+	if err := sb.Rename(ctx, req.GetFromPath(), req.GetToPath()); err != nil {
+		return nil, s.callErr(ctx, e, err)
 	}
 	return &sandboxv1.RenameFileResponse{}, nil
 }
 
 // MakeDirectory implements SandboxService.
 func (s *Service) MakeDirectory(ctx context.Context, req *sandboxv1.MakeDirectoryRequest) (*sandboxv1.MakeDirectoryResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
-	created, err := e.sb.Mkdir(ctx, req.GetPath())
+	created, err := sb.Mkdir(ctx, req.GetPath())
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	return &sandboxv1.MakeDirectoryResponse{Created: created}, nil
 }
@@ -334,7 +350,7 @@ func (o *streamOutput) Chunk(st driver.Stream, data []byte) error {
 }
 
 func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec, out *streamOutput) (*sandboxv1.ExecResult, error) {
-	e, err := s.lookup(id)
+	e, sb, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +358,7 @@ func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec,
 	if err != nil {
 		return nil, err
 	}
-	caps := e.sb.Info().Capabilities
+	caps := sb.Info().Capabilities
 	if len(ds.Stdin) > 0 && !caps.Stdin {
 		return nil, withInfo(codes.FailedPrecondition, "this sandbox's driver cannot give a command stdin", "CAPABILITY_UNSUPPORTED", map[string]string{"capability": "stdin"})
 	}
@@ -357,9 +373,9 @@ func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec,
 		out.started = &sandboxv1.ExecStarted{ExecId: execID, StreamsSeparated: caps.StreamsSeparated, LiveStreaming: caps.LiveStreaming}
 		o = out
 	}
-	res, err := e.sb.Exec(ctx, ds, o)
+	res, err := sb.Exec(ctx, ds, o)
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	return resultToProto(execID, res), nil
 }
@@ -408,12 +424,12 @@ func validateEnv(field string, env map[string]string) error {
 }
 
 // CancelExec implements SandboxService.
-func (s *Service) CancelExec(_ context.Context, req *sandboxv1.CancelExecRequest) (*sandboxv1.CancelExecResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+func (s *Service) CancelExec(ctx context.Context, req *sandboxv1.CancelExecRequest) (*sandboxv1.CancelExecResponse, error) {
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
-	if !e.sb.Info().Capabilities.Cancel {
+	if !sb.Info().Capabilities.Cancel {
 		return nil, withInfo(codes.FailedPrecondition, "this sandbox's driver cannot stop a running command", "CAPABILITY_UNSUPPORTED", map[string]string{"capability": "cancel"})
 	}
 	return &sandboxv1.CancelExecResponse{Stopping: e.cancelExec(req.GetExecId(), req.GetKill())}, nil
@@ -421,15 +437,15 @@ func (s *Service) CancelExec(_ context.Context, req *sandboxv1.CancelExecRequest
 
 // Grep implements SandboxService.
 func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandboxv1.GrepResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
 	if err := driver.ValidatePattern(req.GetPattern()); err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	if err := driver.ValidateGlobFilter(req.GetGlobFilter()); err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	if req.GetMaxResults() < 0 {
 		return nil, badRequest("max_results", "max_results must not be negative")
@@ -438,12 +454,12 @@ func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandbo
 	if max == 0 || max > maxGrepResults {
 		max = maxGrepResults
 	}
-	res, err := e.sb.Grep(ctx, driver.GrepOptions{
+	res, err := sb.Grep(ctx, driver.GrepOptions{
 		Pattern: req.GetPattern(), Path: req.GetPath(), GlobFilter: req.GetGlobFilter(),
 		CaseInsensitive: req.GetCaseInsensitive(), MaxResults: max,
 	})
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	resp := &sandboxv1.GrepResponse{Truncated: res.Truncated, Backend: sandboxv1.GrepBackend_GREP_BACKEND_POSIX_GREP}
 	if res.Backend == driver.BackendRipgrep {
@@ -457,32 +473,32 @@ func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandbo
 
 // Glob implements SandboxService.
 func (s *Service) Glob(ctx context.Context, req *sandboxv1.GlobRequest) (*sandboxv1.GlobResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
 	if err := driver.ValidateGlob(req.GetPattern()); err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
-	paths, err := e.sb.Glob(ctx, req.GetPattern(), req.GetPath())
+	paths, err := sb.Glob(ctx, req.GetPattern(), req.GetPath())
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	return &sandboxv1.GlobResponse{Paths: paths}, nil
 }
 
 // Walk implements SandboxService.
 func (s *Service) Walk(ctx context.Context, req *sandboxv1.WalkRequest) (*sandboxv1.WalkResponse, error) {
-	e, err := s.lookup(req.GetSandboxId())
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
 	if req.GetMaxDepth() < 0 {
 		return nil, badRequest("max_depth", "max_depth must not be negative")
 	}
-	files, err := e.sb.Walk(ctx, req.GetPath(), int(req.GetMaxDepth()), req.GetExcludeDirs())
+	files, err := sb.Walk(ctx, req.GetPath(), int(req.GetMaxDepth()), req.GetExcludeDirs())
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return nil, s.callErr(ctx, e, err)
 	}
 	resp := &sandboxv1.WalkResponse{}
 	for _, f := range files {
@@ -494,8 +510,11 @@ func (s *Service) Walk(ctx context.Context, req *sandboxv1.WalkRequest) (*sandbo
 // toStatus maps driver errors to statuses once, at the edge. Driver error
 // texts name paths and programs the client gave or may see, never secrets.
 func (s *Service) toStatus(ctx context.Context, err error) error {
-	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
-		return err
+	// A driver may give its own status (a remote API's 401 or 429); it
+	// must carry an ErrorInfo like every other.
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Err()
 	}
 	msg := err.Error()
 	switch {
@@ -506,25 +525,40 @@ func (s *Service) toStatus(ctx context.Context, err error) error {
 	case errors.Is(err, driver.ErrInvalidPattern):
 		return withInfo(codes.InvalidArgument, msg, "INVALID_PATTERN", nil)
 	case errors.Is(err, driver.ErrInvalid):
-		return status.Error(codes.InvalidArgument, msg)
+		return withInfo(codes.InvalidArgument, msg, "INVALID_ARGUMENT", nil)
 	case errors.Is(err, driver.ErrBashMissing):
 		return withInfo(codes.FailedPrecondition, msg, "BASH_MISSING", nil)
 	case errors.Is(err, driver.ErrUnsupported):
 		return withInfo(codes.FailedPrecondition, msg, "CAPABILITY_UNSUPPORTED", nil)
-	case errors.Is(err, driver.ErrIsDirectory), errors.Is(err, driver.ErrNotDirectory),
-		errors.Is(err, driver.ErrNotEmpty), errors.Is(err, driver.ErrNotUTF8):
-		return status.Error(codes.FailedPrecondition, msg)
+	case errors.Is(err, driver.ErrLimitUnsupported):
+		return withInfo(codes.FailedPrecondition, msg, "LIMIT_UNSUPPORTED", nil)
+	case errors.Is(err, driver.ErrImageMissing):
+		return withInfo(codes.FailedPrecondition, msg, "IMAGE_MISSING", nil)
+	case errors.Is(err, driver.ErrGone):
+		return withInfo(codes.FailedPrecondition, msg, "SANDBOX_GONE", nil)
+	case errors.Is(err, driver.ErrIsDirectory):
+		return withInfo(codes.FailedPrecondition, msg, "IS_A_DIRECTORY", nil)
+	case errors.Is(err, driver.ErrNotDirectory):
+		return withInfo(codes.FailedPrecondition, msg, "NOT_A_DIRECTORY", nil)
+	case errors.Is(err, driver.ErrNotEmpty):
+		return withInfo(codes.FailedPrecondition, msg, "DIRECTORY_NOT_EMPTY", nil)
+	case errors.Is(err, driver.ErrNotUTF8):
+		return withInfo(codes.FailedPrecondition, msg, "NOT_UTF8", nil)
 	case errors.Is(err, driver.ErrExists):
-		return status.Error(codes.AlreadyExists, msg)
+		return withInfo(codes.AlreadyExists, msg, "EXISTS_AS_NON_DIRECTORY", nil)
 	case errors.Is(err, driver.ErrUnavailable):
 		return withInfo(codes.Unavailable, msg, "DRIVER_UNAVAILABLE", nil)
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, msg)
+		return withInfo(codes.DeadlineExceeded, msg, "DEADLINE_EXCEEDED", nil)
 	case errors.Is(err, context.Canceled):
-		return status.FromContextError(err).Err()
+		return withInfo(codes.Canceled, msg, "CANCELLED", nil)
 	}
 	s.logger.ErrorContext(ctx, "sandbox driver failure", "error", err)
-	return status.Error(codes.Internal, "internal error")
+	return withInfo(codes.Internal, "internal error", "INTERNAL", nil)
+}
+
+func errSandboxFailed(id, reason string) error {
+	return withInfo(codes.FailedPrecondition, fmt.Sprintf("sandbox %q has FAILED: %s; only DeleteSandbox works on it", id, reason), "SANDBOX_FAILED", map[string]string{"sandbox_id": id})
 }
 
 func errSandboxNotFound(id string) error {
@@ -537,7 +571,8 @@ func errExecIDInUse(id string) error {
 
 func badRequest(field, msg string) error {
 	st := status.New(codes.InvalidArgument, msg)
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}},
+		&errdetails.ErrorInfo{Domain: errorDomain, Reason: "INVALID_ARGUMENT", Metadata: map[string]string{"field": field}}); err == nil {
 		st = d
 	}
 	return st.Err()

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
 )
@@ -123,17 +122,17 @@ func (r *refused) Capabilities() driver.Capabilities                           {
 func (r *refused) Available(context.Context) error                             { return r.err }
 func (r *refused) Create(context.Context, driver.Spec) (driver.Sandbox, error) { return nil, r.err }
 
-// sandboxState is a sandbox's state: FAILED, saying why, when its driver
-// can tell that its backing is gone (a plugin that exited).
-func (e *entry) sandboxState() (sandboxv1.SandboxState, string) {
-	c, ok := e.sb.(driver.Checker)
+// checkGone reports whether a sandbox's driver can tell that its backing is
+// gone (a plugin that exited, a container removed), and why.
+func checkGone(sb driver.Sandbox) (reason string, gone bool) {
+	c, ok := sb.(driver.Checker)
 	if !ok {
-		return sandboxv1.SandboxState_SANDBOX_STATE_READY, ""
+		return "", false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := c.Check(ctx); errors.Is(err, driver.ErrGone) {
-		return sandboxv1.SandboxState_SANDBOX_STATE_FAILED, err.Error()
+		return err.Error(), true
 	}
-	return sandboxv1.SandboxState_SANDBOX_STATE_READY, ""
+	return "", false
 }

@@ -167,7 +167,7 @@ func TestPluginLoading(t *testing.T) {
 					t.Errorf("listed %v; want the plugin's version and capabilities", d)
 				}
 				sb := createOn(t, c, "test")
-				if out := execOut(t, c, sb, "echo hi"); out != "hi\n" {
+				if out := mustExecOut(t, c, sb, "echo hi"); out != "hi\n" {
 					t.Errorf("exec through the plugin = %q", out)
 				}
 			} else {
@@ -202,7 +202,7 @@ func createOn(t *testing.T, c sandboxv1.SandboxServiceClient, drv string) string
 	return resp.GetSandbox().GetSandboxId()
 }
 
-func execOut(t *testing.T, c sandboxv1.SandboxServiceClient, id, command string) string {
+func mustExecOut(t *testing.T, c sandboxv1.SandboxServiceClient, id, command string) string {
 	t.Helper()
 	resp, err := c.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: command}})
 	if err != nil {
@@ -255,8 +255,9 @@ func TestPluginCrash(t *testing.T) {
 			t.Errorf("sandbox %s is %v (%q); want FAILED naming the exit status", id, sb.GetState(), sb.GetStateMessage())
 		}
 	}
-	if _, err := c.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: other, Spec: &sandboxv1.ExecSpec{Command: "true"}}); status.Code(err) != codes.Unavailable {
-		t.Errorf("exec in a sandbox of the crashed plugin = %v; want UNAVAILABLE", err)
+	// Like any FAILED sandbox's, its calls are refused with the reason.
+	if _, err := c.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: other, Spec: &sandboxv1.ExecSpec{Command: "true"}}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("exec in a sandbox of the crashed plugin = %v; want FAILED_PRECONDITION naming the exit status", err)
 	}
 	if d := listedDriver(t, c, "test"); d.GetAvailable() || !strings.Contains(d.GetUnavailableReason(), "exit status 3") {
 		t.Errorf("after the crash the plugin is listed %v (%q); want unavailable with the exit status", d.GetAvailable(), d.GetUnavailableReason())
@@ -267,7 +268,7 @@ func TestPluginCrash(t *testing.T) {
 
 	// The next create restarts the plugin (after a short backoff).
 	fresh := createOn(t, c, "test")
-	if out := execOut(t, c, fresh, "echo back"); out != "back\n" {
+	if out := mustExecOut(t, c, fresh, "echo back"); out != "back\n" {
 		t.Errorf("exec after the restart = %q", out)
 	}
 	if d := listedDriver(t, c, "test"); !d.GetAvailable() {
@@ -296,7 +297,7 @@ func TestPluginHang(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "missed its health check") },
 		func() string { return "the hung plugin was not killed:\n" + logs.String() })
 	fresh := createOn(t, c, "test")
-	if out := execOut(t, c, fresh, "echo alive"); out != "alive\n" {
+	if out := mustExecOut(t, c, fresh, "echo alive"); out != "alive\n" {
 		t.Errorf("exec after the restart = %q", out)
 	}
 }
@@ -367,7 +368,7 @@ func TestPluginDir(t *testing.T) {
 		t.Errorf("a binary without a checksum is listed %v", d)
 	}
 	sb := createOn(t, c, "bwrap")
-	if out := execOut(t, c, sb, "hostname; ls /root 2>&1 >/dev/null | grep -c 'No such'"); out != "fabro-sandbox\n1\n" {
+	if out := mustExecOut(t, c, sb, "hostname; ls /root 2>&1 >/dev/null | grep -c 'No such'"); out != "fabro-sandbox\n1\n" {
 		t.Errorf("a command in the bwrap sandbox printed %q; want the sandbox's hostname and no /root", out)
 	}
 }

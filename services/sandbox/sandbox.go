@@ -4,41 +4,57 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
 // Config configures the service.
 type Config struct {
-	// DataDir, when set, holds managed local workspaces under
-	// DataDir/sandbox/workspaces; otherwise they go to the system's
-	// temporary directory. The service claims that directory while it
-	// runs and, at start, removes the workspaces an earlier run left
-	// there (sandboxes live in memory only, so none can refer to them).
+	// DataDir, when set, makes sandboxes durable: the registry of
+	// sandboxes is kept in DataDir/sandbox (locked while the service
+	// runs), managed local workspaces under DataDir/sandbox/workspaces and
+	// docker ones under DataDir/sandbox/docker. At start the service
+	// reopens every registered sandbox (re-adopting Docker containers by
+	// their labels, keeping local directories) and removes what an
+	// earlier run left that the registry does not name. Close then keeps
+	// the sandboxes. Without DataDir sandboxes live in memory, their
+	// workspaces in the system's temporary directory, and Close deletes
+	// them.
 	DataDir string
 	// Drivers are the drivers sandboxes can be made with; default the
-	// local driver alone.
+	// local and docker drivers.
 	Drivers []driver.Driver
 	// Plugins and PluginDir (see ReadPluginDir) name out-of-process
 	// driver plugins, added to Drivers (plugins.go).
 	Plugins   []PluginConfig
 	PluginDir string
+	// DefaultDriver is used when a spec names none; default "local".
+	DefaultDriver string
+	// DockerImage is the docker driver's default image (when Drivers is
+	// not given); default docker.DefaultImage.
+	DockerImage string
 }
 
 // Service is the sandbox service. It implements the gRPC SandboxService and
@@ -46,10 +62,11 @@ type Config struct {
 type Service struct {
 	sandboxv1.UnimplementedSandboxServiceServer
 
-	logger  *slog.Logger
-	drivers map[string]driver.Driver
-	wsLock  *local.WorkspaceLock // held while the service owns DataDir's workspaces
-	plugins []*plugin.Driver     // killed on Close
+	logger        *slog.Logger
+	drivers       map[string]driver.Driver
+	defaultDriver string
+	reg           *registry        // nil without DataDir
+	plugins       []*plugin.Driver // killed on Close
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -61,10 +78,20 @@ type entry struct {
 	id      string
 	driver  string
 	spec    driver.Spec
-	sb      driver.Sandbox
+	info    driver.Info // as created, kept in the registry
 	created time.Time
+	// removeDir is a managed workspace to remove after Delete, for a
+	// sandbox reopened by a driver that cannot reopen (see reopen).
+	removeDir string
 
-	mu       sync.Mutex
+	mu     sync.Mutex
+	sb     driver.Sandbox // nil once failed
+	failed string         // why the sandbox is FAILED
+	gone   driver.Sandbox // the handle of a sandbox found gone, for Delete
+	// retry: reopening failed for a passing reason (the engine was
+	// down), so it is tried again on use, at most every reviveEvery.
+	retry    bool
+	lastTry  time.Time
 	deleting bool
 	execs    map[string]*running
 }
@@ -91,65 +118,214 @@ func (r *running) stop(kill bool) {
 	r.cancel(driver.ErrKill)
 }
 
-// New returns the service. It starts nothing: sandboxes are made on request.
+// sweeper is a driver that can remove what an earlier run left behind
+// (containers by their labels) that the registry does not name.
+type sweeper interface {
+	Sweep(ctx context.Context, keep func(id string) bool) ([]string, error)
+}
+
+// ephemeralOwner owns the containers of services without a data
+// directory; they are told apart by the process that made them.
+const ephemeralOwner = "fabro-sandbox:ephemeral"
+
+// deadSweeper is a driver that can remove what crashed services without a
+// registry left, by whether the process that made it is alive.
+type deadSweeper interface {
+	SweepDead(ctx context.Context) ([]string, error)
+}
+
+// sweepDead removes, without a registry, the sandboxes of dead services.
+func (s *Service) sweepDead(ctx context.Context) {
+	for _, name := range slices.Sorted(maps.Keys(s.drivers)) {
+		sw, ok := s.drivers[name].(deadSweeper)
+		if !ok {
+			continue
+		}
+		removed, err := sw.SweepDead(ctx)
+		if err != nil && !errors.Is(err, driver.ErrUnavailable) {
+			s.logger.WarnContext(ctx, "sandboxes of dead services not swept", "driver", name, "error", err)
+		}
+		if len(removed) > 0 {
+			s.logger.InfoContext(ctx, "sandboxes of dead services removed", "driver", name, "sandbox_ids", removed)
+		}
+	}
+}
+
+// startupTimeout bounds reopening the registry's sandboxes at start.
+const startupTimeout = 2 * time.Minute
+
+// New returns the service. With a data directory it reopens the sandboxes
+// of the registry; otherwise it starts nothing.
 func New(cfg Config, logger *slog.Logger) (*Service, error) {
-	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}}
+	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}, defaultDriver: cfg.DefaultDriver}
+	var recs []record
+	if cfg.DataDir != "" {
+		var err error
+		if s.reg, recs, err = openRegistry(filepath.Join(cfg.DataDir, "sandbox")); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
 	if len(cfg.Drivers) == 0 {
 		lc := local.Config{}
+		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner}
 		if cfg.DataDir != "" {
+			abs, _ := filepath.Abs(cfg.DataDir)
 			lc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
-			if err := s.sweep(lc.WorkspaceRoot); err != nil {
-				return nil, err
-			}
+			dc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "docker")
+			dc.Owner = "fabro-sandbox:" + abs
 		}
-		cfg.Drivers = []driver.Driver{local.New(lc)}
+		cfg.Drivers = []driver.Driver{local.New(lc), docker.New(dc)}
 	}
 	pds, plugins, err := pluginDrivers(cfg, logger)
 	if err != nil {
-		s.wsLock.Release()
+		s.reg.close()
 		return nil, err
 	}
 	s.plugins = plugins
 	cfg.Drivers = append(cfg.Drivers, pds...)
 	for _, d := range cfg.Drivers {
 		if _, dup := s.drivers[d.Name()]; dup {
-			s.wsLock.Release()
+			s.reg.close()
 			return nil, fmt.Errorf("sandbox: driver %q given twice", d.Name())
 		}
 		s.drivers[d.Name()] = d
 	}
+	if s.defaultDriver == "" {
+		s.defaultDriver = cfg.Drivers[0].Name()
+		if _, ok := s.drivers[local.Name]; ok {
+			s.defaultDriver = local.Name
+		}
+	}
+	if _, ok := s.drivers[s.defaultDriver]; !ok {
+		s.reg.close()
+		return nil, fmt.Errorf("sandbox: the default driver %q is not configured", s.defaultDriver)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
+	if s.reg != nil {
+		s.restore(ctx, recs, filepath.Join(cfg.DataDir, "sandbox", "workspaces"))
+	} else {
+		s.sweepDead(ctx)
+	}
 	return s, nil
 }
 
-// sweep claims the workspace root and removes orphaned workspaces. Another
-// live service on the same root is not an error: its workspaces are left
-// alone.
-func (s *Service) sweep(root string) error {
-	lock, removed, err := local.ClaimWorkspaceRoot(root)
-	switch {
-	case errors.Is(err, local.ErrWorkspaceRootBusy):
-		s.logger.Warn("workspace root in use by another sandbox service; orphaned workspaces are not swept", "workspace_root", root)
-		return nil
-	case lock == nil:
-		return fmt.Errorf("sandbox: %w", err)
-	case err != nil:
-		s.logger.Warn("some orphaned workspaces could not be removed", "workspace_root", root, "error", err)
+// restore reopens the registry's sandboxes, then removes what no record
+// names: local managed workspaces, and what sweeping drivers own.
+func (s *Service) restore(ctx context.Context, recs []record, localRoot string) {
+	known := map[string]bool{}
+	dirs := map[string]bool{}
+	for _, rec := range recs {
+		e := &entry{id: rec.ID, driver: rec.Driver, spec: rec.Spec, info: rec.Info, created: rec.Created}
+		known[rec.ID] = true
+		if rec.Driver == local.Name {
+			dirs[rec.Info.RootDirectory] = true
+		}
+		sb, removeDir, err := s.reopen(ctx, rec)
+		switch {
+		case err != nil:
+			e.failed = err.Error()
+			e.retry, e.lastTry = !errors.Is(err, driver.ErrGone), time.Now()
+			s.logger.WarnContext(ctx, "sandbox not reopened: FAILED", "sandbox_id", rec.ID, "driver", rec.Driver, "reason", e.failed)
+		default:
+			e.sb, e.removeDir = sb, removeDir
+			s.logger.InfoContext(ctx, "sandbox reopened", "sandbox_id", rec.ID, "driver", rec.Driver)
+		}
+		s.sandboxes[e.id] = e
+		s.order = append(s.order, e.id)
 	}
-	s.wsLock = lock
-	if len(removed) > 0 {
-		s.logger.Info("orphaned workspaces removed", "workspace_root", root, "count", len(removed))
+	if ents, err := os.ReadDir(localRoot); err == nil {
+		for _, de := range ents {
+			p := filepath.Join(localRoot, de.Name())
+			if de.IsDir() && strings.HasPrefix(de.Name(), "sandbox-") && !dirs[p] {
+				if err := os.RemoveAll(p); err != nil {
+					s.logger.WarnContext(ctx, "orphaned workspace not removed", "workspace", p, "error", err)
+				} else {
+					s.logger.InfoContext(ctx, "orphaned workspace removed", "workspace", p)
+				}
+			}
+		}
 	}
-	return nil
+	for _, name := range slices.Sorted(maps.Keys(s.drivers)) {
+		sw, ok := s.drivers[name].(sweeper)
+		if !ok {
+			continue
+		}
+		removed, err := sw.Sweep(ctx, func(id string) bool { return known[id] })
+		if err != nil {
+			s.logger.WarnContext(ctx, "orphans of the driver not swept", "driver", name, "error", err)
+		}
+		if len(removed) > 0 {
+			s.logger.InfoContext(ctx, "orphaned sandboxes removed", "driver", name, "sandbox_ids", removed)
+		}
+	}
 }
 
-// Close deletes every sandbox, killing their commands and removing managed
-// workspaces.
+// reopen finds a registered sandbox again. A driver that cannot reopen
+// (local) is asked to create it on the workspace it had: a managed
+// workspace is then removed by the service on delete (removeDir).
+func (s *Service) reopen(ctx context.Context, rec record) (driver.Sandbox, string, error) {
+	d, ok := s.drivers[rec.Driver]
+	if !ok {
+		return nil, "", fmt.Errorf("its driver %q is not configured any more", rec.Driver)
+	}
+	if ro, ok := d.(driver.Reopener); ok {
+		sb, err := ro.Reopen(ctx, rec.Spec, rec.Info)
+		return sb, "", err
+	}
+	if rec.Driver != local.Name {
+		return nil, "", fmt.Errorf("driver %q cannot reopen a sandbox after a restart", rec.Driver)
+	}
+	dir := rec.Info.RootDirectory
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, "", fmt.Errorf("%w: its workspace %s is gone", driver.ErrGone, dir)
+	}
+	spec := rec.Spec
+	spec.WorkingDirectory = dir
+	sb, err := d.Create(ctx, spec)
+	if err != nil {
+		return nil, "", err
+	}
+	if rec.Info.ManagedWorkspace {
+		return sb, dir, nil
+	}
+	return sb, "", nil
+}
+
+// persist writes the registry; s.mu is held.
+func (s *Service) persist() error {
+	if s.reg == nil {
+		return nil
+	}
+	recs := make([]record, 0, len(s.order))
+	for _, id := range s.order {
+		e := s.sandboxes[id]
+		recs = append(recs, record{ID: e.id, Driver: e.driver, Spec: e.spec, Info: e.info, Created: e.created})
+	}
+	return s.reg.save(recs)
+}
+
+// Close ends the service. Without a data directory it deletes every
+// sandbox, killing their commands and removing managed workspaces; with one
+// the sandboxes stay for the next start, and only running commands are
+// killed.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	ids := slices.Clone(s.order)
+	durable := s.reg != nil
 	s.mu.Unlock()
 	var errs []error
 	for _, id := range ids {
+		if durable {
+			if e, err := s.get(id); err == nil {
+				e.mu.Lock()
+				for _, r := range e.execs {
+					r.stop(true)
+				}
+				e.mu.Unlock()
+			}
+			continue
+		}
 		if _, err := s.deleteSandbox(ctx, id); err != nil {
 			errs = append(errs, err)
 		}
@@ -157,10 +333,14 @@ func (s *Service) Close(ctx context.Context) error {
 	for _, p := range s.plugins {
 		p.Close()
 	}
-	if err := s.wsLock.Release(); err != nil {
+	if err := s.reg.close(); err != nil {
 		errs = append(errs, err)
 	}
-	s.wsLock = nil
+	for _, d := range s.drivers {
+		if c, ok := d.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -175,7 +355,8 @@ func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, co
 	return sandboxv1.RegisterSandboxServiceHandler(ctx, mux, conn)
 }
 
-func (s *Service) lookup(id string) (*entry, error) {
+// get returns the sandbox id, whatever its state.
+func (s *Service) get(id string) (*entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.sandboxes[id]
@@ -185,19 +366,120 @@ func (s *Service) lookup(id string) (*entry, error) {
 	return e, nil
 }
 
-func (s *Service) add(e *entry) {
+// lookup returns the sandbox id for a file, exec or search call: a FAILED
+// one is refused with the reason.
+func (s *Service) lookup(ctx context.Context, id string) (*entry, driver.Sandbox, error) {
+	e, err := s.get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.revive(ctx, e)
+	sb, err := e.use()
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, sb, nil
+}
+
+// reviveEvery spaces the attempts to reopen a sandbox whose driver was
+// unavailable at start.
+var reviveEvery = 5 * time.Second
+
+// revive reopens a sandbox that failed to reopen at start for a passing
+// reason, such as the Docker engine not up yet.
+func (s *Service) revive(ctx context.Context, e *entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sb != nil || !e.retry || e.deleting || time.Since(e.lastTry) < reviveEvery {
+		return
+	}
+	e.lastTry = time.Now()
+	sb, removeDir, err := s.reopen(ctx, record{ID: e.id, Driver: e.driver, Spec: e.spec, Info: e.info, Created: e.created})
+	if err != nil {
+		e.failed, e.retry = err.Error(), !errors.Is(err, driver.ErrGone)
+		return
+	}
+	e.sb, e.removeDir, e.failed, e.retry = sb, removeDir, "", false
+	s.logger.InfoContext(ctx, "sandbox reopened", "sandbox_id", e.id, "driver", e.driver)
+}
+
+// use returns the driver's sandbox, or the FAILED error.
+func (e *entry) use() (driver.Sandbox, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sb == nil {
+		return nil, errSandboxFailed(e.id, e.failed)
+	}
+	return e.sb, nil
+}
+
+// check asks a sandbox whose backing can vanish whether it is still there,
+// and marks it FAILED when not. It returns the state message, "" if fine.
+func (e *entry) check(ctx context.Context) string {
+	e.mu.Lock()
+	sb, failed := e.sb, e.failed
+	e.mu.Unlock()
+	if sb == nil {
+		return failed
+	}
+	c, ok := sb.(driver.Checker)
+	if !ok {
+		return ""
+	}
+	err := c.Check(ctx)
+	if err == nil || !errors.Is(err, driver.ErrGone) {
+		return ""
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sb != nil {
+		e.failed = err.Error()
+		e.sb = nil
+		// Its commands cannot be running any more; the handle is kept
+		// only to delete what is left.
+		e.gone = sb
+	}
+	return e.failed
+}
+
+// callErr maps a failed call's error: when the sandbox's backing has
+// vanished meanwhile, that is what the caller learns.
+func (s *Service) callErr(ctx context.Context, e *entry, err error) error {
+	if errors.Is(err, driver.ErrGone) || (!errors.Is(err, context.Canceled) && status.Code(s.toStatus(ctx, err)) == codes.Internal) {
+		if msg := e.check(context.WithoutCancel(ctx)); msg != "" {
+			// A driver that went away under this very call (a plugin that
+			// exited) makes the call UNAVAILABLE; from now on the sandbox
+			// is FAILED.
+			if errors.Is(err, driver.ErrUnavailable) {
+				return withInfo(codes.Unavailable, err.Error(), "DRIVER_UNAVAILABLE", map[string]string{"sandbox_id": e.id})
+			}
+			return errSandboxFailed(e.id, msg)
+		}
+	}
+	return s.toStatus(ctx, err)
+}
+
+func (s *Service) add(e *entry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sandboxes[e.id] = e
 	s.order = append(s.order, e.id)
+	if err := s.persist(); err != nil {
+		delete(s.sandboxes, e.id)
+		s.order = s.order[:len(s.order)-1]
+		return err
+	}
+	return nil
 }
 
 func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	e, ok := s.sandboxes[id]
+	var perr error
 	if ok {
 		delete(s.sandboxes, id)
 		s.order = slices.DeleteFunc(s.order, func(x string) bool { return x == id })
+		perr = s.persist()
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -208,12 +490,38 @@ func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
 	for _, r := range e.execs {
 		r.stop(true)
 	}
+	sb := cmp.Or(e.sb, e.gone)
 	e.mu.Unlock()
-	if err := e.sb.Delete(ctx); err != nil {
+	var errs []error
+	if sb != nil {
+		errs = append(errs, sb.Delete(ctx))
+	} else if d, ok := s.drivers[e.driver]; ok {
+		errs = append(errs, s.deleteFailed(ctx, d, e))
+	}
+	if e.removeDir != "" {
+		if err := os.RemoveAll(e.removeDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove workspace: %w", err))
+		}
+	}
+	if err := errors.Join(append(errs, perr)...); err != nil {
 		return true, err
 	}
 	s.logger.InfoContext(ctx, "sandbox deleted", "sandbox_id", id)
 	return true, nil
+}
+
+// purger is a driver that can remove what is left of a sandbox it could
+// not reopen (a container whose workspace vanished, or the reverse).
+type purger interface {
+	Purge(ctx context.Context, spec driver.Spec) error
+}
+
+// deleteFailed removes what is left of a sandbox that failed to reopen.
+func (s *Service) deleteFailed(ctx context.Context, d driver.Driver, e *entry) error {
+	if p, ok := d.(purger); ok {
+		return p.Purge(ctx, e.spec)
+	}
+	return nil
 }
 
 // startExec registers an exec id on e and returns a context that

@@ -224,9 +224,12 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The limits the local driver enforces depend on the host's cgroups.
+	lim := local.New(local.Config{}).Capabilities().Limits
 	wantDrivers := &sandboxv1.ListDriversResponse{Drivers: []*sandboxv1.Driver{{
 		Name: "local", Available: true,
-		Capabilities: &sandboxv1.Capabilities{Isolation: sandboxv1.Isolation_ISOLATION_NONE, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true},
+		Capabilities: &sandboxv1.Capabilities{Isolation: sandboxv1.Isolation_ISOLATION_NONE, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true,
+			Limits: &sandboxv1.LimitSupport{Memory: lim.Memory, Processes: lim.Processes, Cpu: lim.CPU, NetworkNone: lim.NetworkNone}},
 	}}}
 	if diff := cmp.Diff(wantDrivers, drivers, protocmp.Transform()); diff != "" {
 		t.Errorf("ListDrivers (-want +got):\n%s", diff)
@@ -528,11 +531,12 @@ func TestCancelExecEscalates(t *testing.T) {
 }
 
 // TestRestartSweepsOrphanedWorkspaces checks that a service started on a
-// data directory removes the managed workspaces a previous run left there.
+// data directory keeps the managed workspaces of the sandboxes in its
+// registry and removes the ones no sandbox names.
 func TestRestartSweepsOrphanedWorkspaces(t *testing.T) {
 	dataDir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	first, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
+	first, err := sandbox.New(sandbox.Config{DataDir: dataDir, Drivers: []driver.Driver{local.New(local.Config{WorkspaceRoot: filepath.Join(dataDir, "sandbox", "workspaces")})}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,20 +544,40 @@ func TestRestartSweepsOrphanedWorkspaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan := resp.GetSandbox().GetRootDirectory()
-	if filepath.Dir(orphan) != filepath.Join(dataDir, "sandbox", "workspaces") {
-		t.Fatalf("managed workspace %s is not under the data dir", orphan)
+	kept := resp.GetSandbox().GetRootDirectory()
+	if filepath.Dir(kept) != filepath.Join(dataDir, "sandbox", "workspaces") {
+		t.Fatalf("managed workspace %s is not under the data dir", kept)
+	}
+	orphan := filepath.Join(dataDir, "sandbox", "workspaces", "sandbox-orphan")
+	if err := os.Mkdir(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger); err == nil {
+		t.Error("a second service started on a data directory in use")
 	}
 	// The first service "crashes": no Close, but its lock goes with the
 	// process; here the lock is given up by hand.
 	first.ReleaseForTest()
 
-	second, err := sandbox.New(sandbox.Config{DataDir: dataDir}, logger)
+	second, err := sandbox.New(sandbox.Config{DataDir: dataDir, Drivers: []driver.Driver{local.New(local.Config{WorkspaceRoot: filepath.Join(dataDir, "sandbox", "workspaces")})}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer second.Close(t.Context())
 	if _, err := os.Stat(orphan); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("orphaned workspace %s survived the restart: %v", orphan, err)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the registered sandbox's workspace %s is gone after the restart: %v", kept, err)
+	}
+	got, err := second.GetSandbox(t.Context(), &sandboxv1.GetSandboxRequest{SandboxId: resp.GetSandbox().GetSandboxId()})
+	if err != nil || got.GetSandbox().GetState() != sandboxv1.SandboxState_SANDBOX_STATE_READY {
+		t.Fatalf("GetSandbox after the restart = %v, %v; want READY", got, err)
+	}
+	if _, err := second.DeleteSandbox(t.Context(), &sandboxv1.DeleteSandboxRequest{SandboxId: resp.GetSandbox().GetSandboxId()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(kept); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the managed workspace %s survived DeleteSandbox after the restart: %v", kept, err)
 	}
 }

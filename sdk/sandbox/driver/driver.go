@@ -362,6 +362,9 @@ var (
 	ErrBashMissing    = errors.New("bash is missing")
 	ErrUnsupported    = errors.New("capability unsupported")
 	ErrUnavailable    = errors.New("driver unavailable")
+	// ErrImageMissing: what the sandbox is made from (a container image)
+	// is not where the driver looks, and it fetches nothing by itself.
+	ErrImageMissing = errors.New("image missing")
 	// ErrGone: the sandbox's backing (container, directory, remote
 	// sandbox, plugin process) no longer exists or has failed.
 	ErrGone = errors.New("sandbox is gone")

@@ -128,10 +128,10 @@ func ValidateGlobFilter(g string) error {
 	if strings.ContainsAny(g, "/\\{}") {
 		return fmt.Errorf("%w: glob filter %q must be a file-name pattern without '/', '\\' or braces", ErrInvalidPattern, g)
 	}
-	if strings.HasPrefix(g, "!") || strings.Contains(g, "[!") {
-		return fmt.Errorf("%w: glob filter %q: '!' negation is not portable; use [^...] inside brackets", ErrInvalidPattern, g)
+	if strings.HasPrefix(g, "!") {
+		return fmt.Errorf("%w: glob filter %q: a leading '!' is ripgrep's exclusion, which grep --include lacks; use [!...] or [^...] inside brackets", ErrInvalidPattern, g)
 	}
-	if _, err := path.Match(g, ""); err != nil {
+	if _, err := path.Match(posixBrackets(g), ""); err != nil {
 		return fmt.Errorf("%w: glob filter %q: unbalanced brackets", ErrInvalidPattern, g)
 	}
 	return nil
@@ -155,7 +155,7 @@ func ValidateGlob(pattern string) error {
 		if seg == ".." {
 			return bad("has a '..' segment")
 		}
-		if _, err := path.Match(seg, ""); err != nil {
+		if _, err := path.Match(posixBrackets(seg), ""); err != nil {
 			return bad("has unbalanced brackets")
 		}
 	}
@@ -188,10 +188,54 @@ func matchSegs(pat, name []string) bool {
 		if len(name) == 0 {
 			return false
 		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
+		if ok, _ := path.Match(posixBrackets(pat[0]), name[0]); !ok {
 			return false
 		}
 		pat, name = pat[1:], name[1:]
 	}
 	return len(name) == 0
+}
+
+// MatchName reports whether a file name matches a glob filter that passed
+// [ValidateGlobFilter], as ripgrep's --glob and grep's --include do.
+func MatchName(pattern, name string) bool {
+	ok, _ := path.Match(posixBrackets(pattern), name)
+	return ok
+}
+
+// posixBrackets rewrites POSIX bracket expressions into path.Match's:
+// the negation "[!" becomes "[^", so "[!a]" matches any character but "a"
+// as in the shell, ripgrep and grep --include, and a ']' first in the
+// brackets, literal in POSIX, is escaped. A "!" elsewhere stays literal.
+func posixBrackets(p string) string {
+	if !strings.Contains(p, "[") {
+		return p
+	}
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p):
+			b.WriteByte(c)
+			i++
+			c = p[i]
+		case c == '[' && !inClass:
+			inClass = true
+			b.WriteByte('[')
+			if i+1 < len(p) && (p[i+1] == '!' || p[i+1] == '^') {
+				b.WriteByte('^')
+				i++
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				b.WriteString(`\]`)
+				i++
+			}
+			continue
+		case c == ']' && inClass:
+			inClass = false
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

@@ -1,5 +1,5 @@
 // Package drivertest is the contract suite every sandbox driver must pass:
-// files and confinement, exec (timeouts, cancel, kill, no survivors, binary
+// files and confinement (with a corpus of hostile paths, RunTraversal), exec (timeouts, cancel, kill, no survivors, binary
 // and huge output, env, working directory), search on every back end the
 // driver has, and that the capabilities it states are true. A driver's own
 // test calls [Run]:
@@ -38,6 +38,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	t.Run("Files", func(t *testing.T) { t.Parallel(); RunFiles(t, newDriver) })
 	t.Run("Exec", func(t *testing.T) { t.Parallel(); RunExec(t, newDriver) })
 	t.Run("Search", func(t *testing.T) { t.Parallel(); RunSearch(t, newDriver) })
+	t.Run("Traversal", func(t *testing.T) { t.Parallel(); RunTraversal(t, newDriver) })
 }
 
 // NewSandbox creates a sandbox with spec and deletes it when t ends.

@@ -145,6 +145,9 @@ func (s *Sandbox) Info() driver.Info {
 func (s *Sandbox) Delete(context.Context) error { return nil }
 
 func resolve(p string) (string, error) {
+	if strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("%w: path contains NUL", driver.ErrInvalid)
+	}
 	if p == "" {
 		p = "."
 	}

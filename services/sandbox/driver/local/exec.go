@@ -48,6 +48,11 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		return driver.ExecResult{}, err
 	}
 	cmd.Env = withMarker(append(append([]string(nil), s.env...), envList(spec.Env)...), marker)
+	cg, err := s.cmdGroup(marker)
+	if err != nil {
+		return driver.ExecResult{}, err
+	}
+	defer cg.remove() // deferred first, so it runs after bash is reaped
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = drainGrace // bounds the stdin copy if a descendant holds stdin
 	if len(spec.Stdin) > 0 {
@@ -72,7 +77,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		return driver.ExecResult{}, fmt.Errorf("%w: the sandbox is deleted", driver.ErrNotFound)
 	}
 	start := time.Now()
-	err = cmd.Start()
+	err = cg.start(cmd)
 	if err == nil {
 		if s.running == nil {
 			s.running = map[*exec.Cmd]struct{}{}
@@ -98,6 +103,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	pid := cmd.Process.Pid
 	tr := newTree(pid, marker)
 	defer tr.close()
+	kill := func() { killGroup(pid); cg.kill(pid) } // the whole cgroup, if any
 
 	var sinkMu sync.Mutex // one chunk at a time, across both streams
 	sinkOK := out != nil
@@ -139,25 +145,25 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	select {
 	case <-exited:
 	case <-timer.C:
-		term = stopGroup(tr, pid, exited, spec.Kill, driver.TimedOut)
+		term = stopGroup(tr, pid, exited, spec.Kill, kill, driver.TimedOut)
 	case <-spec.Kill:
 		term = driver.Killed
 		tr.snapshot()
-		killGroup(pid)
+		kill()
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), driver.ErrKill) {
 			term = driver.Killed
 			tr.snapshot()
-			killGroup(pid)
+			kill()
 		} else {
-			term = stopGroup(tr, pid, exited, spec.Kill, driver.Cancelled)
+			term = stopGroup(tr, pid, exited, spec.Kill, kill, driver.Cancelled)
 		}
 	}
 	<-exited
 	// Whatever the command left behind in its group dies with it, and so
 	// does what left the group (see reap_linux.go). bash is unreaped till
 	// Wait, so neither its pid nor its group id can have been reused.
-	killGroup(pid)
+	kill()
 	tr.sweep()
 
 	drained := make(chan struct{})
@@ -175,6 +181,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	res := driver.ExecResult{
 		Termination: term, Duration: time.Since(start), StreamsSeparated: true,
 		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StdoutStats: stdout.Stats(), StderrStats: stderr.Stats(),
+		LimitHit: cg.hit(),
 	}
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
@@ -190,10 +197,10 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 }
 
 // stopGroup sends TERM to the group, gives it driver.StopGrace to exit,
-// then KILL. A kill request during the grace period sends KILL at once and
+// then KILL (killAll: the group and the command's cgroup). A kill request during the grace period sends KILL at once and
 // turns the termination into Killed; otherwise it stays term. The process
 // tree is recorded in tr before each signal.
-func stopGroup(tr *tree, pid int, exited, kill <-chan struct{}, term driver.Termination) driver.Termination {
+func stopGroup(tr *tree, pid int, exited, kill <-chan struct{}, killAll func(), term driver.Termination) driver.Termination {
 	tr.snapshot()
 	syscall.Kill(-pid, syscall.SIGTERM)
 	t := time.NewTimer(driver.StopGrace)
@@ -202,13 +209,23 @@ func stopGroup(tr *tree, pid int, exited, kill <-chan struct{}, term driver.Term
 	case <-exited:
 	case <-t.C:
 		tr.snapshot()
-		killGroup(pid)
+		killAll()
 	case <-kill:
 		tr.snapshot()
-		killGroup(pid)
+		killAll()
 		return driver.Killed
 	}
 	return term
+}
+
+// cmdGroup makes the command's cgroup, named by its marker's id; nil (a
+// no-op) when the host gives none.
+func (s *sandbox) cmdGroup(marker string) (*cmdGroup, error) {
+	if !s.d.cg.enabled() {
+		return nil, nil
+	}
+	_, id, _ := strings.Cut(marker, "=")
+	return s.d.cg.newCmdGroup(id, s.limits)
 }
 
 // newMarker returns the execMarkerVar=id pair that marks one command's

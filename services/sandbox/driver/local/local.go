@@ -41,6 +41,10 @@ type Config struct {
 	Environ []string
 	// AllowedEnv replaces DefaultAllowedEnv when not nil.
 	AllowedEnv []string
+	// NoCgroups turns per-command cgroups off even where the host has
+	// them (see cgroup_linux.go): no limits, and stopping relies on the
+	// process-group kill and the sweep alone.
+	NoCgroups bool
 }
 
 // Driver is the local driver.
@@ -48,6 +52,7 @@ type Driver struct {
 	cfg  Config
 	base []string // allowlisted KEY=value pairs
 	path string   // the PATH commands (and the probes) use
+	cg   *cgroupHost
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -61,7 +66,10 @@ func New(cfg Config) *Driver {
 	if allowed == nil {
 		allowed = DefaultAllowedEnv
 	}
-	d := &Driver{cfg: cfg}
+	d := &Driver{cfg: cfg, cg: &cgroupHost{reason: "per-command cgroups are turned off (NoCgroups)"}}
+	if !cfg.NoCgroups {
+		d.cg = hostCgroups()
+	}
 	for _, kv := range cfg.Environ {
 		k, v, _ := strings.Cut(kv, "=")
 		for _, a := range allowed {
@@ -83,9 +91,46 @@ func New(cfg Config) *Driver {
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return Name }
 
-// Capabilities implements driver.Driver.
+// Capabilities implements driver.Driver. The limits are those the host's
+// cgroups let the driver enforce on each command; network none it never
+// enforces (commands share the service's network).
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true}
+	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
+		Limits: d.cg.limits}
+}
+
+// CgroupStatus says whether commands run in cgroups of their own, and if
+// not, why.
+func (d *Driver) CgroupStatus() (bool, string) { return d.cg.enabled(), d.cg.reason }
+
+// checkLimits refuses a limit the driver cannot enforce, unless the spec
+// allows best effort; what is kept is what will be enforced.
+func (d *Driver) checkLimits(l driver.Limits) (driver.Limits, error) {
+	sup := d.cg.limits
+	var missing []string
+	if l.MemoryBytes < 0 || l.Processes < 0 || l.CPU < 0 {
+		return l, fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+	}
+	if l.MemoryBytes > 0 && !sup.Memory {
+		missing, l.MemoryBytes = append(missing, "memory"), 0
+	}
+	if l.Processes > 0 && !sup.Processes {
+		missing, l.Processes = append(missing, "processes"), 0
+	}
+	if l.CPU > 0 && !sup.CPU {
+		missing, l.CPU = append(missing, "cpu"), 0
+	}
+	if l.Network == driver.NetworkNone {
+		missing, l.Network = append(missing, "network none"), driver.NetworkDefault
+	}
+	if len(missing) > 0 && !l.BestEffort {
+		why := ""
+		if d.cg.reason != "" {
+			why = " (" + d.cg.reason + ")"
+		}
+		return l, fmt.Errorf("%w: the local driver cannot enforce %s here%s; mark the limits best-effort to run without", driver.ErrLimitUnsupported, strings.Join(missing, ", "), why)
+	}
+	return l, nil
 }
 
 // Available implements driver.Driver: the host needs bash (and Linux, for
@@ -127,6 +172,10 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	limits, err := d.checkLimits(spec.Limits)
+	if err != nil {
+		return nil, err
+	}
 	// Orphaned descendants of commands come to the service, so that
 	// those which left their command's group can still be killed.
 	enableSubreaper()
@@ -157,7 +206,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
 	s := &sandbox{
-		d: d, root: root, dir: canon, bash: bash, managed: managed,
+		d: d, root: root, dir: canon, bash: bash, managed: managed, limits: limits,
 		env: append(append([]string(nil), d.base...), envList(spec.Env)...),
 	}
 	// Probed once per sandbox: which search programs the host has.
@@ -203,6 +252,7 @@ type sandbox struct {
 	rg, grep string
 	env      []string
 	managed  bool
+	limits   driver.Limits // those enforced, on each command
 	info     driver.Info
 
 	mu      sync.Mutex

@@ -206,12 +206,29 @@ func newTree(bash int, markerKV string) *tree {
 }
 
 func (t *tree) marked(pid int) bool {
+	m, _ := t.markedSure(pid)
+	return m
+}
+
+// markedSure also says whether the answer is sure: an environment that
+// reads empty is not, as a process in the middle of execve shows none for
+// a moment (its new stack is not set up yet), and a process that cleared
+// its environment (env -i) shows none for good.
+func (t *tree) markedSure(pid int) (marked, sure bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
-		return false
+		return false, errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH)
 	}
-	return bytes.Contains(append(append([]byte{0}, b...), 0), t.marker)
+	if len(b) == 0 {
+		return false, false
+	}
+	return bytes.Contains(append(append([]byte{0}, b...), 0), t.marker), true
 }
+
+// unsureRetries bounds how often a sweep looks again at children whose
+// environment read empty (about 25 ms in all): long enough for an execve
+// to finish, short enough for a child that cleared its environment.
+const unsureRetries = 8
 
 // expand adds the descendants of every held process (and of the processes
 // in from) to held.
@@ -255,16 +272,31 @@ func (t *tree) sweep() {
 	deadline := time.Now().Add(sweepLimit)
 	wait := 100 * time.Microsecond
 	retryLeftovers()
-	for {
+	for unsure := 0; ; {
+		again := false
 		for _, c := range children(self) {
 			if c == t.bash || t.held[c] != nil {
 				continue
 			}
 			if h, ok := pin(c, func(st procStat) bool {
-				return st.ppid == self && (st.pgid == t.bash || t.marked(c))
+				if st.ppid != self {
+					return false
+				}
+				if st.pgid == t.bash {
+					return true
+				}
+				m, sure := t.markedSure(c)
+				again = again || !sure
+				return m
 			}); ok {
 				t.held[c] = h
 			}
+		}
+		if again && len(t.held) == 0 && unsure < unsureRetries {
+			// A child mid-execve may be ours: look again shortly.
+			unsure++
+			time.Sleep(time.Duration(unsure) * 500 * time.Microsecond)
+			continue
 		}
 		t.expand()
 		for _, h := range t.held {

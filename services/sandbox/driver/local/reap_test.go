@@ -48,20 +48,23 @@ func TestNoSurvivorsNoZombies(t *testing.T) {
 	sb := drivertest.NewSandbox(t, newDriver(t), driver.Spec{})
 	// Every line of output is the pid of a process that must not outlive
 	// its command.
-	const escapees = `setsid sleep 300 & echo $!; (setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!); ` +
-		`(setsid sh -c 'sleep 300 & echo $!; sleep 300' & echo $!); sleep 300 & echo $!; `
+	// The nested sh's echo is awaited (ready), so a loaded machine cannot
+	// end the command before every pid is printed.
+	const escapees = `rm -f ready; setsid sleep 300 & echo $!; (setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!); ` +
+		`(setsid sh -c 'sleep 300 & echo $!; : >ready; sleep 300' & echo $!); sleep 300 & echo $!; ` +
+		`until [ -e ready ]; do sleep 0.005; done; `
 	before := ourChildren(t)
 	var pids []string
-	for i := range 30 {
+	for i := range 15 {
 		ctx, cancel := context.WithCancelCause(t.Context())
 		spec := driver.ExecSpec{Command: escapees + "sleep 0.05", Timeout: 30 * time.Second, RetainLimit: 1 << 10}
 		switch i % 3 {
 		case 1:
 			spec.Command = escapees + "wait"
-			spec.Timeout = 100 * time.Millisecond
+			spec.Timeout = 500 * time.Millisecond
 		case 2:
 			spec.Command = escapees + "wait"
-			time.AfterFunc(200*time.Millisecond, func() { cancel(errors.New("test cancels")) })
+			time.AfterFunc(500*time.Millisecond, func() { cancel(errors.New("test cancels")) })
 		}
 		res, err := sb.Exec(ctx, spec, nil)
 		cancel(nil)

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -27,8 +29,15 @@ const searchTimeout = 30 * time.Second
 // maxLineBytes is how much of a matching line a result carries.
 const maxLineBytes = 2000
 
+// grepTarget is how the search programs name what Grep opened: the open
+// file or directory itself, passed as fd 3, so a link swapped after the
+// check cannot send them elsewhere (they follow links named on their
+// command line).
+const grepTarget = "/proc/self/fd/3"
+
 // Grep implements driver.Searcher with ripgrep when the host has it, else
-// POSIX grep, run directly (no shell) in the root with a relative path.
+// POSIX grep, run directly (no shell) on the file or directory opened
+// inside the root.
 func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepResult, error) {
 	reqPath := o.Path
 	if reqPath == "" {
@@ -38,9 +47,19 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	if err != nil {
 		return driver.GrepResult{}, err
 	}
-	fi, err := s.root.Stat(rel)
+	// Opened once, through the root: what was checked is what is
+	// searched. O_NONBLOCK: a FIFO must not hang the open.
+	f, err := s.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return driver.GrepResult{}, fsErr(reqPath, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return driver.GrepResult{}, fsErr(reqPath, err)
+	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return driver.GrepResult{}, fmt.Errorf("%w: %s is neither a regular file nor a directory", driver.ErrInvalid, reqPath)
 	}
 	backend := o.Backend
 	if backend == driver.BackendAuto {
@@ -53,7 +72,7 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	if !fi.IsDir() && glob != "" {
 		// The tools disagree on filters for a file named outright, so
 		// apply it here.
-		if ok, _ := path.Match(glob, path.Base(filepath.ToSlash(rel))); !ok {
+		if !driver.MatchName(glob, path.Base(filepath.ToSlash(rel))) {
 			return driver.GrepResult{Backend: backend}, nil
 		}
 		glob = ""
@@ -68,9 +87,10 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 		}
 		// Hidden and ignored files too, as grep -r searches them; no
 		// symlink following (no -L). --no-unicode matches by bytes, as
-		// grep does with LC_ALL=C (see driver.ValidatePattern).
-		prog, args = s.rg, []string{"--no-config", "--hidden", "--no-ignore", "--no-messages", "--null",
-			"--line-number", "--with-filename", "--no-heading", "--color=never", "--no-unicode"}
+		// grep does with LC_ALL=C (see driver.ValidatePattern). JSON:
+		// any file name (a newline in it) and binary files are told
+		// apart reliably.
+		prog, args = s.rg, []string{"--no-config", "--hidden", "--no-ignore", "--no-messages", "--json", "--no-unicode"}
 		if o.CaseInsensitive {
 			args = append(args, "-i")
 		}
@@ -95,12 +115,13 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	default:
 		return driver.GrepResult{}, fmt.Errorf("%w: unknown grep backend %d", driver.ErrInvalid, backend)
 	}
-	args = append(args, "--", filepath.ToSlash(rel))
+	args = append(args, "--", grepTarget)
 
 	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Dir, cmd.Env = s.dir, env
+	cmd.ExtraFiles = []*os.File{f}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var stderr bytes.Buffer
@@ -113,26 +134,21 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 		return driver.GrepResult{}, fmt.Errorf("start %s: %w", prog, err)
 	}
 	res := driver.GrepResult{Backend: backend}
-	top := filepath.ToSlash(rel)
+	name := func(printed []byte) string {
+		if !fi.IsDir() {
+			return reqPath
+		}
+		return path.Join(reqPath, relBelow(grepTarget, path.Clean(string(printed))))
+	}
 	br := bufio.NewReaderSize(pipe, 64<<10)
 	var parseErr error
-	for {
-		rec, err := br.ReadBytes('\n')
-		if len(rec) > 0 {
-			m, ok := parseMatch(rec, top, reqPath, fi.IsDir())
-			if !ok {
-				parseErr = fmt.Errorf("%s printed an unparseable line %q", prog, truncate(rec, 200))
-				break
-			}
-			if len(res.Matches) == o.MaxResults {
-				res.Truncated = true
-				break
-			}
-			res.Matches = append(res.Matches, m)
-		}
-		if err != nil {
-			break
-		}
+	if backend == driver.BackendRipgrep {
+		res.Truncated, parseErr = parseRgJSON(br, name, o.MaxResults, &res.Matches)
+	} else {
+		res.Truncated, parseErr = parseNull(br, name, o.MaxResults, &res.Matches)
+	}
+	if parseErr != nil {
+		parseErr = fmt.Errorf("%s: %w", filepath.Base(prog), parseErr)
 	}
 	if res.Truncated || parseErr != nil {
 		cancel() // enough: stop the search
@@ -163,33 +179,98 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	return res, nil
 }
 
-func truncate(b []byte, n int) string {
-	if len(b) > n {
-		b = b[:n]
+// parseNull reads grep's "path\0line:text\n" records. The name is read up
+// to its NUL, so a newline in a file name is part of the name. It reports
+// whether max was reached with more to come.
+func parseNull(br *bufio.Reader, name func([]byte) string, max int, out *[]driver.GrepMatch) (bool, error) {
+	for {
+		printed, err := br.ReadBytes(0)
+		if err == io.EOF && len(printed) == 0 {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("output ends inside a record %q", truncate(printed, 200))
+		}
+		rest, err := br.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return false, err
+		}
+		num, text, ok := bytes.Cut(bytes.TrimSuffix(rest, []byte{'\n'}), []byte{':'})
+		line, perr := strconv.ParseInt(string(num), 10, 64)
+		if !ok || perr != nil {
+			return false, fmt.Errorf("printed an unparseable record %q", truncate(rest, 200))
+		}
+		if len(*out) == max {
+			return true, nil
+		}
+		*out = append(*out, newMatch(name(printed[:len(printed)-1]), line, text))
 	}
-	return string(bytes.TrimSpace(b))
 }
 
-// parseMatch parses "path\0line:text\n", the NUL-separated form both tools
-// print, and rebuilds the path from the request's path.
-func parseMatch(rec []byte, top, reqPath string, isDir bool) (driver.GrepMatch, bool) {
-	rec = bytes.TrimSuffix(rec, []byte{'\n'})
-	name, rest, ok := bytes.Cut(rec, []byte{0})
-	if !ok {
-		return driver.GrepMatch{}, false
+// rgData is the text or bytes of one field of ripgrep's JSON output.
+type rgData struct {
+	Text  *string `json:"text"`
+	Bytes []byte  `json:"bytes"` // base64 in the JSON
+}
+
+func (d rgData) raw() []byte {
+	if d.Text != nil {
+		return []byte(*d.Text)
 	}
-	num, text, ok := bytes.Cut(rest, []byte{':'})
-	if !ok {
-		return driver.GrepMatch{}, false
+	return d.Bytes
+}
+
+type rgMessage struct {
+	Type string `json:"type"`
+	Data struct {
+		Path         rgData `json:"path"`
+		Lines        rgData `json:"lines"`
+		LineNumber   int64  `json:"line_number"`
+		BinaryOffset *int64 `json:"binary_offset"`
+	} `json:"data"`
+}
+
+// parseRgJSON reads ripgrep's --json messages. A file's matches count once
+// its "end" says it is not binary: a binary file gives none, as grep -I
+// and ripgrep's own directory search skip binary files (a file named
+// outright is otherwise searched and its NUL bytes printed).
+func parseRgJSON(br *bufio.Reader, name func([]byte) string, max int, out *[]driver.GrepMatch) (bool, error) {
+	var pending []driver.GrepMatch
+	for {
+		rec, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(rec)) > 0 {
+			var m rgMessage
+			if jerr := json.Unmarshal(rec, &m); jerr != nil {
+				return false, fmt.Errorf("printed an unparseable message %q: %v", truncate(rec, 200), jerr)
+			}
+			switch m.Type {
+			case "begin":
+				pending = pending[:0]
+			case "match":
+				pending = append(pending, newMatch(name(m.Data.Path.raw()), m.Data.LineNumber, bytes.TrimSuffix(m.Data.Lines.raw(), []byte{'\n'})))
+			case "end":
+				if m.Data.BinaryOffset == nil {
+					for _, pm := range pending {
+						if len(*out) == max {
+							return true, nil
+						}
+						*out = append(*out, pm)
+					}
+				}
+				pending = pending[:0]
+			}
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
 	}
-	line, err := strconv.ParseInt(string(num), 10, 64)
-	if err != nil {
-		return driver.GrepMatch{}, false
-	}
-	m := driver.GrepMatch{Path: reqPath, Line: line}
-	if isDir {
-		m.Path = path.Join(reqPath, relBelow(top, path.Clean(string(name))))
-	}
+}
+
+func newMatch(p string, line int64, text []byte) driver.GrepMatch {
+	m := driver.GrepMatch{Path: p, Line: line}
 	if len(text) > maxLineBytes {
 		cut := maxLineBytes
 		for cut > 0 && !utf8.RuneStart(text[cut]) {
@@ -198,7 +279,14 @@ func parseMatch(rec []byte, top, reqPath string, isDir bool) (driver.GrepMatch, 
 		text, m.TextTruncated = text[:cut], true
 	}
 	m.Text = strings.ToValidUTF8(string(text), "\uFFFD")
-	return m, true
+	return m
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(bytes.TrimSpace(b))
 }
 
 // rgPattern writes the pattern's non-ASCII bytes as \xHH escapes, which
