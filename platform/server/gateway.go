@@ -8,29 +8,23 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fabro-sh/fabro-go/gen/openapi"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fabro-sh/fabro-go/gen/openapi"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 )
 
 // setupGateway dials the gRPC listener over loopback, registers every
 // service's REST routes and builds the HTTP server.
 func (s *Server) setupGateway(ctx context.Context, services []Service) error {
-	conn, err := grpc.NewClient(dialTarget(s.grpcLis.Addr()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
-		grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(s.cfg.MaxMsgBytes),
-			grpc.MaxCallSendMsgSize(s.cfg.MaxMsgBytes),
-		),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true,
-		}),
-	)
+	// In process, not over the network: no TLS or client certificate is
+	// needed, and the caller's own Authorization header is forwarded (it
+	// becomes "authorization" metadata), so the gRPC interceptors decide.
+	conn, err := grpcclient.New("passthrough:///fabro-gateway", grpcclient.Options{
+		MaxMsgBytes: s.cfg.MaxMsgBytes,
+		Dialer:      s.DialInProcess,
+	})
 	if err != nil {
 		return fmt.Errorf("server: gateway loopback client: %w", err)
 	}
@@ -39,10 +33,12 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
 			Marshaler: &runtime.JSONPb{
-				MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+				MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
+				// A misspelled field or enum name is an error, not a default.
+				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 			},
 		}),
+		runtime.WithErrorHandler(namedFieldErrors),
 	)
 	for _, svc := range services {
 		if err := svc.RegisterGateway(ctx, gw, conn); err != nil {
@@ -55,8 +51,12 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.Handle("/", gw)
 
+	guard, err := newRESTGuard(s.httpLis.Addr(), s.cfg, mux)
+	if err != nil {
+		return err
+	}
 	s.http = &http.Server{
-		Handler:           accessLog(s.logger, mux),
+		Handler:           accessLog(s.logger, guard),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: streaming responses may run for many minutes.
