@@ -66,17 +66,6 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	return nil
 }
 
-// dialTarget turns a listener address into one the loopback client can
-// dial: an unspecified host (":7700", "0.0.0.0:7700", "[::]:7700") becomes
-// 127.0.0.1. Go listens dual-stack on an unspecified address, so IPv4
-// loopback reaches it even where ::1 does not exist (many containers).
-func dialTarget(addr net.Addr) string {
-	if ta, ok := addr.(*net.TCPAddr); ok && (ta.IP == nil || ta.IP.IsUnspecified()) {
-		return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
-	}
-	return addr.String()
-}
-
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if s.draining.Load() {

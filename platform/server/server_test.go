@@ -619,19 +619,21 @@ func TestRegisterFlags(t *testing.T) {
 	}
 }
 
-func TestDialTarget(t *testing.T) {
+func TestIsLoopback(t *testing.T) {
 	tests := []struct {
 		addr net.Addr
-		want string
+		want bool
 	}{
-		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, "127.0.0.1:1"},
-		{&net.TCPAddr{IP: net.IPv4zero, Port: 2}, "127.0.0.1:2"},
-		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 3}, "127.0.0.1:3"},
-		{&net.TCPAddr{Port: 4}, "127.0.0.1:4"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, true},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 1}, true},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 2}, false},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 3}, false},
+		{&net.TCPAddr{Port: 4}, false},
+		{&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5}, false},
 	}
 	for _, tt := range tests {
-		if got := dialTarget(tt.addr); got != tt.want {
-			t.Errorf("dialTarget(%v) = %q, want %q", tt.addr, got, tt.want)
+		if got := isLoopback(tt.addr); got != tt.want {
+			t.Errorf("isLoopback(%v) = %v, want %v", tt.addr, got, tt.want)
 		}
 	}
 }
