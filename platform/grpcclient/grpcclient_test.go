@@ -19,7 +19,9 @@ import (
 
 // echoHealth answers Check with the authorization it was sent, as the
 // service name of an error.
-type echoHealth struct{ healthpb.UnimplementedHealthServer }
+type echoHealth struct {
+	healthpb.UnimplementedHealthServer
+}
 
 func (echoHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
