@@ -288,14 +288,15 @@ func TestRESTBadInputThroughServe(t *testing.T) {
 	s := startServe(t, t.TempDir())
 	admin := s.adminToken(t)
 	tests := []struct {
-		name, body, contentType, host string
-		want                          int
-		wantText                      string
+		name, body, contentType, host, origin string
+		want                                  int
+		wantText                              string
 	}{
 		{name: "unknown enum name", body: `{"permissionLevel":"PERMISSION_LEVEL_FULLL"}`, want: 400, wantText: `"field":"permissionLevel"`},
 		{name: "unknown field", body: `{"permisionLevel":"PERMISSION_LEVEL_FULL"}`, want: 400, wantText: `"field":"permisionLevel"`},
 		{name: "text/plain", body: `{}`, contentType: "text/plain", want: 415},
 		{name: "foreign host", body: `{}`, host: "attacker.example", want: 421},
+		{name: "foreign origin", body: `{}`, origin: "https://attacker.example", want: 403, wantText: "ORIGIN_NOT_ALLOWED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,6 +305,9 @@ func TestRESTBadInputThroughServe(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+admin)
 			if tt.host != "" {
 				req.Host = tt.host
+			}
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
