@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -319,6 +321,28 @@ func TestRESTBadInputThroughServe(t *testing.T) {
 				t.Errorf("%d %s; want %d with %q", resp.StatusCode, b, tt.want, tt.wantText)
 			}
 		})
+	}
+}
+
+// TestRESTOversizedThroughServe announces a body over the limit and sends
+// none: 413 at once, nothing read.
+func TestRESTOversizedThroughServe(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	c, err := net.Dial("tcp", s.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		s.httpAddr, s.adminToken(t), int64(1)<<40)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("status %d, want 413", resp.StatusCode)
 	}
 }
 
