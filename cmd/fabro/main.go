@@ -6,6 +6,7 @@
 //	fabro secret list            list stored credentials (names and metadata only)
 //	fabro secret rm NAME         delete a credential
 //	fabro sandbox conformance P  check a sandbox driver plugin binary
+//	fabro token create|list|revoke  manage people's tokens (admin)
 package main
 
 import (
@@ -44,6 +45,12 @@ Usage:
   fabro secret list [flags]       list stored credentials (never their values)
   fabro secret rm NAME [flags]    delete a credential, or one version of it
   fabro sandbox conformance PLUGIN  check a sandbox driver plugin binary against the driver contract
+  fabro token create --name N [--role user|admin]   issue a token; its value is printed once
+  fabro token list [flags]        list tokens (ids, names, roles; never values)
+  fabro token revoke ID [flags]   revoke a token; its next call is refused
+
+Client commands present the token in --token-file, else $FABRO_TOKEN, else
+the admin token fabro serve writes to <data-dir>/auth/admin.token.
 
 Run "fabro COMMAND -h" for a command's flags. Every flag can also be set by
 an environment variable: FABRO_ and the flag's name in capitals, "-" as "_"
@@ -62,6 +69,8 @@ func run(ctx context.Context, args []string, e env) int {
 		err = serve(ctx, args[1:], e)
 	case "secret":
 		err = secret(ctx, args[1:], e)
+	case "token":
+		err = token(ctx, args[1:], e)
 	case "exec":
 		return execCmd(ctx, args[1:], e)
 	case "sandbox":

@@ -73,8 +73,20 @@ func TestServeLoadsPlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, t.TempDir(), "FABRO_SANDBOX_PLUGIN_DIR="+dir)
+	token := s.adminToken(t)
+	call := func(method, path, body string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(t.Context(), method, "http://"+s.httpAddr+path, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return http.DefaultClient.Do(req)
+	}
 	get := func(path string) string {
-		resp, err := http.Get("http://" + s.httpAddr + path)
+		resp, err := call(http.MethodGet, path, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +97,7 @@ func TestServeLoadsPlugins(t *testing.T) {
 	if drivers := get("/v1/sandboxDrivers"); !strings.Contains(drivers, `"name":"bwrap"`) || !strings.Contains(drivers, "ISOLATION_NAMESPACE") {
 		t.Fatalf("ListDrivers = %s; want bwrap with namespace isolation", drivers)
 	}
-	resp, err := http.Post("http://"+s.httpAddr+"/v1/sandboxes", "application/json", strings.NewReader(`{"spec":{"driver":"bwrap"}}`))
+	resp, err := call(http.MethodPost, "/v1/sandboxes", `{"spec":{"driver":"bwrap"}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +111,7 @@ func TestServeLoadsPlugins(t *testing.T) {
 	if err != nil || created.Sandbox.ID == "" {
 		t.Fatalf("create a bwrap sandbox: %v", err)
 	}
-	resp, err = http.Post("http://"+s.httpAddr+"/v1/sandboxes/"+created.Sandbox.ID+":exec", "application/json", strings.NewReader(`{"spec":{"command":"hostname"}}`))
+	resp, err = call(http.MethodPost, "/v1/sandboxes/"+created.Sandbox.ID+":exec", `{"spec":{"command":"hostname"}}`)
 	if err != nil {
 		t.Fatal(err)
 	}

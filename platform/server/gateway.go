@@ -8,29 +8,25 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fabro-sh/fabro-go/gen/openapi"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fabro-sh/fabro-go/gen/openapi"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 )
 
 // setupGateway dials the gRPC listener over loopback, registers every
 // service's REST routes and builds the HTTP server.
 func (s *Server) setupGateway(ctx context.Context, services []Service) error {
-	conn, err := grpc.NewClient(dialTarget(s.grpcLis.Addr()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
-		grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(s.cfg.MaxMsgBytes),
-			grpc.MaxCallSendMsgSize(s.cfg.MaxMsgBytes),
-		),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true,
-		}),
-	)
+	// In process, not over the network: no TLS or client certificate is
+	// needed, and the caller's own Authorization header is forwarded (it
+	// becomes "authorization" metadata), so the gRPC interceptors decide.
+	conn, err := grpcclient.New("passthrough:///fabro-gateway", grpcclient.Options{
+		MaxMsgBytes: s.cfg.MaxMsgBytes,
+		Dialer:      s.DialInProcess,
+	})
 	if err != nil {
 		return fmt.Errorf("server: gateway loopback client: %w", err)
 	}
@@ -39,10 +35,13 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
 			Marshaler: &runtime.JSONPb{
-				MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+				MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
+				// A misspelled field or enum name is an error, not a default.
+				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 			},
 		}),
+		runtime.WithErrorHandler(namedFieldErrors),
+		runtime.SetQueryParameterParser(strictQuery{}),
 	)
 	for _, svc := range services {
 		if err := svc.RegisterGateway(ctx, gw, conn); err != nil {
@@ -52,11 +51,15 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	mux.HandleFunc("GET /openapi.json", s.authenticated(serveOpenAPI))
 	mux.Handle("/", gw)
 
+	guard, err := newRESTGuard(s.httpLis.Addr(), s.cfg, mux)
+	if err != nil {
+		return err
+	}
 	s.http = &http.Server{
-		Handler:           accessLog(s.logger, mux),
+		Handler:           accessLog(s.logger, guard),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: streaming responses may run for many minutes.
@@ -64,17 +67,6 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	return nil
-}
-
-// dialTarget turns a listener address into one the loopback client can
-// dial: an unspecified host (":7700", "0.0.0.0:7700", "[::]:7700") becomes
-// 127.0.0.1. Go listens dual-stack on an unspecified address, so IPv4
-// loopback reaches it even where ::1 does not exist (many containers).
-func dialTarget(addr net.Addr) string {
-	if ta, ok := addr.(*net.TCPAddr); ok && (ta.IP == nil || ta.IP.IsUnspecified()) {
-		return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
-	}
-	return addr.String()
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -85,6 +77,27 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok"))
+}
+
+// authenticated admits a request to a handler the gateway does not route
+// through gRPC only with a valid token (any principal): every REST request
+// but /healthz needs one.
+func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.NoAuth {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := auth.ParseBearer(r.Header.Get("Authorization"))
+		if ok {
+			_, err := s.cfg.Auth.Verify(tok)
+			ok = err == nil
+		}
+		if !ok || len(r.Header.Values("Authorization")) != 1 {
+			restError(w, http.StatusUnauthorized, codes.Unauthenticated, "UNAUTHENTICATED", "missing or invalid credential: present \"authorization: Bearer <token>\"")
+			return
+		}
+		h(w, r)
+	}
 }
 
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {

@@ -93,7 +93,7 @@ func startPlugins(t *testing.T, plugins ...sandbox.PluginConfig) (sandboxv1.Sand
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, logger, svc)
+	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, svc)
 	if err != nil {
 		t.Fatal(err)
 	}

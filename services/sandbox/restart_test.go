@@ -1,6 +1,10 @@
 package sandbox_test
 
 import (
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
+	"github.com/fabro-sh/fabro-go/platform/server"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -60,7 +64,12 @@ func startProc(t *testing.T, bin, dataDir, addr string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// A person's token in the store the service verifies against.
+	token, _, err := auth.OpenStore(server.DefaultTokensFile(dataDir)).Issue("restart-test", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), authtest.Bearer(token))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/daytona"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
@@ -55,6 +56,10 @@ type Config struct {
 	// DockerImage is the docker driver's default image (when Drivers is
 	// not given); default docker.DefaultImage.
 	DockerImage string
+	// DaytonaCredentials resolves DAYTONA_API_URL and DAYTONA_API_KEY on
+	// every call (the vault, under the sandbox service's identity). When
+	// set, and Drivers is not given, the daytona driver is offered too.
+	DaytonaCredentials daytona.Credentials
 }
 
 // Service is the sandbox service. It implements the gRPC SandboxService and
@@ -175,6 +180,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 			dc.Owner = "fabro-sandbox:" + abs
 		}
 		cfg.Drivers = []driver.Driver{local.New(lc), docker.New(dc)}
+		if cfg.DaytonaCredentials != nil {
+			cfg.Drivers = append(cfg.Drivers, daytona.New(daytona.Config{Credentials: cfg.DaytonaCredentials}))
+		}
 	}
 	pds, plugins, err := pluginDrivers(cfg, logger)
 	if err != nil {
