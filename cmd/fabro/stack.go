@@ -27,6 +27,7 @@ type stackConfig struct {
 	llmOverlay   string
 	natsURL      string
 	natsListen   string
+	nats         agent.NATSSecurity
 	braveBaseURL string
 }
 
@@ -84,6 +85,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		DataDir:      cfg.agentDataDir,
 		NATSURL:      cfg.natsURL,
 		NATSListen:   cfg.natsListen,
+		NATS:         cfg.nats,
 		BraveBaseURL: cfg.braveBaseURL,
 		LLM:          llmv1.NewLLMGatewayServiceClient(conn),
 		Sandbox:      sandboxv1.NewSandboxServiceClient(conn),
@@ -98,7 +100,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	self.set(st.srv.GRPCAddr())
-	logger.InfoContext(ctx, "agent events on NATS", "url", ag.NATSURL())
+	logger.InfoContext(ctx, "agent events on NATS", "url", ag.NATSURL(), "subscriber_nkey_file", ag.NATSSubscriberKeyFile())
 	return st, nil
 }
 

@@ -34,6 +34,7 @@ type stack struct {
 	svc      *Service
 	httpAddr string // the agent's REST gateway
 	natsURL  string
+	natsKey  string // the subscriber's nkey seed file
 	sbDeps   *sandbox.Service
 }
 
@@ -99,7 +100,7 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	st.svc = svc
-	st.natsURL = svc.NATSURL()
+	st.natsURL, st.natsKey = svc.NATSURL(), svc.NATSSubscriberKeyFile()
 	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, logger, svc)
 	if err != nil {
 		t.Fatal(err)
