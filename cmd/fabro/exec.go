@@ -18,6 +18,7 @@ import (
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
@@ -90,6 +91,8 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			agentDataDir: filepath.Join(dataDir, "exec"),
 			llmOverlay:   overlay,
 			natsListen:   "none",
+			// The directory it was started in is the one sandbox root it allows.
+			sandbox: sandbox.Security{AllowedRoots: []string{dir}},
 		}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)

@@ -37,6 +37,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	fs.StringVar(&cfg.braveBaseURL, "brave-base-url", "", "Brave Search API base URL for the agent's web_search (default https://api.search.brave.com)")
 	fs.StringVar(&cfg.natsListen, "nats-listen", agent.DefaultNATSListen, "embedded nats-server client address, for subscribers in other processes (port -1 picks one; \"none\": in-process only)")
 	cfg.nats.RegisterFlags(fs)
+	cfg.sandbox.RegisterFlags(fs)
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err
 	}

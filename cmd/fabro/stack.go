@@ -28,6 +28,7 @@ type stackConfig struct {
 	natsURL      string
 	natsListen   string
 	nats         agent.NATSSecurity
+	sandbox      sandbox.Security
 	braveBaseURL string
 }
 
@@ -63,7 +64,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { v.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir}, logger)
+	sb, err := sandbox.New(sandbox.Config{DataDir: cfg.vault.DataDir, Security: cfg.sandbox}, logger)
 	if err != nil {
 		return nil, err
 	}

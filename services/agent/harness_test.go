@@ -77,7 +77,8 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: filepath.Join(dir, "sandbox")}, logger)
+	// Workspaces are other temporary directories.
+	sb, err := sandbox.New(sandbox.Config{DataDir: filepath.Join(dir, "sandbox"), Security: sandbox.Security{AllowedRoots: []string{os.TempDir()}}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,9 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
 		return nil, err
 	}
+	if err := s.roots.check(d, spec.GetWorkingDirectory()); err != nil {
+		return nil, err
+	}
 	ds := driver.Spec{
 		WorkingDirectory: spec.GetWorkingDirectory(), Env: cloneMap(spec.GetEnv()),
 		Labels: cloneMap(spec.GetLabels()), Options: cloneMap(spec.GetDriverOptions()),

@@ -34,6 +34,8 @@ type Config struct {
 	// Drivers are the drivers sandboxes can be made with; default the
 	// local driver alone.
 	Drivers []driver.Driver
+	// Security confines sandboxes to allowed roots (roots.go).
+	Security Security
 }
 
 // Service is the sandbox service. It implements the gRPC SandboxService and
@@ -44,6 +46,7 @@ type Service struct {
 	logger  *slog.Logger
 	drivers map[string]driver.Driver
 	wsLock  *local.WorkspaceLock // held while the service owns DataDir's workspaces
+	roots   rootPolicy
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -88,6 +91,11 @@ func (r *running) stop(kill bool) {
 // New returns the service. It starts nothing: sandboxes are made on request.
 func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}}
+	workspaces := defaultWorkspaceRoot()
+	if cfg.DataDir != "" {
+		workspaces = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
+	}
+	s.roots = newRootPolicy(cfg, workspaces)
 	if len(cfg.Drivers) == 0 {
 		lc := local.Config{}
 		if cfg.DataDir != "" {

@@ -15,6 +15,7 @@ func main() {
 	server.Main("sandbox", server.Config{GRPCAddr: "127.0.0.1:7702", HTTPAddr: "127.0.0.1:7782"},
 		func(fs *flag.FlagSet) {
 			fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for managed workspaces (<data-dir>/sandbox/workspaces); default the system temporary directory")
+			cfg.Security.RegisterFlags(fs)
 		},
 		func(ctx context.Context, logger *slog.Logger) (server.Service, func(), error) {
 			svc, err := sandbox.New(cfg, logger)
