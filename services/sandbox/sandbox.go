@@ -96,8 +96,11 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		workspaces = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
 	}
 	s.roots = newRootPolicy(cfg, workspaces)
+	if err := harden(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if len(cfg.Drivers) == 0 {
-		lc := local.Config{}
+		lc := local.Config{User: cfg.Security.User}
 		if cfg.DataDir != "" {
 			lc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
 			if err := s.sweep(lc.WorkspaceRoot); err != nil {

@@ -49,6 +49,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	cmd.Env = withMarker(append(append([]string(nil), s.env...), envList(spec.Env)...), marker)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s.user.apply(cmd)
 	cmd.WaitDelay = drainGrace // bounds the stdin copy if a descendant holds stdin
 	if len(spec.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(spec.Stdin)

@@ -41,6 +41,10 @@ type Config struct {
 	Environ []string
 	// AllowedEnv replaces DefaultAllowedEnv when not nil.
 	AllowedEnv []string
+	// User is who commands run as when the service runs as root (see
+	// runas_linux.go): default DefaultUser when it exists, else "nobody";
+	// "root" keeps root.
+	User string
 }
 
 // Driver is the local driver.
@@ -152,13 +156,20 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if fi, err := os.Stat(canon); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: working_directory %s", driver.ErrNotDirectory, dir)
 	}
+	user, err := d.commandUser(canon, managed)
+	if err != nil {
+		if managed {
+			removeAll(canon)
+		}
+		return nil, err
+	}
 	root, err := os.OpenRoot(canon)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
 	s := &sandbox{
-		d: d, root: root, dir: canon, bash: bash, managed: managed,
-		env: append(append([]string(nil), d.base...), envList(spec.Env)...),
+		d: d, root: root, dir: canon, bash: bash, managed: managed, user: user,
+		env: append(append(append([]string(nil), d.base...), user.env()...), envList(spec.Env)...),
 	}
 	// Probed once per sandbox: which search programs the host has.
 	s.rg, _ = d.lookPath("rg")
@@ -203,6 +214,7 @@ type sandbox struct {
 	rg, grep string
 	env      []string
 	managed  bool
+	user     runAs // who commands run as
 	info     driver.Info
 
 	mu      sync.Mutex
