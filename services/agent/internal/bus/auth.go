@@ -122,7 +122,7 @@ func embeddedTLS(sopts *server.Options, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("bus: NATS listener TLS: %w", err)
 	}
-	sopts.TLSConfig, sopts.TLS, sopts.TLSVerify = tc, true, cfg.ListenTLSClientCAFile != ""
+	sopts.TLSConfig, sopts.TLS, sopts.TLSVerify, sopts.TLSTimeout = tc, true, cfg.ListenTLSClientCAFile != "", 2
 	return nil
 }
 

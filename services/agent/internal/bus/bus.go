@@ -170,9 +170,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		logger.InfoContext(ctx, "embedded nats-server started", "nats_url", b.url, "store_dir", cfg.StoreDir,
 			"subscriber_nkey_file", cfg.SubscriberKeyFile)
 	}
-	url := b.url
+	url := cfg.URL
 	if url == "" {
-		url = nats.DefaultURL // unused: the in-process option wins
+		// Unused but for its scheme: the in-process option wins, and a
+		// tls:// URL would ask for TLS on the in-process pipe too.
+		url = nats.DefaultURL
 	}
 	if b.nc, err = nats.Connect(url, opts...); err != nil {
 		return nil, fmt.Errorf("bus: connect to nats: %w", err)
