@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
 )
@@ -115,5 +118,18 @@ func TestCommandsCannotReachTheServicesSecrets(t *testing.T) {
 				t.Errorf("editing the workspace: exit %d: %s", code, out)
 			}
 		})
+	}
+}
+
+// TestUnknownSandboxUser: a -sandbox-user that does not exist makes the
+// local driver unavailable, rather than running commands as root.
+func TestUnknownSandboxUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the sandbox user is used only when the service runs as root")
+	}
+	client := startWith(t, sandbox.Config{DataDir: filepath.Join(t.TempDir(), "data"), Security: sandbox.Security{User: "no-such-user-fabro"}})
+	_, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no-such-user-fabro") {
+		t.Errorf("CreateSandbox with an unknown sandbox user = %v, want Unavailable naming it", err)
 	}
 }

@@ -3,6 +3,8 @@ package local
 import (
 	"fmt"
 	"path/filepath"
+
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
 // missingDirs lists rel and its parents inside the workspace that do not
@@ -23,7 +25,7 @@ func (s *sandbox) missingDirs(rel string) []string {
 func (s *sandbox) adopt(rels ...string) error {
 	for _, rel := range rels {
 		if err := s.user.adopt(filepath.Join(s.dir, rel)); err != nil {
-			return fmt.Errorf("give %s to the command user: %w", rel, err)
+			return fmt.Errorf("%w: give %s to the command user: %v", driver.ErrUnavailable, rel, err)
 		}
 	}
 	return nil

@@ -100,7 +100,7 @@ func (d *Driver) commandUser(dir string, managed bool) (runAs, error) {
 	}
 	cred, err := credentialOf(u)
 	if err != nil {
-		return runAs{}, fmt.Errorf("the command user %s: %w", u.Username, err)
+		return runAs{}, fmt.Errorf("%w: the command user %s: %v", driver.ErrUnavailable, u.Username, err)
 	}
 	r := runAs{cred: cred, name: u.Username, home: u.HomeDir}
 	if h, err := os.Stat(r.home); err != nil || !h.IsDir() {
@@ -109,18 +109,18 @@ func (d *Driver) commandUser(dir string, managed bool) (runAs, error) {
 	switch {
 	case managed:
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return runAs{}, fmt.Errorf("give the workspace to %s: %w", u.Username, err)
+			return runAs{}, fmt.Errorf("%w: give the workspace to %s: %v", driver.ErrUnavailable, u.Username, err)
 		}
 		if err := os.Chmod(dir, 0o700); err != nil {
-			return runAs{}, err
+			return runAs{}, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
 		}
 		if err := grantSearch(filepath.Dir(dir), cred.Uid); err != nil {
-			return runAs{}, fmt.Errorf("let %s reach the workspace: %w", u.Username, err)
+			return runAs{}, fmt.Errorf("%w: let %s reach the workspace (POSIX ACLs): %v", driver.ErrUnavailable, u.Username, err)
 		}
 	case st != nil && st.Uid == 0:
 		r.acl = true
 		if err := grantTree(dir, cred.Uid); err != nil {
-			return runAs{}, fmt.Errorf("grant %s access to %s (POSIX ACLs; or pass -sandbox-user): %w", u.Username, dir, err)
+			return runAs{}, fmt.Errorf("%w: grant %s access to %s (POSIX ACLs; or pass -sandbox-user): %v", driver.ErrUnavailable, u.Username, dir, err)
 		}
 	}
 	return r, nil
