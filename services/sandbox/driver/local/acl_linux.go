@@ -41,9 +41,9 @@ func aclFromMode(mode fs.FileMode) []aclEntry {
 	}
 }
 
-func readACL(path, attr string) ([]aclEntry, error) {
+func readACL(fd int, attr string) ([]aclEntry, error) {
 	buf := make([]byte, 4+8*64)
-	n, err := unix.Lgetxattr(path, attr, buf)
+	n, err := unix.Fgetxattr(fd, attr, buf)
 	if err != nil {
 		return nil, err
 	}
@@ -99,78 +99,108 @@ func withUser(acl []aclEntry, uid uint32, perm uint16) []aclEntry {
 	return acl
 }
 
-func writeACL(path, attr string, acl []aclEntry) error {
+func writeACL(fd int, attr string, acl []aclEntry) error {
 	b := binary.LittleEndian.AppendUint32(nil, aclVersion)
 	for _, e := range acl {
 		b = binary.LittleEndian.AppendUint16(b, e.tag)
 		b = binary.LittleEndian.AppendUint16(b, e.perm)
 		b = binary.LittleEndian.AppendUint32(b, e.id)
 	}
-	return unix.Lsetxattr(path, attr, b, 0)
+	return unix.Fsetxattr(fd, attr, b, 0)
 }
 
-// grantACL gives uid perm on path (a file or directory, never followed
-// through a link) on top of what its ACL or mode allows; on a directory
-// with inherit, the default ACL gives the same to what is created in it.
-func grantACL(path string, uid uint32, perm uint16, inherit bool) error {
-	fi, err := os.Lstat(path)
-	if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+// grantACL gives uid perm on f (a file or directory) on top of what its
+// ACL or mode allows; on a directory with inherit, the default ACL gives
+// the same to what is created in it. Working on a descriptor, never a
+// path, means a link swapped in by a command cannot redirect the grant.
+func grantACL(f *os.File, uid uint32, perm uint16, inherit bool) error {
+	fi, err := f.Stat()
+	if err != nil {
 		return err
 	}
-	acl, err := readACL(path, xattrAccess)
+	if !fi.Mode().IsRegular() && !fi.IsDir() {
+		return nil
+	}
+	fd := int(f.Fd())
+	if !fi.IsDir() && fi.Mode()&0o100 != 0 {
+		perm |= 1
+	}
+	acl, err := readACL(fd, xattrAccess)
 	if err != nil {
 		acl = aclFromMode(fi.Mode().Perm())
 	}
-	if err := writeACL(path, xattrAccess, withUser(acl, uid, perm)); err != nil {
+	if err := writeACL(fd, xattrAccess, withUser(acl, uid, perm)); err != nil {
 		return err
 	}
 	if !inherit || !fi.IsDir() {
 		return nil
 	}
-	def, err := readACL(path, xattrDefault)
+	def, err := readACL(fd, xattrDefault)
 	if err != nil {
 		def = aclFromMode(fi.Mode().Perm() | 0o700)
 	}
-	return writeACL(path, xattrDefault, withUser(def, uid, 7))
+	return writeACL(fd, xattrDefault, withUser(def, uid, 7))
 }
 
-// grantTree lets uid read and write everything under root, now and what
-// is created there later, and search every directory above root that it
-// could not.
-func grantTree(root string, uid uint32) error {
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+// openNoFollow opens rel inside root for its metadata: not through a link
+// out of root, not a link itself, and never blocking on a FIFO.
+func openNoFollow(root *os.Root, rel string) (*os.File, error) {
+	return root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+}
+
+// grantRel grants uid read and write (and search on directories) on rel
+// inside root, inherited by what is created in a directory.
+func grantRel(root *os.Root, rel string, uid uint32) error {
+	f, err := openNoFollow(root, rel)
+	if errors.Is(err, unix.ELOOP) {
+		return nil // a link: its target is granted where it lies, if inside
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	perm := uint16(6)
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		perm = 7
+	}
+	return grantACL(f, uid, perm, true)
+}
+
+// grantTree lets uid read and write everything in root (the directory
+// dir), now and what is created there later, and search every directory
+// above dir that it could not.
+func grantTree(root *os.Root, dir string, uid uint32) error {
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			return nil
 		}
-		perm := uint16(6)
-		if d.IsDir() {
-			perm = 7
-		} else if fi, err := d.Info(); err == nil && fi.Mode()&0o100 != 0 {
-			perm = 7
-		}
-		return grantACL(p, uid, perm, true)
+		return grantRel(root, p, uid)
 	})
 	if err != nil {
 		return err
 	}
-	return grantSearch(filepath.Dir(root), uid)
+	return grantSearch(filepath.Dir(dir), uid)
 }
 
 // grantSearch lets uid pass through dir and each directory above it whose
-// mode does not already let everyone pass: search only, no listing.
+// mode does not already let everyone pass: search only, no listing. These
+// directories lie above a workspace, out of its commands' hands.
 func grantSearch(dir string, uid uint32) error {
 	for {
-		fi, err := os.Stat(dir)
+		f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			if err := grantACL(dir, uid, 1, false); err != nil {
-				return err
-			}
+		fi, err := f.Stat()
+		if err == nil && fi.Mode().Perm()&0o001 == 0 {
+			err = grantACL(f, uid, 1, false)
+		}
+		f.Close()
+		if err != nil {
+			return err
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {

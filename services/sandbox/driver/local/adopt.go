@@ -24,7 +24,7 @@ func (s *sandbox) missingDirs(rel string) []string {
 // to the user its commands run as, so that they can change them too.
 func (s *sandbox) adopt(rels ...string) error {
 	for _, rel := range rels {
-		if err := s.user.adopt(filepath.Join(s.dir, rel)); err != nil {
+		if err := s.user.adopt(s.root, rel); err != nil {
 			return fmt.Errorf("%w: give %s to the command user: %v", driver.ErrUnavailable, rel, err)
 		}
 	}

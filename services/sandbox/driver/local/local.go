@@ -156,16 +156,17 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if fi, err := os.Stat(canon); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: working_directory %s", driver.ErrNotDirectory, dir)
 	}
-	user, err := d.commandUser(canon, managed)
+	root, err := os.OpenRoot(canon)
 	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	user, err := d.commandUser(root, canon, managed)
+	if err != nil {
+		root.Close()
 		if managed {
 			removeAll(canon)
 		}
 		return nil, err
-	}
-	root, err := os.OpenRoot(canon)
-	if err != nil {
-		return nil, fmt.Errorf("open workspace: %w", err)
 	}
 	s := &sandbox{
 		d: d, root: root, dir: canon, bash: bash, managed: managed, user: user,

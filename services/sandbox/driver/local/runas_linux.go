@@ -74,9 +74,9 @@ func credentialOf(u *user.User) (*syscall.Credential, error) {
 	return c, nil
 }
 
-// commandUser decides who runs the commands of a sandbox on dir, and
-// prepares dir for them.
-func (d *Driver) commandUser(dir string, managed bool) (runAs, error) {
+// commandUser decides who runs the commands of a sandbox on dir (opened as
+// root), and prepares dir for them.
+func (d *Driver) commandUser(root *os.Root, dir string, managed bool) (runAs, error) {
 	if os.Geteuid() != 0 || d.cfg.User == "root" {
 		return runAs{}, nil
 	}
@@ -119,7 +119,7 @@ func (d *Driver) commandUser(dir string, managed bool) (runAs, error) {
 		}
 	case st != nil && st.Uid == 0:
 		r.acl = true
-		if err := grantTree(dir, cred.Uid); err != nil {
+		if err := grantTree(root, dir, cred.Uid); err != nil {
 			return runAs{}, fmt.Errorf("%w: grant %s access to %s (POSIX ACLs; or pass -sandbox-user): %v", driver.ErrUnavailable, u.Username, dir, err)
 		}
 	}
@@ -141,24 +141,17 @@ func (r runAs) apply(cmd *exec.Cmd) {
 	}
 }
 
-// adopt makes a path the service just created usable by r's user, as if
-// its commands had made it.
-func (r runAs) adopt(path string) error {
+// adopt makes rel, which the service just created inside root, usable by
+// r's user, as if its commands had made it. It works through root, so a
+// link a command swapped in cannot send it outside the workspace.
+func (r runAs) adopt(root *os.Root, rel string) error {
 	if r.cred == nil {
 		return nil
 	}
 	if r.acl {
-		fi, err := os.Lstat(path)
-		if err != nil {
-			return err
-		}
-		perm := uint16(6)
-		if fi.IsDir() || fi.Mode()&0o100 != 0 {
-			perm = 7
-		}
-		return grantACL(path, r.cred.Uid, perm, true)
+		return grantRel(root, rel, r.cred.Uid)
 	}
-	err := os.Lchown(path, int(r.cred.Uid), int(r.cred.Gid))
+	err := root.Lchown(rel, int(r.cred.Uid), int(r.cred.Gid))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -2,7 +2,10 @@
 
 package local
 
-import "os/exec"
+import (
+	"os"
+	"os/exec"
+)
 
 // DefaultUser is the sandbox user on Linux; elsewhere commands run as the
 // service's user.
@@ -10,7 +13,7 @@ const DefaultUser = "fabro-sandbox"
 
 type runAs struct{}
 
-func (d *Driver) commandUser(string, bool) (runAs, error) { return runAs{}, nil }
-func (runAs) env() []string                               { return nil }
-func (runAs) apply(*exec.Cmd)                             {}
-func (runAs) adopt(string) error                          { return nil }
+func (d *Driver) commandUser(*os.Root, string, bool) (runAs, error) { return runAs{}, nil }
+func (runAs) env() []string                                         { return nil }
+func (runAs) apply(*exec.Cmd)                                       {}
+func (runAs) adopt(*os.Root, string) error                          { return nil }
