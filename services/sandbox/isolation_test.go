@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -131,5 +132,47 @@ func TestUnknownSandboxUser(t *testing.T) {
 	_, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no-such-user-fabro") {
 		t.Errorf("CreateSandbox with an unknown sandbox user = %v, want Unavailable naming it", err)
+	}
+}
+
+// TestGrantsStayInTheWorkspace: links in a root-owned project that lead
+// out of it are not followed when the sandbox user is granted the tree.
+func TestGrantsStayInTheWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("grants are made only when the service runs as root")
+	}
+	base := t.TempDir()
+	outside := filepath.Join(base, "outside")
+	project := filepath.Join(base, "projects", "p")
+	for _, d := range []string{outside, project} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("CANARY-outside"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"file-link": secret, "dir-link": outside} {
+		if err := os.Symlink(target, filepath.Join(project, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := startWith(t, sandbox.Config{DataDir: filepath.Join(base, "data"), Security: sandbox.Security{AllowedRoots: []string{filepath.Join(base, "projects")}}})
+	created, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: project}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{secret, outside} {
+		if n, err := syscall.Getxattr(p, "system.posix_acl_access", make([]byte, 256)); err == nil {
+			t.Errorf("%s was given an ACL (%d bytes) through a link", p, n)
+		}
+	}
+	resp, err := client.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: created.GetSandbox().GetSandboxId(), Spec: &sandboxv1.ExecSpec{Command: "cat file-link dir-link/secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetResult(); r.GetExitCode() == 0 || strings.Contains(string(r.GetStdout()), "CANARY") {
+		t.Errorf("a command read a file outside the project through a link: %s", r.GetStdout())
 	}
 }
