@@ -100,7 +100,8 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			agentDataDir: filepath.Join(dataDir, "exec"),
 			llmOverlay:   overlay,
 			natsListen:   "none",
-			sandbox:      sandbox.Config{PluginDir: pluginDir},
+			// The directory it was started in is the one sandbox root it allows.
+			sandbox: sandbox.Config{PluginDir: pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
 		}, slog.New(slog.DiscardHandler))
 		if serr != nil {
 			fmt.Fprintln(e.stderr, "fabro:", serr)

@@ -262,8 +262,8 @@ func TestSecretsOverREST(t *testing.T) {
 // TestServeRunsSandbox checks that `fabro serve` serves the sandbox service
 // beside the vault, on the same ports.
 func TestServeRunsSandbox(t *testing.T) {
-	s := startServe(t, t.TempDir())
 	work := t.TempDir()
+	s := startServe(t, t.TempDir(), "FABRO_SANDBOX_ALLOWED_ROOTS="+work)
 	admin := s.adminToken(t)
 	post := func(path, body string) string {
 		t.Helper()
@@ -324,7 +324,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if err := os.WriteFile(overlay, fakeprovider.CatalogOverlay(fake.URL), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startServe(t, filepath.Join(dir, "data"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "FABRO_BRAVE_BASE_URL="+brave.URL,
+	s := startServe(t, filepath.Join(dir, "data"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "FABRO_BRAVE_BASE_URL="+brave.URL, "FABRO_SANDBOX_ALLOWED_ROOTS="+dir,
 		"ANTHROPIC_API_KEY=", "BRAVE_SEARCH_API_KEY=")
 	for name, value := range map[string]string{"ANTHROPIC_API_KEY": key, "BRAVE_SEARCH_API_KEY": braveKey} {
 		if _, errOut, code := fabro(t, value, "secret", "set", name, "-server", s.grpcAddr); code != 0 {

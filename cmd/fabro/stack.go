@@ -28,6 +28,7 @@ type stackConfig struct {
 	llmOverlay   string
 	natsURL      string
 	natsListen   string
+	nats         agent.NATSSecurity
 	braveBaseURL string
 	sandbox      sandbox.Config // its DataDir empty keeps sandboxes in memory
 }
@@ -94,6 +95,9 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { v.Close() })
+	// Whatever the sandbox service keeps, the stack's data directory (the
+	// vault's key and store, the tokens) is never a sandbox's root.
+	cfg.sandbox.Security.Protect = append(cfg.sandbox.Security.Protect, cfg.vault.DataDir)
 	sb, err := sandbox.New(cfg.sandbox, logger)
 	if err != nil {
 		return nil, err
@@ -114,6 +118,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		DataDir:      cfg.agentDataDir,
 		NATSURL:      cfg.natsURL,
 		NATSListen:   cfg.natsListen,
+		NATS:         cfg.nats,
 		BraveBaseURL: cfg.braveBaseURL,
 		LLM:          llmv1.NewLLMGatewayServiceClient(agentConn),
 		Sandbox:      sandboxv1.NewSandboxServiceClient(agentConn),
@@ -128,7 +133,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	self.set(st.srv)
-	logger.InfoContext(ctx, "agent events on NATS", "url", ag.NATSURL())
+	logger.InfoContext(ctx, "agent events on NATS", "url", ag.NATSURL(), "subscriber_nkey_file", ag.NATSSubscriberKeyFile())
 	return st, nil
 }
 

@@ -51,6 +51,8 @@ type Config struct {
 	// processes can subscribe ("host:port", port -1 picks one; "none"
 	// accepts in-process connections only).
 	NATSListen string
+	// NATS holds the credentials and TLS settings of NATS.
+	NATS NATSSecurity
 	// DataDir holds the embedded NATS store and the session records; the
 	// caller registers its flag, shared by every service.
 	DataDir string
@@ -100,6 +102,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SandboxAddr, "sandbox-addr", c.SandboxAddr, "sandbox service gRPC address (host:port)")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS server URL with JetStream; empty runs nats-server embedded")
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded nats-server client address (host:port; port -1 picks one; \"none\": in-process only)")
+	c.NATS.RegisterFlags(fs)
 	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) for tool credentials such as BRAVE_SEARCH_API_KEY; empty: environment only")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the agent's own token, presented to the gateway, the sandbox service and the vault; default $FABRO_TOKEN")
 	c.Client.RegisterFlags(fs, "")
@@ -123,6 +126,8 @@ type Service struct {
 	hub           hub // tree subscriptions: Prompt, StreamEvents(include_subagents)
 	credential    func(ctx context.Context, name string) (string, error)
 	braveBaseURL  string
+
+	natsSubscriberKeyFile string
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -208,10 +213,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	if listen == "none" {
 		listen = ""
 	}
-	s.bus, err = bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "agent", "nats")}, logger)
+	bc := cfg.busConfig(listen)
+	s.bus, err = bus.Open(ctx, bc, logger)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	s.natsSubscriberKeyFile = bc.SubscriberKeyFile
 	if err := s.loadSuspended(); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,7 @@ type stack struct {
 	svc      *Service
 	httpAddr string // the agent's REST gateway
 	natsURL  string
+	natsKey  string // the subscriber's nkey seed file
 	sbDeps   *sandbox.Service
 }
 
@@ -76,7 +77,8 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
-	sb, err := sandbox.New(sandbox.Config{DataDir: filepath.Join(dir, "sandbox")}, logger)
+	// Workspaces are other temporary directories.
+	sb, err := sandbox.New(sandbox.Config{DataDir: filepath.Join(dir, "sandbox"), Security: sandbox.Security{AllowedRoots: []string{os.TempDir()}}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	st.svc = svc
-	st.natsURL = svc.NATSURL()
+	st.natsURL, st.natsKey = svc.NATSURL(), svc.NATSSubscriberKeyFile()
 	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, svc)
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,11 @@ func TestMain(m *testing.M) {
 func subscribe(a []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(a[0])
+	key, err := nats.NkeyOptionFromSeed(os.Getenv("FABRO_AGENT_TEST_NKEY"))
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(a[0], key)
 	if err != nil {
 		return err
 	}
@@ -87,14 +91,14 @@ func subscribe(a []string) error {
 }
 
 // subscriber starts the subscriber process and waits until it is ready.
-func subscriber(t testing.TB, url, session string, count int) (*exec.Cmd, *bufio.Scanner) {
+func subscriber(t testing.TB, st *stack, session string, count int) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	spec := url + " " + session
+	spec := st.natsURL + " " + session
 	if count > 0 {
 		spec += " " + strconv.Itoa(count)
 	}
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FABRO_AGENT_TEST_SUBSCRIBE="+spec)
+	cmd.Env = append(os.Environ(), "FABRO_AGENT_TEST_SUBSCRIBE="+spec, "FABRO_AGENT_TEST_NKEY="+st.natsKey)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -126,7 +130,7 @@ func TestEventsInAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := created.GetSession().GetSessionId()
-	cmd, sc := subscriber(t, st.natsURL, id, 0)
+	cmd, sc := subscriber(t, st, id, 0)
 	st.prompt(t, id, "What does a.txt say?")
 	if _, err := st.agent.CloseSession(t.Context(), &agentv1.CloseSessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
@@ -161,7 +165,7 @@ func BenchmarkEventsToAnotherProcess(b *testing.B) {
 	const n = 20000
 	for b.Loop() {
 		id := newID("bench_")
-		cmd, sc := subscriber(b, st.natsURL, id, n)
+		cmd, sc := subscriber(b, st, id, n)
 		log := bus.NewLog(st.svc.bus, id, "", id, 0, nil)
 		start := time.Now()
 		for range n {

@@ -177,7 +177,7 @@ func finishName(f llmv1.FinishReason) string {
 }
 
 // exchange sends the HTTP request and assembles the reply.
-func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamEvent) error, span trace.Span) (*llmv1.Response, *llmv1.Response, error) {
+func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamEvent) error, span trace.Span) (_ *llmv1.Response, _ *llmv1.Response, err error) {
 	cd, ok := s.codecs[route.Provider.GetCodec()]
 	if !ok {
 		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED,
@@ -187,6 +187,9 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	if err != nil {
 		return nil, nil, err
 	}
+	// Every error of the exchange leaves here stripped of the credentials
+	// just sent: an upstream may echo them in its error bodies and events.
+	defer func() { err = redactError(err, creds) }()
 	// The attempt's own context, so that a stalled body can be cut.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -70,6 +70,16 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
 		return nil, err
 	}
+	if err := s.roots.check(d, spec.GetWorkingDirectory()); err != nil {
+		return nil, err
+	}
+	// A host directory mounted into a container is a root on this host
+	// like any other.
+	if hostDir, ok := spec.GetDriverOptions()["host_dir"]; ok {
+		if err := s.roots.checkHostDir(hostDir); err != nil {
+			return nil, err
+		}
+	}
 	limits, err := limitsFromProto(spec.GetLimits())
 	if err != nil {
 		return nil, err

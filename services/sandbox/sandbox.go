@@ -60,6 +60,8 @@ type Config struct {
 	// every call (the vault, under the sandbox service's identity). When
 	// set, and Drivers is not given, the daytona driver is offered too.
 	DaytonaCredentials daytona.Credentials
+	// Security confines sandboxes to allowed roots (roots.go).
+	Security Security
 }
 
 // Service is the sandbox service. It implements the gRPC SandboxService and
@@ -72,6 +74,7 @@ type Service struct {
 	defaultDriver string
 	reg           *registry        // nil without DataDir
 	plugins       []*plugin.Driver // killed on Close
+	roots         rootPolicy
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -163,6 +166,14 @@ const startupTimeout = 2 * time.Minute
 // of the registry; otherwise it starts nothing.
 func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}, defaultDriver: cfg.DefaultDriver}
+	workspaces := defaultWorkspaceRoot()
+	if cfg.DataDir != "" {
+		workspaces = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
+	}
+	s.roots = newRootPolicy(cfg, workspaces)
+	if err := harden(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	var recs []record
 	if cfg.DataDir != "" {
 		var err error
@@ -171,7 +182,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		}
 	}
 	if len(cfg.Drivers) == 0 {
-		lc := local.Config{}
+		lc := local.Config{User: cfg.Security.User}
 		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner}
 		if cfg.DataDir != "" {
 			abs, _ := filepath.Abs(cfg.DataDir)

@@ -155,7 +155,7 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "", "vmware"},
 		{"missing designated workspace", func() error {
-			_, err := h.client.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: "/nonexistent/ws"}})
+			_, err := h.client.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: filepath.Join(t.TempDir(), "nonexistent")}})
 			return err
 		}, codes.NotFound, "FILE_NOT_FOUND", ""},
 		{"empty command", func() error {

@@ -157,7 +157,7 @@ func (s *Service) toStatus(ctx context.Context, err error) *status.Status {
 	switch {
 	case errors.Is(err, store.ErrInvalidName):
 		return badRequest("name", err.Error()+": use upper-case letters, digits and underscores, starting with a letter")
-	case errors.Is(err, store.ErrEmptyValue):
+	case errors.Is(err, store.ErrEmptyValue), errors.Is(err, store.ErrTooLarge):
 		return badRequest("value", err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return statusWithInfo(codes.NotFound, err.Error(), "SECRET_NOT_FOUND", nil)

@@ -48,6 +48,9 @@ type Config struct {
 	PolicyFile string
 	// MaxVersions is how many versions of a secret are kept (default 10).
 	MaxVersions int
+	// MaxSecretBytes caps a secret value (default 64 KiB); a larger put is
+	// refused with INVALID_ARGUMENT and stores nothing.
+	MaxSecretBytes int
 	// LookupEnv reads the environment: the KEK variables and the credential
 	// fallback. Default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
@@ -60,6 +63,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PreviousKEKFile, "vault-previous-kek-file", c.PreviousKEKFile, "file holding the previous key-encryption key, to rotate from it at start-up (or $"+EnvPreviousKEK+")")
 	fs.StringVar(&c.PolicyFile, "vault-policy-file", c.PolicyFile, "JSON file with the credential resolution policy; default: built-in policy for fabro's services")
 	fs.IntVar(&c.MaxVersions, "vault-max-versions", c.MaxVersions, "versions kept per secret (0: 10)")
+	fs.IntVar(&c.MaxSecretBytes, "vault-max-secret-bytes", c.MaxSecretBytes, "largest secret value accepted, in bytes (0: 65536)")
 }
 
 // Service is the running vault. It implements the gRPC VaultService and the
@@ -101,9 +105,19 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 			return nil, err
 		}
 	}
-	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions})
+	if cfg.MaxSecretBytes < 0 {
+		return nil, fmt.Errorf("vault: -vault-max-secret-bytes must not be negative, got %d", cfg.MaxSecretBytes)
+	}
+	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions, MaxValueBytes: cfg.MaxSecretBytes})
 	if err != nil {
 		return nil, fmt.Errorf("vault: open store: %w", err)
+	}
+	damage, header := st.Damage()
+	if header != "" {
+		logger.ErrorContext(ctx, "vault store header damaged; every record was verified by decryption", "store", storePath, "problem", header)
+	}
+	for _, d := range damage {
+		logger.ErrorContext(ctx, "vault secret damaged; delete it and put it again", "name", d.Name, "reason", d.Reason)
 	}
 	pol := policy.Default()
 	if cfg.PolicyFile != "" {

@@ -82,6 +82,21 @@ type Config struct {
 	Listen string
 	// StoreDir holds the embedded server's JetStream files.
 	StoreDir string
+	// SubscriberKeyFile keeps the embedded server's subscriber credential,
+	// an nkey seed, created (0600) when absent. Empty: no client but the
+	// agent itself can connect.
+	SubscriberKeyFile string
+	// ListenTLSCertFile and ListenTLSKeyFile make the embedded listener
+	// serve TLS; with ListenTLSClientCAFile it also requires client
+	// certificates signed by that CA.
+	ListenTLSCertFile, ListenTLSKeyFile, ListenTLSClientCAFile string
+
+	// Credentials for an external server: a JWT creds file, an nkey seed
+	// file, or a user and password (at most one of them).
+	CredsFile, NKeyFile, User, Password string
+	// TLSCAFile verifies an external server's certificate; TLSCertFile and
+	// TLSKeyFile are this client's certificate for servers that ask one.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
 }
 
 // Bus is a NATS connection with the agent events stream.
@@ -102,7 +117,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		}
 	}()
 	opts := []nats.Option{nats.Name("fabro-agent"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
-	if cfg.URL == "" {
+	if cfg.URL != "" {
+		ext, err := externalOptions(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, ext...)
+	} else {
 		if cfg.StoreDir == "" {
 			return nil, errors.New("bus: an embedded server needs a store directory")
 		}
@@ -125,6 +146,14 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 			}
 			sopts.Host, sopts.Port = host, p
 		}
+		self, err := embeddedAuth(sopts, cfg.SubscriberKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, self)
+		if err := embeddedTLS(sopts, cfg); err != nil {
+			return nil, err
+		}
 		ns, err := server.NewServer(sopts)
 		if err != nil {
 			return nil, fmt.Errorf("bus: embedded nats-server: %w", err)
@@ -138,11 +167,14 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 			b.url = ns.ClientURL()
 		}
 		opts = append(opts, nats.InProcessServer(ns))
-		logger.InfoContext(ctx, "embedded nats-server started", "nats_url", b.url, "store_dir", cfg.StoreDir)
+		logger.InfoContext(ctx, "embedded nats-server started", "nats_url", b.url, "store_dir", cfg.StoreDir,
+			"subscriber_nkey_file", cfg.SubscriberKeyFile)
 	}
-	url := b.url
+	url := cfg.URL
 	if url == "" {
-		url = nats.DefaultURL // unused: the in-process option wins
+		// Unused but for its scheme: the in-process option wins, and a
+		// tls:// URL would ask for TLS on the in-process pipe too.
+		url = nats.DefaultURL
 	}
 	if b.nc, err = nats.Connect(url, opts...); err != nil {
 		return nil, fmt.Errorf("bus: connect to nats: %w", err)

@@ -31,6 +31,7 @@ func main() {
 			fs.StringVar(&vaultAddr, "vault-addr", "", "the vault's gRPC address, for the daytona driver's DAYTONA_API_URL and DAYTONA_API_KEY; empty: no daytona driver")
 			fs.StringVar(&tokenFile, "token-file", "", "file holding the sandbox service's own token, presented to the vault; default $FABRO_TOKEN")
 			client.RegisterFlags(fs, "")
+			cfg.Security.RegisterFlags(fs)
 		},
 		func(ctx context.Context, logger *slog.Logger, _ server.Config) ([]server.Service, func(), error) {
 			closeConn := func() {}

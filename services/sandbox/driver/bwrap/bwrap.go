@@ -93,7 +93,11 @@ func New(cfg Config) *Driver {
 	}
 	return &Driver{
 		cfg: cfg, cgroups: probeCgroups(),
-		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}}),
+		// bwrap needs root to make its namespaces (Debian's is not setuid);
+		// the command inside has no capabilities and sees no data
+		// directory, so the local driver's switch to an unprivileged user
+		// is not what keeps it away from the service's secrets here.
+		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root"}),
 	}
 }
 

@@ -54,6 +54,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	defer cg.remove() // deferred first, so it runs after bash is reaped
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s.user.apply(cmd)
 	cmd.WaitDelay = drainGrace // bounds the stdin copy if a descendant holds stdin
 	if len(spec.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(spec.Stdin)

@@ -153,6 +153,7 @@ func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, err
 		return false, fsErr(p, err)
 	}
 	dir := filepath.Dir(rel)
+	made := s.missingDirs(dir)
 	if err := s.root.MkdirAll(dir, 0o755); err != nil {
 		return false, fsErr(p, err)
 	}
@@ -180,6 +181,9 @@ func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, err
 	}
 	if err := s.syncDir(dir); err != nil {
 		return false, fmt.Errorf("sync the directory of %s: %w", p, err)
+	}
+	if err := s.adopt(append(made, rel)...); err != nil {
+		return false, err
 	}
 	return created, nil
 }
@@ -325,11 +329,12 @@ func (s *sandbox) Mkdir(_ context.Context, p string) (bool, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, fsErr(p, err)
 	}
+	made := s.missingDirs(rel)
 	if err := s.root.MkdirAll(rel, 0o755); err != nil {
 		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
 			return false, fmt.Errorf("%w: %s (or one of its parents)", driver.ErrExists, p)
 		}
 		return false, fsErr(p, err)
 	}
-	return true, nil
+	return true, s.adopt(made...)
 }

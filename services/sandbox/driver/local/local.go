@@ -45,6 +45,10 @@ type Config struct {
 	// them (see cgroup_linux.go): no limits, and stopping relies on the
 	// process-group kill and the sweep alone.
 	NoCgroups bool
+	// User is who commands run as when the service runs as root (see
+	// runas_linux.go): default DefaultUser when it exists, else "nobody";
+	// "root" keeps root.
+	User string
 }
 
 // Driver is the local driver.
@@ -205,9 +209,17 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
+	user, err := d.commandUser(root, canon, managed)
+	if err != nil {
+		root.Close()
+		if managed {
+			removeAll(canon)
+		}
+		return nil, err
+	}
 	s := &sandbox{
-		d: d, root: root, dir: canon, bash: bash, managed: managed, limits: limits,
-		env: append(append([]string(nil), d.base...), envList(spec.Env)...),
+		d: d, root: root, dir: canon, bash: bash, managed: managed, limits: limits, user: user,
+		env: append(append(append([]string(nil), d.base...), user.env()...), envList(spec.Env)...),
 	}
 	// Probed once per sandbox: which search programs the host has.
 	s.rg, _ = d.lookPath("rg")
@@ -253,6 +265,7 @@ type sandbox struct {
 	env      []string
 	managed  bool
 	limits   driver.Limits // those enforced, on each command
+	user     runAs         // who commands run as
 	info     driver.Info
 
 	mu      sync.Mutex

@@ -19,7 +19,8 @@ func newDriver(t *testing.T) driver.Driver {
 func TestContract(t *testing.T) { drivertest.Run(t, newDriver) }
 
 func TestEnvironmentIsAllowlisted(t *testing.T) {
-	d := local.New(local.Config{WorkspaceRoot: t.TempDir(), Environ: []string{
+	// As root, commands would get the sandbox user's HOME: keep the service's user here.
+	d := local.New(local.Config{WorkspaceRoot: t.TempDir(), User: "root", Environ: []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=/home/someone", "OPENAI_API_KEY=sk-secret", "FABRO_VAULT_KEK=kek", "BASH_ENV=/tmp/evil",
 	}})
 	sb := drivertest.NewSandbox(t, d, driver.Spec{})

@@ -2,12 +2,20 @@
 // by the envelope package. The file is line oriented, one secret a line, so a
 // record damaged on disk costs that secret alone: the other lines still load,
 // and the damaged line is kept verbatim on every rewrite.
+//
+// The header line seals, under the key-encryption key, an index of the
+// records: every name with the digest of its line, and the names already
+// known to be damaged. At open, a line whose digest differs (a flipped byte,
+// an edit), a line the index does not list, and a name the index lists but
+// the file lacks (a file cut short) are each reported as a damaged secret,
+// while the other secrets are served. Lines have no length limit, and values
+// a size cap, so no write the store accepts can make it unreadable.
 package store
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -30,7 +38,13 @@ var (
 	ErrNotFound    = errors.New("secret not found")
 	ErrInvalidName = errors.New("invalid secret name")
 	ErrEmptyValue  = errors.New("empty secret value")
+	ErrTooLarge    = errors.New("secret value too large")
 )
+
+// DefaultMaxValueBytes is the default cap on a secret value: room for an API
+// key, a certificate chain or a cloud service-account file, and small enough
+// that ten versions of many secrets stay a small file.
+const DefaultMaxValueBytes = 64 << 10
 
 // ConflictError is a failed check-and-set.
 type ConflictError struct {
@@ -90,8 +104,15 @@ type VersionInfo struct {
 
 // Options tune a store; zero values take defaults.
 type Options struct {
-	MaxVersions int              // versions kept per secret, default 10
-	Now         func() time.Time // clock, default time.Now
+	MaxVersions   int              // versions kept per secret, default 10
+	MaxValueBytes int              // largest value Put accepts, default DefaultMaxValueBytes
+	Now           func() time.Time // clock, default time.Now
+}
+
+// Damage is one damaged record found at open, or kept from an earlier one.
+type Damage struct {
+	Name   string // "" for lines without a readable name
+	Reason string
 }
 
 // Store is the secrets file and its decoded contents. It is safe for
@@ -99,13 +120,22 @@ type Options struct {
 type Store struct {
 	path        string
 	maxVersions int
+	maxValue    int
 	now         func() time.Time
+	header      string // what was wrong with the header at open, if anything
 
 	mu      sync.RWMutex
 	kek     *envelope.KEK
 	secrets map[string]*record
-	corrupt map[string]string // name -> the line as read, kept verbatim
-	strays  []string          // lines without a readable name, kept verbatim
+	corrupt map[string]damaged // name -> the damaged record, kept verbatim
+	strays  []string           // lines without a readable name, kept verbatim
+}
+
+// damaged is a record that cannot be served: its line as read ("" when the
+// line is missing) and why.
+type damaged struct {
+	line   string
+	reason string
 }
 
 type record struct {
@@ -138,24 +168,44 @@ func (v *version) sealed() envelope.Sealed {
 }
 
 const (
-	headerPrefix = "#fabro-vault v1 "
-	checkText    = "fabro-vault kek check"
+	headerPrefixV1 = "#fabro-vault v1 "
+	headerPrefix   = "#fabro-vault v2 "
+	checkText      = "fabro-vault kek check"
 )
 
-var checkAAD = []byte("fabro-vault/v1 kek check")
+var (
+	checkAAD   = []byte("fabro-vault/v1 kek check")
+	checkAADv2 = []byte("fabro-vault/v2 header")
+)
+
+// index is the header's sealed list of records: the count, each healthy
+// record's line digest and each damaged record's reason.
+type index struct {
+	Count   int               `json:"count"`
+	Records map[string]string `json:"records"` // name -> digest of its line
+	Damaged map[string]string `json:"damaged,omitempty"`
+	Strays  int               `json:"strays,omitempty"`
+}
+
+func digest(line string) string {
+	h := sha256.Sum256([]byte(line))
+	return base64.RawStdEncoding.EncodeToString(h[:])
+}
 
 // Open loads the store at path, creating it when absent. When previous is not
 // nil and the store is sealed under it, every data key is re-wrapped under
 // kek before Open returns. A store sealed under neither key is refused with a
-// [*WrongKEKError].
+// [*WrongKEKError]. Damaged records do not fail Open: [Store.Damage] and
+// [Store.List] name them.
 func Open(path string, kek, previous *envelope.KEK, opts Options) (*Store, error) {
 	s := &Store{
 		path:        path,
 		maxVersions: cmp.Or(opts.MaxVersions, 10),
+		maxValue:    cmp.Or(opts.MaxValueBytes, DefaultMaxValueBytes),
 		now:         opts.Now,
 		kek:         kek,
 		secrets:     map[string]*record{},
-		corrupt:     map[string]string{},
+		corrupt:     map[string]damaged{},
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -170,43 +220,63 @@ func Open(path string, kek, previous *envelope.KEK, opts Options) (*Store, error
 	case err != nil:
 		return nil, fmt.Errorf("read store: %w", err)
 	}
-	sealedUnder, err := s.load(data)
+	sealedUnder, err := s.load(data, kek, previous)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case sealedUnder == kek.ID():
-		return s, nil
-	case previous != nil && sealedUnder == previous.ID():
-		if err := s.checkKey(data, previous); err != nil {
-			return nil, err
-		}
+	if previous != nil && sealedUnder == previous.ID() {
 		s.kek = previous
 		if err := s.Rotate(kek); err != nil {
 			return nil, fmt.Errorf("rotate to the new key-encryption key: %w", err)
 		}
-		return s, nil
-	default:
-		return nil, &WrongKEKError{StoreKEKID: sealedUnder, ConfiguredKEKID: kek.ID()}
 	}
+	return s, nil
 }
 
-// load decodes the file and returns the id of the KEK its header names,
-// after checking that the configured KEK opens the header when it is that one.
-func (s *Store) load(data []byte) (string, error) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
-	var kekID string
-	for first := true; sc.Scan(); first = false {
-		line := sc.Text()
-		if first {
-			id, _, ok := parseHeader(line)
-			if !ok {
-				return "", fmt.Errorf("store %s: missing or damaged header line", s.path)
-			}
-			kekID = id
-			continue
+// load decodes the file and returns the id of the key that sealed it. With
+// a readable header (v2), every line is checked against the sealed index;
+// with a v1 header or a damaged one, every version is checked by opening it.
+func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, error) {
+	lines := strings.Split(string(data), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1] // the file's final newline
+	}
+	if len(lines) == 0 {
+		lines = []string{""}
+	}
+	kekID, check, v2, ok := parseHeader(lines[0])
+	var key *envelope.KEK
+	switch {
+	case !ok:
+		s.header = "the header line is missing or damaged"
+	case kekID == kek.ID():
+		key = kek
+	case previous != nil && kekID == previous.ID():
+		key = previous
+	default:
+		return "", &WrongKEKError{StoreKEKID: kekID, ConfiguredKEKID: kek.ID()}
+	}
+	var idx *index
+	if key != nil {
+		aad := checkAAD
+		if v2 {
+			aad = checkAADv2
 		}
+		got, err := key.Open(check, aad)
+		text, rest, _ := strings.Cut(string(got), "\n")
+		switch {
+		case err != nil || text != checkText:
+			s.header = "the header's seal does not open with key " + key.ID() + " (the header was altered)"
+			key = nil
+		case v2:
+			idx = &index{}
+			if err := json.Unmarshal([]byte(rest), idx); err != nil {
+				return "", fmt.Errorf("store %s: the sealed index does not decode: %w", s.path, err)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, line := range lines[1:] {
 		if line == "" {
 			continue
 		}
@@ -215,30 +285,88 @@ func (s *Store) load(data []byte) (string, error) {
 			s.strays = append(s.strays, line)
 			continue
 		}
+		if seen[name] {
+			s.corrupt[name] = damaged{line: s.corrupt[name].line, reason: "the store holds two records of this name"}
+			continue
+		}
+		seen[name] = true
+		if idx != nil {
+			if reason, ok := idx.Damaged[name]; ok {
+				s.corrupt[name] = damaged{line: line, reason: reason}
+				continue
+			}
+			want, ok := idx.Records[name]
+			switch {
+			case !ok:
+				s.corrupt[name] = damaged{line: line, reason: "the record is not in the store's sealed index (added from outside the vault)"}
+				continue
+			case want != digest(line):
+				s.corrupt[name] = damaged{line: line, reason: "the record does not match its sealed digest (damaged or edited on disk)"}
+				continue
+			}
+		}
 		var r record
 		if err := json.Unmarshal([]byte(body), &r); err != nil || r.Name != name || len(r.Versions) == 0 {
-			s.corrupt[name] = line
+			s.corrupt[name] = damaged{line: line, reason: "the record does not decode"}
 			continue
+		}
+		if idx == nil {
+			if reason := s.verify(&r, kek, previous); reason != "" {
+				s.corrupt[name] = damaged{line: line, reason: reason}
+				continue
+			}
 		}
 		s.secrets[name] = &r
 	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("read store: %w", err)
-	}
-	if kekID == s.kek.ID() {
-		if err := s.checkKey(data, s.kek); err != nil {
-			return "", err
+	if idx != nil {
+		for name := range idx.Records {
+			if !seen[name] {
+				s.corrupt[name] = damaged{reason: "the record is missing (the store file was cut short or the line removed)"}
+			}
 		}
+		for name, reason := range idx.Damaged {
+			if !seen[name] {
+				s.corrupt[name] = damaged{reason: reason}
+			}
+		}
+		return kekID, nil
+	}
+	if key == nil {
+		// Without a trustworthy header the key is known only by what it
+		// opens: a key that opens none of several records is the wrong one.
+		if len(s.secrets) == 0 && len(s.corrupt) > 0 {
+			return "", fmt.Errorf("store %s: %s, and no record opens with key %s: is it the right key?", s.path, s.header, kek.ID())
+		}
+		return kek.ID(), nil
 	}
 	return kekID, nil
 }
 
-// parseHeader reads "#fabro-vault v1 kek=ID dek=B64 check=B64": the id of
-// the KEK that seals the store and a known text sealed under it.
-func parseHeader(line string) (kekID string, check envelope.Sealed, ok bool) {
-	rest, ok := strings.CutPrefix(line, headerPrefix)
-	if !ok {
-		return "", check, false
+// verify opens every version of r with the key that sealed it, for stores
+// whose header cannot vouch for their records.
+func (s *Store) verify(r *record, kek, previous *envelope.KEK) string {
+	for i := range r.Versions {
+		v := &r.Versions[i]
+		key := kek
+		if previous != nil && v.KEKID == previous.ID() {
+			key = previous
+		}
+		if _, err := key.Open(v.sealed(), v.aad(r.Name)); err != nil {
+			return "version " + strconv.FormatInt(v.Version, 10) + " does not authenticate"
+		}
+	}
+	return ""
+}
+
+// parseHeader reads "#fabro-vault v2 kek=ID dek=B64 check=B64" (or v1): the
+// id of the KEK that seals the store and the sealed check text, which in v2
+// carries the index.
+func parseHeader(line string) (kekID string, check envelope.Sealed, v2, ok bool) {
+	rest, v2 := strings.CutPrefix(line, headerPrefix)
+	if !v2 {
+		if rest, ok = strings.CutPrefix(line, headerPrefixV1); !ok {
+			return "", check, false, false
+		}
 	}
 	var errs []error
 	for f := range strings.FieldsSeq(rest) {
@@ -255,33 +383,30 @@ func parseHeader(line string) (kekID string, check envelope.Sealed, ok bool) {
 		errs = append(errs, err)
 	}
 	if errors.Join(errs...) != nil || kekID == "" {
-		return "", check, false
+		return "", check, false, false
 	}
-	return kekID, check, true
+	check.KEKID = kekID
+	return kekID, check, v2, true
 }
 
-// checkKey opens the header's check value: a key whose id matches but which
-// fails here means the header itself was altered.
-func (s *Store) checkKey(data []byte, kek *envelope.KEK) error {
-	line, _, _ := bytes.Cut(data, []byte("\n"))
-	_, check, _ := parseHeader(string(line))
-	got, err := kek.Open(check, checkAAD)
-	if err != nil || string(got) != checkText {
-		return fmt.Errorf("store %s: the key check in the header does not open with key %s", s.path, kek.ID())
+// Damage lists the damaged records, sorted by name, and what was wrong with
+// the header at open, if anything.
+func (s *Store) Damage() (records []Damage, header string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, name := range slices.Sorted(maps.Keys(s.corrupt)) {
+		records = append(records, Damage{Name: name, Reason: s.corrupt[name].reason})
 	}
-	return nil
+	if len(s.strays) > 0 {
+		records = append(records, Damage{Reason: strconv.Itoa(len(s.strays)) + " lines without a readable name are kept as they are"})
+	}
+	return records, s.header
 }
 
 // persist writes the whole store to a temporary file and renames it over the
 // old one, so a crash leaves either the old or the new file, never a mix.
 func (s *Store) persist() error {
-	var buf bytes.Buffer
-	check, err := s.kek.Seal([]byte(checkText), checkAAD)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(&buf, "%skek=%s dek=%s check=%s\n", headerPrefix, s.kek.ID(),
-		base64.StdEncoding.EncodeToString(check.WrappedDEK), base64.StdEncoding.EncodeToString(check.Ciphertext))
+	idx := index{Records: make(map[string]string, len(s.secrets)), Damaged: map[string]string{}, Strays: len(s.strays)}
 	lines := make(map[string]string, len(s.secrets)+len(s.corrupt))
 	for name, r := range s.secrets {
 		body, err := json.Marshal(r)
@@ -289,10 +414,26 @@ func (s *Store) persist() error {
 			return fmt.Errorf("encode secret %s: %w", name, err)
 		}
 		lines[name] = name + "\t" + string(body)
+		idx.Records[name] = digest(lines[name])
 	}
-	for name, line := range s.corrupt {
-		lines[name] = line
+	for name, d := range s.corrupt {
+		if d.line != "" {
+			lines[name] = d.line
+		}
+		idx.Damaged[name] = d.reason
 	}
+	idx.Count = len(idx.Records) + len(idx.Damaged)
+	sealedIndex, err := json.Marshal(idx)
+	if err != nil {
+		return fmt.Errorf("encode store index: %w", err)
+	}
+	check, err := s.kek.Seal(append([]byte(checkText+"\n"), sealedIndex...), checkAADv2)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "%skek=%s dek=%s check=%s\n", headerPrefix, s.kek.ID(),
+		base64.StdEncoding.EncodeToString(check.WrappedDEK), base64.StdEncoding.EncodeToString(check.Ciphertext))
 	for _, name := range slices.Sorted(maps.Keys(lines)) {
 		buf.WriteString(lines[name])
 		buf.WriteByte('\n')
@@ -346,6 +487,9 @@ func (s *Store) Put(name string, value []byte, expected *int64, by string) (Meta
 	if len(value) == 0 {
 		return Metadata{}, fmt.Errorf("secret %s: %w", name, ErrEmptyValue)
 	}
+	if len(value) > s.maxValue {
+		return Metadata{}, fmt.Errorf("secret %s: %w: %d bytes, the limit is %d (-vault-max-secret-bytes)", name, ErrTooLarge, len(value), s.maxValue)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.corrupt[name]; ok {
@@ -398,8 +542,8 @@ func (s *Store) Get(name string) (Metadata, error) {
 }
 
 func (s *Store) lookup(name string) (*record, error) {
-	if _, ok := s.corrupt[name]; ok {
-		return nil, &CorruptError{Name: name, Reason: "cannot be decoded"}
+	if d, ok := s.corrupt[name]; ok {
+		return nil, &CorruptError{Name: name, Reason: d.reason}
 	}
 	r, ok := s.secrets[name]
 	if !ok {
@@ -434,14 +578,14 @@ func (s *Store) List(prefix string) (secrets []Metadata, corrupt []string) {
 func (s *Store) Delete(name string, ver, expected *int64) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if line, ok := s.corrupt[name]; ok {
+	if d, ok := s.corrupt[name]; ok {
 		// A corrupt record can always be removed whole: that is how it is fixed.
 		if ver != nil || expected != nil {
 			return 0, &CorruptError{Name: name, Reason: "cannot be decoded; delete it without a version"}
 		}
 		delete(s.corrupt, name)
 		if err := s.persist(); err != nil {
-			s.corrupt[name] = line
+			s.corrupt[name] = d
 			return 0, err
 		}
 		return 1, nil

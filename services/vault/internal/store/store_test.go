@@ -187,27 +187,95 @@ func editLine(t *testing.T, path, name string, edit func(string) string) {
 
 func TestTamperedOrCorruptRecordsAreIsolated(t *testing.T) {
 	tests := []struct {
-		name        string
-		edit        func(string) string
-		listCorrupt bool // damage seen when decoding, before any decryption
+		name string
+		edit func(path string)
+		// kept: the damaged line survives a rewrite verbatim.
+		kept bool
 	}{
 		{
 			name: "ciphertext bit flipped",
-			edit: func(l string) string {
-				i := strings.Index(l, `"ciphertext":"`) + len(`"ciphertext":"`)
-				b, _ := base64.StdEncoding.DecodeString(l[i : i+24])
-				b[10] ^= 1
-				return l[:i] + base64.StdEncoding.EncodeToString(b) + l[i+24:]
+			edit: func(path string) {
+				editLine(t, path, "BAD_API_KEY", func(l string) string {
+					i := strings.Index(l, `"ciphertext":"`) + len(`"ciphertext":"`)
+					b, _ := base64.StdEncoding.DecodeString(l[i : i+24])
+					b[10] ^= 1
+					return l[:i] + base64.StdEncoding.EncodeToString(b) + l[i+24:]
+				})
 			},
+			kept: true,
 		},
 		{
 			name: "metadata edited",
-			edit: func(l string) string { return strings.Replace(l, `"created_by":"admin"`, `"created_by":"mallory"`, 1) },
+			edit: func(path string) {
+				editLine(t, path, "BAD_API_KEY", func(l string) string {
+					return strings.Replace(l, `"created_by":"admin"`, `"created_by":"mallory"`, 1)
+				})
+			},
+			kept: true,
 		},
 		{
-			name:        "record truncated",
-			edit:        func(l string) string { return l[:len(l)/2] },
-			listCorrupt: true,
+			name: "unsealed field edited",
+			edit: func(path string) {
+				editLine(t, path, "BAD_API_KEY", func(l string) string { return strings.Replace(l, `"latest":1`, `"latest":9`, 1) })
+			},
+			kept: true,
+		},
+		{
+			name: "record truncated",
+			edit: func(path string) { editLine(t, path, "BAD_API_KEY", func(l string) string { return l[:len(l)/2] }) },
+			kept: true,
+		},
+		{
+			name: "record removed",
+			edit: func(path string) { editLine(t, path, "BAD_API_KEY", func(string) string { return "" }) },
+		},
+		{
+			name: "file cut at a line boundary",
+			edit: func(path string) {
+				// BAD sorts before ZED: move it last, then cut the last line.
+				data, _ := os.ReadFile(path)
+				bad := lineOf(data, "BAD_API_KEY")
+				data = bytes.Replace(data, append(bad, '\n'), nil, 1)
+				data = append(data, append(bad, '\n')...)
+				data = data[:len(data)-len(bad)-1]
+				if err := os.WriteFile(path, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "record added from another store",
+			edit: func(path string) {
+				other := filepath.Join(t.TempDir(), "other.db")
+				o := openStore(t, other, newKEK(t), nil)
+				if _, err := o.Put("BAD_API_KEY", []byte("forged"), nil, "admin"); err != nil {
+					t.Fatal(err)
+				}
+				data, _ := os.ReadFile(other)
+				line := lineOf(data, "BAD_API_KEY")
+				editLine(t, path, "BAD_API_KEY", func(string) string { return string(line) })
+			},
+			kept: true,
+		},
+		{
+			name: "header damaged",
+			edit: func(path string) {
+				data, _ := os.ReadFile(path)
+				i := bytes.Index(data, []byte("check=")) + len("check=") + 4
+				data[i] ^= 1
+				// The header can no longer vouch for anything: every version
+				// is opened, so only the really damaged record is reported.
+				if err := os.WriteFile(path, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				editLine(t, path, "BAD_API_KEY", func(l string) string {
+					i := strings.Index(l, `"ciphertext":"`) + len(`"ciphertext":"`)
+					b, _ := base64.StdEncoding.DecodeString(l[i : i+24])
+					b[10] ^= 1
+					return l[:i] + base64.StdEncoding.EncodeToString(b) + l[i+24:]
+				})
+			},
+			kept: true,
 		},
 	}
 	for _, tt := range tests {
@@ -220,7 +288,7 @@ func TestTamperedOrCorruptRecordsAreIsolated(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			editLine(t, path, "BAD_API_KEY", tt.edit)
+			tt.edit(path)
 
 			s = openStore(t, path, kek, nil)
 			if _, _, err := s.Value("BAD_API_KEY"); !errors.As(err, new(*CorruptError)) {
@@ -232,23 +300,131 @@ func TestTamperedOrCorruptRecordsAreIsolated(t *testing.T) {
 				}
 			}
 			listed, corrupt := s.List("")
-			if tt.listCorrupt && (len(listed) != 2 || !cmp.Equal(corrupt, []string{"BAD_API_KEY"})) {
+			if len(listed) != 2 || !cmp.Equal(corrupt, []string{"BAD_API_KEY"}) {
 				t.Errorf("List = %d secrets, corrupt %v; want 2 and [BAD_API_KEY]", len(listed), corrupt)
 			}
-			// A write elsewhere must keep the damaged line as it was.
+			if dmg, _ := s.Damage(); len(dmg) != 1 || dmg[0].Name != "BAD_API_KEY" || dmg[0].Reason == "" {
+				t.Errorf("Damage = %+v, want BAD_API_KEY with a reason", dmg)
+			}
+			// A write elsewhere must keep the damaged line as it was, and the
+			// damage must still be reported after the rewrite and a reopen.
 			damaged, _ := os.ReadFile(path)
 			if _, err := s.Put("NEW_API_KEY", []byte("n"), nil, "admin"); err != nil {
 				t.Fatal(err)
 			}
 			now, _ := os.ReadFile(path)
-			if line := lineOf(damaged, "BAD_API_KEY"); tt.listCorrupt && !bytes.Contains(now, line) {
+			if line := lineOf(damaged, "BAD_API_KEY"); tt.kept && !bytes.Contains(now, line) {
 				t.Errorf("rewrite lost the damaged record %q", line)
+			}
+			s = openStore(t, path, kek, nil)
+			if _, corrupt := s.List(""); !cmp.Equal(corrupt, []string{"BAD_API_KEY"}) {
+				t.Errorf("after a rewrite and reopen, corrupt = %v, want [BAD_API_KEY]", corrupt)
 			}
 			// Deleting the damaged secret is how an operator repairs it.
 			if _, err := s.Delete("BAD_API_KEY", nil, nil); err != nil {
 				t.Errorf("Delete damaged: %v", err)
 			}
+			s = openStore(t, path, kek, nil)
+			if listed, corrupt := s.List(""); len(listed) != 3 || len(corrupt) != 0 {
+				t.Errorf("after delete and reopen: %d secrets, corrupt %v; want 3 and none", len(listed), corrupt)
+			}
 		})
+	}
+}
+
+// TestNoAcceptedWriteBreaksTheStore writes the largest values the store
+// accepts, in many versions, and reopens it; a value over the cap is refused
+// and leaves nothing behind.
+func TestNoAcceptedWriteBreaksTheStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secrets.db")
+	kek := newKEK(t)
+	// The reader has no line limit at all (the old one broke at 64 MiB);
+	// these sizes keep the test quick under -race.
+	const limit, versions = 128 << 10, 3
+	open := func() *Store {
+		s, err := Open(path, kek, nil, Options{MaxValueBytes: limit, MaxVersions: versions})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return s
+	}
+	s := open()
+	big := bytes.Repeat([]byte("x"), limit)
+	for range versions {
+		if _, err := s.Put("BIG", big, nil, "admin"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := os.ReadFile(path)
+	if _, err := s.Put("BIG", append(big, 'x'), nil, "admin"); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Put over the cap: error = %v, want ErrTooLarge", err)
+	}
+	if _, err := s.Put("OTHER", append(big, 'x'), nil, "admin"); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Put over the cap: error = %v, want ErrTooLarge", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("a refused Put changed the store file")
+	}
+	s = open()
+	if got, ver := mustValue(t, s, "BIG"); len(got) != limit || ver != versions {
+		t.Errorf("BIG after reopen: %d bytes, version %d", len(got), ver)
+	}
+	if _, err := s.Get("OTHER"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(OTHER) = %v, want ErrNotFound: a refused Put stores nothing", err)
+	}
+	// The default cap holds without options.
+	d, err := Open(filepath.Join(t.TempDir(), "d.db"), kek, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Put("K", make([]byte, DefaultMaxValueBytes+1), nil, "admin"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("default cap: error = %v, want ErrTooLarge", err)
+	}
+}
+
+// TestLegacyStoreIsVerifiedAndUpgraded opens a v1 file (no sealed index):
+// every version is opened, so a flipped byte still shows, and the next
+// write seals an index.
+func TestLegacyStoreIsVerifiedAndUpgraded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secrets.db")
+	kek := newKEK(t)
+	s := openStore(t, path, kek, nil)
+	for _, n := range []string{"A", "B"} {
+		if _, err := s.Put(n, []byte("v"+n), nil, "admin"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rewrite the header as v1 did: a check text and no index.
+	check, err := kek.Seal([]byte(checkText), checkAAD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	_, body, _ := bytes.Cut(data, []byte("\n"))
+	header := fmt.Sprintf("%skek=%s dek=%s check=%s\n", headerPrefixV1, kek.ID(),
+		base64.StdEncoding.EncodeToString(check.WrappedDEK), base64.StdEncoding.EncodeToString(check.Ciphertext))
+	if err := os.WriteFile(path, append([]byte(header), body...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	editLine(t, path, "B", func(l string) string {
+		i := strings.Index(l, `"ciphertext":"`) + len(`"ciphertext":"`)
+		b, _ := base64.StdEncoding.DecodeString(l[i : i+24])
+		b[10] ^= 1
+		return l[:i] + base64.StdEncoding.EncodeToString(b) + l[i+24:]
+	})
+	s = openStore(t, path, kek, nil)
+	if _, corrupt := s.List(""); !cmp.Equal(corrupt, []string{"B"}) {
+		t.Fatalf("legacy store: corrupt = %v, want [B]", corrupt)
+	}
+	if _, err := s.Put("C", []byte("c"), nil, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); !bytes.HasPrefix(data, []byte(headerPrefix)) {
+		t.Error("the rewrite did not upgrade the header to v2")
+	}
+	s = openStore(t, path, kek, nil)
+	if listed, corrupt := s.List(""); len(listed) != 2 || !cmp.Equal(corrupt, []string{"B"}) {
+		t.Errorf("after upgrade: %d secrets, corrupt %v", len(listed), corrupt)
 	}
 }
 

@@ -1,0 +1,146 @@
+package sandbox
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+)
+
+// Security confines what sandboxes can reach on the host.
+type Security struct {
+	// AllowedRoots are the host directories a sandbox's working directory
+	// may be (or lie under), besides the managed workspaces, which are
+	// always allowed. Whatever the list, the data directory, anything
+	// above it and anything inside it but the workspaces are refused.
+	AllowedRoots []string
+	// User is who the local driver runs commands as when the service runs
+	// as root (see local.Config.User): default "fabro-sandbox" when that
+	// user exists, else "nobody"; "root" keeps root.
+	User string
+	// Protect are further directories no sandbox may be rooted in, at or
+	// above, like the data directory: those of the services sharing this
+	// process (fabro serve's and fabro exec's vault).
+	Protect []string
+}
+
+// RegisterFlags binds -sandbox-allowed-roots and -sandbox-user to c.
+func (c *Security) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("sandbox-allowed-roots", "comma-separated host directories sandboxes may be rooted in, besides the managed workspaces", func(v string) error {
+		for r := range strings.SplitSeq(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				if !filepath.IsAbs(r) {
+					return fmt.Errorf("%q is not an absolute path", r)
+				}
+				c.AllowedRoots = append(c.AllowedRoots, r)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.User, "sandbox-user", c.User, "user the local driver runs commands as when the service runs as root (default fabro-sandbox if it exists, else nobody; \"root\": no change)")
+}
+
+// rootPolicy decides which host directories a sandbox may be rooted in.
+type rootPolicy struct {
+	allowed    []string // canonical; the root itself or anything under it
+	workspaces string   // canonical; strictly under it
+	protected  []string // canonical data directories
+}
+
+func newRootPolicy(cfg Config, workspaces string) rootPolicy {
+	p := rootPolicy{workspaces: canonical(workspaces)}
+	for _, r := range cfg.Security.AllowedRoots {
+		p.allowed = append(p.allowed, canonical(r))
+	}
+	if cfg.DataDir != "" {
+		p.protected = append(p.protected, canonical(cfg.DataDir))
+	}
+	for _, d := range cfg.Security.Protect {
+		if d != "" {
+			p.protected = append(p.protected, canonical(d))
+		}
+	}
+	return p
+}
+
+// canonical is path made absolute, clean and, as far as it exists, free of
+// symbolic links.
+func canonical(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// within reports whether path is dir or lies under it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// check refuses a working directory outside the allowed roots, or one
+// that is, holds or lies in the data directory (but for its workspaces).
+// Both the path as given and the one its links lead to must pass.
+func (p rootPolicy) check(d driver.Driver, dir string) error {
+	if dir == "" || !filepath.IsAbs(dir) || d.Capabilities().Isolation == driver.IsolationVM {
+		// Managed, refused by the driver as relative, or a path on a
+		// machine of the sandbox's own rather than this host.
+		return nil
+	}
+	for _, path := range []string{filepath.Clean(dir), canonical(dir)} {
+		if err := p.checkPath(dir, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHostDir checks a host directory a driver mounts (docker's
+// host_dir) as check does a working directory: a relative one is left to
+// the driver, which refuses it.
+func (p rootPolicy) checkHostDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return nil
+	}
+	for _, path := range []string{filepath.Clean(dir), canonical(dir)} {
+		if err := p.checkPath(dir, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p rootPolicy) checkPath(given, path string) error {
+	inWorkspaces := p.workspaces != "" && path != p.workspaces && within(path, p.workspaces)
+	for _, data := range p.protected {
+		if within(data, path) || (within(path, data) && !inWorkspaces) {
+			return withInfo(codes.PermissionDenied,
+				fmt.Sprintf("working_directory %s is, holds or lies in the service's data directory: sandboxes may not reach it", given),
+				"ROOT_NOT_ALLOWED", nil)
+		}
+	}
+	if inWorkspaces {
+		return nil
+	}
+	for _, r := range p.allowed {
+		if within(path, r) {
+			return nil
+		}
+	}
+	return withInfo(codes.PermissionDenied,
+		fmt.Sprintf("working_directory %s is outside the directories this service allows sandboxes in (the operator lists them with -sandbox-allowed-roots)", given),
+		"ROOT_NOT_ALLOWED", nil)
+}
+
+// defaultWorkspaceRoot is where managed workspaces go without a data
+// directory: the local driver's default.
+func defaultWorkspaceRoot() string { return os.TempDir() }

@@ -1,0 +1,117 @@
+package sandbox_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
+)
+
+// startWith runs the service with its default local driver on a data
+// directory, as `fabro serve` does.
+func startWith(t *testing.T, cfg sandbox.Config) sandboxv1.SandboxServiceClient {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := sandbox.New(cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", NoAuth: true}, logger, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		svc.Close(context.Background())
+	})
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return sandboxv1.NewSandboxServiceClient(conn)
+}
+
+// TestSandboxRootsAreConfined: a sandbox may be rooted only under the
+// allowed roots; "/", the data directory, anything above it or inside it
+// (but a workspace) and links leading there are refused.
+func TestSandboxRootsAreConfined(t *testing.T) {
+	base := t.TempDir()
+	home := filepath.Join(base, "home")
+	dataDir := filepath.Join(home, ".local", "share", "fabro")
+	project := filepath.Join(home, "project")
+	outside := filepath.Join(base, "elsewhere")
+	for _, d := range []string{dataDir, filepath.Join(dataDir, "vault"), project, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dataDir, "vault"), filepath.Join(project, "vault-link")); err != nil {
+		t.Fatal(err)
+	}
+	client := startWith(t, sandbox.Config{DataDir: dataDir, Security: sandbox.Security{AllowedRoots: []string{home}}})
+	// A managed workspace is always allowed; its directory is a workspace.
+	managed, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := managed.GetSandbox().GetWorkingDirectory()
+
+	tests := []struct {
+		name string
+		dir  string
+		want codes.Code
+	}{
+		{"the project, under an allowed root", project, codes.OK},
+		{"a managed workspace, again", ws, codes.OK},
+		{"the host's root", "/", codes.PermissionDenied},
+		{"the data directory", dataDir, codes.PermissionDenied},
+		{"inside the data directory", filepath.Join(dataDir, "vault"), codes.PermissionDenied},
+		{"the allowed root, which holds the data directory", home, codes.PermissionDenied},
+		{"above the data directory", filepath.Join(home, ".local"), codes.PermissionDenied},
+		{"the workspaces directory itself", filepath.Dir(ws), codes.PermissionDenied},
+		{"a link into the data directory", filepath.Join(project, "vault-link"), codes.PermissionDenied},
+		{"a path climbing out", project + "/../../elsewhere", codes.PermissionDenied},
+		{"outside every allowed root", outside, codes.PermissionDenied},
+		{"/etc", "/etc", codes.PermissionDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: tt.dir}})
+			if got := status.Code(err); got != tt.want {
+				t.Fatalf("CreateSandbox(%s) = %v, want %v", tt.dir, err, tt.want)
+			}
+			if err == nil {
+				client.DeleteSandbox(t.Context(), &sandboxv1.DeleteSandboxRequest{SandboxId: resp.GetSandbox().GetSandboxId()})
+				return
+			}
+			var reason string
+			for _, d := range status.Convert(err).Details() {
+				if info, ok := d.(*errdetails.ErrorInfo); ok {
+					reason = info.GetReason()
+				}
+			}
+			if reason != "ROOT_NOT_ALLOWED" {
+				t.Errorf("ErrorInfo reason = %q, want ROOT_NOT_ALLOWED", reason)
+			}
+		})
+	}
+
+	// Without allowed roots, only managed workspaces are allowed.
+	strict := startWith(t, sandbox.Config{DataDir: filepath.Join(base, "data2")})
+	if _, err := strict.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: project}}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a project without allowed roots: %v, want PermissionDenied", err)
+	}
+}
