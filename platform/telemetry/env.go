@@ -17,16 +17,16 @@ const (
 // value that does not parse is one: Setup fails with an error naming the
 // variable, so a typo never silently turns telemetry off.
 type settings struct {
-	disabled       bool
-	serviceName    string
-	resourceAttrs  map[string]string
-	tracesExporter string // "otlp" or "none"
-	metricsOTLP    bool
+	disabled        bool
+	serviceName     string
+	resourceAttrs   map[string]string
+	tracesExporter  string // "otlp" or "none"
+	metricsOTLP     bool
 	traces, metrics endpoint
-	sampler        string
-	samplerArg     float64
-	propagators    []string
-	captureContent bool
+	sampler         string
+	samplerArg      float64
+	propagators     []string
+	captureContent  bool
 }
 
 // endpoint is one signal's OTLP destination.
