@@ -53,10 +53,11 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	s.observeRoutes(mux)
 	mux.Handle("/", gw)
 
 	s.http = &http.Server{
-		Handler:           accessLog(s.logger, mux),
+		Handler:           traceHTTP(accessLog(s.logger, mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: streaming responses may run for many minutes.

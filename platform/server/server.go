@@ -72,10 +72,17 @@ type Config struct {
 	// tolerates (pings are allowed without active streams, so idle LLM
 	// streams through NATs and load balancers survive).
 	KeepaliveMinTime time.Duration
+
+	// Metrics, when set, is served at GET /metrics on the REST port
+	// (telemetry.Telemetry.MetricsHandler).
+	Metrics http.Handler
+	// Pprof serves net/http/pprof under /debug/pprof/ on the REST port.
+	// Off by default.
+	Pprof bool
 }
 
 // RegisterFlags binds -grpc-addr, -http-addr, -drain-delay, -drain-timeout
-// and -max-msg-bytes to c, with defaults from defaults. Fields without a
+// -max-msg-bytes and -pprof to c, with defaults from defaults. Fields without a
 // flag are copied from defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 	*c = defaults
@@ -84,6 +91,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 	fs.DurationVar(&c.DrainDelay, "drain-delay", defaults.DrainDelay, "on shutdown, how long to report NOT_SERVING before draining")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", defaults.DrainTimeout, "on shutdown, how long in-flight requests may take before they are cut off (0 means 10s)")
 	fs.IntVar(&c.MaxMsgBytes, "max-msg-bytes", defaults.MaxMsgBytes, "largest gRPC message received or sent, in bytes (0 means 64 MiB)")
+	fs.BoolVar(&c.Pprof, "pprof", defaults.Pprof, "serve net/http/pprof under /debug/pprof/ on the REST port")
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -154,6 +162,8 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	ic := interceptors{logger: logger}
 	s.grpc = grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
+		grpc.ChainUnaryInterceptor(logContextUnary),
+		grpc.ChainStreamInterceptor(logContextStream),
 		grpc.ChainUnaryInterceptor(ic.unary()...),
 		grpc.ChainStreamInterceptor(ic.stream()...),
 		grpc.MaxRecvMsgSize(cfg.MaxMsgBytes),

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fabro-sh/fabro-go/platform/logging"
+	"github.com/fabro-sh/fabro-go/platform/telemetry"
+	"github.com/fabro-sh/fabro-go/platform/telemetry/otlpsink"
+)
+
+// startTraced starts a server whose telemetry exports to a fresh sink.
+func startTraced(t *testing.T, pprof bool) (*Server, *syncBuffer, *telemetry.Telemetry, *otlpsink.Listeners) {
+	t.Helper()
+	sink, err := otlpsink.Listen(otlpsink.New(10000, nil), "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sink.Close)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + sink.GRPCAddr, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+	tel, err := telemetry.Setup(t.Context(), telemetry.Config{ServiceName: "srv-test",
+		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	logs := new(syncBuffer)
+	logger := slog.New(logging.NewContextHandler(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug})))
+	srv, err := Start(t.Context(), Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Metrics: tel.MetricsHandler(), Pprof: pprof}, logger, newFakeVault(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv, logs, tel, sink
+}
+
+func get(t *testing.T, url string, header map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestRESTTraceparent(t *testing.T) {
+	srv, logs, tel, sink := startTraced(t, false)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	base := "http://" + srv.HTTPAddr()
+	if code, body := get(t, base+"/v1/secrets/OK", map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}); code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	// Malformed: ignored, a new trace starts, the request still works.
+	if code, body := get(t, base+"/v1/secrets/MALFORMED", map[string]string{"traceparent": "00-zzzz-00f067aa0ba902b7-01"}); code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	if err := tel.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var continued, fresh []otlpsink.Span
+	for _, s := range sink.Spans() {
+		if s.TraceID == traceID {
+			continued = append(continued, s)
+		} else {
+			fresh = append(fresh, s)
+		}
+	}
+	// The REST span, the loopback client span and the gRPC server span.
+	names := map[string]bool{}
+	for _, s := range continued {
+		names[s.Kind+" "+s.Name] = true
+	}
+	for _, want := range []string{"SPAN_KIND_SERVER GET /v1/secrets/OK", "SPAN_KIND_CLIENT fabro.vault.v1.VaultService/GetSecret", "SPAN_KIND_SERVER fabro.vault.v1.VaultService/GetSecret"} {
+		if !names[want] {
+			t.Errorf("trace %s lacks %q; has %v", traceID, want, names)
+		}
+	}
+	if len(fresh) < 3 {
+		t.Errorf("the malformed traceparent's request made %d spans in other traces, want 3", len(fresh))
+	}
+	// Log lines of the traced call carry its trace id and the RPC method.
+	var found bool
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"grpc request"`) && strings.Contains(line, `"trace_id":"`+traceID+`"`) &&
+			strings.Contains(line, `"span_id":"`) && strings.Contains(line, `"rpc_method":"/fabro.vault.v1.VaultService/GetSecret"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no grpc request line with trace_id %s and rpc_method:\n%s", traceID, logs.String())
+	}
+}
+
+func TestMetricsAndPprof(t *testing.T) {
+	srv, _, _, _ := startTraced(t, true)
+	base := "http://" + srv.HTTPAddr()
+	get(t, base+"/v1/secrets/OK", nil)
+	get(t, base+"/v1/secrets/MISSING", nil)
+	code, body := get(t, base+"/metrics", nil)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	fams, err := telemetry.ParsePrometheus(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v\n%s", err, body)
+	}
+	f := fams["rpc_server_call_duration_seconds"]
+	if f == nil {
+		t.Fatalf("no RPC latency histogram; families: %v", famNames(fams))
+	}
+	codes := map[string]bool{}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["rpc_method"] == "fabro.vault.v1.VaultService/GetSecret" || labels["rpc_method"] == "GetSecret" {
+			codes[labels["rpc_response_status_code"]+labels["rpc_grpc_status_code"]] = true
+		}
+	}
+	if len(codes) < 2 {
+		t.Errorf("want GetSecret latency per code (OK and NOT_FOUND), got %v in\n%s", codes, body)
+	}
+	if code, _ := get(t, base+"/debug/pprof/", nil); code != http.StatusOK {
+		t.Errorf("pprof on: /debug/pprof/ %d", code)
+	}
+	srv2, _, _, _ := startTraced(t, false)
+	if code, _ := get(t, "http://"+srv2.HTTPAddr()+"/debug/pprof/", nil); code == http.StatusOK {
+		t.Errorf("pprof off by default, yet /debug/pprof/ answers 200")
+	}
+}
+
+func famNames[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
