@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -159,6 +160,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 			return nil, fmt.Errorf("agent: no %s address", what)
 		}
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 		if err != nil {
 			return nil, fmt.Errorf("agent: %s client: %w", what, err)
@@ -204,6 +206,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if err := s.loadSuspended(); err != nil {
+		return nil, err
+	}
+	if err := s.observeSessions(); err != nil {
 		return nil, err
 	}
 	return s, nil
