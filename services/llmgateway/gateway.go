@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -160,7 +161,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	case s.creds != nil:
 	case cfg.VaultAddr != "":
 		token := vaultclient.TokenFrom(cfg.ServiceTokenFile, ServiceName, "FABRO_SERVICE_TOKEN", cfg.LookupEnv)
-		conn, err := grpc.NewClient(cfg.VaultAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(cfg.VaultAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 		if err != nil {
 			return nil, fmt.Errorf("llmgateway: vault client: %w", err)
 		}
