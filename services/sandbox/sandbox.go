@@ -87,6 +87,7 @@ func (r *running) stop(kill bool) {
 
 // New returns the service. It starts nothing: sandboxes are made on request.
 func New(cfg Config, logger *slog.Logger) (*Service, error) {
+	initMetrics()
 	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}}
 	if len(cfg.Drivers) == 0 {
 		lc := local.Config{}
