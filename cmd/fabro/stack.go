@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -51,7 +52,8 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	// services' connection dials lazily, through self.
 	self := &selfDialer{ready: make(chan struct{})}
 	conn, err := grpc.NewClient("passthrough:///fabro-self",
-		grpc.WithContextDialer(self.dial), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithContextDialer(self.dial), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	if err != nil {
 		return nil, err
 	}
