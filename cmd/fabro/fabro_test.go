@@ -47,7 +47,7 @@ type serveProc struct {
 	logs     *bytes.Buffer // everything printed after start-up, once stopped
 	// startLogs is what was printed up to "server started" (startProc).
 	startLogs string
-	done     chan error
+	done      chan error
 }
 
 // startServe runs `fabro serve` on free ports and waits for it to report
