@@ -11,12 +11,13 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/envflag"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
@@ -36,22 +37,26 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	fs.SetOutput(e.stderr)
 	var (
 		model, perms, addr, dir, dataDir string
+		err                              error
 		maxTurns                         int
 		overlay                          string
 	)
 	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
 	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
 	fs.IntVar(&maxTurns, "max-turns", 0, "most model turns (0: unlimited)")
-	fs.StringVar(&addr, "server", "", "agent service gRPC address of a running stack; empty starts one in this process")
+	var cf clientFlags
+	cf.register(fs, "", e)
+	fs.Lookup("server").Usage = "agent service gRPC address of a running stack; empty starts one in this process"
 	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
-	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "data directory of the in-process stack")
 	fs.StringVar(&overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
+	fs.Lookup("data-dir").Usage = "data directory of the in-process stack (or of the local fabro serve, for its admin token)"
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitDone
 		}
 		return 2
 	}
+	addr, dataDir = cf.server, cf.dataDir
 	if fs.NArg() != 1 || strings.TrimSpace(fs.Arg(0)) == "" {
 		fmt.Fprintln(e.stderr, `fabro: exec takes one prompt: fabro exec [flags] "PROMPT"`)
 		return 2
@@ -80,28 +85,38 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	// report still arrives.
 	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStream()
+	var conn *grpc.ClientConn
 	if addr == "" {
 		// The in-process stack shares the data directory's vault with `fabro
 		// serve`, so stored credentials work here too; its agent keeps records
 		// and NATS apart, as a server may be running on the same directory.
-		st, err := startStack(streamCtx, stackConfig{
+		st, serr := startStack(streamCtx, stackConfig{
 			server:       server.Config{GRPCAddr: "127.0.0.1:0"},
 			vault:        vault.Config{DataDir: dataDir, LookupEnv: e.lookupEnv},
 			agentDataDir: filepath.Join(dataDir, "exec"),
 			llmOverlay:   overlay,
 			natsListen:   "none",
 		}, slog.New(slog.DiscardHandler))
-		if err != nil {
-			fmt.Fprintln(e.stderr, "fabro:", err)
+		if serr != nil {
+			fmt.Fprintln(e.stderr, "fabro:", serr)
 			return exitError
 		}
 		defer func() {
 			st.srv.Shutdown(context.WithoutCancel(streamCtx))
 			st.close()
 		}()
-		addr = st.srv.GRPCAddr()
+		// This command is the stack's only person: a user token in memory.
+		conn, err = grpcclient.New("passthrough:///fabro-exec", grpcclient.Options{
+			Dialer: st.srv.DialInProcess, Token: grpcclient.Static(st.tokens.Issue("exec", auth.RoleUser)),
+		})
+	} else {
+		var tok string
+		if tok, err = cf.token(); err == nil {
+			o := cf.dial
+			o.Token = grpcclient.Static(tok)
+			conn, err = grpcclient.New(addr, o)
+		}
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		fmt.Fprintln(e.stderr, "fabro:", err)
 		return exitError

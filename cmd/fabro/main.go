@@ -5,6 +5,7 @@
 //	fabro secret set NAME        store a credential (value from stdin or a prompt)
 //	fabro secret list            list stored credentials (names and metadata only)
 //	fabro secret rm NAME         delete a credential
+//	fabro token create|list|revoke  manage people's tokens (admin)
 package main
 
 import (
@@ -42,6 +43,12 @@ Usage:
   fabro secret set NAME [flags]   store a credential; the value is read from stdin or a prompt
   fabro secret list [flags]       list stored credentials (never their values)
   fabro secret rm NAME [flags]    delete a credential, or one version of it
+  fabro token create --name N [--role user|admin]   issue a token; its value is printed once
+  fabro token list [flags]        list tokens (ids, names, roles; never values)
+  fabro token revoke ID [flags]   revoke a token; its next call is refused
+
+Client commands present the token in --token-file, else $FABRO_TOKEN, else
+the admin token fabro serve writes to <data-dir>/auth/admin.token.
 
 Run "fabro COMMAND -h" for a command's flags. Every flag can also be set by
 an environment variable: FABRO_ and the flag's name in capitals, "-" as "_"
@@ -60,6 +67,8 @@ func run(ctx context.Context, args []string, e env) int {
 		err = serve(ctx, args[1:], e)
 	case "secret":
 		err = secret(ctx, args[1:], e)
+	case "token":
+		err = token(ctx, args[1:], e)
 	case "exec":
 		return execCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":

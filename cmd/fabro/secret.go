@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/term"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -37,32 +35,6 @@ func secret(ctx context.Context, args []string, e env) error {
 	default:
 		return usagef("unknown secret subcommand %q: want set, list or rm", args[0])
 	}
-}
-
-// clientFlags are the flags every client command shares.
-type clientFlags struct {
-	server  string
-	timeout time.Duration
-}
-
-// newClientFlagSet returns the flag set of a client command with the
-// shared flags registered.
-func newClientFlagSet(name string, e env) (*flag.FlagSet, *clientFlags) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	c := &clientFlags{}
-	fs.StringVar(&c.server, "server", defaultGRPCAddr, "gRPC address of a running fabro server")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for the server")
-	return fs, c
-}
-
-func (c *clientFlags) vault(ctx context.Context) (vaultv1.VaultServiceClient, context.Context, func(), error) {
-	conn, err := grpc.NewClient(c.server, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to %s: %w", c.server, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	return vaultv1.NewVaultServiceClient(conn), ctx, func() { cancel(); conn.Close() }, nil
 }
 
 // parseNamed parses flags given before or after the one positional NAME.

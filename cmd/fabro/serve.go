@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/platform/server"
@@ -54,6 +55,19 @@ func serve(ctx context.Context, args []string, e env) error {
 	defer server.ShutdownTelemetry(ctx, tel, logger)
 	cfg.server.Metrics = tel.MetricsHandler()
 	cfg.vault.DataDir, cfg.vault.LookupEnv, cfg.agentDataDir = dataDir, e.lookupEnv, dataDir
+	if cfg.server.TokensFile == "" {
+		cfg.server.TokensFile = server.DefaultTokensFile(dataDir)
+	}
+	adminFile := server.DefaultAdminTokenFile(dataDir)
+	created, err := auth.OpenStore(cfg.server.TokensFile).EnsureAdminToken(adminFile)
+	if err != nil {
+		return err
+	}
+	if created {
+		logger.InfoContext(ctx, "created the first admin token; the fabro commands on this machine use it, or give it to others with care", "path", adminFile)
+	} else {
+		logger.InfoContext(ctx, "admin token", "path", adminFile)
+	}
 	st, err := startStack(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -5,13 +5,13 @@ import (
 	"log/slog"
 	"net"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent"
@@ -34,6 +34,8 @@ type stackConfig struct {
 // stack is every service running in this process behind one server.
 type stack struct {
 	srv     *server.Server
+	store   *auth.Store     // the token store file
+	tokens  *auth.Ephemeral // verifies the store's tokens and this process's own
 	closers []func()
 }
 
@@ -48,16 +50,36 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 			st.close()
 		}
 	}()
-	// The port is known only once the server listens (it may be :0), so the
-	// services' connection dials lazily, through self.
+	// Callers are verified against the token store file; the services of
+	// this process present tokens that live in memory only (Ephemeral), one
+	// per service, so each call is authorized as that service's.
+	if cfg.server.TokensFile == "" {
+		cfg.server.TokensFile = server.DefaultTokensFile(cfg.vault.DataDir)
+	}
+	st.store = auth.OpenStore(cfg.server.TokensFile)
+	st.tokens = auth.NewEphemeral(st.store)
+	cfg.server.Auth = st.tokens
+	// The server exists only after the services, so the services'
+	// connections dial lazily, through self, into the server's in-process
+	// listener: no network and no TLS, but every interceptor.
 	self := &selfDialer{ready: make(chan struct{})}
-	conn, err := grpc.NewClient("passthrough:///fabro-self",
-		grpc.WithContextDialer(self.dial), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+	dialAs := func(service string) (*grpc.ClientConn, error) {
+		conn, err := grpcclient.New("passthrough:///fabro-self", grpcclient.Options{
+			Dialer: self.dial, Token: grpcclient.Static(st.tokens.Issue(service, auth.RoleService)),
+		})
+		if err == nil {
+			st.closers = append(st.closers, func() { conn.Close() })
+		}
+		return conn, err
+	}
+	gwConn, err := dialAs(auth.ServiceLLMGateway)
 	if err != nil {
 		return nil, err
 	}
-	st.closers = append(st.closers, func() { conn.Close() })
+	agentConn, err := dialAs(auth.ServiceAgent)
+	if err != nil {
+		return nil, err
+	}
 
 	v, err := vault.New(ctx, cfg.vault, logger)
 	if err != nil {
@@ -71,12 +93,10 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	// Sandboxes outlive the requests that made them: delete them, and kill
 	// their commands, once the server has drained.
 	st.closers = append(st.closers, func() { sb.Close(context.WithoutCancel(ctx)) })
-	tokens := vault.DefaultServiceTokensFile(cfg.vault.DataDir)
 	gw, err := llmgateway.New(ctx, llmgateway.Config{
 		CatalogOverlay: cfg.llmOverlay,
-		Credentials: llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(conn),
-			vaultclient.TokenFromFile(tokens, llmgateway.ServiceName)),
-		LookupEnv: cfg.vault.LookupEnv,
+		Credentials:    llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(gwConn), nil),
+		LookupEnv:      cfg.vault.LookupEnv,
 	}, logger)
 	if err != nil {
 		return nil, err
@@ -87,19 +107,19 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		NATSURL:      cfg.natsURL,
 		NATSListen:   cfg.natsListen,
 		BraveBaseURL: cfg.braveBaseURL,
-		LLM:          llmv1.NewLLMGatewayServiceClient(conn),
-		Sandbox:      sandboxv1.NewSandboxServiceClient(conn),
-		Vault:        vaultclient.New(vaultv1.NewVaultServiceClient(conn), vaultclient.TokenFromFile(tokens, agent.ServiceName)),
+		LLM:          llmv1.NewLLMGatewayServiceClient(agentConn),
+		Sandbox:      sandboxv1.NewSandboxServiceClient(agentConn),
+		Vault:        vaultclient.New(vaultv1.NewVaultServiceClient(agentConn)),
 	}, logger)
 	if err != nil {
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { ag.Close() })
 
-	if st.srv, err = server.Start(ctx, cfg.server, logger, v, sb, gw, ag); err != nil {
+	if st.srv, err = server.Start(ctx, cfg.server, logger, v, sb, gw, ag, auth.NewTokenService(st.store)); err != nil {
 		return nil, err
 	}
-	self.set(st.srv.GRPCAddr())
+	self.set(st.srv)
 	logger.InfoContext(ctx, "agent events on NATS", "url", ag.NATSURL())
 	return st, nil
 }
@@ -112,24 +132,22 @@ func (st *stack) close() {
 	}
 }
 
-// selfDialer dials this process's own gRPC listener once its address is
-// known.
+// selfDialer dials this process's own server, in process, once it exists.
 type selfDialer struct {
 	ready chan struct{}
-	addr  string
+	srv   *server.Server
 }
 
-func (d *selfDialer) set(addr string) {
-	d.addr = addr
+func (d *selfDialer) set(srv *server.Server) {
+	d.srv = srv
 	close(d.ready)
 }
 
-func (d *selfDialer) dial(ctx context.Context, _ string) (net.Conn, error) {
+func (d *selfDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
 	select {
 	case <-d.ready:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	var nd net.Dialer
-	return nd.DialContext(ctx, "tcp", d.addr)
+	return d.srv.DialInProcess(ctx, addr)
 }

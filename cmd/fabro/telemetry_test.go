@@ -73,7 +73,7 @@ type tracedRun struct {
 // runTracedPrompt runs the scripted prompt on the agent at agentAddr under
 // a trace the test starts (its traceparent on the Prompt call), collecting
 // the session's NATS messages and the gateway's /metrics.
-func runTracedPrompt(t *testing.T, agentAddr, natsURL, metricsURL, ws string) tracedRun {
+func runTracedPrompt(t *testing.T, agentAddr, natsURL, metricsURL, ws, token string) tracedRun {
 	t.Helper()
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
 	nc, err := nats.Connect(natsURL)
@@ -104,7 +104,7 @@ func runTracedPrompt(t *testing.T, agentAddr, natsURL, metricsURL, ws string) tr
 	}
 	defer conn.Close()
 	client := agentv1.NewAgentServiceClient(conn)
-	ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent", "00-"+traceID+"-b7ad6b7169203331-01")
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent", "00-"+traceID+"-b7ad6b7169203331-01", "authorization", "Bearer "+token)
 	created, err := client.CreateSession(ctx, &agentv1.CreateSessionRequest{
 		Model:           "anthropic/claude-sonnet-4.5",
 		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: ws}},
@@ -131,7 +131,9 @@ func runTracedPrompt(t *testing.T, agentAddr, natsURL, metricsURL, ws string) tr
 	if report.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_COMPLETED || !strings.Contains(report.GetOutput(), "milk") {
 		t.Fatalf("prompt report: %v", report)
 	}
-	resp, err := http.Get(metricsURL)
+	mreq, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, metricsURL, nil)
+	mreq.Header.Set("Authorization", "Bearer "+token) // /metrics is an admin's
+	resp, err := http.DefaultClient.Do(mreq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,11 +363,12 @@ func TestServeTracesAPrompt(t *testing.T) {
 	s := startProc(t, fabroBin, []string{"serve", "-nats-listen", "127.0.0.1:-1"}, "FABRO_DATA_DIR="+filepath.Join(dir, "data"),
 		"FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+sink.GRPCAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_SERVICE_NAME=")
-	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-server", s.grpcAddr); code != 0 {
+	adminFile := filepath.Join(dir, "data", "auth", "admin.token")
+	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-server", s.grpcAddr, "-token-file", adminFile); code != 0 {
 		t.Fatalf("secret set: %s", errOut)
 	}
 	natsURL := logField(t, s.startLogs, "embedded nats-server started", "nats_url")
-	run := runTracedPrompt(t, s.grpcAddr, natsURL, "http://"+s.httpAddr+"/metrics", workspace(t, dir))
+	run := runTracedPrompt(t, s.grpcAddr, natsURL, "http://"+s.httpAddr+"/metrics", workspace(t, dir), readToken(t, adminFile))
 	s.stop(t) // flushes the spans
 	checkTrace(t, sink.Sink, run, append(gatewayMetrics, "fabro_agent_tool_calls_total", "fabro_agent_sessions", "fabro_agent_event_publish_duration_seconds",
 		"fabro_agent_event_publish_backlog", "fabro_sandbox_execs_total", "fabro_sandbox_exec_duration_seconds", "fabro_vault_resolves_total"), []string{"fabro"})
@@ -386,19 +389,23 @@ func TestServicesTraceAPrompt(t *testing.T) {
 		}
 	}
 	otel := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + sink.HTTPAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_SERVICE_NAME="}
-	data := filepath.Join(dir, "data")
-	vault := startService(t, filepath.Join(bins, "vault"), append(otel, "FABRO_DATA_DIR="+data)...)
-	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-server", vault.grpcAddr); code != 0 {
+	// One token store for every process; the vault issues the admin's and
+	// each service's token into its own file.
+	otel = append(otel, "FABRO_AUTH_TOKENS_FILE="+filepath.Join(dir, "auth", "tokens.json"))
+	issue := filepath.Join(dir, "issue")
+	vault := startService(t, filepath.Join(bins, "vault"), append(otel, "FABRO_DATA_DIR="+filepath.Join(dir, "data"), "FABRO_AUTH_ISSUE_DIR="+issue)...)
+	adminFile := filepath.Join(issue, "admin", "token")
+	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-server", vault.grpcAddr, "-token-file", adminFile); code != 0 {
 		t.Fatalf("secret set: %s", errOut)
 	}
-	tokens := filepath.Join(data, "vault", "service-tokens.json")
 	gw := startService(t, filepath.Join(bins, "llmgateway"), append(otel, "FABRO_VAULT_ADDR="+vault.grpcAddr,
-		"FABRO_SERVICE_TOKEN_FILE="+tokens, "FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=")...)
+		"FABRO_TOKEN_FILE="+filepath.Join(issue, "llmgateway", "token"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=")...)
 	sb := startService(t, filepath.Join(bins, "sandbox"), append(otel, "FABRO_DATA_DIR="+filepath.Join(dir, "sandbox"))...)
 	ag := startService(t, filepath.Join(bins, "agent"), append(otel, "FABRO_DATA_DIR="+filepath.Join(dir, "agent"),
+		"FABRO_TOKEN_FILE="+filepath.Join(issue, "agent", "token"),
 		"FABRO_LLM_ADDR="+gw.grpcAddr, "FABRO_SANDBOX_ADDR="+sb.grpcAddr, "FABRO_NATS_LISTEN=127.0.0.1:-1")...)
 	natsURL := logField(t, ag.startLogs, "embedded nats-server started", "nats_url")
-	run := runTracedPrompt(t, ag.grpcAddr, natsURL, "http://"+gw.httpAddr+"/metrics", workspace(t, dir))
+	run := runTracedPrompt(t, ag.grpcAddr, natsURL, "http://"+gw.httpAddr+"/metrics", workspace(t, dir), readToken(t, adminFile))
 	for _, p := range []*serveProc{ag, sb, gw, vault} {
 		p.stop(t)
 	}
@@ -461,6 +468,15 @@ func startProc(t *testing.T, bin string, args []string, env ...string) *servePro
 		}
 	})
 	return s
+}
+
+func readToken(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // logField finds the first JSON log line with message msg and returns its

@@ -21,7 +21,7 @@ import (
 //	go test -run '^$' -bench TelemetryUnary ./server/
 func BenchmarkTelemetryUnary(b *testing.B) {
 	telemetrybench.Run(b, func(b *testing.B) func(context.Context) error {
-		srv, err := Start(context.Background(), Config{GRPCAddr: "127.0.0.1:0"}, slog.New(slog.DiscardHandler), newFakeVaultB(b))
+		srv, err := Start(context.Background(), Config{GRPCAddr: "127.0.0.1:0", NoAuth: true}, slog.New(slog.DiscardHandler), newFakeVaultB(b))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,29 +8,23 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fabro-sh/fabro-go/gen/openapi"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fabro-sh/fabro-go/gen/openapi"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 )
 
 // setupGateway dials the gRPC listener over loopback, registers every
 // service's REST routes and builds the HTTP server.
 func (s *Server) setupGateway(ctx context.Context, services []Service) error {
-	conn, err := grpc.NewClient(dialTarget(s.grpcLis.Addr()),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
-		grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(s.cfg.MaxMsgBytes),
-			grpc.MaxCallSendMsgSize(s.cfg.MaxMsgBytes),
-		),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true,
-		}),
-	)
+	// In process, not over the network: no TLS or client certificate is
+	// needed, and the caller's own Authorization header is forwarded (it
+	// becomes "authorization" metadata), so the gRPC interceptors decide.
+	conn, err := grpcclient.New("passthrough:///fabro-gateway", grpcclient.Options{
+		MaxMsgBytes: s.cfg.MaxMsgBytes,
+		Dialer:      s.DialInProcess,
+	})
 	if err != nil {
 		return fmt.Errorf("server: gateway loopback client: %w", err)
 	}
@@ -39,10 +33,12 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
 			Marshaler: &runtime.JSONPb{
-				MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+				MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
+				// A misspelled field or enum name is an error, not a default.
+				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 			},
 		}),
+		runtime.WithErrorHandler(namedFieldErrors),
 	)
 	for _, svc := range services {
 		if err := svc.RegisterGateway(ctx, gw, conn); err != nil {
@@ -56,8 +52,12 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	s.observeRoutes(mux)
 	mux.Handle("/", gw)
 
+	guard, err := newRESTGuard(s.httpLis.Addr(), s.cfg, mux)
+	if err != nil {
+		return err
+	}
 	s.http = &http.Server{
-		Handler:           traceHTTP(accessLog(s.logger, mux)),
+		Handler:           traceHTTP(accessLog(s.logger, guard)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: streaming responses may run for many minutes.
@@ -65,17 +65,6 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	return nil
-}
-
-// dialTarget turns a listener address into one the loopback client can
-// dial: an unspecified host (":7700", "0.0.0.0:7700", "[::]:7700") becomes
-// 127.0.0.1. Go listens dual-stack on an unspecified address, so IPv4
-// loopback reaches it even where ::1 does not exist (many containers).
-func dialTarget(addr net.Addr) string {
-	if ta, ok := addr.(*net.TCPAddr); ok && (ta.IP == nil || ta.IP.IsUnspecified()) {
-		return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
-	}
-	return addr.String()
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -12,24 +12,36 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/fabro-sh/fabro-go/platform/auth"
 )
 
 // errInternal is the only text a client sees for a panic or an error that
 // was not deliberately turned into a status.
 var errInternal = status.Error(codes.Internal, "internal error")
 
-// interceptors bundles the server-side middleware. The chains run, outermost
-// first: panic recovery, request log, error sanitizing.
+// interceptors bundles the server-side middleware.
 type interceptors struct {
 	logger *slog.Logger
+	auth   *auth.Interceptor // nil: no authentication (Config.NoAuth)
 }
 
+// The chains run, outermost first: panic recovery, request log,
+// authentication and authorization, error sanitizing.
 func (i interceptors) unary() []grpc.UnaryServerInterceptor {
-	return []grpc.UnaryServerInterceptor{i.recoverUnary, i.logUnary, i.sanitizeUnary}
+	c := []grpc.UnaryServerInterceptor{i.recoverUnary, i.logUnary}
+	if i.auth != nil {
+		c = append(c, i.auth.Unary)
+	}
+	return append(c, i.sanitizeUnary)
 }
 
 func (i interceptors) stream() []grpc.StreamServerInterceptor {
-	return []grpc.StreamServerInterceptor{i.recoverStream, i.logStream, i.sanitizeStream}
+	c := []grpc.StreamServerInterceptor{i.recoverStream, i.logStream}
+	if i.auth != nil {
+		c = append(c, i.auth.Stream)
+	}
+	return append(c, i.sanitizeStream)
 }
 
 // recovered logs a recovered panic with its stack and returns the generic

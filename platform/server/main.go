@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,13 +30,17 @@ func ShutdownTelemetry(ctx context.Context, tel *telemetry.Telemetry, logger *sl
 	}
 }
 
+// Build makes a binary's services from its parsed flags; srv is the server
+// configuration (its token store path, for one).
+type Build func(ctx context.Context, logger *slog.Logger, srv Config) (svcs []Service, cleanup func(), err error)
+
 // Main is the whole main function of a single-service binary. It parses
 // the shared server and logging flags, plus those register adds, each with
-// its FABRO_* environment fallback; builds the service; serves it until
+// its FABRO_* environment fallback; builds the services; serves them until
 // SIGINT or SIGTERM; drains; and runs the cleanup build returned. On error
-// it prints "name: error" and exits 1.
-func Main(name string, defaults Config, register func(*flag.FlagSet),
-	build func(ctx context.Context, logger *slog.Logger) (svc Service, cleanup func(), err error)) {
+// it prints "name: error" and exits 1. Without -auth-tokens-file the token
+// store is <data-dir>/auth/tokens.json when register added -data-dir.
+func Main(name string, defaults Config, register func(*flag.FlagSet), build Build) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := runMain(ctx, name, os.Args[1:], defaults, register, build)
 	stop()
@@ -45,8 +50,7 @@ func Main(name string, defaults Config, register func(*flag.FlagSet),
 	}
 }
 
-func runMain(ctx context.Context, name string, args []string, defaults Config, register func(*flag.FlagSet),
-	build func(context.Context, *slog.Logger) (Service, func(), error)) error {
+func runMain(ctx context.Context, name string, args []string, defaults Config, register func(*flag.FlagSet), build Build) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var (
 		srvCfg Config
@@ -58,6 +62,9 @@ func runMain(ctx context.Context, name string, args []string, defaults Config, r
 	if err := envflag.Parse(fs, args, "FABRO", nil); err != nil {
 		return err
 	}
+	if f := fs.Lookup("data-dir"); srvCfg.TokensFile == "" && f != nil && f.Value.String() != "" {
+		srvCfg.TokensFile = DefaultTokensFile(f.Value.String())
+	}
 	logger, err := logCfg.New(os.Stderr)
 	if err != nil {
 		return err
@@ -68,10 +75,20 @@ func runMain(ctx context.Context, name string, args []string, defaults Config, r
 	}
 	defer ShutdownTelemetry(ctx, tel, logger)
 	srvCfg.Metrics = tel.MetricsHandler()
-	svc, cleanup, err := build(ctx, logger)
+	svcs, cleanup, err := build(ctx, logger, srvCfg)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	return Run(ctx, srvCfg, logger, svc)
+	return Run(ctx, srvCfg, logger, svcs...)
+}
+
+// DefaultTokensFile is the token store's place in a data directory; the
+// admin token fabro serve creates lives beside it (DefaultAdminTokenFile).
+func DefaultTokensFile(dataDir string) string { return filepath.Join(dataDir, "auth", "tokens.json") }
+
+// DefaultAdminTokenFile is where fabro serve writes the first admin token
+// and where the fabro commands look for one.
+func DefaultAdminTokenFile(dataDir string) string {
+	return filepath.Join(dataDir, "auth", "admin.token")
 }

@@ -11,10 +11,17 @@ import (
 func TestRunMain(t *testing.T) {
 	t.Setenv("FABRO_MAIN_TEST_NAME", "from-env")
 	var name string
-	register := func(fs *flag.FlagSet) { fs.StringVar(&name, "main-test-name", "default", "") }
+	dataDir := t.TempDir()
+	register := func(fs *flag.FlagSet) {
+		fs.StringVar(&name, "main-test-name", "default", "")
+		fs.String("data-dir", dataDir, "")
+	}
 	var cleaned bool
-	build := func(ctx context.Context, _ *slog.Logger) (Service, func(), error) {
-		return newFakeVault(t), func() { cleaned = true }, nil
+	build := func(ctx context.Context, _ *slog.Logger, srv Config) ([]Service, func(), error) {
+		if want := DefaultTokensFile(dataDir); srv.TokensFile != want {
+			t.Errorf("token store = %q, want %q beside -data-dir", srv.TokensFile, want)
+		}
+		return []Service{newFakeVault(t)}, func() { cleaned = true }, nil
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // serve, then drain at once

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -10,22 +11,67 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 )
 
 // observeRoutes adds /metrics (when the server has a metrics handler) and,
-// when enabled, /debug/pprof/ to the REST port's mux.
+// when enabled, /debug/pprof/ to the REST port's mux. Both follow the
+// server's authentication: an admin's bearer token, unless the server runs
+// without authentication; /metrics also answers a scraper on a loopback
+// address without one when Config.MetricsLoopbackOpen says so.
 func (s *Server) observeRoutes(mux *http.ServeMux) {
 	if s.cfg.Metrics != nil {
-		mux.Handle("GET /metrics", s.cfg.Metrics)
+		mux.Handle("GET /metrics", s.adminOnly(s.cfg.Metrics, s.cfg.MetricsLoopbackOpen))
 	}
 	if s.cfg.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		for path, h := range map[string]http.HandlerFunc{
+			"/debug/pprof/": pprof.Index, "/debug/pprof/cmdline": pprof.Cmdline, "/debug/pprof/profile": pprof.Profile,
+			"/debug/pprof/symbol": pprof.Symbol, "/debug/pprof/trace": pprof.Trace,
+		} {
+			mux.Handle("GET "+path, s.adminOnly(h, false))
+		}
 	}
+}
+
+// adminOnly serves next to a caller presenting an admin's token: 401
+// without a valid one, 403 for any other principal.
+func (s *Server) adminOnly(next http.Handler, loopbackOpen bool) http.Handler {
+	if s.cfg.NoAuth {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if loopbackOpen && fromLoopback(r.RemoteAddr) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := auth.ParseBearer(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "missing or invalid credential: present \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
+			return
+		}
+		p, err := s.cfg.Auth.Verify(tok)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "missing or invalid credential: present \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
+			return
+		}
+		if p.Role != auth.RoleAdmin {
+			http.Error(w, "the credential presented does not allow this call (admin only)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func fromLoopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // traceHTTP starts a server span per REST request, continuing the

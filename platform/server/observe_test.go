@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/platform/telemetry"
 	"github.com/fabro-sh/fabro-go/platform/telemetry/otlpsink"
 )
 
 // startTraced starts a server whose telemetry exports to a fresh sink.
-func startTraced(t *testing.T, pprof bool) (*Server, *syncBuffer, *telemetry.Telemetry, *otlpsink.Listeners) {
+func startTraced(t *testing.T, cfg Config) (*Server, *syncBuffer, *telemetry.Telemetry, *otlpsink.Listeners) {
 	t.Helper()
 	sink, err := otlpsink.Listen(otlpsink.New(10000, nil), "127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
@@ -31,7 +33,8 @@ func startTraced(t *testing.T, pprof bool) (*Server, *syncBuffer, *telemetry.Tel
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	logs := new(syncBuffer)
 	logger := slog.New(logging.NewContextHandler(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug})))
-	srv, err := Start(t.Context(), Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Metrics: tel.MetricsHandler(), Pprof: pprof}, logger, newFakeVault(t))
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Metrics = "127.0.0.1:0", "127.0.0.1:0", tel.MetricsHandler()
+	srv, err := Start(t.Context(), cfg, logger, newFakeVault(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +62,16 @@ func get(t *testing.T, url string, header map[string]string) (int, string) {
 }
 
 func TestRESTTraceparent(t *testing.T) {
-	srv, logs, tel, sink := startTraced(t, false)
+	fx := authtest.New(t)
+	admin := "Bearer " + fx.Token("root", auth.RoleAdmin)
+	srv, logs, tel, sink := startTraced(t, Config{Auth: fx.Store})
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	base := "http://" + srv.HTTPAddr()
-	if code, body := get(t, base+"/v1/secrets/OK", map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}); code != http.StatusOK {
+	if code, body := get(t, base+"/v1/secrets/OK", map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01", "Authorization": admin}); code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, body)
 	}
 	// Malformed: ignored, a new trace starts, the request still works.
-	if code, body := get(t, base+"/v1/secrets/MALFORMED", map[string]string{"traceparent": "00-zzzz-00f067aa0ba902b7-01"}); code != http.StatusOK {
+	if code, body := get(t, base+"/v1/secrets/MALFORMED", map[string]string{"traceparent": "00-zzzz-00f067aa0ba902b7-01", "Authorization": admin}); code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, body)
 	}
 	if err := tel.Shutdown(t.Context()); err != nil {
@@ -107,11 +112,30 @@ func TestRESTTraceparent(t *testing.T) {
 }
 
 func TestMetricsAndPprof(t *testing.T) {
-	srv, _, _, _ := startTraced(t, true)
+	fx := authtest.New(t)
+	admin := map[string]string{"Authorization": "Bearer " + fx.Token("root", auth.RoleAdmin)}
+	user := map[string]string{"Authorization": "Bearer " + fx.Token("ann", auth.RoleUser)}
+	srv, _, _, _ := startTraced(t, Config{Auth: fx.Store, Pprof: true})
 	base := "http://" + srv.HTTPAddr()
-	get(t, base+"/v1/secrets/OK", nil)
-	get(t, base+"/v1/secrets/MISSING", nil)
-	code, body := get(t, base+"/metrics", nil)
+	get(t, base+"/v1/secrets/OK", admin)
+	get(t, base+"/v1/secrets/MISSING", admin)
+	for _, tc := range []struct {
+		path   string
+		header map[string]string
+		want   int
+	}{
+		{"/metrics", nil, http.StatusUnauthorized},
+		{"/metrics", map[string]string{"Authorization": "Bearer not-a-token"}, http.StatusUnauthorized},
+		{"/metrics", user, http.StatusForbidden},
+		{"/debug/pprof/", nil, http.StatusUnauthorized},
+		{"/debug/pprof/", user, http.StatusForbidden},
+		{"/debug/pprof/", admin, http.StatusOK},
+	} {
+		if code, body := get(t, base+tc.path, tc.header); code != tc.want {
+			t.Errorf("GET %s with %v = %d %s, want %d", tc.path, tc.header, code, body, tc.want)
+		}
+	}
+	code, body := get(t, base+"/metrics", admin)
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
@@ -136,12 +160,14 @@ func TestMetricsAndPprof(t *testing.T) {
 	if len(codes) < 2 {
 		t.Errorf("want GetSecret latency per code (OK and NOT_FOUND), got %v in\n%s", codes, body)
 	}
-	if code, _ := get(t, base+"/debug/pprof/", nil); code != http.StatusOK {
-		t.Errorf("pprof on: /debug/pprof/ %d", code)
+
+	// The operator's switch: a scraper on loopback needs no credential.
+	open, _, _, _ := startTraced(t, Config{Auth: fx.Store, MetricsLoopbackOpen: true})
+	if code, _ := get(t, "http://"+open.HTTPAddr()+"/metrics", nil); code != http.StatusOK {
+		t.Errorf("MetricsLoopbackOpen: /metrics from loopback = %d, want 200", code)
 	}
-	srv2, _, _, _ := startTraced(t, false)
-	if code, _ := get(t, "http://"+srv2.HTTPAddr()+"/debug/pprof/", nil); code == http.StatusOK {
-		t.Errorf("pprof off by default, yet /debug/pprof/ answers 200")
+	if code, _ := get(t, "http://"+open.HTTPAddr()+"/debug/pprof/", admin); code != http.StatusNotFound {
+		t.Errorf("pprof off by default, yet /debug/pprof/ answers %d", code)
 	}
 }
 

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +26,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/fabro-sh/fabro-go/platform/auth"
 )
 
 // Service is one gRPC service plus its REST mapping.
@@ -73,12 +77,41 @@ type Config struct {
 	// streams through NATs and load balancers survive).
 	KeepaliveMinTime time.Duration
 
+	// TLS makes both listeners serve TLS, optionally verifying clients.
+	TLS TLSConfig
+	// Insecure allows listening on a non-loopback address without TLS (or
+	// without authentication); a warning is logged at every start.
+	Insecure bool
+
+	// TokensFile is the token store every call is verified against
+	// (see platform/auth); Auth, when set, replaces it (embedding, tests).
+	TokensFile string
+	Auth       auth.Verifier
+	// NoAuth serves without authentication: for tests of other behaviour
+	// and for embedding behind another gate. Refused on a non-loopback
+	// address unless Insecure.
+	NoAuth bool
+	// AnonymousReflection lets callers without a credential use server
+	// reflection (local development).
+	AnonymousReflection bool
+
+	// HTTPAllowedHosts are names the REST port answers to besides its
+	// listen address and the loopback names (DNS rebinding defence).
+	HTTPAllowedHosts []string
+	// HTTPCORSOrigins are origins (e.g. "https://app.example.com") whose
+	// pages may call the REST port; none by default.
+	HTTPCORSOrigins []string
+
 	// Metrics, when set, is served at GET /metrics on the REST port
 	// (telemetry.Telemetry.MetricsHandler).
 	Metrics http.Handler
-	// Pprof serves net/http/pprof under /debug/pprof/ on the REST port.
-	// Off by default.
+	// Pprof serves net/http/pprof under /debug/pprof/ on the REST port,
+	// to admins only. Off by default.
 	Pprof bool
+	// MetricsLoopbackOpen lets a caller on a loopback address scrape
+	// /metrics without a credential (a local Prometheus or agent); from
+	// elsewhere /metrics needs an admin's token.
+	MetricsLoopbackOpen bool
 }
 
 // RegisterFlags binds -grpc-addr, -http-addr, -drain-delay, -drain-timeout
@@ -90,8 +123,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", defaults.HTTPAddr, "REST gateway listen address (host:port); empty disables it")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", defaults.DrainDelay, "on shutdown, how long to report NOT_SERVING before draining")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", defaults.DrainTimeout, "on shutdown, how long in-flight requests may take before they are cut off (0 means 10s)")
-	fs.IntVar(&c.MaxMsgBytes, "max-msg-bytes", defaults.MaxMsgBytes, "largest gRPC message received or sent, in bytes (0 means 64 MiB)")
-	fs.BoolVar(&c.Pprof, "pprof", defaults.Pprof, "serve net/http/pprof under /debug/pprof/ on the REST port")
+	fs.IntVar(&c.MaxMsgBytes, "max-msg-bytes", defaults.MaxMsgBytes, "largest gRPC message received or sent, and largest REST body, in bytes (0 means 64 MiB)")
+	c.TLS.RegisterFlags(fs)
+	fs.BoolVar(&c.Insecure, "insecure", defaults.Insecure, "allow listening on a non-loopback address without TLS (logs a warning at every start)")
+	fs.StringVar(&c.TokensFile, "auth-tokens-file", defaults.TokensFile, "token store (JSON, hashes only) every call is verified against; default <data-dir>/auth/tokens.json")
+	fs.BoolVar(&c.AnonymousReflection, "anonymous-reflection", defaults.AnonymousReflection, "allow gRPC server reflection without a credential (local development)")
+	fs.Func("http-allowed-hosts", "comma-separated host names the REST port answers to, besides its listen address and loopback names", func(v string) error {
+		c.HTTPAllowedHosts = splitList(v)
+		return nil
+	})
+	fs.Func("http-cors-origins", "comma-separated origins whose web pages may call the REST port (CORS); none by default", func(v string) error {
+		c.HTTPCORSOrigins = splitList(v)
+		return nil
+	})
+	fs.BoolVar(&c.Pprof, "pprof", defaults.Pprof, "serve net/http/pprof under /debug/pprof/ on the REST port (admins only)")
+	fs.BoolVar(&c.MetricsLoopbackOpen, "metrics-loopback-open", defaults.MetricsLoopbackOpen, "serve /metrics without a credential to callers on a loopback address (elsewhere: an admin token)")
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -114,6 +160,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxMsgBytes == 0 {
 		c.MaxMsgBytes = DefaultMaxMsgBytes
 	}
+	if c.Auth == nil && !c.NoAuth {
+		if c.TokensFile == "" {
+			return c, errors.New("server: no token store: give -auth-tokens-file (or -data-dir)")
+		}
+		c.Auth = auth.OpenStore(c.TokensFile)
+	}
 	return c, nil
 }
 
@@ -126,7 +178,8 @@ type Server struct {
 	grpcLis  net.Listener
 	health   *health.Server
 	names    []string
-	conn     *grpc.ClientConn // gateway loopback; nil without a gateway
+	conn     *grpc.ClientConn  // gateway loopback; nil without a gateway
+	inproc   *bufconn.Listener // the gateway's (and the process's own) way in
 	http     *http.Server
 	httpLis  net.Listener
 	draining atomic.Bool
@@ -155,11 +208,28 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 		}
 	}()
 
+	tlsCfg, err := cfg.TLS.serverConfig()
+	if err != nil {
+		return nil, err
+	}
 	var lc net.ListenConfig
 	if s.grpcLis, err = lc.Listen(ctx, "tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("server: listen gRPC: %w", err)
 	}
+	if err = s.checkExposure(ctx, "gRPC", s.grpcLis.Addr(), tlsCfg != nil); err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		// TLS on the listener, not grpc.Creds: the in-process listener the
+		// gateway uses stays plaintext, and needs no client certificate.
+		g := tlsCfg.Clone()
+		g.NextProtos = []string{"h2"}
+		s.grpcLis = tls.NewListener(s.grpcLis, g)
+	}
 	ic := interceptors{logger: logger}
+	if !cfg.NoAuth {
+		ic.auth = &auth.Interceptor{Verifier: cfg.Auth, Logger: logger, AnonymousReflection: cfg.AnonymousReflection}
+	}
 	s.grpc = grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
 		grpc.ChainUnaryInterceptor(logContextUnary),
@@ -178,12 +248,21 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 		s.names = append(s.names, svc.Name())
 	}
 
+	s.inproc = bufconn.Listen(1 << 20)
 	if cfg.HTTPAddr != "" {
 		if s.httpLis, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("server: listen HTTP: %w", err)
 		}
+		if err = s.checkExposure(ctx, "HTTP", s.httpLis.Addr(), tlsCfg != nil); err != nil {
+			return nil, err
+		}
 		if err = s.setupGateway(life, services); err != nil {
 			return nil, err
+		}
+		if tlsCfg != nil {
+			h := tlsCfg.Clone()
+			h.NextProtos = []string{"h2", "http/1.1"}
+			s.http.TLSConfig = h
 		}
 	}
 
@@ -197,14 +276,20 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 			s.serveErr <- fmt.Errorf("server: serve gRPC: %w", err)
 		}
 	}()
+	go func() { _ = s.grpc.Serve(s.inproc) }() // ends with the server
 	if s.http != nil {
 		go func() {
-			if err := s.http.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := s.http.Serve
+			if s.http.TLSConfig != nil {
+				serve = func(l net.Listener) error { return s.http.ServeTLS(l, "", "") }
+			}
+			if err := serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.serveErr <- fmt.Errorf("server: serve HTTP: %w", err)
 			}
 		}()
 	}
-	logger.InfoContext(ctx, "server started", "grpc_addr", s.GRPCAddr(), "http_addr", s.HTTPAddr(), "services", s.names)
+	logger.InfoContext(ctx, "server started", "grpc_addr", s.GRPCAddr(), "http_addr", s.HTTPAddr(), "services", s.names,
+		"tls", tlsCfg != nil, "mtls", cfg.TLS.ClientCAFile != "", "auth", !cfg.NoAuth)
 	return s, nil
 }
 
@@ -219,6 +304,16 @@ func (s *Server) closeOnFailedStart() {
 	if s.grpcLis != nil {
 		_ = s.grpcLis.Close()
 	}
+	if s.inproc != nil {
+		_ = s.inproc.Close()
+	}
+}
+
+// DialInProcess connects to the gRPC server without the network (and
+// without TLS), for the services of this process calling each other. Every
+// call still crosses the interceptors, authentication included.
+func (s *Server) DialInProcess(ctx context.Context, _ string) (net.Conn, error) {
+	return s.inproc.DialContext(ctx)
 }
 
 // GRPCAddr returns the address the gRPC listener is bound to.

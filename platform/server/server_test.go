@@ -119,6 +119,9 @@ func start(t *testing.T, cfg Config) *harness {
 	if cfg.GRPCAddr == "" {
 		cfg.GRPCAddr = "127.0.0.1:0"
 	}
+	if cfg.Auth == nil && cfg.TokensFile == "" {
+		cfg.NoAuth = true // authentication has its own tests (auth_test.go)
+	}
 	h := &harness{vault: newFakeVault(t), logs: new(syncBuffer)}
 	logger := slog.New(slog.NewTextHandler(io.MultiWriter(h.logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := Start(t.Context(), cfg, logger, h.vault)
@@ -550,7 +553,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(t.Output(), nil)), svc)
+		done <- Run(ctx, Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, slog.New(slog.NewTextHandler(t.Output(), nil)), svc)
 	}()
 	<-svc.registered
 	cancel()
@@ -572,8 +575,10 @@ func TestStartErrors(t *testing.T) {
 	}{
 		{name: "no gRPC address", cfg: Config{}},
 		{name: "negative drain", cfg: Config{GRPCAddr: "127.0.0.1:0", DrainTimeout: -1}},
-		{name: "gRPC port busy", cfg: Config{GRPCAddr: busy.Addr().String()}},
-		{name: "HTTP port busy", cfg: Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: busy.Addr().String()}},
+		{name: "gRPC port busy", cfg: Config{GRPCAddr: busy.Addr().String(), NoAuth: true}},
+		{name: "no token store", cfg: Config{GRPCAddr: "127.0.0.1:0"}},
+		{name: "non-loopback without TLS", cfg: Config{GRPCAddr: "0.0.0.0:0", NoAuth: true}},
+		{name: "HTTP port busy", cfg: Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: busy.Addr().String(), NoAuth: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -614,19 +619,21 @@ func TestRegisterFlags(t *testing.T) {
 	}
 }
 
-func TestDialTarget(t *testing.T) {
+func TestIsLoopback(t *testing.T) {
 	tests := []struct {
 		addr net.Addr
-		want string
+		want bool
 	}{
-		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, "127.0.0.1:1"},
-		{&net.TCPAddr{IP: net.IPv4zero, Port: 2}, "127.0.0.1:2"},
-		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 3}, "127.0.0.1:3"},
-		{&net.TCPAddr{Port: 4}, "127.0.0.1:4"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, true},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 1}, true},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 2}, false},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 3}, false},
+		{&net.TCPAddr{Port: 4}, false},
+		{&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5}, false},
 	}
 	for _, tt := range tests {
-		if got := dialTarget(tt.addr); got != tt.want {
-			t.Errorf("dialTarget(%v) = %q, want %q", tt.addr, got, tt.want)
+		if got := isLoopback(tt.addr); got != tt.want {
+			t.Errorf("isLoopback(%v) = %v, want %v", tt.addr, got, tt.want)
 		}
 	}
 }

@@ -1,20 +1,22 @@
 // Package vaultclient resolves credentials from the vault service on behalf
-// of one fabro service, presenting that service's token. Values it returns
-// must never be logged.
+// of one fabro service. The service's own token is presented by the
+// connection (platform/grpcclient), so the vault knows which service asks.
+// Values it returns must never be logged.
 package vaultclient
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"sync"
+	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 )
 
 // ErrNoToken wraps the reason the caller has no service token.
@@ -30,43 +32,35 @@ type Resolver interface {
 type Client struct {
 	vault Resolver
 	token func() (string, error)
-
-	mu     sync.Mutex
-	cached string
 }
 
-// New returns a Client calling vault with the token that token returns. The
-// token is asked for on each resolution until it is found, so a tokens file
-// the vault writes after this service starts is still picked up.
-func New(vault Resolver, token func() (string, error)) *Client {
-	return &Client{vault: vault, token: token}
-}
-
-func (c *Client) bearer() (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cached != "" {
-		return c.cached, nil
+// New returns a Client calling vault. With no token source the connection
+// presents the service's token (grpcclient.Options.Token); with one, each
+// call presents what it returns.
+func New(vault Resolver, token ...func() (string, error)) *Client {
+	c := &Client{vault: vault}
+	if len(token) > 0 {
+		c.token = token[0]
 	}
-	t, err := c.token()
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNoToken, err)
-	}
-	c.cached = t
-	return t, nil
+	return c
 }
 
 // Resolve returns the values the vault holds or falls back to for names,
 // and the names with no value. A vault error is returned as the vault's
 // gRPC status; a missing token wraps [ErrNoToken].
 func (c *Client) Resolve(ctx context.Context, names []string) (values map[string]string, missing []string, err error) {
-	tok, err := c.bearer()
-	if err != nil {
-		return nil, nil, err
+	if c.token != nil {
+		tok, err := c.token()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrNoToken, err)
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 	resp, err := c.vault.ResolveCredentials(ctx, &vaultv1.ResolveCredentialsRequest{Names: names})
 	if err != nil {
+		if st, ok := status.FromError(err); ok && st.Code() == codes.Unauthenticated && errorsContainNoToken(st.Message()) {
+			return nil, nil, fmt.Errorf("%w: %s", ErrNoToken, st.Message())
+		}
 		return nil, nil, err
 	}
 	values = make(map[string]string, len(resp.GetCredentials()))
@@ -76,37 +70,8 @@ func (c *Client) Resolve(ctx context.Context, names []string) (values map[string
 	return values, resp.GetMissing(), nil
 }
 
-// TokenFromFile reads service's token from a vault service tokens file (a
-// JSON object from service name to token).
-func TokenFromFile(path, service string) func() (string, error) {
-	return func() (string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", fmt.Errorf("read service tokens: %w", err)
-		}
-		var tokens map[string]string
-		if err := json.Unmarshal(b, &tokens); err != nil {
-			return "", fmt.Errorf("parse service tokens %s: %w", path, err)
-		}
-		t := tokens[service]
-		if t == "" {
-			return "", fmt.Errorf("service tokens %s has no %q entry", path, service)
-		}
-		return t, nil
-	}
-}
-
-// TokenFrom returns the token source a service binary is configured with:
-// the service's entry of tokensFile when it is set, else the value of the
-// environment variable env.
-func TokenFrom(tokensFile, service, env string, lookupEnv func(string) (string, bool)) func() (string, error) {
-	if tokensFile != "" {
-		return TokenFromFile(tokensFile, service)
-	}
-	return func() (string, error) {
-		if t, ok := lookupEnv(env); ok && t != "" {
-			return t, nil
-		}
-		return "", fmt.Errorf("set -service-token-file or $%s", env)
-	}
+// errorsContainNoToken recognizes the client-side status grpcclient returns
+// when its token source fails (the call never left the process).
+func errorsContainNoToken(msg string) bool {
+	return strings.HasPrefix(msg, grpcclient.ErrNoToken.Error())
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 )
 
 // fakeVault answers for one token and records what it was sent.
@@ -40,15 +41,15 @@ func (f *fakeVault) ResolveCredentials(ctx context.Context, in *vaultv1.ResolveC
 }
 
 func TestResolve(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "service-tokens.json")
+	path := filepath.Join(t.TempDir(), "agent.token")
 	vault := &fakeVault{token: "agent-token-0123456789"}
-	c := New(vault, TokenFromFile(path, "agent"))
+	c := New(vault, grpcclient.TokenFile(path))
 
-	// The tokens file does not exist yet: no token, and the vault is not called.
+	// The token file does not exist yet: no token, and the vault is not called.
 	if _, _, err := c.Resolve(t.Context(), []string{"BRAVE_SEARCH_API_KEY"}); !errors.Is(err, ErrNoToken) || vault.calls != 0 {
-		t.Fatalf("before the tokens file: err = %v, calls = %d", err, vault.calls)
+		t.Fatalf("before the token file: err = %v, calls = %d", err, vault.calls)
 	}
-	if err := os.WriteFile(path, []byte(`{"agent":"agent-token-0123456789","llmgateway":"other-token-0123456789"}`), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("agent-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	values, missing, err := c.Resolve(t.Context(), []string{"BRAVE_SEARCH_API_KEY", "DAYTONA_API_KEY"})
@@ -62,20 +63,8 @@ func TestResolve(t *testing.T) {
 		t.Errorf("missing (-want +got):\n%s", diff)
 	}
 
-	wrong := New(vault, TokenFromFile(path, "llmgateway"))
+	wrong := New(vault, grpcclient.Static("other-token-0123456789"))
 	if _, _, err := wrong.Resolve(t.Context(), []string{"BRAVE_SEARCH_API_KEY"}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("another service's token: err = %v, want the vault's PermissionDenied", err)
-	}
-}
-
-func TestTokenFrom(t *testing.T) {
-	env := func(vars map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
-	}
-	if tok, err := TokenFrom("", "agent", "FABRO_SERVICE_TOKEN", env(map[string]string{"FABRO_SERVICE_TOKEN": "t-env"}))(); err != nil || tok != "t-env" {
-		t.Errorf("from env = %q, %v", tok, err)
-	}
-	if _, err := TokenFrom("", "agent", "FABRO_SERVICE_TOKEN", env(nil))(); err == nil {
-		t.Error("no file and no env: want an error naming what to set")
 	}
 }

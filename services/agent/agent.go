@@ -16,14 +16,13 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 )
@@ -59,11 +58,14 @@ type Config struct {
 	DefaultModel string
 
 	// VaultAddr is the vault's gRPC address, from which tools resolve their
-	// credentials (web_search's BRAVE_SEARCH_API_KEY) with the agent's
-	// service token: ServiceTokenFile's "agent" entry, else
-	// $FABRO_SERVICE_TOKEN. Empty: the agent's own environment.
-	VaultAddr        string
-	ServiceTokenFile string
+	// credentials (web_search's BRAVE_SEARCH_API_KEY). Empty: the agent's
+	// own environment.
+	VaultAddr string
+	// TokenFile holds the agent's own token, presented on every call to the
+	// gateway, the sandbox service and the vault (else $FABRO_TOKEN).
+	TokenFile string
+	// Client configures those connections: TLS with a CA file.
+	Client grpcclient.Options
 	// BraveBaseURL is the Brave Search API web_search calls (default
 	// https://api.search.brave.com), for a proxy or a test double.
 	BraveBaseURL string
@@ -99,7 +101,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS server URL with JetStream; empty runs nats-server embedded")
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded nats-server client address (host:port; port -1 picks one; \"none\": in-process only)")
 	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) for tool credentials such as BRAVE_SEARCH_API_KEY; empty: environment only")
-	fs.StringVar(&c.ServiceTokenFile, "service-token-file", c.ServiceTokenFile, "vault service tokens file (JSON); the \"agent\" entry authenticates to the vault; default $FABRO_SERVICE_TOKEN")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the agent's own token, presented to the gateway, the sandbox service and the vault; default $FABRO_TOKEN")
+	c.Client.RegisterFlags(fs, "")
 	fs.StringVar(&c.BraveBaseURL, "brave-base-url", c.BraveBaseURL, "Brave Search API base URL for web_search (default https://api.search.brave.com)")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
 }
@@ -159,9 +162,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		if addr == "" {
 			return nil, fmt.Errorf("agent: no %s address", what)
 		}
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+		o := cfg.Client
+		if o.Token == nil {
+			o.Token = grpcclient.TokenFileOrEnv(cfg.TokenFile, cfg.LookupEnv)
+		}
+		conn, err := grpcclient.New(addr, o)
 		if err != nil {
 			return nil, fmt.Errorf("agent: %s client: %w", what, err)
 		}
@@ -192,8 +197,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		if err != nil {
 			return nil, err
 		}
-		vc = vaultclient.New(vaultv1.NewVaultServiceClient(conn),
-			vaultclient.TokenFrom(cfg.ServiceTokenFile, ServiceName, "FABRO_SERVICE_TOKEN", lookupEnv))
+		vc = vaultclient.New(vaultv1.NewVaultServiceClient(conn))
 	}
 	s.credential = credentialFunc(vc, lookupEnv)
 	s.braveBaseURL = cfg.BraveBaseURL

@@ -9,7 +9,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 )
 
-// ServiceName is the agent's identity in the vault's service tokens file.
+// ServiceName is the agent's principal name (platform/auth).
 const ServiceName = "agent"
 
 // credentialFunc returns how tools resolve a secret: from the vault when one

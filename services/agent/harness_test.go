@@ -82,7 +82,7 @@ func newStack(t testing.TB) *stack {
 	}
 	st.sbDeps = sb
 	t.Cleanup(func() { sb.Close(context.Background()) })
-	deps, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0"}, logger, gw, sb)
+	deps, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", NoAuth: true}, logger, gw, sb) // authentication: cmd/fabro tests
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func newStack(t testing.TB) *stack {
 	}
 	st.svc = svc
 	st.natsURL = svc.NATSURL()
-	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, logger, svc)
+	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, svc)
 	if err != nil {
 		t.Fatal(err)
 	}

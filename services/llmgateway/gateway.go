@@ -17,16 +17,14 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
-	"github.com/fabro-sh/fabro-go/platform/vaultclient"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 )
@@ -43,7 +41,7 @@ const (
 	// connection, which TCP keep-alive cannot see, long before a caller
 	// would give up.
 	DefaultIdleTimeout = 5 * time.Minute
-	// ServiceName is the gateway's identity in the vault's tokens file.
+	// ServiceName is the gateway's principal name (platform/auth).
 	ServiceName = "llmgateway"
 )
 
@@ -55,10 +53,11 @@ type Config struct {
 	// VaultAddr is the vault's gRPC address; empty means credentials come
 	// from the environment only.
 	VaultAddr string
-	// ServiceTokenFile is the vault's service tokens file (JSON object from
-	// service name to token); the "llmgateway" entry is used. When empty,
-	// the FABRO_SERVICE_TOKEN environment variable holds the token.
-	ServiceTokenFile string
+	// TokenFile holds the gateway's own token, presented to the vault (else
+	// $FABRO_TOKEN).
+	TokenFile string
+	// VaultClient configures the vault connection: TLS with a CA file.
+	VaultClient grpcclient.Options
 
 	// Credentials overrides VaultAddr: e.g. an in-process vault client.
 	Credentials Credentials
@@ -86,13 +85,14 @@ type Config struct {
 	LookupEnv func(string) (string, bool)
 }
 
-// RegisterFlags binds -llm-catalog-overlay, -vault-addr and
-// -service-token-file to c; with platform/envflag they read
-// FABRO_LLM_CATALOG_OVERLAY, FABRO_VAULT_ADDR and FABRO_SERVICE_TOKEN_FILE.
+// RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file and
+// the client TLS flags (-tls-ca-file, ...) to c; with platform/envflag they
+// read FABRO_LLM_CATALOG_OVERLAY, FABRO_VAULT_ADDR, FABRO_TOKEN_FILE, ....
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CatalogOverlay, "llm-catalog-overlay", c.CatalogOverlay, "JSON catalog file merged over the built-in model catalog")
 	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) to resolve provider credentials from; empty: environment only")
-	fs.StringVar(&c.ServiceTokenFile, "service-token-file", c.ServiceTokenFile, "vault service tokens file (JSON); the \"llmgateway\" entry authenticates to the vault; default $FABRO_SERVICE_TOKEN")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the gateway's own token, presented to the vault; default $FABRO_TOKEN")
+	c.VaultClient.RegisterFlags(fs, "")
 }
 
 // Service is the gateway. It implements llmv1.LLMGatewayServiceServer and
@@ -160,14 +160,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	switch {
 	case s.creds != nil:
 	case cfg.VaultAddr != "":
-		token := vaultclient.TokenFrom(cfg.ServiceTokenFile, ServiceName, "FABRO_SERVICE_TOKEN", cfg.LookupEnv)
-		conn, err := grpc.NewClient(cfg.VaultAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+		o := cfg.VaultClient
+		if o.Token == nil {
+			o.Token = grpcclient.TokenFileOrEnv(cfg.TokenFile, cfg.LookupEnv)
+		}
+		conn, err := grpcclient.New(cfg.VaultAddr, o)
 		if err != nil {
 			return nil, fmt.Errorf("llmgateway: vault client: %w", err)
 		}
 		s.closers = append(s.closers, conn.Close)
-		s.creds = NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), token)
+		s.creds = NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), nil)
 		logger.InfoContext(ctx, "llmgateway resolves credentials from the vault", "vault_addr", cfg.VaultAddr)
 	default:
 		s.creds = EnvCredentials{LookupEnv: cfg.LookupEnv}

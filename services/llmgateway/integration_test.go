@@ -25,13 +25,16 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/server"
-	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
-// startVault runs the real vault service over bufconn and returns an admin
-// client and the gateway's service token file.
+// startVault runs the real vault service over bufconn, authenticating as
+// the served one does, and returns an admin client, a connection without a
+// credential, and the gateway's service token.
 func startVault(t *testing.T, env map[string]string) (vaultv1.VaultServiceClient, *grpc.ClientConn, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -44,27 +47,32 @@ func startVault(t *testing.T, env map[string]string) (vaultv1.VaultServiceClient
 	}
 	t.Cleanup(func() { _ = v.Close() })
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
+	fx := authtest.New(t)
+	gs := grpc.NewServer(fx.ServerOptions()...)
 	v.RegisterGRPC(gs)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///vault",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	dialVault := func(opts ...grpc.DialOption) *grpc.ClientConn {
+		conn, err := grpc.NewClient("passthrough:///vault", append(opts,
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return vaultv1.NewVaultServiceClient(conn), conn, vault.DefaultServiceTokensFile(dir)
+	admin := dialVault(authtest.Bearer(fx.Token("admin", auth.RoleAdmin)))
+	return vaultv1.NewVaultServiceClient(admin), dialVault(), fx.Token(ServiceName, auth.RoleService)
 }
 
 func TestVaultCredentials(t *testing.T) {
-	admin, conn, tokens := startVault(t, map[string]string{"BACKUP_API_KEY": "sk-from-vault-env"})
+	admin, conn, token := startVault(t, map[string]string{"BACKUP_API_KEY": "sk-from-vault-env"})
 	if _, err := admin.PutSecret(t.Context(), &vaultv1.PutSecretRequest{Name: "FAKE_API_KEY", Value: "sk-vault-1"}); err != nil {
 		t.Fatal(err)
 	}
 	u := newUpstream(t, textTurn("a"), textTurn("b"), turn{status: 401}, textTurn("c"))
-	creds := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), vaultclient.TokenFromFile(tokens, ServiceName))
+	creds := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), grpcclient.Static(token))
 	client := dial(t, newGateway(t, u, func(c *Config) {
 		c.Credentials = creds
 		c.LookupEnv = func(string) (string, bool) { return "", false } // the vault is the only source
@@ -161,15 +169,23 @@ func TestSpans(t *testing.T) {
 func TestREST(t *testing.T) {
 	u := newUpstream(t, textTurn("over rest"), turn{events: textTurn("streamed").events})
 	gw := newGateway(t, u)
-	srv, err := server.Start(t.Context(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, slog.New(slog.DiscardHandler), gw)
+	fx := authtest.New(t)
+	srv, err := server.Start(t.Context(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Auth: fx.Store}, slog.New(slog.DiscardHandler), gw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	base := "http://" + srv.HTTPAddr()
+	token := fx.Token("alice", auth.RoleUser)
 	post := func(path, body string) *http.Response {
 		t.Helper()
-		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +236,9 @@ func TestREST(t *testing.T) {
 	}
 
 	// ListModels over REST.
-	lr, err := http.Get(base + "/v1/models?provider=fake")
+	lreq, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/models?provider=fake", nil)
+	lreq.Header.Set("Authorization", "Bearer "+token)
+	lr, err := http.DefaultClient.Do(lreq)
 	if err == nil {
 		defer lr.Body.Close()
 		var ml llmv1.ListModelsResponse

@@ -48,7 +48,7 @@ func start(t testing.TB, drivers ...driver.Driver) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, logger, svc)
+	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, svc) // authentication: platform/auth and cmd/fabro tests
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,6 +435,7 @@ func TestREST(t *testing.T) {
 			r = bytes.NewReader(b)
 		}
 		req, _ := http.NewRequestWithContext(t.Context(), method, h.http+path, r)
+		req.Header.Set("Content-Type", "application/json") // the REST port takes JSON only
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
@@ -28,7 +30,8 @@ func loopback(b *testing.B) (*grpc.ClientConn, map[string]string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := server.Start(b.Context(), server.Config{GRPCAddr: "127.0.0.1:0"}, logger, svc)
+	fx := authtest.New(b)
+	srv, err := server.Start(b.Context(), server.Config{GRPCAddr: "127.0.0.1:0", Auth: fx.Store}, logger, svc)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,11 +41,7 @@ func loopback(b *testing.B) (*grpc.ClientConn, map[string]string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { conn.Close() })
-	tokens, err := vault.ReadServiceTokens(vault.DefaultServiceTokensFile(dir))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return conn, tokens
+	return conn, map[string]string{"admin": fx.Token("admin", auth.RoleAdmin), "llmgateway": fx.Token("llmgateway", auth.RoleService)}
 }
 
 // timed runs op b.N times and reports its median latency.
@@ -76,10 +75,11 @@ func BenchmarkLoopbackBaseline(b *testing.B) {
 // BenchmarkPut writes a new version each time: seal, rewrite the file
 // atomically and fsync it.
 func BenchmarkPut(b *testing.B) {
-	conn, _ := loopback(b)
+	conn, tokens := loopback(b)
 	client := vaultv1.NewVaultServiceClient(conn)
+	admin := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+tokens["admin"])
 	timed(b, func(i int) error {
-		_, err := client.PutSecret(b.Context(), &vaultv1.PutSecretRequest{Name: fmt.Sprintf("KEY_%d_API_KEY", i%20), Value: "sk-benchmark-value"})
+		_, err := client.PutSecret(admin, &vaultv1.PutSecretRequest{Name: fmt.Sprintf("KEY_%d_API_KEY", i%20), Value: "sk-benchmark-value"})
 		return err
 	})
 }
@@ -89,7 +89,8 @@ func BenchmarkPut(b *testing.B) {
 func BenchmarkResolve(b *testing.B) {
 	conn, tokens := loopback(b)
 	client := vaultv1.NewVaultServiceClient(conn)
-	if _, err := client.PutSecret(b.Context(), &vaultv1.PutSecretRequest{Name: "OPENAI_API_KEY", Value: "sk-benchmark-value"}); err != nil {
+	admin := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+tokens["admin"])
+	if _, err := client.PutSecret(admin, &vaultv1.PutSecretRequest{Name: "OPENAI_API_KEY", Value: "sk-benchmark-value"}); err != nil {
 		b.Fatal(err)
 	}
 	ctx := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+tokens["llmgateway"])

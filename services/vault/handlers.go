@@ -5,15 +5,14 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/services/vault/internal/audit"
 	"github.com/fabro-sh/fabro-go/services/vault/internal/store"
 )
@@ -68,7 +67,13 @@ func (s *Service) DeleteSecret(ctx context.Context, req *vaultv1.DeleteSecretReq
 
 // ResolveCredentials implements VaultService.
 func (s *Service) ResolveCredentials(ctx context.Context, req *vaultv1.ResolveCredentialsRequest) (*vaultv1.ResolveCredentialsResponse, error) {
-	service := s.identify(bearerToken(ctx))
+	// The authorization table admits service principals only; checked here
+	// again, since values leave the vault through this call alone.
+	p, _ := auth.FromContext(ctx)
+	service := ""
+	if p.Role == auth.RoleService {
+		service = p.Name
+	}
 	e := audit.Entry{Op: "resolve", Caller: cmp.Or(service, "anonymous"), Names: req.GetNames()}
 	if len(req.GetNames()) == 0 {
 		return nil, s.fail(ctx, e, invalidArgument("names", "name at least one credential to resolve"))
@@ -109,20 +114,15 @@ func (s *Service) ResolveCredentials(ctx context.Context, req *vaultv1.ResolveCr
 	return resp, nil
 }
 
-// caller names who is calling for the audit log: a service presenting its
-// token, else "admin" (a person through the CLI or REST).
+// caller names who is calling, for the audit log and created_by: the
+// principal's name ("admin" for the first admin token), or "anonymous"
+// when the server runs without authentication.
 func (s *Service) caller(ctx context.Context) string {
-	return cmp.Or(s.identify(bearerToken(ctx)), "admin")
-}
-
-func bearerToken(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
-			return strings.TrimSpace(tok)
-		}
+	p, ok := auth.FromContext(ctx)
+	if !ok {
+		return "anonymous"
 	}
-	return ""
+	return p.Name
 }
 
 // record appends e to the audit log. An audit failure is logged loudly but

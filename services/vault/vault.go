@@ -5,10 +5,6 @@ package vault
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,14 +30,11 @@ const (
 	EnvPreviousKEK = "FABRO_VAULT_PREVIOUS_KEK"
 )
 
-// ServiceNames are the identities of fabro's own services, each of which gets
-// a token in the service tokens file.
-var ServiceNames = []string{"llmgateway", "agent", "sandbox"}
-
 // Config configures the vault.
 type Config struct {
-	// DataDir holds the store, the audit log and, by default, the KEK and
-	// the service tokens, all under DataDir/vault.
+	// DataDir holds the store, the audit log and, by default, the KEK, all
+	// under DataDir/vault. Callers are authenticated by the server runtime
+	// (platform/auth); the vault reads the principal from the context.
 	DataDir string
 	// KEKFile holds the key-encryption key (32 bytes as base64 or hex).
 	// When empty, FABRO_VAULT_KEK is used, else DataDir/vault/kek, created
@@ -53,10 +46,6 @@ type Config struct {
 	PreviousKEKFile string
 	// PolicyFile overrides the default resolution policy (JSON).
 	PolicyFile string
-	// ServiceTokensFile maps service identities to bearer tokens (JSON
-	// object). Default DataDir/vault/service-tokens.json, created with a
-	// fresh token per service when absent.
-	ServiceTokensFile string
 	// MaxVersions is how many versions of a secret are kept (default 10).
 	MaxVersions int
 	// LookupEnv reads the environment: the KEK variables and the credential
@@ -70,7 +59,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KEKFile, "vault-kek-file", c.KEKFile, "file holding the vault's key-encryption key (base64 or hex, 32 bytes); default $"+EnvKEK+", else <data-dir>/vault/kek")
 	fs.StringVar(&c.PreviousKEKFile, "vault-previous-kek-file", c.PreviousKEKFile, "file holding the previous key-encryption key, to rotate from it at start-up (or $"+EnvPreviousKEK+")")
 	fs.StringVar(&c.PolicyFile, "vault-policy-file", c.PolicyFile, "JSON file with the credential resolution policy; default: built-in policy for fabro's services")
-	fs.StringVar(&c.ServiceTokensFile, "vault-service-tokens-file", c.ServiceTokensFile, "JSON file mapping service identities to tokens; default <data-dir>/vault/service-tokens.json")
 	fs.IntVar(&c.MaxVersions, "vault-max-versions", c.MaxVersions, "versions kept per secret (0: 10)")
 }
 
@@ -83,13 +71,7 @@ type Service struct {
 	store     *store.Store
 	audit     *audit.Log
 	policy    policy.Policy
-	tokens    []serviceToken
 	lookupEnv func(string) (string, bool)
-}
-
-type serviceToken struct {
-	service string
-	hash    [sha256.Size]byte
 }
 
 // New opens the vault's store, rotating its key when a previous KEK is
@@ -129,25 +111,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 			return nil, fmt.Errorf("vault: %w", err)
 		}
 	}
-	tokensFile := cfg.ServiceTokensFile
-	if tokensFile == "" {
-		tokensFile = DefaultServiceTokensFile(cfg.DataDir)
-		if err := ensureServiceTokens(tokensFile); err != nil {
-			return nil, err
-		}
-	}
-	tokens, err := ReadServiceTokens(tokensFile)
-	if err != nil {
-		return nil, err
-	}
 	al, err := audit.Open(filepath.Join(dir, "audit.log"))
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
 	s := &Service{logger: logger, store: st, audit: al, policy: pol, lookupEnv: cfg.LookupEnv}
-	for svc, tok := range tokens {
-		s.tokens = append(s.tokens, serviceToken{service: svc, hash: sha256.Sum256([]byte(tok))})
-	}
 	if previous != nil {
 		s.record(ctx, audit.Entry{Op: "rotate", Caller: "admin", Outcome: "OK"})
 	}
@@ -214,63 +182,6 @@ func loadKEK(file, env string, lookup func(string) (string, bool), fallback stri
 		return nil, fmt.Errorf("vault: key-encryption key from %s: %w", source, err)
 	}
 	return kek, nil
-}
-
-// DefaultServiceTokensFile is where the vault keeps service tokens when no
-// file is configured; in-process services read theirs from it too.
-func DefaultServiceTokensFile(dataDir string) string {
-	return filepath.Join(dataDir, "vault", "service-tokens.json")
-}
-
-func ensureServiceTokens(file string) error {
-	if _, err := os.Stat(file); err == nil {
-		return nil
-	}
-	tokens := map[string]string{}
-	for _, svc := range ServiceNames {
-		tokens[svc] = rand.Text()
-	}
-	b, _ := json.MarshalIndent(tokens, "", "  ")
-	if err := os.WriteFile(file, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("vault: write service tokens: %w", err)
-	}
-	return nil
-}
-
-// ReadServiceTokens reads a service tokens file: a JSON object from service
-// identity to token.
-func ReadServiceTokens(file string) (map[string]string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("vault: read service tokens: %w", err)
-	}
-	var tokens map[string]string
-	if err := json.Unmarshal(b, &tokens); err != nil {
-		return nil, fmt.Errorf("vault: parse service tokens %s: %w", file, err)
-	}
-	for svc, tok := range tokens {
-		if len(tok) < 16 {
-			return nil, fmt.Errorf("vault: service tokens %s: the token of %q is shorter than 16 characters", file, svc)
-		}
-	}
-	return tokens, nil
-}
-
-// identify returns the service whose token the caller presents, or "" when
-// it presents none or an unknown one.
-func (s *Service) identify(token string) string {
-	if token == "" {
-		return ""
-	}
-	h := sha256.Sum256([]byte(token))
-	who := ""
-	for _, t := range s.tokens {
-		// Compare with every token, in constant time, so timing tells nothing.
-		if subtle.ConstantTimeCompare(h[:], t.hash[:]) == 1 {
-			who = t.service
-		}
-	}
-	return who
 }
 
 // envFallback reports whether name is one of the conventional variables the

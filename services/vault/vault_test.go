@@ -24,6 +24,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
@@ -66,24 +68,37 @@ func start(t *testing.T, dataDir string, environ map[string]string) *harness {
 	}
 	t.Cleanup(func() { svc.Close() })
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	fx := authtest.New(t)
+	srv := grpc.NewServer(fx.ServerOptions()...)
 	svc.RegisterGRPC(srv)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
+	tokens := map[string]string{"admin": fx.Token("admin", auth.RoleAdmin), "user": fx.Token("alice", auth.RoleUser)}
+	for _, name := range auth.ServiceNames {
+		tokens[name] = fx.Token(name, auth.RoleService)
+	}
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(asAdminByDefault(tokens["admin"])))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	tokens, err := vault.ReadServiceTokens(vault.DefaultServiceTokensFile(dataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &harness{client: vaultv1.NewVaultServiceClient(conn), dataDir: dataDir, logs: logs, tokens: tokens}
 }
 
+// asAdminByDefault presents the admin token on calls that present no other.
+func asAdminByDefault(admin string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get("authorization")) == 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+admin)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// as presents the token of principal: a service name, "admin" or "user".
 func (h *harness) as(ctx context.Context, service string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+h.tokens[service])
 }
@@ -133,12 +148,24 @@ func TestBadInput(t *testing.T) {
 		{"resolve without identity", func() error {
 			_, err := h.client.ResolveCredentials(ctx, &vaultv1.ResolveCredentialsRequest{Names: []string{"OPENAI_API_KEY"}})
 			return err
-		}, codes.PermissionDenied, "DENIED"},
+		}, codes.PermissionDenied, "auth/PERMISSION_DENIED"},
 		{"resolve with a forged token", func() error {
 			_, err := h.client.ResolveCredentials(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer forged-token-123456"),
 				&vaultv1.ResolveCredentialsRequest{Names: []string{"OPENAI_API_KEY"}})
 			return err
-		}, codes.PermissionDenied, "DENIED"},
+		}, codes.Unauthenticated, "auth/UNAUTHENTICATED"},
+		{"resolve as a person", func() error {
+			_, err := h.client.ResolveCredentials(ctx, &vaultv1.ResolveCredentialsRequest{Names: []string{"OPENAI_API_KEY"}})
+			return err
+		}, codes.PermissionDenied, "auth/PERMISSION_DENIED"},
+		{"admin call with a user token", func() error {
+			_, err := h.client.ListSecrets(h.as(ctx, "user"), &vaultv1.ListSecretsRequest{})
+			return err
+		}, codes.PermissionDenied, "auth/PERMISSION_DENIED"},
+		{"admin call as a service", func() error {
+			_, err := h.client.PutSecret(h.as(ctx, "llmgateway"), &vaultv1.PutSecretRequest{Name: "OPENAI_API_KEY", Value: "x"})
+			return err
+		}, codes.PermissionDenied, "auth/PERMISSION_DENIED"},
 		{"resolve outside the policy", func() error {
 			_, err := h.client.ResolveCredentials(h.as(ctx, "agent"), &vaultv1.ResolveCredentialsRequest{Names: []string{"OPENAI_API_KEY"}})
 			return err
@@ -163,7 +190,11 @@ func TestBadInput(t *testing.T) {
 					info = i
 				}
 			}
-			if info.GetReason() != tt.reason || info.GetDomain() != "vault.fabro.dev" {
+			reason, domain := tt.reason, "vault.fabro.dev"
+			if r, ok := strings.CutPrefix(reason, "auth/"); ok {
+				reason, domain = r, "auth.fabro.dev" // refused by the server's interceptor
+			}
+			if info.GetReason() != reason || info.GetDomain() != domain {
 				t.Errorf("ErrorInfo = %v, want reason %s", info, tt.reason)
 			}
 		})

@@ -18,11 +18,11 @@ func main() {
 			cfg.RegisterFlags(fs)
 			fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the embedded NATS store and session records (required)")
 		},
-		func(ctx context.Context, logger *slog.Logger) (server.Service, func(), error) {
+		func(ctx context.Context, logger *slog.Logger, _ server.Config) ([]server.Service, func(), error) {
 			svc, err := agent.New(ctx, cfg, logger)
 			if err != nil {
 				return nil, nil, err
 			}
-			return svc, func() { svc.Close() }, nil
+			return []server.Service{svc}, func() { svc.Close() }, nil
 		})
 }

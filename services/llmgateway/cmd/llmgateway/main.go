@@ -15,11 +15,11 @@ func main() {
 	var cfg llmgateway.Config
 	server.Main("llmgateway", server.Config{GRPCAddr: "127.0.0.1:7701", HTTPAddr: "127.0.0.1:7781"},
 		cfg.RegisterFlags,
-		func(ctx context.Context, logger *slog.Logger) (server.Service, func(), error) {
+		func(ctx context.Context, logger *slog.Logger, _ server.Config) ([]server.Service, func(), error) {
 			gw, err := llmgateway.New(ctx, cfg, logger)
 			if err != nil {
 				return nil, nil, err
 			}
-			return gw, func() { gw.Close() }, nil
+			return []server.Service{gw}, func() { gw.Close() }, nil
 		})
 }

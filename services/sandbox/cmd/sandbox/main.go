@@ -16,12 +16,12 @@ func main() {
 		func(fs *flag.FlagSet) {
 			fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for managed workspaces (<data-dir>/sandbox/workspaces); default the system temporary directory")
 		},
-		func(ctx context.Context, logger *slog.Logger) (server.Service, func(), error) {
+		func(ctx context.Context, logger *slog.Logger, _ server.Config) ([]server.Service, func(), error) {
 			svc, err := sandbox.New(cfg, logger)
 			if err != nil {
 				return nil, nil, err
 			}
 			// Sandboxes outlive requests: delete them once the server drained.
-			return svc, func() { svc.Close(context.WithoutCancel(ctx)) }, nil
+			return []server.Service{svc}, func() { svc.Close(context.WithoutCancel(ctx)) }, nil
 		})
 }

@@ -1,0 +1,107 @@
+package auth
+
+import (
+	"context"
+	"errors"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	authv1 "github.com/fabro-sh/fabro-go/gen/fabro/auth/v1"
+)
+
+// TokenService serves fabro.auth.v1.TokenService over a Store. The
+// authorization table limits it to admins.
+type TokenService struct {
+	authv1.UnimplementedTokenServiceServer
+	store *Store
+}
+
+// NewTokenService returns the token service of store.
+func NewTokenService(store *Store) *TokenService { return &TokenService{store: store} }
+
+// Name implements the server runtime's Service.
+func (t *TokenService) Name() string { return authv1.TokenService_ServiceDesc.ServiceName }
+
+// RegisterGRPC implements the server runtime's Service.
+func (t *TokenService) RegisterGRPC(r grpc.ServiceRegistrar) { authv1.RegisterTokenServiceServer(r, t) }
+
+// RegisterGateway implements the server runtime's Service.
+func (t *TokenService) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return authv1.RegisterTokenServiceHandler(ctx, mux, conn)
+}
+
+var roleOf = map[authv1.Role]Role{authv1.Role_ROLE_USER: RoleUser, authv1.Role_ROLE_ADMIN: RoleAdmin}
+
+func toProtoRole(r Role) authv1.Role {
+	switch r {
+	case RoleUser:
+		return authv1.Role_ROLE_USER
+	case RoleAdmin:
+		return authv1.Role_ROLE_ADMIN
+	case RoleService:
+		return authv1.Role_ROLE_SERVICE
+	}
+	return authv1.Role_ROLE_UNSPECIFIED
+}
+
+func toProto(e Entry) *authv1.Token {
+	return &authv1.Token{Id: e.ID, Name: e.Name, Role: toProtoRole(e.Role), CreateTime: timestamppb.New(e.Created)}
+}
+
+// CreateToken implements TokenService.
+func (t *TokenService) CreateToken(_ context.Context, req *authv1.CreateTokenRequest) (*authv1.CreateTokenResponse, error) {
+	role, ok := roleOf[req.GetRole()]
+	if !ok {
+		return nil, badRequest("role", "role must be ROLE_USER or ROLE_ADMIN")
+	}
+	if !ValidName(req.GetName()) {
+		return nil, badRequest("name", "name must be 1 to 64 letters, digits, '.', '-', '_' or '@', starting with a letter or digit")
+	}
+	value, e, err := t.store.Issue(req.GetName(), role)
+	if err != nil {
+		return nil, err // not a status: the server reports it as internal
+	}
+	return &authv1.CreateTokenResponse{Token: toProto(e), Value: value}, nil
+}
+
+// ListTokens implements TokenService.
+func (t *TokenService) ListTokens(context.Context, *authv1.ListTokensRequest) (*authv1.ListTokensResponse, error) {
+	entries, err := t.store.List()
+	if err != nil {
+		return nil, err
+	}
+	resp := &authv1.ListTokensResponse{}
+	for _, e := range entries {
+		resp.Tokens = append(resp.Tokens, toProto(e))
+	}
+	return resp, nil
+}
+
+// RevokeToken implements TokenService.
+func (t *TokenService) RevokeToken(_ context.Context, req *authv1.RevokeTokenRequest) (*authv1.RevokeTokenResponse, error) {
+	if req.GetId() == "" {
+		return nil, badRequest("id", "name the token's id (see ListTokens)")
+	}
+	switch err := t.store.Revoke(req.GetId()); {
+	case errors.Is(err, ErrNotFound):
+		st, _ := status.New(codes.NotFound, "no token has this id").WithDetails(
+			&errdetails.ErrorInfo{Domain: ErrorDomain, Reason: "TOKEN_NOT_FOUND", Metadata: map[string]string{"id": req.GetId()}})
+		return nil, st.Err()
+	case err != nil:
+		return nil, err
+	}
+	return &authv1.RevokeTokenResponse{}, nil
+}
+
+func badRequest(field, msg string) error {
+	st := status.New(codes.InvalidArgument, msg)
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
