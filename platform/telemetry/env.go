@@ -27,6 +27,9 @@ type settings struct {
 	samplerArg      float64
 	propagators     []string
 	captureContent  bool
+	// ints holds the integer variables that were set, by name; they are
+	// applied as options, so that Config.LookupEnv is the one source.
+	ints map[string]int64
 }
 
 // endpoint is one signal's OTLP destination.
@@ -79,17 +82,20 @@ func parseSettings(lookup func(string) (string, bool), defaultName string) (sett
 	if s.serviceName == "" {
 		s.serviceName = defaultName
 	}
-	// Integers the SDK reads itself: checked here so that a bad one fails
-	// start-up instead of being dropped with a log line.
+	// Integers the SDK would read itself: checked here so that a bad one
+	// fails start-up instead of being dropped with a log line.
+	s.ints = map[string]int64{}
 	for _, name := range []string{
 		"OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT", "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
 		"OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRIC_EXPORT_TIMEOUT",
 		"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
 	} {
 		if v := r.get(name); v != "" {
-			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
 				return s, fmt.Errorf("%s=%q: want a non-negative integer (milliseconds or a count)", name, v)
 			}
+			s.ints[name] = n
 		}
 	}
 	if s.traces, err = parseEndpoint(r, "TRACES", "/v1/traces"); err != nil {

@@ -135,7 +135,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Telemetry, err error) {
 	// Traces: without an exporter, a no-op provider. It still carries an
 	// incoming trace context through to outgoing calls and log lines.
 	if s.tracesExporter == "otlp" {
-		exp, err := traceExporter(ctx, s.traces)
+		exp, err := traceExporter(ctx, s.traces, s.timeout("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"))
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +145,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Telemetry, err error) {
 			// The batcher's queue is bounded (OTEL_BSP_MAX_QUEUE_SIZE,
 			// default 2048): with the collector down, spans are dropped,
 			// never queued without end.
-			sdktrace.WithBatcher(exp),
+			sdktrace.WithBatcher(exp, s.batchOptions()...),
 		)
 		t.shutdowns = append(t.shutdowns, tp.Shutdown)
 		t.TracerProvider = tp
@@ -161,11 +161,18 @@ func Setup(ctx context.Context, cfg Config) (_ *Telemetry, err error) {
 	}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom)}
 	if s.metricsOTLP {
-		exp, err := metricExporter(ctx, s.metrics)
+		exp, err := metricExporter(ctx, s.metrics, s.timeout("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"))
 		if err != nil {
 			return nil, err
 		}
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		var ropts []sdkmetric.PeriodicReaderOption
+		if ms, ok := s.ints["OTEL_METRIC_EXPORT_INTERVAL"]; ok && ms > 0 {
+			ropts = append(ropts, sdkmetric.WithInterval(time.Duration(ms)*time.Millisecond))
+		}
+		if ms, ok := s.ints["OTEL_METRIC_EXPORT_TIMEOUT"]; ok && ms > 0 {
+			ropts = append(ropts, sdkmetric.WithTimeout(time.Duration(ms)*time.Millisecond))
+		}
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, ropts...)))
 	}
 	mp := sdkmetric.NewMeterProvider(mopts...)
 	t.shutdowns = append(t.shutdowns, mp.Shutdown)
@@ -186,15 +193,54 @@ func describe(on bool, e endpoint) string {
 	return e.protocol + " " + e.url.Redacted()
 }
 
-func traceExporter(ctx context.Context, e endpoint) (sdktrace.SpanExporter, error) {
+// timeout is the signal's exporter timeout, else the generic one; 0 for
+// the exporter's default.
+func (s settings) timeout(signalVar string) time.Duration {
+	ms, ok := s.ints[signalVar]
+	if !ok {
+		ms = s.ints["OTEL_EXPORTER_OTLP_TIMEOUT"]
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (s settings) batchOptions() []sdktrace.BatchSpanProcessorOption {
+	var o []sdktrace.BatchSpanProcessorOption
+	ms := func(name string) (time.Duration, bool) {
+		n, ok := s.ints[name]
+		return time.Duration(n) * time.Millisecond, ok && n > 0
+	}
+	if d, ok := ms("OTEL_BSP_SCHEDULE_DELAY"); ok {
+		o = append(o, sdktrace.WithBatchTimeout(d))
+	}
+	if d, ok := ms("OTEL_BSP_EXPORT_TIMEOUT"); ok {
+		o = append(o, sdktrace.WithExportTimeout(d))
+	}
+	if n, ok := s.ints["OTEL_BSP_MAX_QUEUE_SIZE"]; ok && n > 0 {
+		o = append(o, sdktrace.WithMaxQueueSize(int(n)))
+	}
+	if n, ok := s.ints["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"]; ok && n > 0 {
+		o = append(o, sdktrace.WithMaxExportBatchSize(int(n)))
+	}
+	return o
+}
+
+func traceExporter(ctx context.Context, e endpoint, timeout time.Duration) (sdktrace.SpanExporter, error) {
 	var (
 		exp sdktrace.SpanExporter
 		err error
 	)
 	if e.protocol == ProtocolGRPC {
-		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(e.url.String()))
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(e.url.String())}
+		if timeout > 0 {
+			opts = append(opts, otlptracegrpc.WithTimeout(timeout))
+		}
+		exp, err = otlptracegrpc.New(ctx, opts...)
 	} else {
-		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(e.url.String()))
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(e.url.String())}
+		if timeout > 0 {
+			opts = append(opts, otlptracehttp.WithTimeout(timeout))
+		}
+		exp, err = otlptracehttp.New(ctx, opts...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
@@ -202,15 +248,23 @@ func traceExporter(ctx context.Context, e endpoint) (sdktrace.SpanExporter, erro
 	return exp, nil
 }
 
-func metricExporter(ctx context.Context, e endpoint) (sdkmetric.Exporter, error) {
+func metricExporter(ctx context.Context, e endpoint, timeout time.Duration) (sdkmetric.Exporter, error) {
 	var (
 		exp sdkmetric.Exporter
 		err error
 	)
 	if e.protocol == ProtocolGRPC {
-		exp, err = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpointURL(e.url.String()))
+		opts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpointURL(e.url.String())}
+		if timeout > 0 {
+			opts = append(opts, otlpmetricgrpc.WithTimeout(timeout))
+		}
+		exp, err = otlpmetricgrpc.New(ctx, opts...)
 	} else {
-		exp, err = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(e.url.String()))
+		opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(e.url.String())}
+		if timeout > 0 {
+			opts = append(opts, otlpmetrichttp.WithTimeout(timeout))
+		}
+		exp, err = otlpmetrichttp.New(ctx, opts...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTLP metric exporter: %w", err)
