@@ -39,7 +39,7 @@ func Modes(sinkGRPCAddr string) []Mode {
 // mode, interleaved, b.N times each. It reports each mode's median and
 // mean per call and their ratios to "off".
 func Run(b *testing.B, build func(b *testing.B) (call func(ctx context.Context) error)) {
-	sink, err := otlpsink.Listen(otlpsink.New(1000, nil), "127.0.0.1:0", "127.0.0.1:0")
+	sink, err := otlpsink.Listen(otlpsink.New(1000, nil).WithoutRaw(), "127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
