@@ -92,7 +92,8 @@ COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 .PHONY: images
 images: ## Build the service images offline (FROM scratch) for compose.yaml
 	@for s in $(COMPOSE_SERVICES); do \
-	  mkdir -p .tmp/images/$$s/data && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$s/ && \
+	  mkdir -p $(addprefix .tmp/images/$$s/rootfs/,data auth run/fabro issue/admin issue/llmgateway issue/agent issue/sandbox) && \
+	  cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$s/ && \
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$s/app ./services/$$s/cmd/$$s; done
 	@mkdir -p .tmp/images/otlpsink/data && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/otlpsink/ && \
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/otlpsink/app ./platform/cmd/otlpsink

@@ -46,7 +46,7 @@ type serveProc struct {
 	grpcAddr string
 	httpAddr string
 	logs     *bytes.Buffer // everything printed after start-up, once stopped
-	// startLogs is what was printed up to "server started" (startProc).
+	// startLogs is what was printed up to "server started" (startTracedProc).
 	startLogs string
 	done      chan error
 }

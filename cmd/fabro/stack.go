@@ -40,9 +40,10 @@ type stack struct {
 }
 
 // startStack starts the vault, sandbox, LLM gateway and agent services
-// behind one gRPC port and one REST port. The services call each other
-// through that same gRPC port, so every call crosses the interceptors a
-// remote call would.
+// behind one gRPC port and one REST port, plus the token service. The
+// services call each other through the same server (its in-process
+// listener), each with its own token, so every call crosses the
+// interceptors, authentication included, that a remote call would.
 func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *stack, err error) {
 	st := &stack{}
 	defer func() {

@@ -360,7 +360,7 @@ func TestServeTracesAPrompt(t *testing.T) {
 	sink := startSink(t)
 	dir := t.TempDir()
 	overlay := fakeAnthropic(t, dir)
-	s := startProc(t, fabroBin, []string{"serve", "-nats-listen", "127.0.0.1:-1"}, "FABRO_DATA_DIR="+filepath.Join(dir, "data"),
+	s := startTracedProc(t, fabroBin, []string{"serve", "-nats-listen", "127.0.0.1:-1"}, "FABRO_DATA_DIR="+filepath.Join(dir, "data"),
 		"FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+sink.GRPCAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_SERVICE_NAME=")
 	adminFile := filepath.Join(dir, "data", "auth", "admin.token")
@@ -417,13 +417,13 @@ func TestServicesTraceAPrompt(t *testing.T) {
 // waits for its "server started" line.
 func startService(t *testing.T, bin string, env ...string) *serveProc {
 	t.Helper()
-	return startProc(t, bin, nil, env...)
+	return startTracedProc(t, bin, nil, env...)
 }
 
-// startProc runs bin with args and the shared server flags on free ports
+// startTracedProc runs bin with args and the shared server flags on free ports
 // and waits for its "server started" line; the log lines before it stay
 // in startLogs, readable while the process runs.
-func startProc(t *testing.T, bin string, args []string, env ...string) *serveProc {
+func startTracedProc(t *testing.T, bin string, args []string, env ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(bin, append(args, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-format", "json", "-log-level", "debug")...)
 	cmd.Env = append(os.Environ(), env...)

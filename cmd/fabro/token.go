@@ -86,6 +86,12 @@ func tokenRevoke(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	rest := fs.Args()
+	if len(rest) > 0 { // flags may follow the ID
+		if err := fs.Parse(rest[1:]); err != nil {
+			return err
+		}
+		rest = append(rest[:1], fs.Args()...)
+	}
 	if len(rest) != 1 {
 		return usagef("token revoke takes one token ID (see fabro token list)")
 	}

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fabro-sh/fabro-go/gen/openapi"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 )
 
@@ -48,7 +50,7 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	mux.HandleFunc("GET /openapi.json", s.authenticated(serveOpenAPI))
 	s.observeRoutes(mux)
 	mux.Handle("/", gw)
 
@@ -75,6 +77,27 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok"))
+}
+
+// authenticated admits a request to a handler the gateway does not route
+// through gRPC only with a valid token (any principal): every REST request
+// but /healthz needs one.
+func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.NoAuth {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := auth.ParseBearer(r.Header.Get("Authorization"))
+		if ok {
+			_, err := s.cfg.Auth.Verify(tok)
+			ok = err == nil
+		}
+		if !ok || len(r.Header.Values("Authorization")) != 1 {
+			restError(w, http.StatusUnauthorized, codes.Unauthenticated, "UNAUTHENTICATED", "missing or invalid credential: present \"authorization: Bearer <token>\"")
+			return
+		}
+		h(w, r)
+	}
 }
 
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {

@@ -181,8 +181,12 @@ func TestAuthenticatedServer(t *testing.T) {
 	for _, tt := range []struct {
 		token string
 		want  int
-	}{{"", 401}, {"Bearer nope", 401}, {"Bearer " + user, 403}, {"Bearer " + admin, 200}} {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+h.srv.HTTPAddr()+"/v1/secrets/OK", nil)
+		path  string
+	}{
+		{"", 401, "/v1/secrets/OK"}, {"Bearer nope", 401, "/v1/secrets/OK"}, {"Bearer " + user, 403, "/v1/secrets/OK"}, {"Bearer " + admin, 200, "/v1/secrets/OK"},
+		{"", 401, "/openapi.json"}, {"Bearer nope", 401, "/openapi.json"}, {"Bearer " + user, 200, "/openapi.json"}, {"", 200, "/healthz"},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+h.srv.HTTPAddr()+tt.path, nil)
 		if tt.token != "" {
 			req.Header.Set("Authorization", tt.token)
 		}
@@ -192,7 +196,7 @@ func TestAuthenticatedServer(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != tt.want {
-			t.Errorf("REST with %.12q: %d, want %d", tt.token, resp.StatusCode, tt.want)
+			t.Errorf("REST %s with %.12q: %d, want %d", tt.path, tt.token, resp.StatusCode, tt.want)
 		}
 	}
 	// Refusals are logged with the principal and the method, never the token.

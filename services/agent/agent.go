@@ -166,6 +166,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		if o.Token == nil {
 			o.Token = grpcclient.TokenFileOrEnv(cfg.TokenFile, cfg.LookupEnv)
 		}
+		if o.Token == nil {
+			logger.WarnContext(ctx, "agent has no token of its own: give -token-file or $FABRO_TOKEN, or its calls are refused", "calling", what)
+		}
 		conn, err := grpcclient.New(addr, o)
 		if err != nil {
 			return nil, fmt.Errorf("agent: %s client: %w", what, err)

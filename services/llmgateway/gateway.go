@@ -164,6 +164,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		if o.Token == nil {
 			o.Token = grpcclient.TokenFileOrEnv(cfg.TokenFile, cfg.LookupEnv)
 		}
+		if o.Token == nil {
+			logger.WarnContext(ctx, "llmgateway has no token for the vault: give -token-file or $FABRO_TOKEN, or every resolution is refused")
+		}
 		conn, err := grpcclient.New(cfg.VaultAddr, o)
 		if err != nil {
 			return nil, fmt.Errorf("llmgateway: vault client: %w", err)
