@@ -298,7 +298,7 @@ func checkTrace(t *testing.T, sink *otlpsink.Sink, run tracedRun, wantMetrics, w
 // its trace id (and the RPC method).
 func checkLogs(t *testing.T, logs, traceID string) {
 	t.Helper()
-	var n int
+	var n, withSession int
 	for _, line := range strings.Split(logs, "\n") {
 		var l map[string]any
 		if json.Unmarshal([]byte(line), &l) != nil {
@@ -306,10 +306,13 @@ func checkLogs(t *testing.T, logs, traceID string) {
 		}
 		if l["trace_id"] == traceID && l["span_id"] != nil && l["rpc_method"] != nil {
 			n++
+			if l["session_id"] != nil {
+				withSession++
+			}
 		}
 	}
-	if n == 0 {
-		t.Errorf("no log line carries trace_id %s with span_id and rpc_method:\n%s", traceID, logs)
+	if n == 0 || withSession == 0 {
+		t.Errorf("%d log lines carry trace_id %s with span_id and rpc_method, %d of them session_id:\n%s", n, traceID, withSession, logs)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/logging"
@@ -88,20 +90,55 @@ func traceHTTP(next http.Handler) http.Handler {
 	)
 }
 
-// logContextUnary and logContextStream put the RPC method into the
-// context's log attributes, so every line a handler logs names it (and,
-// through the logging handler, the trace and span of the call).
+// logContextUnary and logContextStream put the RPC method, and the
+// session_id of a request that names one, into the context's log
+// attributes, so every line a handler logs names them (and, through the
+// logging handler, the trace and span of the call).
 func logContextUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	return handler(logging.With(ctx, slog.String("rpc_method", info.FullMethod)), req)
+	ctx = logging.With(ctx, slog.String("rpc_method", info.FullMethod))
+	if id := sessionID(req); id != "" {
+		ctx = logging.With(ctx, slog.String("session_id", id))
+	}
+	return handler(ctx, req)
 }
 
 func logContextStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	return handler(srv, &ctxStream{ServerStream: ss, ctx: logging.With(ss.Context(), slog.String("rpc_method", info.FullMethod))})
 }
 
+// ctxStream carries the log context; the first request received adds its
+// session_id (a server-streaming handler receives before it reads the
+// context).
 type ctxStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx    context.Context
+	tagged bool
 }
 
 func (s *ctxStream) Context() context.Context { return s.ctx }
+
+func (s *ctxStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil && !s.tagged {
+		s.tagged = true
+		if id := sessionID(m); id != "" {
+			s.ctx = logging.With(s.ctx, slog.String("session_id", id))
+		}
+	}
+	return err
+}
+
+// sessionID is the string field session_id of a request message, if it
+// has one.
+func sessionID(m any) string {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return ""
+	}
+	r := pm.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName("session_id")
+	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
+		return ""
+	}
+	return r.Get(fd).String()
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/platform/logging"
@@ -177,4 +179,20 @@ func famNames[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestSessionIDOfRequests(t *testing.T) {
+	for _, tc := range []struct {
+		req  any
+		want string
+	}{
+		{&agentv1.PromptRequest{SessionId: "s_1", Text: "secret prompt"}, "s_1"},
+		{&agentv1.CreateSessionRequest{}, ""},
+		{&vaultv1.GetSecretRequest{Name: "x"}, ""},
+		{"not a message", ""},
+	} {
+		if got := sessionID(tc.req); got != tc.want {
+			t.Errorf("sessionID(%T) = %q, want %q", tc.req, got, tc.want)
+		}
+	}
 }
