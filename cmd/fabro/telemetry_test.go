@@ -68,8 +68,8 @@ type tracedRun struct {
 	report  *agentv1.PromptReport
 	// children are the subagents' reports, relayed on the prompt's stream.
 	children []*agentv1.PromptReport
-	natsMsg []*nats.Msg
-	metrics string // /metrics of the process serving the gateway
+	natsMsg  []*nats.Msg
+	metrics  string // /metrics of the process serving the gateway
 }
 
 // runTracedPrompt runs the scripted prompt on the agent at agentAddr under
