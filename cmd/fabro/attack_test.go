@@ -324,6 +324,27 @@ func TestRESTBadInputThroughServe(t *testing.T) {
 	}
 }
 
+// TestRESTQueryThroughServe: misspelled query parameters and enum values
+// are named in a 400, not dropped.
+func TestRESTQueryThroughServe(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	admin := s.adminToken(t)
+	for _, tt := range []struct {
+		query string
+		want  int
+		text  string
+	}{
+		{"states=SESSION_STATE_IDEL", 400, `"field":"states"`},
+		{"stats=SESSION_STATE_IDLE", 400, `"field":"stats"`},
+		{"states=SESSION_STATE_IDLE&pageSize=5", 200, `"sessions"`},
+	} {
+		code, body := s.rest(t, admin, http.MethodGet, "/v1/sessions?"+tt.query, "")
+		if code != tt.want || !strings.Contains(body, tt.text) {
+			t.Errorf("?%s: %d %s, want %d with %q", tt.query, code, body, tt.want, tt.text)
+		}
+	}
+}
+
 // TestRESTOversizedThroughServe announces a body over the limit and sends
 // none: 413 at once, nothing read.
 func TestRESTOversizedThroughServe(t *testing.T) {

@@ -41,6 +41,7 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 			},
 		}),
 		runtime.WithErrorHandler(namedFieldErrors),
+		runtime.SetQueryParameterParser(strictQuery{}),
 	)
 	for _, svc := range services {
 		if err := svc.RegisterGateway(ctx, gw, conn); err != nil {

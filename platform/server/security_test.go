@@ -112,6 +112,28 @@ func TestRESTRefusesCrossSite(t *testing.T) {
 	}
 }
 
+func TestRESTUnknownQueryParameter(t *testing.T) {
+	h := start(t, Config{HTTPAddr: "127.0.0.1:0"})
+	for _, tt := range []struct {
+		query string
+		want  int
+		text  string
+	}{
+		{"prefx=A", 400, `"field":"prefx"`},
+		{"prefix=A", 501, ""}, // known: reaches the (unimplemented) handler
+	} {
+		resp, err := http.Get("http://" + h.srv.HTTPAddr() + "/v1/secrets?" + tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want || !strings.Contains(string(b), tt.text) {
+			t.Errorf("?%s: %d %s, want %d with %q", tt.query, resp.StatusCode, b, tt.want, tt.text)
+		}
+	}
+}
+
 // TestRESTOversizedBodyIsNotRead announces a huge body and sends none: the
 // answer must come at once, without the server waiting to read it.
 func TestRESTOversizedBodyIsNotRead(t *testing.T) {
