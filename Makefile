@@ -101,6 +101,8 @@ images: ## Build the service images offline (FROM scratch) for compose.yaml
 	  mkdir -p $(addprefix .tmp/images/$$s/rootfs/,data auth run/fabro issue/admin issue/llmgateway issue/agent issue/sandbox) && \
 	  cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$s/ && \
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$s/app ./services/$$s/cmd/$$s; done
+	@mkdir -p .tmp/images/otlpsink/data && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/otlpsink/ && \
+	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/otlpsink/app ./platform/cmd/otlpsink
 	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
 	$(COMPOSE) build
 

@@ -46,7 +46,9 @@ type serveProc struct {
 	grpcAddr string
 	httpAddr string
 	logs     *bytes.Buffer // everything printed after start-up, once stopped
-	done     chan error
+	// startLogs is what was printed up to "server started" (startTracedProc).
+	startLogs string
+	done      chan error
 }
 
 // startServe runs `fabro serve` on free ports and waits for it to report

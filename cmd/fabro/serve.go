@@ -10,6 +10,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/platform/telemetry"
 	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
 )
@@ -53,6 +54,12 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "fabro", Logger: logger, LookupEnv: e.lookupEnv})
+	if err != nil {
+		return err
+	}
+	defer server.ShutdownTelemetry(ctx, tel, logger)
+	cfg.server.Metrics = tel.MetricsHandler()
 	cfg.vault.DataDir, cfg.vault.LookupEnv, cfg.agentDataDir, cfg.sandbox.DataDir = dataDir, e.lookupEnv, dataDir, dataDir
 	if cfg.server.TokensFile == "" {
 		cfg.server.TokensFile = server.DefaultTokensFile(dataDir)

@@ -1,5 +1,7 @@
 // Package logging builds the process-wide *slog.Logger from two settings,
-// an output format and a minimum level, so every binary logs alike.
+// an output format and a minimum level, so every binary logs alike. Every
+// line written with a context carries that context's trace_id and span_id
+// and the attributes added by [With] (session_id, rpc_method).
 package logging
 
 import (
@@ -20,9 +22,9 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(NewContextHandler(slog.NewTextHandler(w, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(NewContextHandler(slog.NewJSONHandler(w, opts))), nil
 	default:
 		return nil, fmt.Errorf("log format %q: want text or json", format)
 	}

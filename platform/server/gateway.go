@@ -52,6 +52,7 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /openapi.json", s.authenticated(serveOpenAPI))
+	s.observeRoutes(mux)
 	mux.Handle("/", gw)
 
 	guard, err := newRESTGuard(s.httpLis.Addr(), s.cfg, mux)
@@ -59,7 +60,7 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 		return err
 	}
 	s.http = &http.Server{
-		Handler:           accessLog(s.logger, guard),
+		Handler:           traceHTTP(accessLog(s.logger, guard)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: streaming responses may run for many minutes.

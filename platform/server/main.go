@@ -9,10 +9,26 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/logging"
+	"github.com/fabro-sh/fabro-go/platform/telemetry"
 )
+
+// TelemetryShutdownTimeout bounds the final flush of spans and metrics, so
+// an unreachable collector cannot hold a stopping process.
+const TelemetryShutdownTimeout = 5 * time.Second
+
+// ShutdownTelemetry flushes tel within TelemetryShutdownTimeout and logs a
+// failure.
+func ShutdownTelemetry(ctx context.Context, tel *telemetry.Telemetry, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TelemetryShutdownTimeout)
+	defer cancel()
+	if err := tel.Shutdown(ctx); err != nil {
+		logger.WarnContext(ctx, "telemetry flush failed", "error", err)
+	}
+}
 
 // Build makes a binary's services from its parsed flags; srv is the server
 // configuration (its token store path, for one).
@@ -53,6 +69,12 @@ func runMain(ctx context.Context, name string, args []string, defaults Config, r
 	if err != nil {
 		return err
 	}
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "fabro-" + name, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer ShutdownTelemetry(ctx, tel, logger)
+	srvCfg.Metrics = tel.MetricsHandler()
 	svcs, cleanup, err := build(ctx, logger, srvCfg)
 	if err != nil {
 		return err

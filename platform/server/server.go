@@ -101,10 +101,21 @@ type Config struct {
 	// HTTPCORSOrigins are origins (e.g. "https://app.example.com") whose
 	// pages may call the REST port; none by default.
 	HTTPCORSOrigins []string
+
+	// Metrics, when set, is served at GET /metrics on the REST port
+	// (telemetry.Telemetry.MetricsHandler).
+	Metrics http.Handler
+	// Pprof serves net/http/pprof under /debug/pprof/ on the REST port,
+	// to admins only. Off by default.
+	Pprof bool
+	// MetricsLoopbackOpen lets a caller on a loopback address scrape
+	// /metrics without a credential (a local Prometheus or agent); from
+	// elsewhere /metrics needs an admin's token.
+	MetricsLoopbackOpen bool
 }
 
 // RegisterFlags binds -grpc-addr, -http-addr, -drain-delay, -drain-timeout
-// and -max-msg-bytes to c, with defaults from defaults. Fields without a
+// -max-msg-bytes and -pprof to c, with defaults from defaults. Fields without a
 // flag are copied from defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 	*c = defaults
@@ -125,6 +136,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defaults Config) {
 		c.HTTPCORSOrigins = splitList(v)
 		return nil
 	})
+	fs.BoolVar(&c.Pprof, "pprof", defaults.Pprof, "serve net/http/pprof under /debug/pprof/ on the REST port (admins only)")
+	fs.BoolVar(&c.MetricsLoopbackOpen, "metrics-loopback-open", defaults.MetricsLoopbackOpen, "serve /metrics without a credential to callers on a loopback address (elsewhere: an admin token)")
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -219,6 +232,8 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	}
 	s.grpc = grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
+		grpc.ChainUnaryInterceptor(logContextUnary),
+		grpc.ChainStreamInterceptor(logContextStream),
 		grpc.ChainUnaryInterceptor(ic.unary()...),
 		grpc.ChainStreamInterceptor(ic.stream()...),
 		grpc.MaxRecvMsgSize(cfg.MaxMsgBytes),

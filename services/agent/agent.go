@@ -222,6 +222,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	if err := s.loadSuspended(); err != nil {
 		return nil, err
 	}
+	if err := s.observeSessions(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

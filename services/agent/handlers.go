@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
 )
@@ -385,7 +387,10 @@ func (s *Service) startPrompt(sess *session, promptID string) (chan struct{}, er
 // log ends the session.
 func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text string, cont bool, done chan struct{}) {
 	defer s.prompts.Done()
+	ctx = logging.With(ctx, slog.String("session_id", sess.info.GetSessionId()), slog.String("prompt_id", promptID))
+	sess.log.SetTraceContext(ctx)
 	report, _ := sess.agent.Prompt(ctx, promptID, text, cont)
+	sess.log.SetTraceContext(nil)
 	sess.mu.Lock()
 	sess.lastReport = report
 	sess.running = false

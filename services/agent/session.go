@@ -92,6 +92,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	id := info.GetSessionId()
 	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
 	lopts := loop.Options{
+		SessionID:           info.GetSessionId(),
 		Model:               info.GetRoute().GetProvider() + "/" + info.GetRoute().GetModel(),
 		System:              sess.system,
 		MaxTokens:           o.GetMaxTokens(),

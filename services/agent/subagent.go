@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -97,20 +98,22 @@ func (s *Service) spawnAgent(ctx context.Context, sess *session, callID string, 
 		return "Could not start a subagent: " + status.Convert(err).Message(), true
 	}
 	id := child.info.GetSessionId()
-	if err := s.startChild(child, a.Task); err != nil {
+	if err := s.startChild(ctx, child, a.Task); err != nil {
 		return "Could not start a subagent: " + status.Convert(err).Message(), true
 	}
 	return fmt.Sprintf("Subagent %s started on the task. Call wait with agent_id %q for its answer.", id, id), false
 }
 
 // startChild runs a prompt on a subagent in the background.
-func (s *Service) startChild(child *session, text string) error {
+// The child's prompt span is a child of ctx's span, the spawning tool
+// call's, though the prompt outlives that call.
+func (s *Service) startChild(ctx context.Context, child *session, text string) error {
 	promptID := newID("p_")
 	done, err := s.startPrompt(child, promptID)
 	if err != nil {
 		return err
 	}
-	go s.runPrompt(context.Background(), child, promptID, text, false, done)
+	go s.runPrompt(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(ctx)), child, promptID, text, false, done)
 	return nil
 }
 
@@ -123,7 +126,7 @@ func (s *Service) child(sess *session, id string) (*session, string) {
 	return c, ""
 }
 
-func (s *Service) sendInput(_ context.Context, sess *session, raw []byte) (string, bool) {
+func (s *Service) sendInput(ctx context.Context, sess *session, raw []byte) (string, bool) {
 	var a struct {
 		AgentID string `json:"agent_id"`
 		Message string `json:"message"`
@@ -141,7 +144,7 @@ func (s *Service) sendInput(_ context.Context, sess *session, raw []byte) (strin
 	if _, err := c.agent.FollowUp(newID("f_"), a.Message); err == nil {
 		return fmt.Sprintf("Message queued for subagent %s; it reads it when its current answer is done.", a.AgentID), false
 	}
-	if err := s.startChild(c, a.Message); err != nil {
+	if err := s.startChild(ctx, c, a.Message); err != nil {
 		// It started another prompt between the two checks: queue instead.
 		if _, ferr := c.agent.FollowUp(newID("f_"), a.Message); ferr == nil {
 			return fmt.Sprintf("Message queued for subagent %s.", a.AgentID), false

@@ -14,8 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
@@ -64,6 +66,7 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 				continue
 			}
 			s.logger.InfoContext(ctx, "failing over", "from", primary.Canonical(), "to", route.Canonical(), "error_kind", last.detail.GetKind().String())
+			failoverEvent(ctx, primary, route, last.detail.GetKind())
 		}
 		for attempt := 1; attempt <= s.maxAttempts; attempt++ {
 			total++
@@ -98,6 +101,7 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 			}
 			wait := s.backoff(attempt, ra)
 			s.logger.DebugContext(ctx, "retrying", "route", route.Canonical(), "attempt", attempt, "wait", wait, "error_kind", gerr.detail.GetKind().String())
+			retryEvent(ctx, route, attempt, wait, gerr)
 			if err := sleep(ctx, wait); err != nil {
 				return nil, classify(ctx, err, route)
 			}
@@ -147,7 +151,9 @@ func (s *Service) attempt(ctx context.Context, route catalog.Route, req *llmv1.R
 	for k, v := range req.GetMetadata() {
 		span.SetAttributes(attribute.String("fabro.llm.metadata."+k, v))
 	}
+	start := time.Now()
 	defer func() {
+		recordAttempt(ctx, route, start, gerr)
 		if gerr != nil {
 			span.SetAttributes(attribute.String("error.type", gerr.detail.GetKind().String()))
 			span.SetStatus(otelcodes.Error, gerr.detail.GetMessage())
@@ -165,7 +171,10 @@ func (s *Service) attempt(ctx context.Context, route catalog.Route, req *llmv1.R
 		attribute.Int64("gen_ai.usage.input_tokens", resp.GetUsage().GetInputTokens()+resp.GetUsage().GetCacheReadTokens()+resp.GetUsage().GetCacheWriteTokens()),
 		attribute.Int64("gen_ai.usage.output_tokens", resp.GetUsage().GetOutputTokens()),
 		attribute.StringSlice("gen_ai.response.finish_reasons", []string{finishName(resp.GetFinishReason())}),
+		attribute.Int64("gen_ai.usage.cache_read.input_tokens", resp.GetUsage().GetCacheReadTokens()),
+		attribute.Int64("gen_ai.usage.cache_creation.input_tokens", resp.GetUsage().GetCacheWriteTokens()),
 	)
+	recordUsage(ctx, route, resp)
 	if c := resp.GetCost(); c != nil {
 		span.SetAttributes(attribute.Int64("fabro.llm.cost_usd_micros", c.GetTotalUsdMicros()))
 	}
@@ -197,6 +206,9 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	if err != nil {
 		return nil, nil, err
 	}
+	// The provider may trace too: it gets the attempt's trace context.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+	sent := time.Now()
 	// A stream's headers come at once, so waiting for them counts as idle;
 	// a unary reply's come after the whole generation, which the
 	// transport's ResponseHeaderTimeout bounds instead.
@@ -243,7 +255,11 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 				break
 			}
 			if err == nil {
+				seen := asm.Visible()
 				err = asm.handle(&ev)
+				if !seen && asm.Visible() {
+					recordFirstToken(ctx, route, sent)
+				}
 			}
 			if err != nil {
 				err = idle.explain(err)

@@ -359,11 +359,13 @@ func (o *streamOutput) Chunk(st driver.Stream, data []byte) error {
 	return o.stream.Send(&sandboxv1.ExecStreamResponse{Event: &sandboxv1.ExecStreamResponse_Output{Output: &sandboxv1.ExecOutput{Stream: ps, Data: data}}})
 }
 
-func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec, out *streamOutput) (*sandboxv1.ExecResult, error) {
+func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec, out *streamOutput) (res *sandboxv1.ExecResult, err error) {
 	e, sb, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := startExecSpan(ctx, e, spec.GetCommand())
+	defer func() { endExecSpan(ctx, span, e.driver, res, err) }()
 	ds, execID, err := execSpec(spec)
 	if err != nil {
 		return nil, err
@@ -383,11 +385,11 @@ func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec,
 		out.started = &sandboxv1.ExecStarted{ExecId: execID, StreamsSeparated: caps.StreamsSeparated, LiveStreaming: caps.LiveStreaming}
 		o = out
 	}
-	res, err := sb.Exec(ctx, ds, o)
+	dres, err := sb.Exec(ctx, ds, o)
 	if err != nil {
 		return nil, s.callErr(ctx, e, err)
 	}
-	return resultToProto(execID, res), nil
+	return resultToProto(execID, dres), nil
 }
 
 // execSpec validates spec and applies the contract's defaults and caps.

@@ -165,6 +165,7 @@ const startupTimeout = 2 * time.Minute
 // New returns the service. With a data directory it reopens the sandboxes
 // of the registry; otherwise it starts nothing.
 func New(cfg Config, logger *slog.Logger) (*Service, error) {
+	initMetrics()
 	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}, defaultDriver: cfg.DefaultDriver}
 	workspaces := defaultWorkspaceRoot()
 	if cfg.DataDir != "" {

@@ -131,6 +131,7 @@ func (s *Service) record(ctx context.Context, e audit.Entry) {
 	if e.Outcome == "" {
 		e.Outcome = codes.OK.String()
 	}
+	observe(ctx, e)
 	if err := s.audit.Record(e); err != nil {
 		s.logger.ErrorContext(ctx, "vault audit write failed", "op", e.Op, "err", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -105,6 +106,8 @@ type Bus struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	url string
+
+	backlog metric.Registration // the backlog gauge's callback
 }
 
 // Open starts the embedded server or connects to the external one, and
@@ -194,6 +197,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 	}); err != nil {
 		return nil, fmt.Errorf("bus: create stream %s: %w", StreamName, err)
 	}
+	if b.backlog, err = observeBacklog(b.js); err != nil {
+		return nil, fmt.Errorf("bus: metrics: %w", err)
+	}
 	return b, nil
 }
 
@@ -203,7 +209,8 @@ func (b *Bus) ClientURL() string { return b.url }
 
 // Publish sends ev asynchronously to its subject with its message id.
 // Publishes are stored in call order; the future reports the ack.
-func (b *Bus) Publish(ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
+// The message carries ctx's trace context (traceparent) as a header.
+func (b *Bus) Publish(ctx context.Context, ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
 	data, err := proto.Marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("bus: marshal event: %w", err)
@@ -211,6 +218,7 @@ func (b *Bus) Publish(ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
 	m := nats.NewMsg(Subject(ev.GetSessionId(), EventType(ev)))
 	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.GetSessionId(), ev.GetSequence()))
+	injectTrace(ctx, m.Header)
 	f, err := b.js.PublishMsgAsync(m)
 	if err != nil {
 		return nil, fmt.Errorf("bus: publish %s: %w", m.Subject, err)
@@ -298,6 +306,9 @@ func (b *Bus) ReplayMany(ctx context.Context, sessionIDs []string, fn func(*agen
 
 // Close drains the connection and stops the embedded server.
 func (b *Bus) Close() error {
+	if b.backlog != nil {
+		_ = b.backlog.Unregister()
+	}
 	var err error
 	if b.nc != nil {
 		if b.js != nil {

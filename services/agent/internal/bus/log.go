@@ -15,7 +15,7 @@ import (
 
 // Publisher stores events durably; *Bus is one.
 type Publisher interface {
-	Publish(ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error)
+	Publish(ctx context.Context, ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error)
 }
 
 // ErrLogClosed is returned by Emit after Close.
@@ -41,6 +41,15 @@ type Log struct {
 	changed   chan struct{} // closed and replaced when committed moves or err is set
 	onCommit  func(*agentv1.AgentEvent)
 	onFail    func(error)
+	traceCtx  context.Context // whose trace context the messages carry
+}
+
+// SetTraceContext makes the events emitted from now on carry ctx's trace
+// context (the running prompt's); nil clears it.
+func (l *Log) SetTraceContext(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.traceCtx = ctx
 }
 
 // Observe sets functions called, under the log's lock and in sequence
@@ -56,6 +65,7 @@ func (l *Log) Observe(commit func(*agentv1.AgentEvent), fail func(error)) {
 type pending struct {
 	ev *agentv1.AgentEvent
 	f  jetstream.PubAckFuture
+	at time.Time // when published, for the publish latency
 }
 
 // NewLog starts a session's log after sequence last (0 for a new session).
@@ -84,12 +94,16 @@ func (l *Log) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 	ev.SessionId, ev.ParentSessionId, ev.RootSessionId = l.sessionID, l.parentID, l.rootID
 	ev.Sequence = l.seq
 	ev.Time = timestamppb.New(l.now())
-	f, err := l.pub.Publish(ev)
+	tctx := l.traceCtx
+	if tctx == nil {
+		tctx = context.Background()
+	}
+	f, err := l.pub.Publish(tctx, ev)
 	if err != nil {
 		l.failLocked(err)
 		return 0, l.err
 	}
-	l.queue = append(l.queue, pending{ev: ev, f: f})
+	l.queue = append(l.queue, pending{ev: ev, f: f, at: time.Now()})
 	if !l.running {
 		l.running = true
 		go l.forward()
@@ -124,6 +138,7 @@ func (l *Log) forward() {
 			l.mu.Unlock()
 			continue
 		}
+		recordPublish(p.at)
 		l.committed = p.ev.GetSequence()
 		for s := range l.subs {
 			s.Push(p.ev)

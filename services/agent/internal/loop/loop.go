@@ -68,6 +68,7 @@ const (
 
 // Options tune one agent. Zero values mean: no limit, feature off.
 type Options struct {
+	SessionID       string // names the session in spans
 	Model           string // selector sent to the gateway
 	System          string
 	MaxTokens       int32

@@ -67,6 +67,7 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 		a.mu.Unlock()
 	}()
 
+	ctx, span := a.startPromptSpan(ctx, promptID, text, continuation)
 	ps := &promptState{id: promptID, start: a.opts.Now(), usage: &llmv1.Usage{}, cost: &llmv1.Cost{}, files: map[string]bool{}}
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptStarted{PromptStarted: &agentv1.PromptStarted{Text: text, Continuation: continuation}}})
 	if !continuation {
@@ -80,6 +81,7 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 		a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_Error{Error: &agentv1.Error{Error: e, Fatal: true}}})
 	}
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptCompleted{PromptCompleted: &agentv1.PromptCompleted{Report: report}}})
+	endPromptSpan(span, report)
 	return report, nil
 }
 
@@ -150,7 +152,9 @@ func (a *Agent) rounds(ctx context.Context, ps *promptState) *agentv1.PromptRepo
 		ps.turns++
 		turn := ps.turns
 		// The round is cancellable before anyone hears of it.
-		roundCtx, roundCancel := context.WithCancelCause(ctx)
+		turnCtx, endTurn := a.startTurnSpan(ctx, turn)
+		roundCtx, roundCancel := context.WithCancelCause(turnCtx)
+		roundCancel = endTurn(roundCancel)
 		a.mu.Lock()
 		a.run.roundCancel, a.run.turn = roundCancel, turn
 		a.mu.Unlock()

@@ -67,7 +67,9 @@ func (a *Agent) runTool(ctx context.Context, promptID string, c ToolCall) ToolRe
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_ToolCallStarted{ToolCallStarted: &agentv1.ToolCallStarted{
 		ToolName: c.Name, ToolCallId: c.ID, Arguments: c.Arguments}}})
 	start := time.Now()
+	ctx, span := a.startToolSpan(ctx, c)
 	var r ToolResult
+	defer func() { endToolSpan(ctx, span, c, r) }()
 	if ctx.Err() != nil {
 		r = cancelledResult()
 	} else {
