@@ -54,6 +54,11 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.Handle("/", gw)
+	for _, svc := range services {
+		if m, ok := svc.(HTTPMounter); ok {
+			m.MountHTTP(mux)
+		}
+	}
 
 	s.http = &http.Server{
 		Handler:           accessLog(s.logger, mux),
@@ -64,6 +69,17 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	return nil
+}
+
+// HTTPMounter is implemented by a Service that also serves plain HTTP
+// handlers on the REST port, beside its grpc-gateway routes: for example
+// the LLM gateway's OpenAI- and Anthropic-compatible APIs. MountHTTP
+// registers them on mux, under path prefixes of its own (the grpc-gateway
+// owns "/", and every REST route starts with "/v1/"). The handlers get the
+// same access log as the REST routes, and nothing else: they do their own
+// authentication and error bodies.
+type HTTPMounter interface {
+	MountHTTP(mux *http.ServeMux)
 }
 
 // dialTarget turns a listener address into one the loopback client can

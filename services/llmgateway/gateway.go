@@ -28,6 +28,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/compat"
 )
 
 // Defaults for zero Config fields.
@@ -110,6 +111,7 @@ type Service struct {
 	maxRetryAfter time.Duration
 	idleTimeout   time.Duration
 	closers       []func() error
+	auth          Authenticator
 }
 
 // New loads the catalog and connects the credential source.
@@ -300,4 +302,36 @@ func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest
 		return nil, catalogError(err).statusErr()
 	}
 	return &llmv1.ResolveModelResponse{Canonical: r.Canonical(), Provider: r.Provider, Model: r.Model, Passthrough: r.Passthrough}, nil
+}
+
+// Authenticator checks the API key a caller of the compatible endpoints
+// presents (a fabro token). The server wires its token check here.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) error
+}
+
+// SetAuthenticator sets the compatible endpoints' key check; call before
+// the server starts. Without one they accept every caller, like the REST
+// routes of a server without authentication.
+func (s *Service) SetAuthenticator(a Authenticator) { s.auth = a }
+
+// MountHTTP implements the server runtime's HTTPMounter: the OpenAI- and
+// Anthropic-compatible APIs under /openai/ and /anthropic/.
+func (s *Service) MountHTTP(mux *http.ServeMux) {
+	var auth compat.Authenticator
+	if s.auth != nil {
+		auth = s.auth
+	}
+	compat.New(s, auth, s.logger).Register(mux)
+}
+
+// Generate runs one request in process, for the compatible endpoints: like
+// Stream with emit, like Complete without. Errors are gRPC status errors
+// with their ErrorDetail.
+func (s *Service) Generate(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamEvent) error) (*llmv1.Response, error) {
+	resp, err := s.call(ctx, req, emit)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return resp, nil
 }
