@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -106,10 +108,57 @@ func (i interceptors) logUnary(ctx context.Context, req any, info *grpc.UnarySer
 
 func (i interceptors) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	start, done := time.Now(), false
-	defer func() { i.logRequest(ss.Context(), info.FullMethod, start, err, done) }()
-	err = handler(srv, ss)
+	ts := &trailerStream{ServerStream: ss}
+	defer func() {
+		logged := err
+		if err == nil && ts.inBand != nil {
+			logged = ts.inBand
+		}
+		i.logRequest(ss.Context(), info.FullMethod, start, logged, done)
+	}()
+	err = handler(srv, ts)
 	done = true
 	return err
+}
+
+// StreamErrorTrailer is the trailer a streaming handler sets when its
+// stream failed in band (a terminal error event) while the RPC itself ends
+// OK: its values are the gRPC code's name (e.g. "Unavailable") and the
+// error message. The access log then reports that code, not OK.
+const StreamErrorTrailer = "fabro-stream-error"
+
+// trailerStream sees the handler's trailers for StreamErrorTrailer.
+type trailerStream struct {
+	grpc.ServerStream
+	inBand error
+}
+
+func (t *trailerStream) SetTrailer(md metadata.MD) {
+	if v := md.Get(StreamErrorTrailer); len(v) > 0 {
+		var c codes.Code
+		if c.UnmarshalJSON([]byte(strconv.Quote(strings.ToUpper(camelToSnake(v[0]))))) != nil {
+			c = codes.Unknown
+		}
+		msg := ""
+		if len(v) > 1 {
+			msg = v[1]
+		}
+		t.inBand = status.Error(c, msg)
+	}
+	t.ServerStream.SetTrailer(md)
+}
+
+// camelToSnake turns a code name ("DeadlineExceeded") into its constant
+// spelling ("Deadline_Exceeded"), which codes.Code unmarshals once upper-cased.
+func camelToSnake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // sanitize decides what a handler error looks like on the wire:

@@ -22,9 +22,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
@@ -212,9 +214,18 @@ func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingSe
 	if req.GetRequest() == nil {
 		return invalid("request is required").statusErr()
 	}
+	var failed *llmv1.StreamError
 	_, err := s.call(ctx, req.GetRequest(), func(ev *llmv1.StreamEvent) error {
+		if e := ev.GetError(); e != nil {
+			failed = e
+		}
 		return stream.Send(&llmv1.StreamResponse{Event: ev})
 	})
+	if failed != nil && err == nil {
+		// The RPC ends OK with the failure in band: tell the access log.
+		code := kindPolicies[failed.GetError().GetKind()].code
+		stream.SetTrailer(metadata.Pairs(server.StreamErrorTrailer, code.String(), server.StreamErrorTrailer, failed.GetError().GetMessage()))
+	}
 	return toStatus(ctx, err)
 }
 

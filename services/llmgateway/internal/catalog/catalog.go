@@ -200,7 +200,8 @@ func validateProvider(p *llmv1.Provider) error {
 	if p.GetCodec() == llmv1.Codec_CODEC_UNSPECIFIED {
 		return errors.New("codec is required")
 	}
-	u, err := url.Parse(p.GetBaseUrl())
+	// "{region}" is a placeholder the Bedrock codec fills from AWS_REGION.
+	u, err := url.Parse(strings.ReplaceAll(p.GetBaseUrl(), "{region}", "region"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("base URL %q must be an absolute http(s) URL", p.GetBaseUrl())
 	}
