@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -321,5 +322,80 @@ func TestFailedStreamLogged(t *testing.T) {
 	}
 	if !strings.Contains(line, "code="+codes.Unavailable.String()) || !strings.Contains(line, "Overloaded") {
 		t.Errorf("access log line %q", line)
+	}
+}
+
+// TestListProvidersReadiness: ready, missing credentials naming the
+// variable, unusable with the probe's error, disabled.
+func TestListProvidersReadiness(t *testing.T) {
+	fp, client, _ := newE2E(t)
+	fp.Script(func(r fakeprovider.Request) fakeprovider.Turn {
+		if r.Protocol == "gemini-generate" {
+			return fakeprovider.Turn{Fault: &fakeprovider.Fault{Kind: fakeprovider.FaultAuth}}
+		}
+		return fakeprovider.Turn{Text: "ready"}
+	})
+	for _, probe := range []bool{false, true} {
+		resp, err := client.ListProviders(t.Context(), &llmv1.ListProvidersRequest{Probe: probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetReadiness()) != len(resp.GetProviders()) {
+			t.Fatalf("%d readiness for %d providers", len(resp.GetReadiness()), len(resp.GetProviders()))
+		}
+		got := map[string]*llmv1.ProviderReadiness{}
+		for i, r := range resp.GetReadiness() {
+			if r.GetProvider() != resp.GetProviders()[i].GetId() {
+				t.Errorf("readiness %d is %s, provider %s", i, r.GetProvider(), resp.GetProviders()[i].GetId())
+			}
+			got[r.GetProvider()] = r
+		}
+		if r := got["anthropic"]; r.GetState() != llmv1.ReadinessState_READINESS_STATE_READY || r.GetProbed() != probe {
+			t.Errorf("probe %v: anthropic %v", probe, r)
+		}
+		if r := got["mistral"]; r.GetState() != llmv1.ReadinessState_READINESS_STATE_MISSING_CREDENTIALS || !slices.Equal(r.GetMissingCredentials(), []string{"MISTRAL_API_KEY"}) {
+			t.Errorf("mistral %v", r)
+		}
+		wantGemini := llmv1.ReadinessState_READINESS_STATE_READY
+		if probe {
+			wantGemini = llmv1.ReadinessState_READINESS_STATE_UNUSABLE
+		}
+		if r := got["gemini"]; r.GetState() != wantGemini || (probe && r.GetError().GetKind() != llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION) {
+			t.Errorf("probe %v: gemini %v", probe, r)
+		}
+	}
+}
+
+// TestProbeCredential: a key is probed with the provider's probe model
+// before it is stored; a bad one says what failed.
+func TestProbeCredential(t *testing.T) {
+	fp := fakeprovider.New()
+	l, err := fakeprovider.Listen("127.0.0.1:0", fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	path := filepath.Join(t.TempDir(), "overlay.json")
+	if err := os.WriteFile(path, fakeprovider.CatalogOverlay(l.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{CatalogOverlay: path, LookupEnv: func(string) (string, bool) { return "", false }, MaxAttempts: 1}
+	fp.Script(func(r fakeprovider.Request) fakeprovider.Turn {
+		if r.Header.Get("X-Api-Key") != "good-key" {
+			return fakeprovider.Turn{Fault: &fakeprovider.Fault{Kind: fakeprovider.FaultAuth}}
+		}
+		return fakeprovider.Turn{Text: "ready"}
+	})
+	res, err := ProbeCredential(t.Context(), cfg, "ANTHROPIC_API_KEY", "good-key", discardLogger())
+	if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Provider != "anthropic" {
+		t.Fatalf("good key: %v %v", res, err)
+	}
+	res, err = ProbeCredential(t.Context(), cfg, "ANTHROPIC_API_KEY", "bad-key", discardLogger())
+	if err != nil || len(res) != 1 || res[0].Err == nil {
+		t.Fatalf("bad key: %v %v", res, err)
+	}
+	res, err = ProbeCredential(t.Context(), cfg, "SOME_TOOL_TOKEN", "x", discardLogger())
+	if err != nil || len(res) != 0 {
+		t.Errorf("unused name: %v %v", res, err)
 	}
 }

@@ -301,11 +301,6 @@ func (s *Service) ListModels(_ context.Context, req *llmv1.ListModelsRequest) (*
 	return &llmv1.ListModelsResponse{Models: s.cat.Models(req.GetProvider(), req.GetIncludeDisabled())}, nil
 }
 
-// ListProviders implements LLMGatewayService.ListProviders.
-func (s *Service) ListProviders(_ context.Context, req *llmv1.ListProvidersRequest) (*llmv1.ListProvidersResponse, error) {
-	return &llmv1.ListProvidersResponse{Providers: s.cat.Providers(req.GetIncludeDisabled())}, nil
-}
-
 // ResolveModel implements LLMGatewayService.ResolveModel.
 func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error) {
 	r, err := s.cat.Resolve(req.GetSelector())
