@@ -124,6 +124,7 @@ func fabro(t *testing.T, stdin string, args ...string) (string, string, int) {
 
 func TestSecretCommands(t *testing.T) {
 	const canary = "sk-CANARY-cli-3141592653"
+	t.Setenv("FABRO_NO_PROBE", "true") // probe-before-store is tested in models_test.go
 	dir := t.TempDir()
 	s := startServe(t, dir)
 

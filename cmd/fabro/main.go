@@ -5,6 +5,8 @@
 //	fabro secret set NAME        store a credential (value from stdin or a prompt)
 //	fabro secret list            list stored credentials (names and metadata only)
 //	fabro secret rm NAME         delete a credential
+//	fabro models                 the model catalog as a table
+//	fabro providers              the providers and their readiness
 package main
 
 import (
@@ -42,6 +44,8 @@ Usage:
   fabro secret set NAME [flags]   store a credential; the value is read from stdin or a prompt
   fabro secret list [flags]       list stored credentials (never their values)
   fabro secret rm NAME [flags]    delete a credential, or one version of it
+  fabro models [flags]            list the model catalog (context, output limit, prices, capabilities)
+  fabro providers [flags]         list the providers and whether each is ready (-probe to check with a call)
 
 Run "fabro COMMAND -h" for a command's flags. Every flag can also be set by
 an environment variable: FABRO_ and the flag's name in capitals, "-" as "_"
@@ -62,6 +66,10 @@ func run(ctx context.Context, args []string, e env) int {
 		err = secret(ctx, args[1:], e)
 	case "exec":
 		return execCmd(ctx, args[1:], e)
+	case "models":
+		err = modelsCmd(ctx, args[1:], e)
+	case "providers":
+		err = providersCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0
