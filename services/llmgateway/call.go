@@ -46,7 +46,7 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
-	primary, err := s.cat.Resolve(req.GetModel())
+	primary, err := s.resolve(req.GetModel())
 	if err != nil {
 		return nil, catalogError(err)
 	}
@@ -64,7 +64,7 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 	for ri := 0; ri <= len(selectors); ri++ {
 		route := primary
 		if ri > 0 {
-			if route, err = s.cat.Resolve(selectors[ri-1]); err != nil {
+			if route, err = s.resolve(selectors[ri-1]); err != nil {
 				s.logger.WarnContext(ctx, "skipping fallback route", "selector", selectors[ri-1], "error", err)
 				continue
 			}

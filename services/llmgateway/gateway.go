@@ -86,6 +86,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// LookupEnv reads the environment (default os.LookupEnv).
 	LookupEnv func(string) (string, bool)
+	// DiscoveryTTL is how long a discoverable provider's live model list
+	// is kept (default DefaultDiscoveryTTL); DiscoveryWait is how long
+	// ListModels waits for a provider's first list (default
+	// DefaultDiscoveryWait).
+	DiscoveryTTL, DiscoveryWait time.Duration
 }
 
 // RegisterFlags binds -llm-catalog-overlay, -vault-addr and
@@ -114,6 +119,7 @@ type Service struct {
 	idleTimeout   time.Duration
 	closers       []func() error
 	auth          Authenticator
+	disc          *discovery // nil: no discoverable provider
 }
 
 // New loads the catalog and connects the credential source.
@@ -159,6 +165,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		tp = otel.GetTracerProvider()
 	}
 	s.tracer = tp.Tracer("github.com/fabro-sh/fabro-go/services/llmgateway")
+
+	for _, p := range cat.Providers(false) {
+		if p.GetDiscovery() != llmv1.Discovery_DISCOVERY_UNSPECIFIED {
+			s.disc = newDiscovery(logger, s.http, func(ctx context.Context, p *llmv1.Provider) (map[string]string, error) {
+				return credentialsFor(ctx, s.creds, p)
+			}, cfg.DiscoveryTTL, cfg.DiscoveryWait)
+			s.closers = append(s.closers, func() error { s.disc.stop(); return nil })
+			break
+		}
+	}
 
 	switch {
 	case s.creds != nil:
@@ -292,18 +308,19 @@ func jsonText(resp *llmv1.Response) string {
 }
 
 // ListModels implements LLMGatewayService.ListModels.
-func (s *Service) ListModels(_ context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
+func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
 	if p := req.GetProvider(); p != "" {
 		if _, ok := s.cat.Provider(p); !ok {
 			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).statusErr()
 		}
 	}
-	return &llmv1.ListModelsResponse{Models: s.cat.Models(req.GetProvider(), req.GetIncludeDisabled())}, nil
+	models, warnings := s.listModels(ctx, req.GetProvider(), req.GetIncludeDisabled())
+	return &llmv1.ListModelsResponse{Models: models, Warnings: warnings}, nil
 }
 
 // ResolveModel implements LLMGatewayService.ResolveModel.
 func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error) {
-	r, err := s.cat.Resolve(req.GetSelector())
+	r, err := s.resolve(req.GetSelector())
 	if err != nil {
 		return nil, catalogError(err).statusErr()
 	}
