@@ -315,7 +315,15 @@ func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) 
 		}
 	}
 	models, warnings := s.listModels(ctx, req.GetProvider(), req.GetIncludeDisabled())
-	return &llmv1.ListModelsResponse{Models: models, Warnings: warnings}, nil
+	d := s.cat.Defaults()
+	canon := func(sel string) string {
+		if r, err := s.cat.Resolve(sel); err == nil {
+			return r.Canonical()
+		}
+		return ""
+	}
+	return &llmv1.ListModelsResponse{Models: models, Warnings: warnings,
+		DefaultModel: canon(d.Model), SmallModel: canon(d.SmallModel), ProbeModel: canon(d.ProbeModel)}, nil
 }
 
 // ResolveModel implements LLMGatewayService.ResolveModel.
