@@ -26,7 +26,7 @@ const (
 	// DefaultDiscoveryWait is how long ListModels waits for a provider's
 	// first list; after it, the catalog's models are answered with a
 	// warning and the fetch goes on in the background.
-	DefaultDiscoveryWait = 2 * time.Second
+	DefaultDiscoveryWait  = 2 * time.Second
 	discoveryFetchTimeout = 15 * time.Second
 )
 
