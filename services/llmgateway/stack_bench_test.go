@@ -194,9 +194,9 @@ func (e *stackEnv) paths() []path {
 		}},
 		{"rest", func(ctx context.Context, stream bool, first func()) error {
 			if stream {
-				return body(`/v1/llm:stream {"request":{"model":"` + benchModel + `","messages":[{"role":"ROLE_USER","parts":[{"text":{"text":"Say hello."}}]}],"disableFallbacks":true}}`)(ctx, stream, first)
+				return body(`/v1/llm:stream {"request":{"model":"`+benchModel+`","messages":[{"role":"ROLE_USER","parts":[{"text":{"text":"Say hello."}}]}],"disableFallbacks":true}}`)(ctx, stream, first)
 			}
-			return body(`/v1/llm:complete {"request":{"model":"` + benchModel + `","messages":[{"role":"ROLE_USER","parts":[{"text":{"text":"Say hello."}}]}],"disableFallbacks":true}}`)(ctx, stream, first)
+			return body(`/v1/llm:complete {"request":{"model":"`+benchModel+`","messages":[{"role":"ROLE_USER","parts":[{"text":{"text":"Say hello."}}]}],"disableFallbacks":true}}`)(ctx, stream, first)
 		}},
 		{"openai-chat", body(`/openai/v1/chat/completions {"model":"` + benchModel + `","stream":"STREAM","messages":[{"role":"user","content":"Say hello."}]}`)},
 		{"openai-responses", body(`/openai/v1/responses {"model":"` + benchModel + `","stream":"STREAM","input":"Say hello."}`)},
