@@ -24,6 +24,23 @@ var errInternal = status.Error(codes.Internal, "internal error")
 // first: panic recovery, request log, error sanitizing.
 type interceptors struct {
 	logger *slog.Logger
+	// loopback is this process's secret marking the REST gateway's own
+	// calls: the HTTP access log has logged them already, so the request
+	// log skips them (one line per REST request, not two). It is random
+	// per process, so no outside caller can hide its calls from the log.
+	loopback string
+}
+
+// loopbackKey is the metadata key carrying the loopback secret.
+const loopbackKey = "fabro-rest-loopback"
+
+// fromREST reports whether ctx is a call of this process's REST gateway.
+func (i interceptors) fromREST(ctx context.Context) bool {
+	if i.loopback == "" {
+		return false
+	}
+	v := metadata.ValueFromIncomingContext(ctx, loopbackKey)
+	return len(v) == 1 && v[0] == i.loopback
 }
 
 func (i interceptors) unary() []grpc.UnaryServerInterceptor {
@@ -99,6 +116,9 @@ func levelFor(method string, code codes.Code) slog.Level {
 }
 
 func (i interceptors) logUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	if i.fromREST(ctx) {
+		return handler(ctx, req)
+	}
 	start, done := time.Now(), false
 	defer func() { i.logRequest(ctx, info.FullMethod, start, err, done) }()
 	resp, err = handler(ctx, req)
@@ -107,6 +127,9 @@ func (i interceptors) logUnary(ctx context.Context, req any, info *grpc.UnarySer
 }
 
 func (i interceptors) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	if i.fromREST(ss.Context()) {
+		return handler(srv, ss)
+	}
 	start, done := time.Now(), false
 	ts := &trailerStream{ServerStream: ss}
 	defer func() {

@@ -7,12 +7,14 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +125,7 @@ type Server struct {
 	httpLis  net.Listener
 	draining atomic.Bool
 	stop     context.CancelFunc // ends the lifetime context given to services
+	loopback string             // marks the REST gateway's calls (interceptors.loopback)
 
 	serveErr chan error // first unexpected Serve error
 
@@ -151,8 +154,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	if s.grpcLis, err = lc.Listen(ctx, "tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("server: listen gRPC: %w", err)
 	}
-	ic := interceptors{logger: logger}
+	ic := interceptors{logger: logger, loopback: rand.Text()}
+	s.loopback = ic.loopback
 	s.grpc = grpc.NewServer(
+		// Reused workers keep their grown stacks: no stack growth per RPC.
+		grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
 		grpc.ChainUnaryInterceptor(ic.unary()...),
 		grpc.ChainStreamInterceptor(ic.stream()...),
