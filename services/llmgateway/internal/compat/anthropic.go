@@ -563,6 +563,13 @@ func (s *messagesStream) handle(ev *llmv1.StreamEvent) error {
 		return nil
 	case *llmv1.StreamEvent_RateLimits, *llmv1.StreamEvent_Retrying:
 		return nil
+	case *llmv1.StreamEvent_Ended:
+		if s.index == nil { // a reply with no visible output has no Started
+			resp := x.Ended.GetResponse()
+			s.id, s.provider, s.model = msgID(resp.GetId()), resp.GetProvider(), resp.GetProvider()+"/"+resp.GetModel()
+			s.index, s.kinds = map[int32]int{}, map[int32]llmv1.ContentBlockKind{}
+			s.usage = resp.GetUsage()
+		}
 	}
 	if err := s.ensureStarted(); err != nil {
 		return err

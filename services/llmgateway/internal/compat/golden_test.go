@@ -272,3 +272,21 @@ func TestStreamErrorAfterOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyReplyStream: a reply with no visible output (the gateway sends
+// Ended without Started) is still a well-formed stream in every API.
+func TestEmptyReplyStream(t *testing.T) {
+	evs := []*llmv1.StreamEvent{{Event: &llmv1.StreamEvent_Ended{Ended: &llmv1.Ended{Response: &llmv1.Response{
+		Id: "e1", Model: "claude-x", Provider: "anthropic", FinishReason: llmv1.FinishReason_FINISH_REASON_STOP, Usage: &llmv1.Usage{InputTokens: 3}}}}}}
+	for _, c := range []struct{ path, body, want string }{
+		{"/openai/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`, `"finish_reason":"stop"`},
+		{"/openai/v1/responses", `{"model":"m","input":"x","stream":true}`, "event: response.completed"},
+		{"/anthropic/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"stream":true}`, "event: message_stop"},
+	} {
+		h := newTestHandler(&scripted{events: evs})
+		code, _, body := do(t, h, http.MethodPost, c.path, c.body)
+		if code != 200 || !strings.Contains(body, c.want) || !strings.Contains(body, "e1") {
+			t.Errorf("%s: %d %s", c.path, code, body)
+		}
+	}
+}

@@ -680,6 +680,11 @@ func (c *chatStream) handle(ev *llmv1.StreamEvent) error {
 		return c.send(&chatOutMessage{ToolCalls: []chatToolCall{tc}}, nil)
 	case *llmv1.StreamEvent_Ended:
 		resp := x.Ended.GetResponse()
+		if !c.sse.started { // a reply with no visible output has no Started
+			if err := c.handle(startedOf(resp)); err != nil {
+				return err
+			}
+		}
 		fr := chatFinish(resp.GetFinishReason())
 		if err := c.send(&chatOutMessage{}, &fr); err != nil {
 			return err
@@ -700,4 +705,12 @@ func (c *chatStream) handle(ev *llmv1.StreamEvent) error {
 		return c.sse.event("", openaiBackendError(info))
 	}
 	return nil
+}
+
+// startedOf is the Started event of a response, for a stream whose reply
+// had no visible output (the gateway then sends Ended alone).
+func startedOf(resp *llmv1.Response) *llmv1.StreamEvent {
+	return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Started{Started: &llmv1.Started{
+		Id: resp.GetId(), Model: resp.GetModel(), Provider: resp.GetProvider(),
+	}}}
 }

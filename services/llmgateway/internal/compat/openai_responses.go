@@ -648,6 +648,11 @@ func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
 		return s.endItem(x.ContentBlockEnd)
 	case *llmv1.StreamEvent_Ended:
 		resp := x.Ended.GetResponse()
+		if s.shell == nil {
+			if err := s.handle(startedOf(resp)); err != nil {
+				return err
+			}
+		}
 		s.shell.Output = outputItems(resp)
 		finishResponse(s.shell, resp)
 		name := "response.completed"
@@ -656,6 +661,11 @@ func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
 		}
 		return s.send(name, map[string]any{"response": s.shell})
 	case *llmv1.StreamEvent_Error:
+		if s.shell == nil {
+			if err := s.handle(startedOf(x.Error.GetPartialResponse())); err != nil {
+				return err
+			}
+		}
 		d := x.Error.GetError()
 		info := errorInfo{status: statusForKind(d.GetKind(), 0), kind: d.GetKind(), message: d.GetMessage()}
 		body := openaiBackendError(info).Error
