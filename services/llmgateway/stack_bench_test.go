@@ -244,7 +244,7 @@ func sample(ctx context.Context, b *testing.B, p path, conc int, stream bool) (l
 				first = nil
 			}
 			if err := p.do(ctx, stream, first); err != nil {
-				b.Error(err)
+				b.Errorf("%s: %v", p.name, err)
 				return
 			}
 			d := time.Since(start)
