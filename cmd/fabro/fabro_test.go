@@ -304,7 +304,8 @@ func TestServeEndToEnd(t *testing.T) {
 	s := startServe(t, filepath.Join(dir, "data"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "FABRO_BRAVE_BASE_URL="+brave.URL,
 		"ANTHROPIC_API_KEY=", "BRAVE_SEARCH_API_KEY=")
 	for name, value := range map[string]string{"ANTHROPIC_API_KEY": key, "BRAVE_SEARCH_API_KEY": braveKey} {
-		if _, errOut, code := fabro(t, value, "secret", "set", name, "-server", s.grpcAddr); code != 0 {
+		// -no-probe: a probe would take one of the fake's scripted turns.
+		if _, errOut, code := fabro(t, value, "secret", "set", name, "-no-probe", "-server", s.grpcAddr); code != 0 {
 			t.Fatalf("secret set %s: %s", name, errOut)
 		}
 	}
