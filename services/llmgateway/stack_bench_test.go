@@ -92,7 +92,9 @@ func newStackEnv(b *testing.B, turn fakeprovider.Turn) *stackEnv {
 
 	target, _ := url.Parse(l.URL)
 	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = newHTTPClient().Transport
+	pt := http.DefaultTransport.(*http.Transport).Clone()
+	pt.MaxIdleConnsPerHost = 256
+	rp.Transport = pt
 	rp.FlushInterval = -1 // stream as it comes, as the gateway does
 	rp.ErrorLog = log.New(os.Stderr, "bare proxy: ", 0)
 	pl, err := net.Listen("tcp", "127.0.0.1:0")
