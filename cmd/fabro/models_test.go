@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +48,17 @@ func TestModelsProvidersAndProbe(t *testing.T) {
 		t.Errorf("--no-probe: exit %d, %q", code, out)
 	}
 	fabro(t, "sk-ant-good", "secret", "set", "ANTHROPIC_API_KEY", "-server", s.grpcAddr)
+
+	// fabro serve mounts the compatible endpoints on its REST port.
+	resp, err := http.Get("http://" + s.httpAddr + "/openai/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":"anthropic/claude-sonnet-5"`) || !strings.Contains(string(body), `"object":"list"`) {
+		t.Errorf("GET /openai/v1/models: %d %s", resp.StatusCode, body)
+	}
 
 	out, errOut, code = fabro(t, "", "models", "-server", s.grpcAddr)
 	if code != 0 || !strings.HasPrefix(out, "MODEL ") || !strings.Contains(out, "anthropic/claude-sonnet-4.5") {
