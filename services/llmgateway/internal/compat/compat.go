@@ -305,7 +305,17 @@ type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+	hold    bool // the next event is written without a flush
 	buf     []byte
+}
+
+// framing are the events that only frame content: they go out with the
+// next event that carries some, one write and one flush instead of several
+// (the caller can do nothing with a frame alone).
+var framing = map[string]bool{
+	"message_start": true, "ping": true, "content_block_start": true,
+	"response.created": true, "response.in_progress": true, "response.output_item.added": true,
+	"response.content_part.added": true, "response.reasoning_summary_part.added": true,
 }
 
 func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
@@ -345,6 +355,10 @@ func (s *sse) raw(name string, data []byte) error {
 	s.buf = b
 	if _, err := s.w.Write(b); err != nil {
 		return err
+	}
+	if s.hold || framing[name] {
+		s.hold = false
+		return nil // net/http buffers it; the next flush sends it
 	}
 	return s.rc.Flush()
 }

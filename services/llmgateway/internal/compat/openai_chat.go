@@ -658,6 +658,7 @@ func (c *chatStream) handle(ev *llmv1.StreamEvent) error {
 	switch x := ev.GetEvent().(type) {
 	case *llmv1.StreamEvent_Started:
 		c.id, c.model = chatID(x.Started.GetId()), x.Started.GetProvider()+"/"+x.Started.GetModel()
+		c.sse.hold = true // the role chunk goes out with the first content
 		return c.send(&chatOutMessage{Role: "assistant", Content: &empty}, nil)
 	case *llmv1.StreamEvent_TextDelta:
 		t := x.TextDelta.GetText()
