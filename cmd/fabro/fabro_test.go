@@ -164,6 +164,7 @@ func fabro(t *testing.T, stdin string, args ...string) (string, string, int) {
 
 func TestSecretCommands(t *testing.T) {
 	const canary = "sk-CANARY-cli-3141592653"
+	t.Setenv("FABRO_NO_PROBE", "true") // probe-before-store is tested in models_test.go
 	dir := t.TempDir()
 	s := startServe(t, dir)
 
@@ -329,7 +330,8 @@ func TestServeEndToEnd(t *testing.T) {
 	s := startServe(t, filepath.Join(dir, "data"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "FABRO_BRAVE_BASE_URL="+brave.URL, "FABRO_SANDBOX_ALLOWED_ROOTS="+dir,
 		"ANTHROPIC_API_KEY=", "BRAVE_SEARCH_API_KEY=")
 	for name, value := range map[string]string{"ANTHROPIC_API_KEY": key, "BRAVE_SEARCH_API_KEY": braveKey} {
-		if _, errOut, code := fabro(t, value, "secret", "set", name, "-server", s.grpcAddr); code != 0 {
+		// -no-probe: a probe would take one of the fake's scripted turns.
+		if _, errOut, code := fabro(t, value, "secret", "set", name, "-no-probe", "-server", s.grpcAddr); code != 0 {
 			t.Fatalf("secret set %s: %s", name, errOut)
 		}
 	}

@@ -7,6 +7,8 @@
 //	fabro secret rm NAME         delete a credential
 //	fabro sandbox conformance P  check a sandbox driver plugin binary
 //	fabro token create|list|revoke  manage people's tokens (admin)
+//	fabro models                 the model catalog as a table
+//	fabro providers              the providers and their readiness
 package main
 
 import (
@@ -51,6 +53,8 @@ Usage:
 
 Client commands present the token in --token-file, else $FABRO_TOKEN, else
 the admin token fabro serve writes to <data-dir>/auth/admin.token.
+  fabro models [flags]            list the model catalog (context, output limit, prices, capabilities)
+  fabro providers [flags]         list the providers and whether each is ready (-probe to check with a call)
 
 Run "fabro COMMAND -h" for a command's flags. Every flag can also be set by
 an environment variable: FABRO_ and the flag's name in capitals, "-" as "_"
@@ -75,6 +79,10 @@ func run(ctx context.Context, args []string, e env) int {
 		return execCmd(ctx, args[1:], e)
 	case "sandbox":
 		err = sandboxCmd(ctx, args[1:], e)
+	case "models":
+		err = modelsCmd(ctx, args[1:], e)
+	case "providers":
+		err = providersCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

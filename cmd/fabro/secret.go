@@ -59,6 +59,8 @@ func parseNamed(fs *flag.FlagSet, args []string, e env) (string, error) {
 func secretSet(ctx context.Context, args []string, e env) error {
 	fs, c := newClientFlagSet("secret set", e)
 	expected := fs.Int64("expected-version", -1, "write only if the current version is this (0: only if the secret does not exist)")
+	noProbe := fs.Bool("no-probe", false, "store a provider key without first probing the provider with it")
+	overlay := fs.String("llm-catalog-overlay", "", "catalog overlay the probe uses (as the server's -llm-catalog-overlay)")
 	name, err := parseNamed(fs, args, e)
 	if err != nil {
 		return err
@@ -66,6 +68,11 @@ func secretSet(ctx context.Context, args []string, e env) error {
 	value, err := readValue(name, e)
 	if err != nil {
 		return err
+	}
+	if !*noProbe {
+		if err := probeBeforeStore(ctx, name, value, *overlay, e); err != nil {
+			return err
+		}
 	}
 	client, ctx, done, err := c.vault(ctx)
 	if err != nil {

@@ -114,6 +114,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { gw.Close() })
+	gw.SetAuthenticator(llmgateway.TokenAuthenticator(st.tokens, logger))
 	ag, err := agent.New(ctx, agent.Config{
 		DataDir:      cfg.agentDataDir,
 		NATSURL:      cfg.natsURL,

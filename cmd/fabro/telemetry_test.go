@@ -391,7 +391,7 @@ func TestServeTracesAPrompt(t *testing.T) {
 		"FABRO_SANDBOX_ALLOWED_ROOTS="+filepath.Join(dir, "ws"), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+sink.GRPCAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_SERVICE_NAME=")
 	adminFile := filepath.Join(dir, "data", "auth", "admin.token")
-	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-server", s.grpcAddr, "-token-file", adminFile); code != 0 {
+	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-no-probe", "-server", s.grpcAddr, "-token-file", adminFile); code != 0 {
 		t.Fatalf("secret set: %s", errOut)
 	}
 	natsURL := logField(t, s.startLogs, "embedded nats-server started", "nats_url")
@@ -422,7 +422,7 @@ func TestServicesTraceAPrompt(t *testing.T) {
 	issue := filepath.Join(dir, "issue")
 	vault := startService(t, filepath.Join(bins, "vault"), append(otel, "FABRO_DATA_DIR="+filepath.Join(dir, "data"), "FABRO_AUTH_ISSUE_DIR="+issue)...)
 	adminFile := filepath.Join(issue, "admin", "token")
-	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-server", vault.grpcAddr, "-token-file", adminFile); code != 0 {
+	if _, errOut, code := fabro(t, "sk-ant-"+canary, "secret", "set", "ANTHROPIC_API_KEY", "-no-probe", "-server", vault.grpcAddr, "-token-file", adminFile); code != 0 {
 		t.Fatalf("secret set: %s", errOut)
 	}
 	gw := startService(t, filepath.Join(bins, "llmgateway"), append(otel, "FABRO_VAULT_ADDR="+vault.grpcAddr,

@@ -123,3 +123,10 @@ type principalStream struct {
 }
 
 func (s *principalStream) Context() context.Context { return s.ctx }
+
+// AuthorizeToken decides a call to method made outside gRPC with token, as
+// the gateway's OpenAI- and Anthropic-compatible HTTP APIs are, whose
+// callers give their fabro token as the API key.
+func (a *Interceptor) AuthorizeToken(ctx context.Context, method, token string) (context.Context, error) {
+	return a.Authorize(metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+token)), method)
+}

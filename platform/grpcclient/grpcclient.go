@@ -56,6 +56,9 @@ type Options struct {
 	MaxMsgBytes int
 	// Dialer replaces the network dialer (an in-process listener).
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// Extra are further dial options, applied after the constructor's
+	// own (interceptors of the caller's).
+	Extra []grpc.DialOption
 }
 
 // RegisterFlags binds -tls-ca-file, -tls-server-name, -tls-client-cert-file
@@ -96,6 +99,7 @@ func New(target string, o Options) (*grpc.ClientConn, error) {
 	if o.Dialer != nil {
 		opts = append(opts, grpc.WithContextDialer(o.Dialer))
 	}
+	opts = append(opts, o.Extra...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("grpcclient: %s: %w", target, err)

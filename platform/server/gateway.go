@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fabro-sh/fabro-go/gen/openapi"
@@ -26,6 +28,17 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	conn, err := grpcclient.New("passthrough:///fabro-gateway", grpcclient.Options{
 		MaxMsgBytes: s.cfg.MaxMsgBytes,
 		Dialer:      s.DialInProcess,
+		// The REST gateway's own calls carry this process's loopback
+		// secret, so the request log skips them: the HTTP access log has
+		// logged them already (one line per REST request, not two).
+		Extra: []grpc.DialOption{
+			grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				return invoker(metadata.AppendToOutgoingContext(ctx, loopbackKey, s.loopback), method, req, reply, cc, opts...)
+			}),
+			grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(metadata.AppendToOutgoingContext(ctx, loopbackKey, s.loopback), desc, cc, method, opts...)
+			}),
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("server: gateway loopback client: %w", err)
@@ -54,6 +67,11 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	mux.HandleFunc("GET /openapi.json", s.authenticated(serveOpenAPI))
 	s.observeRoutes(mux)
 	mux.Handle("/", gw)
+	for _, svc := range services {
+		if m, ok := svc.(HTTPMounter); ok {
+			m.MountHTTP(mux)
+		}
+	}
 
 	guard, err := newRESTGuard(s.httpLis.Addr(), s.cfg, mux)
 	if err != nil {
@@ -68,6 +86,17 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	return nil
+}
+
+// HTTPMounter is implemented by a Service that also serves plain HTTP
+// handlers on the REST port, beside its grpc-gateway routes: for example
+// the LLM gateway's OpenAI- and Anthropic-compatible APIs. MountHTTP
+// registers them on mux, under path prefixes of its own (the grpc-gateway
+// owns "/", and every REST route starts with "/v1/"). The handlers get the
+// same access log as the REST routes, and nothing else: they do their own
+// authentication and error bodies.
+type HTTPMounter interface {
+	MountHTTP(mux *http.ServeMux)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

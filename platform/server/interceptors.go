@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +26,23 @@ var errInternal = status.Error(codes.Internal, "internal error")
 type interceptors struct {
 	logger *slog.Logger
 	auth   *auth.Interceptor // nil: no authentication (Config.NoAuth)
+	// loopback is this process's secret marking the REST gateway's own
+	// calls: the HTTP access log has logged them already, so the request
+	// log skips them (one line per REST request, not two). It is random
+	// per process, so no outside caller can hide its calls from the log.
+	loopback string
+}
+
+// loopbackKey is the metadata key carrying the loopback secret.
+const loopbackKey = "fabro-rest-loopback"
+
+// fromREST reports whether ctx is a call of this process's REST gateway.
+func (i interceptors) fromREST(ctx context.Context) bool {
+	if i.loopback == "" {
+		return false
+	}
+	v := metadata.ValueFromIncomingContext(ctx, loopbackKey)
+	return len(v) == 1 && v[0] == i.loopback
 }
 
 // The chains run, outermost first: panic recovery, request log,
@@ -109,6 +128,9 @@ func levelFor(method string, code codes.Code) slog.Level {
 }
 
 func (i interceptors) logUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	if i.fromREST(ctx) {
+		return handler(ctx, req)
+	}
 	start, done := time.Now(), false
 	defer func() { i.logRequest(ctx, info.FullMethod, start, err, done) }()
 	resp, err = handler(ctx, req)
@@ -117,11 +139,61 @@ func (i interceptors) logUnary(ctx context.Context, req any, info *grpc.UnarySer
 }
 
 func (i interceptors) logStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	if i.fromREST(ss.Context()) {
+		return handler(srv, ss)
+	}
 	start, done := time.Now(), false
-	defer func() { i.logRequest(ss.Context(), info.FullMethod, start, err, done) }()
-	err = handler(srv, ss)
+	ts := &trailerStream{ServerStream: ss}
+	defer func() {
+		logged := err
+		if err == nil && ts.inBand != nil {
+			logged = ts.inBand
+		}
+		i.logRequest(ss.Context(), info.FullMethod, start, logged, done)
+	}()
+	err = handler(srv, ts)
 	done = true
 	return err
+}
+
+// StreamErrorTrailer is the trailer a streaming handler sets when its
+// stream failed in band (a terminal error event) while the RPC itself ends
+// OK: its values are the gRPC code's name (e.g. "Unavailable") and the
+// error message. The access log then reports that code, not OK.
+const StreamErrorTrailer = "fabro-stream-error"
+
+// trailerStream sees the handler's trailers for StreamErrorTrailer.
+type trailerStream struct {
+	grpc.ServerStream
+	inBand error
+}
+
+func (t *trailerStream) SetTrailer(md metadata.MD) {
+	if v := md.Get(StreamErrorTrailer); len(v) > 0 {
+		var c codes.Code
+		if c.UnmarshalJSON([]byte(strconv.Quote(strings.ToUpper(camelToSnake(v[0]))))) != nil {
+			c = codes.Unknown
+		}
+		msg := ""
+		if len(v) > 1 {
+			msg = v[1]
+		}
+		t.inBand = status.Error(c, msg)
+	}
+	t.ServerStream.SetTrailer(md)
+}
+
+// camelToSnake turns a code name ("DeadlineExceeded") into its constant
+// spelling ("Deadline_Exceeded"), which codes.Code unmarshals once upper-cased.
+func camelToSnake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // sanitize decides what a handler error looks like on the wire:

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,6 +186,7 @@ type Server struct {
 	httpLis  net.Listener
 	draining atomic.Bool
 	stop     context.CancelFunc // ends the lifetime context given to services
+	loopback string             // marks the REST gateway's calls (interceptors.loopback)
 
 	serveErr chan error // first unexpected Serve error
 
@@ -226,11 +229,14 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 		g.NextProtos = []string{"h2"}
 		s.grpcLis = tls.NewListener(s.grpcLis, g)
 	}
-	ic := interceptors{logger: logger}
+	ic := interceptors{logger: logger, loopback: rand.Text()}
+	s.loopback = ic.loopback
 	if !cfg.NoAuth {
 		ic.auth = &auth.Interceptor{Verifier: cfg.Auth, Logger: logger, AnonymousReflection: cfg.AnonymousReflection}
 	}
 	s.grpc = grpc.NewServer(
+		// Reused workers keep their grown stacks: no stack growth per RPC.
+		grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
 		grpc.ChainUnaryInterceptor(logContextUnary),
 		grpc.ChainStreamInterceptor(logContextStream),

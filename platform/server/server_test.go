@@ -406,6 +406,10 @@ func TestREST(t *testing.T) {
 	if logs := h.logs.String(); !strings.Contains(logs, `msg="http request" method=GET path=/v1/secrets/OK status=200`) {
 		t.Errorf("no HTTP access log line for /v1/secrets/OK")
 	}
+	// One line per REST request: the loopback gRPC call is not logged again.
+	if logs := h.logs.String(); strings.Contains(logs, `msg="grpc request" method=/fabro.vault.v1.VaultService/GetSecret`) {
+		t.Errorf("a REST request was logged twice:\n%s", logs)
+	}
 }
 
 func wantBody(subs ...string) func(*testing.T, []byte) {

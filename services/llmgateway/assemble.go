@@ -42,6 +42,7 @@ type assembler struct {
 	visible           bool
 	pending           []*llmv1.StreamEvent
 	rateLimits        *llmv1.RateLimits
+	warnings          []string // from adapting the request to the route
 }
 
 func newAssembler(route catalog.Route, emit func(*llmv1.StreamEvent) error) *assembler {
@@ -246,6 +247,7 @@ func (a *assembler) complete() (*llmv1.Response, error) {
 		}
 	}
 	resp := a.response(true)
+	resp.Warnings = append(resp.Warnings, a.warnings...)
 	if resp.FinishReason == llmv1.FinishReason_FINISH_REASON_UNSPECIFIED {
 		resp.FinishReason = llmv1.FinishReason_FINISH_REASON_STOP
 		for _, p := range resp.Parts {

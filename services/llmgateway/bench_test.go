@@ -118,6 +118,14 @@ func (e *benchEnv) direct(ctx context.Context, r fakeprovider.Request, onChunk f
 	return sc.Err()
 }
 
+// isTextDelta reports whether an openai-chat SSE line carries text: the
+// first chunk is the role chunk with "content":"", which is not text, so
+// both paths stop the clock at the same event (the first text delta).
+func isTextDelta(line []byte) bool {
+	i := bytes.Index(line, []byte(`"content":"`))
+	return i >= 0 && !bytes.HasPrefix(line[i+len(`"content":"`):], []byte(`"`))
+}
+
 func pct(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -192,7 +200,7 @@ func BenchmarkStream64(b *testing.B) {
 		start := time.Now()
 		var r result
 		err := e.direct(b.Context(), raw, func(line []byte) {
-			if r.ttft == 0 && bytes.Contains(line, []byte(`"content"`)) {
+			if r.ttft == 0 && isTextDelta(line) {
 				r.ttft = time.Since(start)
 			}
 		})

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
@@ -44,7 +48,7 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
-	primary, err := s.cat.Resolve(req.GetModel())
+	primary, err := s.resolve(req.GetModel())
 	if err != nil {
 		return nil, catalogError(err)
 	}
@@ -58,15 +62,19 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 
 	total := 0
 	var last *gwError
+	var tried []string // "route: error" of each route's last failure
 	for ri := 0; ri <= len(selectors); ri++ {
 		route := primary
 		if ri > 0 {
-			if route, err = s.cat.Resolve(selectors[ri-1]); err != nil {
+			if route, err = s.resolve(selectors[ri-1]); err != nil {
 				s.logger.WarnContext(ctx, "skipping fallback route", "selector", selectors[ri-1], "error", err)
 				continue
 			}
 			s.logger.InfoContext(ctx, "failing over", "from", primary.Canonical(), "to", route.Canonical(), "error_kind", last.detail.GetKind().String())
 			failoverEvent(ctx, primary, route, last.detail.GetKind())
+			if err := s.retrying(emit, total, last, 0, route); err != nil {
+				return nil, err
+			}
 		}
 		for attempt := 1; attempt <= s.maxAttempts; attempt++ {
 			total++
@@ -91,6 +99,11 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 					"missing", gerr.detail.GetMissingCredentials())
 				break
 			}
+			if last == nil || len(tried) == 0 || !strings.HasPrefix(tried[len(tried)-1], route.Canonical()+": ") {
+				tried = append(tried, route.Canonical()+": "+strings.TrimPrefix(gerr.detail.GetMessage(), route.Canonical()+": "))
+			} else {
+				tried[len(tried)-1] = route.Canonical() + ": " + strings.TrimPrefix(gerr.detail.GetMessage(), route.Canonical()+": ")
+			}
 			last = gerr
 			if ctx.Err() != nil || !gerr.detail.GetRetryable() || attempt == s.maxAttempts {
 				break
@@ -102,6 +115,9 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 			wait := s.backoff(attempt, ra)
 			s.logger.DebugContext(ctx, "retrying", "route", route.Canonical(), "attempt", attempt, "wait", wait, "error_kind", gerr.detail.GetKind().String())
 			retryEvent(ctx, route, attempt, wait, gerr)
+			if err := s.retrying(emit, total, gerr, wait, route); err != nil {
+				return nil, err
+			}
 			if err := sleep(ctx, wait); err != nil {
 				return nil, classify(ctx, err, route)
 			}
@@ -113,7 +129,109 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 	if last == nil { // every fallback failed to resolve and so did nothing
 		return nil, newError(codes.Internal, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED, "no route could be tried")
 	}
+	if len(tried) > 1 {
+		// The caller sees every route tried, not only the last one's error.
+		last.detail.Message = fmt.Sprintf("all %d routes failed: %s", len(tried), strings.Join(tried, "; "))
+	}
 	return nil, last
+}
+
+// retrying tells a stream's caller that an attempt failed before any output
+// and another follows (after wait, on next), so an agent can show it.
+func (s *Service) retrying(emit func(*llmv1.StreamEvent) error, attempt int, gerr *gwError, wait time.Duration, next catalog.Route) error {
+	if emit == nil || gerr == nil {
+		return nil
+	}
+	return emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Retrying{Retrying: &llmv1.Retrying{
+		Attempt: int32(attempt), Error: gerr.detail, Wait: durationpb.New(wait), NextRoute: next.Canonical(),
+	}}})
+}
+
+// routeRequest adapts the request to one route: the catalog's output limit
+// when the caller gave none, the schema as a prompt for a model without
+// native structured output, and no signatures another provider made (which
+// this one would reject). It returns req itself when nothing changes, and
+// the warnings the Response must carry.
+func routeRequest(route catalog.Route, req *llmv1.Request) (*llmv1.Request, []string) {
+	pid := route.Provider.GetId()
+	needLimit := req.MaxOutputTokens == nil && route.Model.GetMaxOutputTokens() > 0
+	caps := route.Model.GetCapabilities()
+	promptSchema := caps != nil && !caps.GetStructuredOutput() &&
+		req.GetResponseFormat().GetType() == llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA
+	foreign := map[string]int{}
+	for _, m := range req.GetMessages() {
+		for _, p := range m.GetParts() {
+			if o := signatureOrigin(p); o != "" && o != pid {
+				foreign[o]++
+			}
+		}
+	}
+	if !needLimit && !promptSchema && len(foreign) == 0 {
+		return req, nil
+	}
+	r := cloneRequest(req)
+	var warnings []string
+	if needLimit {
+		n := int32(min(route.Model.GetMaxOutputTokens(), math.MaxInt32))
+		r.MaxOutputTokens = &n
+	}
+	if promptSchema {
+		rf := r.GetResponseFormat()
+		r.System = strings.TrimSpace(r.GetSystem() + "\n\n" + schemaPrompt(rf.GetName(), rf.GetSchema()))
+		r.ResponseFormat = &llmv1.ResponseFormat{Type: llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT}
+		warnings = append(warnings, fmt.Sprintf("%s has no native structured output: the schema %s was given as instructions and the reply validated against it", route.Canonical(), rf.GetName()))
+	}
+	if len(foreign) > 0 {
+		for _, m := range r.GetMessages() {
+			kept := m.Parts[:0]
+			for _, p := range m.GetParts() {
+				o := signatureOrigin(p)
+				if o == "" || o == pid {
+					kept = append(kept, p)
+					continue
+				}
+				switch x := p.GetPart().(type) {
+				case *llmv1.ContentPart_Reasoning:
+					continue // another provider's reasoning is not input here
+				case *llmv1.ContentPart_Text:
+					x.Text.Signature, x.Text.SignatureOrigin = "", ""
+				case *llmv1.ContentPart_ToolCall:
+					x.ToolCall.Signature, x.ToolCall.SignatureOrigin = "", ""
+				}
+				kept = append(kept, p)
+			}
+			m.Parts = kept
+		}
+		for _, o := range slices.Sorted(maps.Keys(foreign)) {
+			warnings = append(warnings, fmt.Sprintf("dropped %d signature(s) made by %s: only %s accepts them, and this turn went to %s", foreign[o], o, o, route.Canonical()))
+		}
+	}
+	return r, warnings
+}
+
+// signatureOrigin is the provider that signed a part, "" when unsigned.
+func signatureOrigin(p *llmv1.ContentPart) string {
+	switch x := p.GetPart().(type) {
+	case *llmv1.ContentPart_Reasoning:
+		if x.Reasoning.GetSignature() != "" || x.Reasoning.GetRedacted() {
+			return x.Reasoning.GetSignatureOrigin()
+		}
+	case *llmv1.ContentPart_Text:
+		if x.Text.GetSignature() != "" {
+			return x.Text.GetSignatureOrigin()
+		}
+	case *llmv1.ContentPart_ToolCall:
+		if x.ToolCall.GetSignature() != "" {
+			return x.ToolCall.GetSignatureOrigin()
+		}
+	}
+	return ""
+}
+
+// schemaPrompt asks for JSON matching the schema, for models that cannot be
+// held to it natively.
+func schemaPrompt(name, schema string) string {
+	return "Reply with only a JSON value, no prose and no Markdown fence, that matches this JSON Schema (named " + name + "):\n" + schema
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -202,7 +320,8 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	// The attempt's own context, so that a stalled body can be cut.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	hreq, err := cd.NewRequest(ctx, &codec.Call{Provider: route.Provider, Model: route.APIModel(), Request: req, Credentials: creds, Stream: emit != nil})
+	routed, warnings := routeRequest(route, req)
+	hreq, err := cd.NewRequest(ctx, &codec.Call{Provider: route.Provider, Model: route.APIModel(), Request: routed, Credentials: creds, Stream: emit != nil})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,9 +331,13 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	// A stream's headers come at once, so waiting for them counts as idle;
 	// a unary reply's come after the whole generation, which the
 	// transport's ResponseHeaderTimeout bounds instead.
+	idleTimeout := s.idleTimeout
+	if d := route.Provider.GetIdleTimeout(); d != nil && d.AsDuration() > 0 {
+		idleTimeout = d.AsDuration()
+	}
 	var idle *idleWatch
 	if emit != nil {
-		idle = watchIdle(s.idleTimeout, cancel)
+		idle = watchIdle(idleTimeout, cancel)
 		defer idle.stop()
 	}
 	hresp, err := s.http.Do(hreq)
@@ -239,7 +362,7 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	}
 
 	if idle == nil {
-		idle = watchIdle(s.idleTimeout, cancel)
+		idle = watchIdle(idleTimeout, cancel)
 		defer idle.stop()
 	}
 	body := &idleBody{r: hresp.Body, w: idle}
@@ -272,6 +395,7 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	} else if err := cd.DecodeResponse(body, asm.handle); err != nil {
 		return nil, nil, idle.explain(err)
 	}
+	asm.warnings = warnings
 	resp, err := asm.complete()
 	if err != nil {
 		if asm.Visible() {
@@ -279,7 +403,34 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 		}
 		return nil, nil, err
 	}
+	if routed != req && routed.GetResponseFormat().GetType() != req.GetResponseFormat().GetType() {
+		// The schema went as a prompt: hold the reply to it here.
+		if err := checkSchemaReply(req.GetResponseFormat(), resp); err != nil {
+			if emit == nil {
+				return nil, nil, err
+			}
+			// Streamed text cannot be taken back: say so instead.
+			resp.Warnings = append(resp.Warnings, err.Error())
+		}
+	}
 	return resp, nil, nil
+}
+
+// checkSchemaReply validates a reply against the response format's schema.
+func checkSchemaReply(rf *llmv1.ResponseFormat, resp *llmv1.Response) error {
+	sch, err := compileSchema(rf.GetSchema())
+	if err != nil {
+		return err // validated with the request; unreachable
+	}
+	v, err := decodeJSON(jsonText(resp))
+	if err == nil {
+		err = sch.validate(v, "#")
+	}
+	if err != nil {
+		return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE,
+			Message: fmt.Sprintf("the reply does not match schema %s (given as instructions, the model has no native structured output): %v", rf.GetName(), err)}
+	}
+	return nil
 }
 
 // kindForStatus classifies an HTTP status the codec did not.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -85,6 +86,10 @@ func credentialsFor(ctx context.Context, creds Credentials, p *llmv1.Provider) (
 	if auth.GetScheme() == llmv1.AuthScheme_AUTH_SCHEME_NONE || len(names) == 0 {
 		return nil, nil
 	}
+	if auth.GetScheme() == llmv1.AuthScheme_AUTH_SCHEME_AWS_SIGV4 {
+		// Optional: the region, when the catalog's base URL leaves it open.
+		names = append(slices.Clip(names), "AWS_REGION", "AWS_DEFAULT_REGION")
+	}
 	values, _, err := creds.Resolve(ctx, names)
 	if err != nil {
 		return nil, err
@@ -96,7 +101,7 @@ func credentialsFor(ctx context.Context, creds Credentials, p *llmv1.Provider) (
 		if values["AWS_BEARER_TOKEN_BEDROCK"] != "" || (values["AWS_ACCESS_KEY_ID"] != "" && values["AWS_SECRET_ACCESS_KEY"] != "") {
 			return values, nil
 		}
-		for _, n := range names {
+		for _, n := range auth.GetCredentialNames() {
 			if n != "AWS_SESSION_TOKEN" && values[n] == "" {
 				need = append(need, n)
 			}

@@ -179,8 +179,13 @@ func TestIdleTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			evs, err := collect(t, st)
-			if status.Code(err) != codes.DeadlineExceeded || len(evs) != 0 {
-				t.Fatalf("status %v after %d events, want DeadlineExceeded and none", err, len(evs))
+			for _, ev := range evs {
+				if ev.GetRetrying() == nil {
+					t.Fatalf("event %v before the error, want only retrying events", ev)
+				}
+			}
+			if status.Code(err) != codes.DeadlineExceeded || len(evs) != 2 {
+				t.Fatalf("status %v after %d events, want DeadlineExceeded after 2 retrying events", err, len(evs))
 			}
 			d := detailOf(t, err)
 			if d.GetKind() != llmv1.ErrorKind_ERROR_KIND_TIMEOUT || d.GetAttempts() != 3 || !d.GetRetryable() {

@@ -21,12 +21,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
+	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/compat"
 )
 
 // Defaults for zero Config fields.
@@ -83,6 +86,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// LookupEnv reads the environment (default os.LookupEnv).
 	LookupEnv func(string) (string, bool)
+	// DiscoveryTTL is how long a discoverable provider's live model list
+	// is kept (default DefaultDiscoveryTTL); DiscoveryWait is how long
+	// ListModels waits for a provider's first list (default
+	// DefaultDiscoveryWait).
+	DiscoveryTTL, DiscoveryWait time.Duration
 }
 
 // RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file and
@@ -111,6 +119,8 @@ type Service struct {
 	maxRetryAfter time.Duration
 	idleTimeout   time.Duration
 	closers       []func() error
+	auth          Authenticator
+	disc          *discovery // nil: no discoverable provider
 }
 
 // New loads the catalog and connects the credential source.
@@ -156,6 +166,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		tp = otel.GetTracerProvider()
 	}
 	s.tracer = tp.Tracer("github.com/fabro-sh/fabro-go/services/llmgateway")
+
+	for _, p := range cat.Providers(false) {
+		if p.GetDiscovery() != llmv1.Discovery_DISCOVERY_UNSPECIFIED {
+			s.disc = newDiscovery(logger, s.http, func(ctx context.Context, p *llmv1.Provider) (map[string]string, error) {
+				return credentialsFor(ctx, s.creds, p)
+			}, cfg.DiscoveryTTL, cfg.DiscoveryWait)
+			s.closers = append(s.closers, func() error { s.disc.stop(); return nil })
+			break
+		}
+	}
 
 	switch {
 	case s.creds != nil:
@@ -217,9 +237,18 @@ func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingSe
 	if req.GetRequest() == nil {
 		return invalid("request is required").statusErr()
 	}
+	var failed *llmv1.StreamError
 	_, err := s.call(ctx, req.GetRequest(), func(ev *llmv1.StreamEvent) error {
+		if e := ev.GetError(); e != nil {
+			failed = e
+		}
 		return stream.Send(&llmv1.StreamResponse{Event: ev})
 	})
+	if failed != nil && err == nil {
+		// The RPC ends OK with the failure in band: tell the access log.
+		code := kindPolicies[failed.GetError().GetKind()].code
+		stream.SetTrailer(metadata.Pairs(server.StreamErrorTrailer, code.String(), server.StreamErrorTrailer, failed.GetError().GetMessage()))
+	}
 	return toStatus(ctx, err)
 }
 
@@ -286,25 +315,61 @@ func jsonText(resp *llmv1.Response) string {
 }
 
 // ListModels implements LLMGatewayService.ListModels.
-func (s *Service) ListModels(_ context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
+func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
 	if p := req.GetProvider(); p != "" {
 		if _, ok := s.cat.Provider(p); !ok {
 			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).statusErr()
 		}
 	}
-	return &llmv1.ListModelsResponse{Models: s.cat.Models(req.GetProvider(), req.GetIncludeDisabled())}, nil
-}
-
-// ListProviders implements LLMGatewayService.ListProviders.
-func (s *Service) ListProviders(_ context.Context, req *llmv1.ListProvidersRequest) (*llmv1.ListProvidersResponse, error) {
-	return &llmv1.ListProvidersResponse{Providers: s.cat.Providers(req.GetIncludeDisabled())}, nil
+	models, warnings := s.listModels(ctx, req.GetProvider(), req.GetIncludeDisabled())
+	d := s.cat.Defaults()
+	canon := func(sel string) string {
+		if r, err := s.cat.Resolve(sel); err == nil {
+			return r.Canonical()
+		}
+		return ""
+	}
+	return &llmv1.ListModelsResponse{Models: models, Warnings: warnings,
+		DefaultModel: canon(d.Model), SmallModel: canon(d.SmallModel), ProbeModel: canon(d.ProbeModel)}, nil
 }
 
 // ResolveModel implements LLMGatewayService.ResolveModel.
 func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error) {
-	r, err := s.cat.Resolve(req.GetSelector())
+	r, err := s.resolve(req.GetSelector())
 	if err != nil {
 		return nil, catalogError(err).statusErr()
 	}
 	return &llmv1.ResolveModelResponse{Canonical: r.Canonical(), Provider: r.Provider, Model: r.Model, Passthrough: r.Passthrough}, nil
+}
+
+// Authenticator checks the API key a caller of the compatible endpoints
+// presents (a fabro token). The server wires its token check here.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) error
+}
+
+// SetAuthenticator sets the compatible endpoints' key check; call before
+// the server starts. Without one they accept every caller, like the REST
+// routes of a server without authentication.
+func (s *Service) SetAuthenticator(a Authenticator) { s.auth = a }
+
+// MountHTTP implements the server runtime's HTTPMounter: the OpenAI- and
+// Anthropic-compatible APIs under /openai/ and /anthropic/.
+func (s *Service) MountHTTP(mux *http.ServeMux) {
+	var auth compat.Authenticator
+	if s.auth != nil {
+		auth = s.auth
+	}
+	compat.New(s, auth, s.logger).Register(mux)
+}
+
+// Generate runs one request in process, for the compatible endpoints: like
+// Stream with emit, like Complete without. Errors are gRPC status errors
+// with their ErrorDetail.
+func (s *Service) Generate(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamEvent) error) (*llmv1.Response, error) {
+	resp, err := s.call(ctx, req, emit)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return resp, nil
 }

@@ -297,7 +297,23 @@ func TestRetryAndFailover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			evs, err := collect(t, st)
+			all, err := collect(t, st)
+			// A retry before visible output is reported as a Retrying event.
+			var evs []*llmv1.StreamEvent
+			retries := 0
+			for _, ev := range all {
+				if r := ev.GetRetrying(); r != nil {
+					retries++
+					if r.GetError() == nil || r.GetNextRoute() == "" || int(r.GetAttempt()) != retries {
+						t.Errorf("retrying event %v", r)
+					}
+					continue
+				}
+				evs = append(evs, ev)
+			}
+			if n := len(u.requests()); retries != max(0, n-1) {
+				t.Errorf("%d retrying events for %d upstream requests", retries, n)
+			}
 			got.Code = status.Code(err)
 			if err != nil {
 				d := detailOf(t, err)

@@ -20,7 +20,7 @@ const (
 // Probe implements LLMGatewayService.Probe: basic asks for one word; deep
 // makes the model call a tool, then answer with the tool's result.
 func (s *Service) Probe(ctx context.Context, req *llmv1.ProbeRequest) (*llmv1.ProbeResponse, error) {
-	route, err := s.cat.Resolve(req.GetModel())
+	route, err := s.resolve(req.GetModel())
 	if err != nil {
 		return nil, catalogError(err).statusErr()
 	}

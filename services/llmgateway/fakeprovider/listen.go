@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -83,7 +86,11 @@ func LoadScript(path string) ([]Turn, error) {
 		if err := json.Unmarshal(r, &t); err != nil {
 			return nil, fmt.Errorf("fakeprovider: script %s turn %d: %w", path, i, err)
 		}
-		turns = append(turns, t.turn())
+		turn, err := t.turn()
+		if err != nil {
+			return nil, fmt.Errorf("fakeprovider: script %s turn %d: %w", path, i, err)
+		}
+		turns = append(turns, turn)
 	}
 	return turns, nil
 }
@@ -102,16 +109,23 @@ type scriptTurn struct {
 var faultNames = map[string]FaultKind{
 	"rate_limit": FaultRateLimit, "overloaded": FaultOverloaded, "server_error": FaultServerError,
 	"mid_stream_error": FaultMidStreamError, "malformed_chunk": FaultMalformedChunk,
-	"connection_reset": FaultConnectionReset, "auth": FaultAuth,
+	"connection_reset": FaultConnectionReset, "auth": FaultAuth, "stall": FaultStall,
 }
 
-func (s scriptTurn) turn() Turn {
+// turn converts the JSON turn; an unknown fault name is an error, never a
+// clean reply that would make a fault test pass for the wrong reason.
+func (s scriptTurn) turn() (Turn, error) {
 	t := s.Turn
 	t.ChunkDelay = time.Duration(s.ChunkDelay)
 	if s.Fault != nil {
-		t.Fault = &Fault{Kind: faultNames[s.Fault.Kind], RetryAfter: time.Duration(s.Fault.RetryAfter), AfterChunks: s.Fault.AfterChunks}
+		kind, ok := faultNames[s.Fault.Kind]
+		if !ok {
+			names := slices.Sorted(maps.Keys(faultNames))
+			return Turn{}, fmt.Errorf("unknown fault %q (want one of %s)", s.Fault.Kind, strings.Join(names, ", "))
+		}
+		t.Fault = &Fault{Kind: kind, RetryAfter: time.Duration(s.Fault.RetryAfter), AfterChunks: s.Fault.AfterChunks}
 	}
-	return t
+	return t, nil
 }
 
 type duration time.Duration

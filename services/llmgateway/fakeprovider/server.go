@@ -116,6 +116,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fakeprovider: no scripted turn left", http.StatusInternalServerError)
 		return
 	}
+	if f := turn.Fault; f != nil && (f.Kind <= FaultNone || f.Kind > FaultStall) {
+		// Never a clean reply for a fault the fake cannot render.
+		http.Error(w, fmt.Sprintf("fakeprovider: unknown fault kind %d", f.Kind), http.StatusInternalServerError)
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	render(w, r, body, turn)
 }

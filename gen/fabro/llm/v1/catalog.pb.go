@@ -9,6 +9,7 @@ package llmv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -151,6 +152,59 @@ func (AuthScheme) EnumDescriptor() ([]byte, []int) {
 }
 
 // ChatDialect is the flavour of OpenAI Chat Completions a host speaks.
+// Discovery is how a provider lists its live models.
+type Discovery int32
+
+const (
+	// Not discoverable: the catalog's models only.
+	Discovery_DISCOVERY_UNSPECIFIED Discovery = 0
+	// GET <base>/models in OpenAI's list shape.
+	Discovery_DISCOVERY_OPENAI_MODELS Discovery = 1
+	// GET /api/tags of Ollama's native API (the base URL's host).
+	Discovery_DISCOVERY_OLLAMA_TAGS Discovery = 2
+)
+
+// Enum value maps for Discovery.
+var (
+	Discovery_name = map[int32]string{
+		0: "DISCOVERY_UNSPECIFIED",
+		1: "DISCOVERY_OPENAI_MODELS",
+		2: "DISCOVERY_OLLAMA_TAGS",
+	}
+	Discovery_value = map[string]int32{
+		"DISCOVERY_UNSPECIFIED":   0,
+		"DISCOVERY_OPENAI_MODELS": 1,
+		"DISCOVERY_OLLAMA_TAGS":   2,
+	}
+)
+
+func (x Discovery) Enum() *Discovery {
+	p := new(Discovery)
+	*p = x
+	return p
+}
+
+func (x Discovery) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Discovery) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_llm_v1_catalog_proto_enumTypes[2].Descriptor()
+}
+
+func (Discovery) Type() protoreflect.EnumType {
+	return &file_fabro_llm_v1_catalog_proto_enumTypes[2]
+}
+
+func (x Discovery) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Discovery.Descriptor instead.
+func (Discovery) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{2}
+}
+
 type ChatDialect int32
 
 const (
@@ -189,11 +243,11 @@ func (x ChatDialect) String() string {
 }
 
 func (ChatDialect) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_llm_v1_catalog_proto_enumTypes[2].Descriptor()
+	return file_fabro_llm_v1_catalog_proto_enumTypes[3].Descriptor()
 }
 
 func (ChatDialect) Type() protoreflect.EnumType {
-	return &file_fabro_llm_v1_catalog_proto_enumTypes[2]
+	return &file_fabro_llm_v1_catalog_proto_enumTypes[3]
 }
 
 func (x ChatDialect) Number() protoreflect.EnumNumber {
@@ -202,7 +256,7 @@ func (x ChatDialect) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChatDialect.Descriptor instead.
 func (ChatDialect) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{2}
+	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{3}
 }
 
 // AgentProfile picks the agent's prompt and tool set for a model family.
@@ -262,11 +316,11 @@ func (x AgentProfile) String() string {
 }
 
 func (AgentProfile) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_llm_v1_catalog_proto_enumTypes[3].Descriptor()
+	return file_fabro_llm_v1_catalog_proto_enumTypes[4].Descriptor()
 }
 
 func (AgentProfile) Type() protoreflect.EnumType {
-	return &file_fabro_llm_v1_catalog_proto_enumTypes[3]
+	return &file_fabro_llm_v1_catalog_proto_enumTypes[4]
 }
 
 func (x AgentProfile) Number() protoreflect.EnumNumber {
@@ -275,7 +329,7 @@ func (x AgentProfile) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentProfile.Descriptor instead.
 func (AgentProfile) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{3}
+	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{4}
 }
 
 // Auth says how to authenticate to a provider.
@@ -372,7 +426,17 @@ type Provider struct {
 	// With CODEC_OPENAI_CHAT: which flavour of Chat Completions the host
 	// speaks. Unset is inferred: OpenAI for the provider id "openai" or a base
 	// URL on api.openai.com or *.openai.azure.com, compatible otherwise.
-	ChatDialect   ChatDialect `protobuf:"varint,10,opt,name=chat_dialect,json=chatDialect,proto3,enum=fabro.llm.v1.ChatDialect" json:"chat_dialect,omitempty"`
+	ChatDialect ChatDialect `protobuf:"varint,10,opt,name=chat_dialect,json=chatDialect,proto3,enum=fabro.llm.v1.ChatDialect" json:"chat_dialect,omitempty"`
+	// The provider lists its live models (Ollama's /api/tags, or an
+	// OpenAI-compatible /models): they are listed beside the catalog's and
+	// usable by name.
+	Discovery Discovery `protobuf:"varint,11,opt,name=discovery,proto3,enum=fabro.llm.v1.Discovery" json:"discovery,omitempty"`
+	// How long a response body may send nothing before the attempt fails
+	// with TIMEOUT; unset means the gateway's default.
+	IdleTimeout *durationpb.Duration `protobuf:"bytes,12,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	// The model the provider's readiness probe uses (a model id of this
+	// provider); empty means default_model.
+	ProbeModel    string `protobuf:"bytes,13,opt,name=probe_model,json=probeModel,proto3" json:"probe_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +539,27 @@ func (x *Provider) GetChatDialect() ChatDialect {
 		return x.ChatDialect
 	}
 	return ChatDialect_CHAT_DIALECT_UNSPECIFIED
+}
+
+func (x *Provider) GetDiscovery() Discovery {
+	if x != nil {
+		return x.Discovery
+	}
+	return Discovery_DISCOVERY_UNSPECIFIED
+}
+
+func (x *Provider) GetIdleTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.IdleTimeout
+	}
+	return nil
+}
+
+func (x *Provider) GetProbeModel() string {
+	if x != nil {
+		return x.ProbeModel
+	}
+	return ""
 }
 
 // Capabilities says what a model supports.
@@ -651,7 +736,10 @@ type Model struct {
 	// Disabled models are invisible to selection.
 	Enabled bool `protobuf:"varint,11,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	// Selectors to fail over to, in order, when an error allows it.
-	Fallbacks     []string `protobuf:"bytes,12,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
+	Fallbacks []string `protobuf:"bytes,12,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
+	// True for a model found by the provider's live discovery rather than
+	// listed in the catalog; its limits, pricing and capabilities are unknown.
+	Discovered    bool `protobuf:"varint,13,opt,name=discovered,proto3" json:"discovered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -770,16 +858,23 @@ func (x *Model) GetFallbacks() []string {
 	return nil
 }
 
+func (x *Model) GetDiscovered() bool {
+	if x != nil {
+		return x.Discovered
+	}
+	return false
+}
+
 var File_fabro_llm_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/llm/v1/catalog.proto\x12\ffabro.llm.v1\"\x84\x01\n" +
+	"\x1afabro/llm/v1/catalog.proto\x12\ffabro.llm.v1\x1a\x1egoogle/protobuf/duration.proto\"\x84\x01\n" +
 	"\x04Auth\x120\n" +
 	"\x06scheme\x18\x01 \x01(\x0e2\x18.fabro.llm.v1.AuthSchemeR\x06scheme\x12\x1f\n" +
 	"\vheader_name\x18\x02 \x01(\tR\n" +
 	"headerName\x12)\n" +
-	"\x10credential_names\x18\x03 \x03(\tR\x0fcredentialNames\"\xe5\x03\n" +
+	"\x10credential_names\x18\x03 \x03(\tR\x0fcredentialNames\"\xfb\x04\n" +
 	"\bProvider\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12)\n" +
@@ -791,7 +886,11 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\rdefault_model\x18\b \x01(\tR\fdefaultModel\x12+\n" +
 	"\x11allow_passthrough\x18\t \x01(\bR\x10allowPassthrough\x12<\n" +
 	"\fchat_dialect\x18\n" +
-	" \x01(\x0e2\x19.fabro.llm.v1.ChatDialectR\vchatDialect\x1a?\n" +
+	" \x01(\x0e2\x19.fabro.llm.v1.ChatDialectR\vchatDialect\x125\n" +
+	"\tdiscovery\x18\v \x01(\x0e2\x17.fabro.llm.v1.DiscoveryR\tdiscovery\x12<\n" +
+	"\fidle_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12\x1f\n" +
+	"\vprobe_model\x18\r \x01(\tR\n" +
+	"probeModel\x1a?\n" +
 	"\x11ExtraHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\x01\n" +
@@ -804,7 +903,7 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\x1cinput_usd_micros_per_million\x18\x01 \x01(\x03R\x18inputUsdMicrosPerMillion\x12@\n" +
 	"\x1doutput_usd_micros_per_million\x18\x02 \x01(\x03R\x19outputUsdMicrosPerMillion\x12G\n" +
 	"!cache_read_usd_micros_per_million\x18\x03 \x01(\x03R\x1ccacheReadUsdMicrosPerMillion\x12I\n" +
-	"\"cache_write_usd_micros_per_million\x18\x04 \x01(\x03R\x1dcacheWriteUsdMicrosPerMillion\"\xca\x03\n" +
+	"\"cache_write_usd_micros_per_million\x18\x04 \x01(\x03R\x1dcacheWriteUsdMicrosPerMillion\"\xea\x03\n" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12!\n" +
@@ -818,7 +917,10 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\ragent_profile\x18\n" +
 	" \x01(\x0e2\x1a.fabro.llm.v1.AgentProfileR\fagentProfile\x12\x18\n" +
 	"\aenabled\x18\v \x01(\bR\aenabled\x12\x1c\n" +
-	"\tfallbacks\x18\f \x03(\tR\tfallbacks*\xa6\x01\n" +
+	"\tfallbacks\x18\f \x03(\tR\tfallbacks\x12\x1e\n" +
+	"\n" +
+	"discovered\x18\r \x01(\bR\n" +
+	"discovered*\xa6\x01\n" +
 	"\x05Codec\x12\x15\n" +
 	"\x11CODEC_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CODEC_OPENAI_CHAT\x10\x01\x12\x1a\n" +
@@ -832,7 +934,11 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\x10AUTH_SCHEME_NONE\x10\x01\x12\x16\n" +
 	"\x12AUTH_SCHEME_BEARER\x10\x02\x12\x16\n" +
 	"\x12AUTH_SCHEME_HEADER\x10\x03\x12\x19\n" +
-	"\x15AUTH_SCHEME_AWS_SIGV4\x10\x04*a\n" +
+	"\x15AUTH_SCHEME_AWS_SIGV4\x10\x04*^\n" +
+	"\tDiscovery\x12\x19\n" +
+	"\x15DISCOVERY_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17DISCOVERY_OPENAI_MODELS\x10\x01\x12\x19\n" +
+	"\x15DISCOVERY_OLLAMA_TAGS\x10\x02*a\n" +
 	"\vChatDialect\x12\x1c\n" +
 	"\x18CHAT_DIALECT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHAT_DIALECT_OPENAI\x10\x01\x12\x1b\n" +
@@ -860,34 +966,38 @@ func file_fabro_llm_v1_catalog_proto_rawDescGZIP() []byte {
 	return file_fabro_llm_v1_catalog_proto_rawDescData
 }
 
-var file_fabro_llm_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_fabro_llm_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_fabro_llm_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_fabro_llm_v1_catalog_proto_goTypes = []any{
-	(Codec)(0),           // 0: fabro.llm.v1.Codec
-	(AuthScheme)(0),      // 1: fabro.llm.v1.AuthScheme
-	(ChatDialect)(0),     // 2: fabro.llm.v1.ChatDialect
-	(AgentProfile)(0),    // 3: fabro.llm.v1.AgentProfile
-	(*Auth)(nil),         // 4: fabro.llm.v1.Auth
-	(*Provider)(nil),     // 5: fabro.llm.v1.Provider
-	(*Capabilities)(nil), // 6: fabro.llm.v1.Capabilities
-	(*Pricing)(nil),      // 7: fabro.llm.v1.Pricing
-	(*Model)(nil),        // 8: fabro.llm.v1.Model
-	nil,                  // 9: fabro.llm.v1.Provider.ExtraHeadersEntry
+	(Codec)(0),                  // 0: fabro.llm.v1.Codec
+	(AuthScheme)(0),             // 1: fabro.llm.v1.AuthScheme
+	(Discovery)(0),              // 2: fabro.llm.v1.Discovery
+	(ChatDialect)(0),            // 3: fabro.llm.v1.ChatDialect
+	(AgentProfile)(0),           // 4: fabro.llm.v1.AgentProfile
+	(*Auth)(nil),                // 5: fabro.llm.v1.Auth
+	(*Provider)(nil),            // 6: fabro.llm.v1.Provider
+	(*Capabilities)(nil),        // 7: fabro.llm.v1.Capabilities
+	(*Pricing)(nil),             // 8: fabro.llm.v1.Pricing
+	(*Model)(nil),               // 9: fabro.llm.v1.Model
+	nil,                         // 10: fabro.llm.v1.Provider.ExtraHeadersEntry
+	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
 }
 var file_fabro_llm_v1_catalog_proto_depIdxs = []int32{
-	1, // 0: fabro.llm.v1.Auth.scheme:type_name -> fabro.llm.v1.AuthScheme
-	0, // 1: fabro.llm.v1.Provider.codec:type_name -> fabro.llm.v1.Codec
-	4, // 2: fabro.llm.v1.Provider.auth:type_name -> fabro.llm.v1.Auth
-	9, // 3: fabro.llm.v1.Provider.extra_headers:type_name -> fabro.llm.v1.Provider.ExtraHeadersEntry
-	2, // 4: fabro.llm.v1.Provider.chat_dialect:type_name -> fabro.llm.v1.ChatDialect
-	6, // 5: fabro.llm.v1.Model.capabilities:type_name -> fabro.llm.v1.Capabilities
-	7, // 6: fabro.llm.v1.Model.pricing:type_name -> fabro.llm.v1.Pricing
-	3, // 7: fabro.llm.v1.Model.agent_profile:type_name -> fabro.llm.v1.AgentProfile
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	1,  // 0: fabro.llm.v1.Auth.scheme:type_name -> fabro.llm.v1.AuthScheme
+	0,  // 1: fabro.llm.v1.Provider.codec:type_name -> fabro.llm.v1.Codec
+	5,  // 2: fabro.llm.v1.Provider.auth:type_name -> fabro.llm.v1.Auth
+	10, // 3: fabro.llm.v1.Provider.extra_headers:type_name -> fabro.llm.v1.Provider.ExtraHeadersEntry
+	3,  // 4: fabro.llm.v1.Provider.chat_dialect:type_name -> fabro.llm.v1.ChatDialect
+	2,  // 5: fabro.llm.v1.Provider.discovery:type_name -> fabro.llm.v1.Discovery
+	11, // 6: fabro.llm.v1.Provider.idle_timeout:type_name -> google.protobuf.Duration
+	7,  // 7: fabro.llm.v1.Model.capabilities:type_name -> fabro.llm.v1.Capabilities
+	8,  // 8: fabro.llm.v1.Model.pricing:type_name -> fabro.llm.v1.Pricing
+	4,  // 9: fabro.llm.v1.Model.agent_profile:type_name -> fabro.llm.v1.AgentProfile
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fabro_llm_v1_catalog_proto_init() }
@@ -900,7 +1010,7 @@ func file_fabro_llm_v1_catalog_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_llm_v1_catalog_proto_rawDesc), len(file_fabro_llm_v1_catalog_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,

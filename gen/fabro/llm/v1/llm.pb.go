@@ -85,6 +85,67 @@ func (ContentBlockKind) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{0}
 }
 
+// ReadinessState says whether a provider can serve calls.
+type ReadinessState int32
+
+const (
+	// Not reported.
+	ReadinessState_READINESS_STATE_UNSPECIFIED ReadinessState = 0
+	// Credentials are present and, when probed, the probe passed.
+	ReadinessState_READINESS_STATE_READY ReadinessState = 1
+	// A credential the provider needs is not set (missing_credentials).
+	ReadinessState_READINESS_STATE_MISSING_CREDENTIALS ReadinessState = 2
+	// Credentials are present but the probe failed (error).
+	ReadinessState_READINESS_STATE_UNUSABLE ReadinessState = 3
+	// The provider is disabled in the catalog.
+	ReadinessState_READINESS_STATE_DISABLED ReadinessState = 4
+)
+
+// Enum value maps for ReadinessState.
+var (
+	ReadinessState_name = map[int32]string{
+		0: "READINESS_STATE_UNSPECIFIED",
+		1: "READINESS_STATE_READY",
+		2: "READINESS_STATE_MISSING_CREDENTIALS",
+		3: "READINESS_STATE_UNUSABLE",
+		4: "READINESS_STATE_DISABLED",
+	}
+	ReadinessState_value = map[string]int32{
+		"READINESS_STATE_UNSPECIFIED":         0,
+		"READINESS_STATE_READY":               1,
+		"READINESS_STATE_MISSING_CREDENTIALS": 2,
+		"READINESS_STATE_UNUSABLE":            3,
+		"READINESS_STATE_DISABLED":            4,
+	}
+)
+
+func (x ReadinessState) Enum() *ReadinessState {
+	p := new(ReadinessState)
+	*p = x
+	return p
+}
+
+func (x ReadinessState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReadinessState) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_llm_v1_llm_proto_enumTypes[1].Descriptor()
+}
+
+func (ReadinessState) Type() protoreflect.EnumType {
+	return &file_fabro_llm_v1_llm_proto_enumTypes[1]
+}
+
+func (x ReadinessState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReadinessState.Descriptor instead.
+func (ReadinessState) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{1}
+}
+
 // ProbeMode is how deep a probe goes.
 type ProbeMode int32
 
@@ -123,11 +184,11 @@ func (x ProbeMode) String() string {
 }
 
 func (ProbeMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_llm_v1_llm_proto_enumTypes[1].Descriptor()
+	return file_fabro_llm_v1_llm_proto_enumTypes[2].Descriptor()
 }
 
 func (ProbeMode) Type() protoreflect.EnumType {
-	return &file_fabro_llm_v1_llm_proto_enumTypes[1]
+	return &file_fabro_llm_v1_llm_proto_enumTypes[2]
 }
 
 func (x ProbeMode) Number() protoreflect.EnumNumber {
@@ -136,7 +197,7 @@ func (x ProbeMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProbeMode.Descriptor instead.
 func (ProbeMode) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{1}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{2}
 }
 
 // StreamRequest starts a streamed call.
@@ -258,6 +319,7 @@ type StreamEvent struct {
 	//	*StreamEvent_RateLimits
 	//	*StreamEvent_Ended
 	//	*StreamEvent_Error
+	//	*StreamEvent_Retrying
 	Event         isStreamEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -390,6 +452,15 @@ func (x *StreamEvent) GetError() *StreamError {
 	return nil
 }
 
+func (x *StreamEvent) GetRetrying() *Retrying {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_Retrying); ok {
+			return x.Retrying
+		}
+	}
+	return nil
+}
+
 type isStreamEvent_Event interface {
 	isStreamEvent_Event()
 }
@@ -444,6 +515,13 @@ type StreamEvent_Error struct {
 	Error *StreamError `protobuf:"bytes,10,opt,name=error,proto3,oneof"`
 }
 
+type StreamEvent_Retrying struct {
+	// An attempt failed before any visible output and the gateway will try
+	// again (same route after a wait, or the next fallback route). Never
+	// sent after visible output; informational, the stream goes on.
+	Retrying *Retrying `protobuf:"bytes,11,opt,name=retrying,proto3,oneof"`
+}
+
 func (*StreamEvent_Started) isStreamEvent_Event() {}
 
 func (*StreamEvent_ContentBlockStart) isStreamEvent_Event() {}
@@ -464,6 +542,81 @@ func (*StreamEvent_Ended) isStreamEvent_Event() {}
 
 func (*StreamEvent_Error) isStreamEvent_Event() {}
 
+func (*StreamEvent_Retrying) isStreamEvent_Event() {}
+
+// Retrying reports a failed attempt that the gateway retries.
+type Retrying struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt that failed, counted over every route (1 = the first).
+	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Why it failed.
+	Error *ErrorDetail `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// How long the gateway waits before the next attempt.
+	Wait *durationpb.Duration `protobuf:"bytes,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	// The route of the next attempt, provider/model.
+	NextRoute     string `protobuf:"bytes,4,opt,name=next_route,json=nextRoute,proto3" json:"next_route,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Retrying) Reset() {
+	*x = Retrying{}
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Retrying) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Retrying) ProtoMessage() {}
+
+func (x *Retrying) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Retrying.ProtoReflect.Descriptor instead.
+func (*Retrying) Descriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Retrying) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Retrying) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *Retrying) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+func (x *Retrying) GetNextRoute() string {
+	if x != nil {
+		return x.NextRoute
+	}
+	return ""
+}
+
 // Started opens a stream. It is sent once the route is chosen, after
 // pre-output retries and failover.
 type Started struct {
@@ -480,7 +633,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +645,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +658,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{3}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Started) GetId() string {
@@ -550,7 +703,7 @@ type ContentBlockStart struct {
 
 func (x *ContentBlockStart) Reset() {
 	*x = ContentBlockStart{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +715,7 @@ func (x *ContentBlockStart) String() string {
 func (*ContentBlockStart) ProtoMessage() {}
 
 func (x *ContentBlockStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +728,7 @@ func (x *ContentBlockStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlockStart.ProtoReflect.Descriptor instead.
 func (*ContentBlockStart) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{4}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ContentBlockStart) GetIndex() int32 {
@@ -633,7 +786,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +798,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +811,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{5}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TextDelta) GetIndex() int32 {
@@ -688,7 +841,7 @@ type ReasoningDelta struct {
 
 func (x *ReasoningDelta) Reset() {
 	*x = ReasoningDelta{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +853,7 @@ func (x *ReasoningDelta) String() string {
 func (*ReasoningDelta) ProtoMessage() {}
 
 func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +866,7 @@ func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningDelta.ProtoReflect.Descriptor instead.
 func (*ReasoningDelta) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{6}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReasoningDelta) GetIndex() int32 {
@@ -751,7 +904,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +916,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +929,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{7}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolCallDelta) GetIndex() int32 {
@@ -828,7 +981,7 @@ type ContentBlockEnd struct {
 
 func (x *ContentBlockEnd) Reset() {
 	*x = ContentBlockEnd{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +993,7 @@ func (x *ContentBlockEnd) String() string {
 func (*ContentBlockEnd) ProtoMessage() {}
 
 func (x *ContentBlockEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1006,7 @@ func (x *ContentBlockEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlockEnd.ProtoReflect.Descriptor instead.
 func (*ContentBlockEnd) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{8}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ContentBlockEnd) GetIndex() int32 {
@@ -892,7 +1045,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1057,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1070,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{9}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RateLimits) GetRequestsLimit() int64 {
@@ -973,7 +1126,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1138,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1151,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{10}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ended) GetResponse() *Response {
@@ -1024,7 +1177,7 @@ type StreamError struct {
 
 func (x *StreamError) Reset() {
 	*x = StreamError{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1189,7 @@ func (x *StreamError) String() string {
 func (*StreamError) ProtoMessage() {}
 
 func (x *StreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1202,7 @@ func (x *StreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamError.ProtoReflect.Descriptor instead.
 func (*StreamError) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{11}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StreamError) GetError() *ErrorDetail {
@@ -1077,7 +1230,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1242,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1255,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{12}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompleteRequest) GetRequest() *Request {
@@ -1123,7 +1276,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1288,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1301,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{13}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompleteResponse) GetResponse() *Response {
@@ -1173,7 +1326,7 @@ type CompleteObjectRequest struct {
 
 func (x *CompleteObjectRequest) Reset() {
 	*x = CompleteObjectRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1338,7 @@ func (x *CompleteObjectRequest) String() string {
 func (*CompleteObjectRequest) ProtoMessage() {}
 
 func (x *CompleteObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1351,7 @@ func (x *CompleteObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteObjectRequest.ProtoReflect.Descriptor instead.
 func (*CompleteObjectRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{14}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompleteObjectRequest) GetRequest() *Request {
@@ -1235,7 +1388,7 @@ type CompleteObjectResponse struct {
 
 func (x *CompleteObjectResponse) Reset() {
 	*x = CompleteObjectResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1400,7 @@ func (x *CompleteObjectResponse) String() string {
 func (*CompleteObjectResponse) ProtoMessage() {}
 
 func (x *CompleteObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1413,7 @@ func (x *CompleteObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteObjectResponse.ProtoReflect.Descriptor instead.
 func (*CompleteObjectResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{15}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompleteObjectResponse) GetObject() string {
@@ -1290,7 +1443,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1455,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1468,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{16}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListModelsRequest) GetProvider() string {
@@ -1336,14 +1489,25 @@ func (x *ListModelsRequest) GetIncludeDisabled() bool {
 type ListModelsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Models sorted by provider, then id.
-	Models        []*Model `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	Models []*Model `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	// Problems that did not fail the call, e.g. a discoverable provider whose
+	// live model list could not be fetched (the catalog's models are still
+	// listed). Each names the provider.
+	Warnings []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The catalog's default model for agents (provider/model).
+	DefaultModel string `protobuf:"bytes,3,opt,name=default_model,json=defaultModel,proto3" json:"default_model,omitempty"`
+	// The catalog's small, cheap model for summaries and prompts over fetched
+	// pages (provider/model).
+	SmallModel string `protobuf:"bytes,4,opt,name=small_model,json=smallModel,proto3" json:"small_model,omitempty"`
+	// The catalog's model for probes (provider/model).
+	ProbeModel    string `protobuf:"bytes,5,opt,name=probe_model,json=probeModel,proto3" json:"probe_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1519,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1532,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{17}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1378,18 +1542,50 @@ func (x *ListModelsResponse) GetModels() []*Model {
 	return nil
 }
 
+func (x *ListModelsResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *ListModelsResponse) GetDefaultModel() string {
+	if x != nil {
+		return x.DefaultModel
+	}
+	return ""
+}
+
+func (x *ListModelsResponse) GetSmallModel() string {
+	if x != nil {
+		return x.SmallModel
+	}
+	return ""
+}
+
+func (x *ListModelsResponse) GetProbeModel() string {
+	if x != nil {
+		return x.ProbeModel
+	}
+	return ""
+}
+
 // ListProvidersRequest filters providers.
 type ListProvidersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Include disabled providers.
 	IncludeDisabled bool `protobuf:"varint,1,opt,name=include_disabled,json=includeDisabled,proto3" json:"include_disabled,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Run each ready provider's basic probe (on its probe model) and report
+	// UNUSABLE with the probe's error when it fails. Costs one small call
+	// per provider; false reports from credentials alone.
+	Probe         bool `protobuf:"varint,2,opt,name=probe,proto3" json:"probe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1597,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1610,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{18}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListProvidersRequest) GetIncludeDisabled() bool {
@@ -1424,18 +1620,27 @@ func (x *ListProvidersRequest) GetIncludeDisabled() bool {
 	return false
 }
 
+func (x *ListProvidersRequest) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
+}
+
 // ListProvidersResponse is the list of providers.
 type ListProvidersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Providers sorted by id.
-	Providers     []*Provider `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	Providers []*Provider `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	// The readiness of each provider in providers, in the same order.
+	Readiness     []*ProviderReadiness `protobuf:"bytes,2,rep,name=readiness,proto3" json:"readiness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1652,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1665,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{19}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*Provider {
@@ -1468,6 +1673,106 @@ func (x *ListProvidersResponse) GetProviders() []*Provider {
 		return x.Providers
 	}
 	return nil
+}
+
+func (x *ListProvidersResponse) GetReadiness() []*ProviderReadiness {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+// ProviderReadiness is one provider's readiness.
+type ProviderReadiness struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider id.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The state.
+	State ReadinessState `protobuf:"varint,2,opt,name=state,proto3,enum=fabro.llm.v1.ReadinessState" json:"state,omitempty"`
+	// With MISSING_CREDENTIALS: the variables to set (any one of them when
+	// the provider accepts alternatives).
+	MissingCredentials []string `protobuf:"bytes,3,rep,name=missing_credentials,json=missingCredentials,proto3" json:"missing_credentials,omitempty"`
+	// With UNUSABLE: the probe's error.
+	Error *ErrorDetail `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// True when the state comes from a probe call, not only from the
+	// presence of credentials.
+	Probed bool `protobuf:"varint,5,opt,name=probed,proto3" json:"probed,omitempty"`
+	// The model probed (provider/model), when probed.
+	ProbeModel    string `protobuf:"bytes,6,opt,name=probe_model,json=probeModel,proto3" json:"probe_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderReadiness) Reset() {
+	*x = ProviderReadiness{}
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderReadiness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderReadiness) ProtoMessage() {}
+
+func (x *ProviderReadiness) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderReadiness.ProtoReflect.Descriptor instead.
+func (*ProviderReadiness) Descriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ProviderReadiness) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ProviderReadiness) GetState() ReadinessState {
+	if x != nil {
+		return x.State
+	}
+	return ReadinessState_READINESS_STATE_UNSPECIFIED
+}
+
+func (x *ProviderReadiness) GetMissingCredentials() []string {
+	if x != nil {
+		return x.MissingCredentials
+	}
+	return nil
+}
+
+func (x *ProviderReadiness) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ProviderReadiness) GetProbed() bool {
+	if x != nil {
+		return x.Probed
+	}
+	return false
+}
+
+func (x *ProviderReadiness) GetProbeModel() string {
+	if x != nil {
+		return x.ProbeModel
+	}
+	return ""
 }
 
 // ResolveModelRequest names a selector.
@@ -1481,7 +1786,7 @@ type ResolveModelRequest struct {
 
 func (x *ResolveModelRequest) Reset() {
 	*x = ResolveModelRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1798,7 @@ func (x *ResolveModelRequest) String() string {
 func (*ResolveModelRequest) ProtoMessage() {}
 
 func (x *ResolveModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1811,7 @@ func (x *ResolveModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveModelRequest.ProtoReflect.Descriptor instead.
 func (*ResolveModelRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{20}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResolveModelRequest) GetSelector() string {
@@ -1535,7 +1840,7 @@ type ResolveModelResponse struct {
 
 func (x *ResolveModelResponse) Reset() {
 	*x = ResolveModelResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1852,7 @@ func (x *ResolveModelResponse) String() string {
 func (*ResolveModelResponse) ProtoMessage() {}
 
 func (x *ResolveModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1865,7 @@ func (x *ResolveModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveModelResponse.ProtoReflect.Descriptor instead.
 func (*ResolveModelResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{21}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResolveModelResponse) GetCanonical() string {
@@ -1608,7 +1913,7 @@ type ProbeRequest struct {
 
 func (x *ProbeRequest) Reset() {
 	*x = ProbeRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1925,7 @@ func (x *ProbeRequest) String() string {
 func (*ProbeRequest) ProtoMessage() {}
 
 func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1938,7 @@ func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeRequest.ProtoReflect.Descriptor instead.
 func (*ProbeRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{22}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProbeRequest) GetModel() string {
@@ -1685,7 +1990,7 @@ type ProbeResponse struct {
 
 func (x *ProbeResponse) Reset() {
 	*x = ProbeResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +2002,7 @@ func (x *ProbeResponse) String() string {
 func (*ProbeResponse) ProtoMessage() {}
 
 func (x *ProbeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +2015,7 @@ func (x *ProbeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeResponse.ProtoReflect.Descriptor instead.
 func (*ProbeResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{23}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProbeResponse) GetOk() bool {
@@ -1763,7 +2068,7 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\rStreamRequest\x12/\n" +
 	"\arequest\x18\x01 \x01(\v2\x15.fabro.llm.v1.RequestR\arequest\"A\n" +
 	"\x0eStreamResponse\x12/\n" +
-	"\x05event\x18\x01 \x01(\v2\x19.fabro.llm.v1.StreamEventR\x05event\"\xfd\x04\n" +
+	"\x05event\x18\x01 \x01(\v2\x19.fabro.llm.v1.StreamEventR\x05event\"\xb3\x05\n" +
 	"\vStreamEvent\x121\n" +
 	"\astarted\x18\x01 \x01(\v2\x15.fabro.llm.v1.StartedH\x00R\astarted\x12Q\n" +
 	"\x13content_block_start\x18\x02 \x01(\v2\x1f.fabro.llm.v1.ContentBlockStartH\x00R\x11contentBlockStart\x128\n" +
@@ -1777,8 +2082,15 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"rateLimits\x12+\n" +
 	"\x05ended\x18\t \x01(\v2\x13.fabro.llm.v1.EndedH\x00R\x05ended\x121\n" +
 	"\x05error\x18\n" +
-	" \x01(\v2\x19.fabro.llm.v1.StreamErrorH\x00R\x05errorB\a\n" +
-	"\x05event\"K\n" +
+	" \x01(\v2\x19.fabro.llm.v1.StreamErrorH\x00R\x05error\x124\n" +
+	"\bretrying\x18\v \x01(\v2\x16.fabro.llm.v1.RetryingH\x00R\bretryingB\a\n" +
+	"\x05event\"\xa3\x01\n" +
+	"\bRetrying\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12/\n" +
+	"\x05error\x18\x02 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error\x12-\n" +
+	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x1d\n" +
+	"\n" +
+	"next_route\x18\x04 \x01(\tR\tnextRoute\"K\n" +
 	"\aStarted\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -1838,13 +2150,29 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\bresponse\x18\x02 \x01(\v2\x16.fabro.llm.v1.ResponseR\bresponse\"Z\n" +
 	"\x11ListModelsRequest\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12)\n" +
-	"\x10include_disabled\x18\x02 \x01(\bR\x0fincludeDisabled\"A\n" +
+	"\x10include_disabled\x18\x02 \x01(\bR\x0fincludeDisabled\"\xc4\x01\n" +
 	"\x12ListModelsResponse\x12+\n" +
-	"\x06models\x18\x01 \x03(\v2\x13.fabro.llm.v1.ModelR\x06models\"A\n" +
+	"\x06models\x18\x01 \x03(\v2\x13.fabro.llm.v1.ModelR\x06models\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12#\n" +
+	"\rdefault_model\x18\x03 \x01(\tR\fdefaultModel\x12\x1f\n" +
+	"\vsmall_model\x18\x04 \x01(\tR\n" +
+	"smallModel\x12\x1f\n" +
+	"\vprobe_model\x18\x05 \x01(\tR\n" +
+	"probeModel\"W\n" +
 	"\x14ListProvidersRequest\x12)\n" +
-	"\x10include_disabled\x18\x01 \x01(\bR\x0fincludeDisabled\"M\n" +
+	"\x10include_disabled\x18\x01 \x01(\bR\x0fincludeDisabled\x12\x14\n" +
+	"\x05probe\x18\x02 \x01(\bR\x05probe\"\x8c\x01\n" +
 	"\x15ListProvidersResponse\x124\n" +
-	"\tproviders\x18\x01 \x03(\v2\x16.fabro.llm.v1.ProviderR\tproviders\"1\n" +
+	"\tproviders\x18\x01 \x03(\v2\x16.fabro.llm.v1.ProviderR\tproviders\x12=\n" +
+	"\treadiness\x18\x02 \x03(\v2\x1f.fabro.llm.v1.ProviderReadinessR\treadiness\"\xfe\x01\n" +
+	"\x11ProviderReadiness\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x122\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1c.fabro.llm.v1.ReadinessStateR\x05state\x12/\n" +
+	"\x13missing_credentials\x18\x03 \x03(\tR\x12missingCredentials\x12/\n" +
+	"\x05error\x18\x04 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error\x12\x16\n" +
+	"\x06probed\x18\x05 \x01(\bR\x06probed\x12\x1f\n" +
+	"\vprobe_model\x18\x06 \x01(\tR\n" +
+	"probeModel\"1\n" +
 	"\x13ResolveModelRequest\x12\x1a\n" +
 	"\bselector\x18\x01 \x01(\tR\bselector\"\xb5\x01\n" +
 	"\x14ResolveModelResponse\x12\x1c\n" +
@@ -1869,7 +2197,13 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\x17CONTENT_BLOCK_KIND_TEXT\x10\x01\x12 \n" +
 	"\x1cCONTENT_BLOCK_KIND_REASONING\x10\x02\x12 \n" +
 	"\x1cCONTENT_BLOCK_KIND_TOOL_CALL\x10\x03\x12\x1d\n" +
-	"\x19CONTENT_BLOCK_KIND_OPAQUE\x10\x04*R\n" +
+	"\x19CONTENT_BLOCK_KIND_OPAQUE\x10\x04*\xb1\x01\n" +
+	"\x0eReadinessState\x12\x1f\n" +
+	"\x1bREADINESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15READINESS_STATE_READY\x10\x01\x12'\n" +
+	"#READINESS_STATE_MISSING_CREDENTIALS\x10\x02\x12\x1c\n" +
+	"\x18READINESS_STATE_UNUSABLE\x10\x03\x12\x1c\n" +
+	"\x18READINESS_STATE_DISABLED\x10\x04*R\n" +
 	"\tProbeMode\x12\x1a\n" +
 	"\x16PROBE_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10PROBE_MODE_BASIC\x10\x01\x12\x13\n" +
@@ -1897,98 +2231,107 @@ func file_fabro_llm_v1_llm_proto_rawDescGZIP() []byte {
 	return file_fabro_llm_v1_llm_proto_rawDescData
 }
 
-var file_fabro_llm_v1_llm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fabro_llm_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_fabro_llm_v1_llm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_fabro_llm_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_fabro_llm_v1_llm_proto_goTypes = []any{
 	(ContentBlockKind)(0),          // 0: fabro.llm.v1.ContentBlockKind
-	(ProbeMode)(0),                 // 1: fabro.llm.v1.ProbeMode
-	(*StreamRequest)(nil),          // 2: fabro.llm.v1.StreamRequest
-	(*StreamResponse)(nil),         // 3: fabro.llm.v1.StreamResponse
-	(*StreamEvent)(nil),            // 4: fabro.llm.v1.StreamEvent
-	(*Started)(nil),                // 5: fabro.llm.v1.Started
-	(*ContentBlockStart)(nil),      // 6: fabro.llm.v1.ContentBlockStart
-	(*TextDelta)(nil),              // 7: fabro.llm.v1.TextDelta
-	(*ReasoningDelta)(nil),         // 8: fabro.llm.v1.ReasoningDelta
-	(*ToolCallDelta)(nil),          // 9: fabro.llm.v1.ToolCallDelta
-	(*ContentBlockEnd)(nil),        // 10: fabro.llm.v1.ContentBlockEnd
-	(*RateLimits)(nil),             // 11: fabro.llm.v1.RateLimits
-	(*Ended)(nil),                  // 12: fabro.llm.v1.Ended
-	(*StreamError)(nil),            // 13: fabro.llm.v1.StreamError
-	(*CompleteRequest)(nil),        // 14: fabro.llm.v1.CompleteRequest
-	(*CompleteResponse)(nil),       // 15: fabro.llm.v1.CompleteResponse
-	(*CompleteObjectRequest)(nil),  // 16: fabro.llm.v1.CompleteObjectRequest
-	(*CompleteObjectResponse)(nil), // 17: fabro.llm.v1.CompleteObjectResponse
-	(*ListModelsRequest)(nil),      // 18: fabro.llm.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),     // 19: fabro.llm.v1.ListModelsResponse
-	(*ListProvidersRequest)(nil),   // 20: fabro.llm.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),  // 21: fabro.llm.v1.ListProvidersResponse
-	(*ResolveModelRequest)(nil),    // 22: fabro.llm.v1.ResolveModelRequest
-	(*ResolveModelResponse)(nil),   // 23: fabro.llm.v1.ResolveModelResponse
-	(*ProbeRequest)(nil),           // 24: fabro.llm.v1.ProbeRequest
-	(*ProbeResponse)(nil),          // 25: fabro.llm.v1.ProbeResponse
-	(*Request)(nil),                // 26: fabro.llm.v1.Request
-	(*Usage)(nil),                  // 27: fabro.llm.v1.Usage
-	(*ContentPart)(nil),            // 28: fabro.llm.v1.ContentPart
-	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
-	(*Response)(nil),               // 30: fabro.llm.v1.Response
+	(ReadinessState)(0),            // 1: fabro.llm.v1.ReadinessState
+	(ProbeMode)(0),                 // 2: fabro.llm.v1.ProbeMode
+	(*StreamRequest)(nil),          // 3: fabro.llm.v1.StreamRequest
+	(*StreamResponse)(nil),         // 4: fabro.llm.v1.StreamResponse
+	(*StreamEvent)(nil),            // 5: fabro.llm.v1.StreamEvent
+	(*Retrying)(nil),               // 6: fabro.llm.v1.Retrying
+	(*Started)(nil),                // 7: fabro.llm.v1.Started
+	(*ContentBlockStart)(nil),      // 8: fabro.llm.v1.ContentBlockStart
+	(*TextDelta)(nil),              // 9: fabro.llm.v1.TextDelta
+	(*ReasoningDelta)(nil),         // 10: fabro.llm.v1.ReasoningDelta
+	(*ToolCallDelta)(nil),          // 11: fabro.llm.v1.ToolCallDelta
+	(*ContentBlockEnd)(nil),        // 12: fabro.llm.v1.ContentBlockEnd
+	(*RateLimits)(nil),             // 13: fabro.llm.v1.RateLimits
+	(*Ended)(nil),                  // 14: fabro.llm.v1.Ended
+	(*StreamError)(nil),            // 15: fabro.llm.v1.StreamError
+	(*CompleteRequest)(nil),        // 16: fabro.llm.v1.CompleteRequest
+	(*CompleteResponse)(nil),       // 17: fabro.llm.v1.CompleteResponse
+	(*CompleteObjectRequest)(nil),  // 18: fabro.llm.v1.CompleteObjectRequest
+	(*CompleteObjectResponse)(nil), // 19: fabro.llm.v1.CompleteObjectResponse
+	(*ListModelsRequest)(nil),      // 20: fabro.llm.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),     // 21: fabro.llm.v1.ListModelsResponse
+	(*ListProvidersRequest)(nil),   // 22: fabro.llm.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),  // 23: fabro.llm.v1.ListProvidersResponse
+	(*ProviderReadiness)(nil),      // 24: fabro.llm.v1.ProviderReadiness
+	(*ResolveModelRequest)(nil),    // 25: fabro.llm.v1.ResolveModelRequest
+	(*ResolveModelResponse)(nil),   // 26: fabro.llm.v1.ResolveModelResponse
+	(*ProbeRequest)(nil),           // 27: fabro.llm.v1.ProbeRequest
+	(*ProbeResponse)(nil),          // 28: fabro.llm.v1.ProbeResponse
+	(*Request)(nil),                // 29: fabro.llm.v1.Request
+	(*Usage)(nil),                  // 30: fabro.llm.v1.Usage
 	(*ErrorDetail)(nil),            // 31: fabro.llm.v1.ErrorDetail
-	(*Model)(nil),                  // 32: fabro.llm.v1.Model
-	(*Provider)(nil),               // 33: fabro.llm.v1.Provider
-	(ReasoningEffort)(0),           // 34: fabro.llm.v1.ReasoningEffort
-	(*durationpb.Duration)(nil),    // 35: google.protobuf.Duration
+	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
+	(*ContentPart)(nil),            // 33: fabro.llm.v1.ContentPart
+	(*timestamppb.Timestamp)(nil),  // 34: google.protobuf.Timestamp
+	(*Response)(nil),               // 35: fabro.llm.v1.Response
+	(*Model)(nil),                  // 36: fabro.llm.v1.Model
+	(*Provider)(nil),               // 37: fabro.llm.v1.Provider
+	(ReasoningEffort)(0),           // 38: fabro.llm.v1.ReasoningEffort
 }
 var file_fabro_llm_v1_llm_proto_depIdxs = []int32{
-	26, // 0: fabro.llm.v1.StreamRequest.request:type_name -> fabro.llm.v1.Request
-	4,  // 1: fabro.llm.v1.StreamResponse.event:type_name -> fabro.llm.v1.StreamEvent
-	5,  // 2: fabro.llm.v1.StreamEvent.started:type_name -> fabro.llm.v1.Started
-	6,  // 3: fabro.llm.v1.StreamEvent.content_block_start:type_name -> fabro.llm.v1.ContentBlockStart
-	7,  // 4: fabro.llm.v1.StreamEvent.text_delta:type_name -> fabro.llm.v1.TextDelta
-	8,  // 5: fabro.llm.v1.StreamEvent.reasoning_delta:type_name -> fabro.llm.v1.ReasoningDelta
-	9,  // 6: fabro.llm.v1.StreamEvent.tool_call_delta:type_name -> fabro.llm.v1.ToolCallDelta
-	10, // 7: fabro.llm.v1.StreamEvent.content_block_end:type_name -> fabro.llm.v1.ContentBlockEnd
-	27, // 8: fabro.llm.v1.StreamEvent.usage:type_name -> fabro.llm.v1.Usage
-	11, // 9: fabro.llm.v1.StreamEvent.rate_limits:type_name -> fabro.llm.v1.RateLimits
-	12, // 10: fabro.llm.v1.StreamEvent.ended:type_name -> fabro.llm.v1.Ended
-	13, // 11: fabro.llm.v1.StreamEvent.error:type_name -> fabro.llm.v1.StreamError
-	0,  // 12: fabro.llm.v1.ContentBlockStart.kind:type_name -> fabro.llm.v1.ContentBlockKind
-	28, // 13: fabro.llm.v1.ContentBlockEnd.part:type_name -> fabro.llm.v1.ContentPart
-	29, // 14: fabro.llm.v1.RateLimits.requests_reset_time:type_name -> google.protobuf.Timestamp
-	29, // 15: fabro.llm.v1.RateLimits.tokens_reset_time:type_name -> google.protobuf.Timestamp
-	30, // 16: fabro.llm.v1.Ended.response:type_name -> fabro.llm.v1.Response
-	31, // 17: fabro.llm.v1.StreamError.error:type_name -> fabro.llm.v1.ErrorDetail
-	30, // 18: fabro.llm.v1.StreamError.partial_response:type_name -> fabro.llm.v1.Response
-	26, // 19: fabro.llm.v1.CompleteRequest.request:type_name -> fabro.llm.v1.Request
-	30, // 20: fabro.llm.v1.CompleteResponse.response:type_name -> fabro.llm.v1.Response
-	26, // 21: fabro.llm.v1.CompleteObjectRequest.request:type_name -> fabro.llm.v1.Request
-	30, // 22: fabro.llm.v1.CompleteObjectResponse.response:type_name -> fabro.llm.v1.Response
-	32, // 23: fabro.llm.v1.ListModelsResponse.models:type_name -> fabro.llm.v1.Model
-	33, // 24: fabro.llm.v1.ListProvidersResponse.providers:type_name -> fabro.llm.v1.Provider
-	33, // 25: fabro.llm.v1.ResolveModelResponse.provider:type_name -> fabro.llm.v1.Provider
-	32, // 26: fabro.llm.v1.ResolveModelResponse.model:type_name -> fabro.llm.v1.Model
-	1,  // 27: fabro.llm.v1.ProbeRequest.mode:type_name -> fabro.llm.v1.ProbeMode
-	34, // 28: fabro.llm.v1.ProbeRequest.reasoning_effort:type_name -> fabro.llm.v1.ReasoningEffort
-	35, // 29: fabro.llm.v1.ProbeRequest.timeout:type_name -> google.protobuf.Duration
-	35, // 30: fabro.llm.v1.ProbeResponse.latency:type_name -> google.protobuf.Duration
-	31, // 31: fabro.llm.v1.ProbeResponse.error:type_name -> fabro.llm.v1.ErrorDetail
-	2,  // 32: fabro.llm.v1.LLMGatewayService.Stream:input_type -> fabro.llm.v1.StreamRequest
-	14, // 33: fabro.llm.v1.LLMGatewayService.Complete:input_type -> fabro.llm.v1.CompleteRequest
-	16, // 34: fabro.llm.v1.LLMGatewayService.CompleteObject:input_type -> fabro.llm.v1.CompleteObjectRequest
-	18, // 35: fabro.llm.v1.LLMGatewayService.ListModels:input_type -> fabro.llm.v1.ListModelsRequest
-	20, // 36: fabro.llm.v1.LLMGatewayService.ListProviders:input_type -> fabro.llm.v1.ListProvidersRequest
-	22, // 37: fabro.llm.v1.LLMGatewayService.ResolveModel:input_type -> fabro.llm.v1.ResolveModelRequest
-	24, // 38: fabro.llm.v1.LLMGatewayService.Probe:input_type -> fabro.llm.v1.ProbeRequest
-	3,  // 39: fabro.llm.v1.LLMGatewayService.Stream:output_type -> fabro.llm.v1.StreamResponse
-	15, // 40: fabro.llm.v1.LLMGatewayService.Complete:output_type -> fabro.llm.v1.CompleteResponse
-	17, // 41: fabro.llm.v1.LLMGatewayService.CompleteObject:output_type -> fabro.llm.v1.CompleteObjectResponse
-	19, // 42: fabro.llm.v1.LLMGatewayService.ListModels:output_type -> fabro.llm.v1.ListModelsResponse
-	21, // 43: fabro.llm.v1.LLMGatewayService.ListProviders:output_type -> fabro.llm.v1.ListProvidersResponse
-	23, // 44: fabro.llm.v1.LLMGatewayService.ResolveModel:output_type -> fabro.llm.v1.ResolveModelResponse
-	25, // 45: fabro.llm.v1.LLMGatewayService.Probe:output_type -> fabro.llm.v1.ProbeResponse
-	39, // [39:46] is the sub-list for method output_type
-	32, // [32:39] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	29, // 0: fabro.llm.v1.StreamRequest.request:type_name -> fabro.llm.v1.Request
+	5,  // 1: fabro.llm.v1.StreamResponse.event:type_name -> fabro.llm.v1.StreamEvent
+	7,  // 2: fabro.llm.v1.StreamEvent.started:type_name -> fabro.llm.v1.Started
+	8,  // 3: fabro.llm.v1.StreamEvent.content_block_start:type_name -> fabro.llm.v1.ContentBlockStart
+	9,  // 4: fabro.llm.v1.StreamEvent.text_delta:type_name -> fabro.llm.v1.TextDelta
+	10, // 5: fabro.llm.v1.StreamEvent.reasoning_delta:type_name -> fabro.llm.v1.ReasoningDelta
+	11, // 6: fabro.llm.v1.StreamEvent.tool_call_delta:type_name -> fabro.llm.v1.ToolCallDelta
+	12, // 7: fabro.llm.v1.StreamEvent.content_block_end:type_name -> fabro.llm.v1.ContentBlockEnd
+	30, // 8: fabro.llm.v1.StreamEvent.usage:type_name -> fabro.llm.v1.Usage
+	13, // 9: fabro.llm.v1.StreamEvent.rate_limits:type_name -> fabro.llm.v1.RateLimits
+	14, // 10: fabro.llm.v1.StreamEvent.ended:type_name -> fabro.llm.v1.Ended
+	15, // 11: fabro.llm.v1.StreamEvent.error:type_name -> fabro.llm.v1.StreamError
+	6,  // 12: fabro.llm.v1.StreamEvent.retrying:type_name -> fabro.llm.v1.Retrying
+	31, // 13: fabro.llm.v1.Retrying.error:type_name -> fabro.llm.v1.ErrorDetail
+	32, // 14: fabro.llm.v1.Retrying.wait:type_name -> google.protobuf.Duration
+	0,  // 15: fabro.llm.v1.ContentBlockStart.kind:type_name -> fabro.llm.v1.ContentBlockKind
+	33, // 16: fabro.llm.v1.ContentBlockEnd.part:type_name -> fabro.llm.v1.ContentPart
+	34, // 17: fabro.llm.v1.RateLimits.requests_reset_time:type_name -> google.protobuf.Timestamp
+	34, // 18: fabro.llm.v1.RateLimits.tokens_reset_time:type_name -> google.protobuf.Timestamp
+	35, // 19: fabro.llm.v1.Ended.response:type_name -> fabro.llm.v1.Response
+	31, // 20: fabro.llm.v1.StreamError.error:type_name -> fabro.llm.v1.ErrorDetail
+	35, // 21: fabro.llm.v1.StreamError.partial_response:type_name -> fabro.llm.v1.Response
+	29, // 22: fabro.llm.v1.CompleteRequest.request:type_name -> fabro.llm.v1.Request
+	35, // 23: fabro.llm.v1.CompleteResponse.response:type_name -> fabro.llm.v1.Response
+	29, // 24: fabro.llm.v1.CompleteObjectRequest.request:type_name -> fabro.llm.v1.Request
+	35, // 25: fabro.llm.v1.CompleteObjectResponse.response:type_name -> fabro.llm.v1.Response
+	36, // 26: fabro.llm.v1.ListModelsResponse.models:type_name -> fabro.llm.v1.Model
+	37, // 27: fabro.llm.v1.ListProvidersResponse.providers:type_name -> fabro.llm.v1.Provider
+	24, // 28: fabro.llm.v1.ListProvidersResponse.readiness:type_name -> fabro.llm.v1.ProviderReadiness
+	1,  // 29: fabro.llm.v1.ProviderReadiness.state:type_name -> fabro.llm.v1.ReadinessState
+	31, // 30: fabro.llm.v1.ProviderReadiness.error:type_name -> fabro.llm.v1.ErrorDetail
+	37, // 31: fabro.llm.v1.ResolveModelResponse.provider:type_name -> fabro.llm.v1.Provider
+	36, // 32: fabro.llm.v1.ResolveModelResponse.model:type_name -> fabro.llm.v1.Model
+	2,  // 33: fabro.llm.v1.ProbeRequest.mode:type_name -> fabro.llm.v1.ProbeMode
+	38, // 34: fabro.llm.v1.ProbeRequest.reasoning_effort:type_name -> fabro.llm.v1.ReasoningEffort
+	32, // 35: fabro.llm.v1.ProbeRequest.timeout:type_name -> google.protobuf.Duration
+	32, // 36: fabro.llm.v1.ProbeResponse.latency:type_name -> google.protobuf.Duration
+	31, // 37: fabro.llm.v1.ProbeResponse.error:type_name -> fabro.llm.v1.ErrorDetail
+	3,  // 38: fabro.llm.v1.LLMGatewayService.Stream:input_type -> fabro.llm.v1.StreamRequest
+	16, // 39: fabro.llm.v1.LLMGatewayService.Complete:input_type -> fabro.llm.v1.CompleteRequest
+	18, // 40: fabro.llm.v1.LLMGatewayService.CompleteObject:input_type -> fabro.llm.v1.CompleteObjectRequest
+	20, // 41: fabro.llm.v1.LLMGatewayService.ListModels:input_type -> fabro.llm.v1.ListModelsRequest
+	22, // 42: fabro.llm.v1.LLMGatewayService.ListProviders:input_type -> fabro.llm.v1.ListProvidersRequest
+	25, // 43: fabro.llm.v1.LLMGatewayService.ResolveModel:input_type -> fabro.llm.v1.ResolveModelRequest
+	27, // 44: fabro.llm.v1.LLMGatewayService.Probe:input_type -> fabro.llm.v1.ProbeRequest
+	4,  // 45: fabro.llm.v1.LLMGatewayService.Stream:output_type -> fabro.llm.v1.StreamResponse
+	17, // 46: fabro.llm.v1.LLMGatewayService.Complete:output_type -> fabro.llm.v1.CompleteResponse
+	19, // 47: fabro.llm.v1.LLMGatewayService.CompleteObject:output_type -> fabro.llm.v1.CompleteObjectResponse
+	21, // 48: fabro.llm.v1.LLMGatewayService.ListModels:output_type -> fabro.llm.v1.ListModelsResponse
+	23, // 49: fabro.llm.v1.LLMGatewayService.ListProviders:output_type -> fabro.llm.v1.ListProvidersResponse
+	26, // 50: fabro.llm.v1.LLMGatewayService.ResolveModel:output_type -> fabro.llm.v1.ResolveModelResponse
+	28, // 51: fabro.llm.v1.LLMGatewayService.Probe:output_type -> fabro.llm.v1.ProbeResponse
+	45, // [45:52] is the sub-list for method output_type
+	38, // [38:45] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_fabro_llm_v1_llm_proto_init() }
@@ -2009,15 +2352,16 @@ func file_fabro_llm_v1_llm_proto_init() {
 		(*StreamEvent_RateLimits)(nil),
 		(*StreamEvent_Ended)(nil),
 		(*StreamEvent_Error)(nil),
+		(*StreamEvent_Retrying)(nil),
 	}
-	file_fabro_llm_v1_llm_proto_msgTypes[9].OneofWrappers = []any{}
+	file_fabro_llm_v1_llm_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_llm_v1_llm_proto_rawDesc), len(file_fabro_llm_v1_llm_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   24,
+			NumEnums:      3,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

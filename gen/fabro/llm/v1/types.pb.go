@@ -1394,8 +1394,12 @@ type Request struct {
 	Fallbacks []string `protobuf:"bytes,11,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
 	// True disables failover for this request, configured routes included.
 	DisableFallbacks bool `protobuf:"varint,12,opt,name=disable_fallbacks,json=disableFallbacks,proto3" json:"disable_fallbacks,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Sequences that end the output when the model produces one (at most 16,
+	// each 1-256 bytes). A route whose protocol cannot carry them fails with
+	// INVALID_REQUEST rather than ignoring them.
+	StopSequences []string `protobuf:"bytes,13,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -1510,6 +1514,13 @@ func (x *Request) GetDisableFallbacks() bool {
 		return x.DisableFallbacks
 	}
 	return false
+}
+
+func (x *Request) GetStopSequences() []string {
+	if x != nil {
+		return x.StopSequences
+	}
+	return nil
 }
 
 // Usage counts tokens, normalized so that each token is counted once:
@@ -2051,7 +2062,7 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x0eResponseFormat\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .fabro.llm.v1.ResponseFormatTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xb1\x05\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xd8\x05\n" +
 	"\aRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x121\n" +
@@ -2066,7 +2077,8 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\bmetadata\x18\n" +
 	" \x03(\v2#.fabro.llm.v1.Request.MetadataEntryR\bmetadata\x12\x1c\n" +
 	"\tfallbacks\x18\v \x03(\tR\tfallbacks\x12+\n" +
-	"\x11disable_fallbacks\x18\f \x01(\bR\x10disableFallbacks\x1a;\n" +
+	"\x11disable_fallbacks\x18\f \x01(\bR\x10disableFallbacks\x12%\n" +
+	"\x0estop_sequences\x18\r \x03(\tR\rstopSequences\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x14\n" +

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/llmgateway"
 )
@@ -15,10 +16,18 @@ func main() {
 	var cfg llmgateway.Config
 	server.Main("llmgateway", server.Config{GRPCAddr: "127.0.0.1:7701", HTTPAddr: "127.0.0.1:7781"},
 		cfg.RegisterFlags,
-		func(ctx context.Context, logger *slog.Logger, _ server.Config) ([]server.Service, func(), error) {
+		func(ctx context.Context, logger *slog.Logger, srv server.Config) ([]server.Service, func(), error) {
 			gw, err := llmgateway.New(ctx, cfg, logger)
 			if err != nil {
 				return nil, nil, err
+			}
+			// The OpenAI- and Anthropic-compatible APIs take a fabro token as
+			// their API key, checked against the server's own token store.
+			switch {
+			case srv.Auth != nil:
+				gw.SetAuthenticator(llmgateway.TokenAuthenticator(srv.Auth, logger))
+			case srv.TokensFile != "":
+				gw.SetAuthenticator(llmgateway.TokenAuthenticator(auth.OpenStore(srv.TokensFile), logger))
 			}
 			return []server.Service{gw}, func() { gw.Close() }, nil
 		})

@@ -42,7 +42,16 @@ type Catalog struct {
 	byID      map[string][]*llmv1.Model // by model id, sorted by provider
 	byAlias   map[string][]*llmv1.Model // by alias, sorted by provider
 	sorted    []*llmv1.Model            // by provider, then id
+	defaults  Defaults
+	checked   string
 }
+
+// Defaults returns the catalog's named models (later layers override each
+// field they set).
+func (c *Catalog) Defaults() Defaults { return c.defaults }
+
+// Checked is the date the catalog's data was last checked.
+func (c *Catalog) Checked() string { return c.checked }
 
 // Load returns the built-in catalog with the overlay file on top; an empty
 // path means no overlay.
@@ -62,16 +71,39 @@ func Load(overlayPath string) (*Catalog, error) {
 type file struct {
 	Providers map[string]json.RawMessage `json:"providers"`
 	Models    map[string]json.RawMessage `json:"models"`
+	// Checked is the date the data was last checked against the
+	// providers' documentation; Defaults names the agent's models.
+	Checked  string    `json:"checked"`
+	Defaults *Defaults `json:"defaults"`
+}
+
+// Defaults are the models the catalog, not the agent's code, names: the
+// default model, the small model for summaries and prompts over fetched
+// pages, and the probe model. Each is a selector.
+type Defaults struct {
+	Model      string `json:"model"`
+	SmallModel string `json:"smallModel"`
+	ProbeModel string `json:"probeModel"`
 }
 
 // Parse merges the layers, in order, into a catalog and validates it.
 func Parse(layers ...[]byte) (*Catalog, error) {
 	providers := map[string]map[string]any{}
 	models := map[string]map[string]any{}
+	var defaults Defaults
+	var checked string
 	for i, layer := range layers {
 		var f file
 		if err := json.Unmarshal(layer, &f); err != nil {
 			return nil, fmt.Errorf("catalog layer %d: %w", i, err)
+		}
+		if f.Checked != "" {
+			checked = f.Checked
+		}
+		if d := f.Defaults; d != nil {
+			defaults.Model = cmpOr(d.Model, defaults.Model)
+			defaults.SmallModel = cmpOr(d.SmallModel, defaults.SmallModel)
+			defaults.ProbeModel = cmpOr(d.ProbeModel, defaults.ProbeModel)
 		}
 		if err := mergeTable(providers, f.Providers); err != nil {
 			return nil, fmt.Errorf("catalog layer %d providers: %w", i, err)
@@ -82,6 +114,8 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 	}
 
 	c := &Catalog{
+		defaults:  defaults,
+		checked:   checked,
 		providers: map[string]*llmv1.Provider{},
 		models:    map[string]*llmv1.Model{},
 		byID:      map[string][]*llmv1.Model{},
@@ -200,7 +234,8 @@ func validateProvider(p *llmv1.Provider) error {
 	if p.GetCodec() == llmv1.Codec_CODEC_UNSPECIFIED {
 		return errors.New("codec is required")
 	}
-	u, err := url.Parse(p.GetBaseUrl())
+	// "{region}" is a placeholder the Bedrock codec fills from AWS_REGION.
+	u, err := url.Parse(strings.ReplaceAll(p.GetBaseUrl(), "{region}", "region"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("base URL %q must be an absolute http(s) URL", p.GetBaseUrl())
 	}
@@ -256,4 +291,11 @@ func (c *Catalog) Models(provider string, includeDisabled bool) []*llmv1.Model {
 
 func (c *Catalog) usable(m *llmv1.Model) bool {
 	return m.GetEnabled() && c.providers[m.GetProvider()].GetEnabled()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

@@ -82,7 +82,7 @@ func TestResolve(t *testing.T) {
 		{"claude-sonnet-4.5", want{canonical: "anthropic/claude-sonnet-4.5", apiModel: "claude-sonnet-4-5"}},
 		{"sonnet", want{canonical: "anthropic/claude-sonnet-4.5", apiModel: "claude-sonnet-4-5"}},
 		{"anthropic/sonnet", want{canonical: "anthropic/claude-sonnet-4.5", apiModel: "claude-sonnet-4-5"}},
-		{"anthropic", want{canonical: "anthropic/claude-sonnet-4.5", apiModel: "claude-sonnet-4-5"}},
+		{"anthropic", want{canonical: "anthropic/claude-sonnet-5", apiModel: "claude-sonnet-5"}},
 		{"openrouter/anthropic/claude-sonnet-4.5", want{canonical: "openrouter/openrouter-claude-sonnet-4.5", apiModel: "anthropic/claude-sonnet-4.5"}},
 		{"roadrunner", want{canonical: "acme/acme-1", apiModel: "acme-1"}},
 		{"acme", want{canonical: "acme/acme-1", apiModel: "acme-1"}},
@@ -197,5 +197,52 @@ func TestLoadOverlayFile(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Error("missing overlay file accepted")
+	}
+}
+
+// TestCurrentCatalog: the newest published generations resolve, with the
+// figures of SOURCES.md, and the catalog names its defaults and its date.
+func TestCurrentCatalog(t *testing.T) {
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		sel          string
+		ctx, out     int64
+		in, outPrice int64
+		profile      llmv1.AgentProfile
+	}{
+		{"openai/gpt-5.4", 1050000, 128000, 2500000, 15000000, llmv1.AgentProfile_AGENT_PROFILE_OPENAI},
+		{"anthropic/claude-opus-5", 1000000, 128000, 5000000, 25000000, llmv1.AgentProfile_AGENT_PROFILE_CLAUDE_5},
+		{"sonnet-5", 1000000, 128000, 2000000, 10000000, llmv1.AgentProfile_AGENT_PROFILE_CLAUDE_5},
+		{"gemini/gemini-3.1-pro-preview", 1048576, 65536, 2000000, 12000000, llmv1.AgentProfile_AGENT_PROFILE_GEMINI},
+	} {
+		r, err := c.Resolve(tt.sel)
+		if err != nil {
+			t.Errorf("%s: %v", tt.sel, err)
+			continue
+		}
+		m := r.Model
+		if m.GetContextWindow() != tt.ctx || m.GetMaxOutputTokens() != tt.out || m.GetPricing().GetInputUsdMicrosPerMillion() != tt.in ||
+			m.GetPricing().GetOutputUsdMicrosPerMillion() != tt.outPrice || m.GetAgentProfile() != tt.profile {
+			t.Errorf("%s: %v", tt.sel, m)
+		}
+	}
+	d := c.Defaults()
+	for _, sel := range []string{d.Model, d.SmallModel, d.ProbeModel} {
+		if _, err := c.Resolve(sel); err != nil || sel == "" {
+			t.Errorf("default %q: %v", sel, err)
+		}
+	}
+	if c.Checked() == "" {
+		t.Error("the catalog does not say when it was checked")
+	}
+	for _, p := range c.Providers(false) {
+		if pm := p.GetProbeModel(); pm != "" {
+			if _, err := c.Resolve(p.GetId() + "/" + pm); err != nil {
+				t.Errorf("provider %s probe model: %v", p.GetId(), err)
+			}
+		}
 	}
 }

@@ -143,6 +143,7 @@ type wireRequest struct {
 	Tools        []wireTool      `json:"tools,omitempty"`
 	ToolChoice   *wireToolChoice `json:"tool_choice,omitempty"`
 	Temperature  *float64        `json:"temperature,omitempty"`
+	StopSeqs     []string        `json:"stop_sequences,omitempty"`
 	Thinking     *wireThinking   `json:"thinking,omitempty"`
 	OutputConfig *wireOutput     `json:"output_config,omitempty"`
 	Stream       bool            `json:"stream,omitempty"`
@@ -225,7 +226,7 @@ func buildBody(call *codec.Call) ([]byte, error) {
 	if r == nil {
 		return nil, invalid("no request")
 	}
-	w := wireRequest{Model: call.Model, MaxTokens: DefaultMaxTokens, Stream: call.Stream}
+	w := wireRequest{Model: call.Model, MaxTokens: DefaultMaxTokens, Stream: call.Stream, StopSeqs: r.GetStopSequences()}
 	if r.MaxOutputTokens != nil && r.GetMaxOutputTokens() > 0 {
 		w.MaxTokens = r.GetMaxOutputTokens()
 	}

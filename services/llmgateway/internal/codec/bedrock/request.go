@@ -59,8 +59,9 @@ type namedTool struct {
 }
 
 type inference struct {
-	MaxTokens   *int32   `json:"maxTokens,omitempty"`
-	Temperature *float64 `json:"temperature,omitempty"`
+	MaxTokens     *int32   `json:"maxTokens,omitempty"`
+	Temperature   *float64 `json:"temperature,omitempty"`
+	StopSequences []string `json:"stopSequences,omitempty"`
 }
 
 type outputConfig struct {
@@ -158,7 +159,8 @@ func buildBody(call *codec.Call) ([]byte, error) {
 		return nil, err
 	}
 	out.AdditionalModelRequestFields = extra
-	if inf.MaxTokens != nil || inf.Temperature != nil {
+	inf.StopSequences = r.GetStopSequences()
+	if inf.MaxTokens != nil || inf.Temperature != nil || len(inf.StopSequences) > 0 {
 		out.InferenceConfig = &inf
 	}
 

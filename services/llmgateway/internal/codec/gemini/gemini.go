@@ -197,6 +197,7 @@ type wireFunctionCallingConfig struct {
 type wireGenerationCfg struct {
 	MaxOutputTokens    *int32          `json:"maxOutputTokens,omitempty"`
 	Temperature        *float64        `json:"temperature,omitempty"`
+	StopSequences      []string        `json:"stopSequences,omitempty"`
 	ResponseMimeType   string          `json:"responseMimeType,omitempty"`
 	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
 	ThinkingConfig     *wireThinking   `json:"thinkingConfig,omitempty"`
@@ -294,6 +295,9 @@ func buildBody(call *codec.Call) ([]byte, error) {
 	}
 	if r.Temperature != nil {
 		g.Temperature, set = ptr(r.GetTemperature()), true
+	}
+	if len(r.GetStopSequences()) > 0 {
+		g.StopSequences, set = r.GetStopSequences(), true
 	}
 	switch rf := r.GetResponseFormat(); rf.GetType() {
 	case llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT:

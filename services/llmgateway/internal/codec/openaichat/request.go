@@ -18,6 +18,7 @@ type chatRequest struct {
 	MaxCompletionTokens *int32          `json:"max_completion_tokens,omitempty"`
 	MaxTokens           *int32          `json:"max_tokens,omitempty"`
 	Temperature         *float64        `json:"temperature,omitempty"`
+	Stop                []string        `json:"stop,omitempty"`
 	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
 	ResponseFormat      *responseFormat `json:"response_format,omitempty"`
 	Stream              bool            `json:"stream,omitempty"`
@@ -160,6 +161,7 @@ func buildBody(call *codec.Call) ([]byte, error) {
 		v := r.GetTemperature()
 		body.Temperature = &v
 	}
+	body.Stop = r.GetStopSequences()
 	body.ReasoningEffort = openaiwire.Effort(r.GetReasoningEffort())
 	switch rf := r.GetResponseFormat(); rf.GetType() {
 	case llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT:

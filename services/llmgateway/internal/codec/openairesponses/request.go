@@ -102,6 +102,10 @@ func buildBody(call *codec.Call) ([]byte, error) {
 		Include:      []string{"reasoning.encrypted_content"},
 		Stream:       call.Stream,
 	}
+	if len(r.GetStopSequences()) > 0 {
+		// The Responses API has no stop parameter: refusing beats ignoring.
+		return nil, openaiwire.Invalid("stop sequences are not supported by the OpenAI Responses API")
+	}
 	for i, m := range r.GetMessages() {
 		items, err := convertMessage(m)
 		if err != nil {

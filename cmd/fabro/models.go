@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/envflag"
+	"github.com/fabro-sh/fabro-go/services/llmgateway"
+)
+
+// probeBeforeStore probes every provider that reads the credential name
+// with value, and refuses to store a key no provider accepts. A name no
+// provider uses (a tool's token) is stored without a probe.
+func probeBeforeStore(ctx context.Context, name, value, overlay string, e env) error {
+	ctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	res, err := llmgateway.ProbeCredential(ctx, llmgateway.Config{CatalogOverlay: overlay, LookupEnv: e.lookupEnv, MaxAttempts: 1}, name, value,
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", name, err)
+	}
+	var failed []string
+	for _, r := range res {
+		fmt.Fprintf(e.stderr, "probe %s\n", r)
+		if r.Err != nil {
+			failed = append(failed, r.String())
+		}
+	}
+	if len(res) > 0 && len(failed) == len(res) {
+		return fmt.Errorf("%s not stored: the probe failed (%s); check the key, or store it anyway with --no-probe", name, strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+func (c *clientFlags) llm(ctx context.Context) (llmv1.LLMGatewayServiceClient, context.Context, func(), error) {
+	conn, ctx, done, err := c.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return llmv1.NewLLMGatewayServiceClient(conn), ctx, done, nil
+}
+
+// modelsCmd is `fabro models`: the catalog as a table.
+func modelsCmd(ctx context.Context, args []string, e env) error {
+	fs, c := newClientFlagSet("models", e)
+	provider := fs.String("provider", "", "only this provider's models")
+	all := fs.Bool("all", false, "include disabled models")
+	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("models takes no arguments")
+	}
+	client, ctx, done, err := c.llm(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := client.ListModels(ctx, &llmv1.ListModelsRequest{Provider: *provider, IncludeDisabled: *all})
+	if err != nil {
+		return rpcError(err)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tALIASES\tCONTEXT\tOUTPUT\t$IN/M\t$OUT/M\tCAPABILITIES")
+	for _, m := range resp.GetModels() {
+		id := m.GetProvider() + "/" + m.GetId()
+		if m.GetDiscovered() {
+			id += " (discovered)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, strings.Join(m.GetAliases(), ","),
+			tokens(m.GetContextWindow()), tokens(m.GetMaxOutputTokens()),
+			price(m.GetPricing().GetInputUsdMicrosPerMillion(), m.GetPricing() != nil),
+			price(m.GetPricing().GetOutputUsdMicrosPerMillion(), m.GetPricing() != nil), capabilities(m.GetCapabilities()))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if d := resp.GetDefaultModel(); d != "" {
+		fmt.Fprintf(e.stdout, "\ndefault %s, small %s, probe %s\n", d, resp.GetSmallModel(), resp.GetProbeModel())
+	}
+	for _, w := range resp.GetWarnings() {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
+	return nil
+}
+
+func tokens(n int64) string {
+	switch {
+	case n <= 0:
+		return "-"
+	case n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000:
+		return fmt.Sprintf("%dk", (n+500)/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+func price(micros int64, known bool) string {
+	if !known {
+		return "-"
+	}
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", float64(micros)/1e6), "0"), ".")
+}
+
+func capabilities(c *llmv1.Capabilities) string {
+	var out []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{c.GetTools(), "tools"}, {c.GetReasoning(), "reasoning"}, {c.GetVision(), "vision"}, {c.GetStructuredOutput(), "schema"}} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
+}
+
+// providersCmd is `fabro providers`: each provider and its readiness.
+func providersCmd(ctx context.Context, args []string, e env) error {
+	fs, c := newClientFlagSet("providers", e)
+	probe := fs.Bool("probe", false, "probe each provider that has credentials with one small call")
+	all := fs.Bool("all", false, "include disabled providers")
+	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("providers takes no arguments")
+	}
+	if *probe && c.timeout < time.Minute {
+		c.timeout = time.Minute // probes are real calls
+	}
+	client, ctx, done, err := c.llm(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := client.ListProviders(ctx, &llmv1.ListProvidersRequest{Probe: *probe, IncludeDisabled: *all})
+	if err != nil {
+		return rpcError(err)
+	}
+	if len(resp.GetReadiness()) != len(resp.GetProviders()) {
+		return errors.New("the server reports no readiness: upgrade it")
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROVIDER\tCODEC\tDEFAULT MODEL\tSTATE\tDETAIL")
+	for i, p := range resp.GetProviders() {
+		r := resp.GetReadiness()[i]
+		state, detail := "", ""
+		switch r.GetState() {
+		case llmv1.ReadinessState_READINESS_STATE_READY:
+			state = "ready"
+			if r.GetProbed() {
+				detail = "probed " + r.GetProbeModel()
+			}
+		case llmv1.ReadinessState_READINESS_STATE_MISSING_CREDENTIALS:
+			state = "missing credentials"
+			detail = "set " + strings.Join(r.GetMissingCredentials(), " or ") + " (fabro secret set " + r.GetMissingCredentials()[0] + ")"
+		case llmv1.ReadinessState_READINESS_STATE_UNUSABLE:
+			state, detail = "unusable", r.GetError().GetMessage()
+		case llmv1.ReadinessState_READINESS_STATE_DISABLED:
+			state = "disabled"
+		}
+		codec := strings.ToLower(strings.TrimPrefix(p.GetCodec().String(), "CODEC_"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.GetId(), codec, p.GetDefaultModel(), state, detail)
+	}
+	return tw.Flush()
+}

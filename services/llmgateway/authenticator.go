@@ -1,0 +1,23 @@
+package llmgateway
+
+import (
+	"context"
+	"log/slog"
+
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+)
+
+// TokenAuthenticator checks a compatible endpoint's API key as a fabro
+// token against v, under the same grant as the gateway's own Stream RPC:
+// whoever may stream from the gateway over gRPC may use the SDK fronts.
+func TokenAuthenticator(v auth.Verifier, logger *slog.Logger) Authenticator {
+	return tokenAuthenticator{ic: &auth.Interceptor{Verifier: v, Logger: logger}}
+}
+
+type tokenAuthenticator struct{ ic *auth.Interceptor }
+
+func (a tokenAuthenticator) Authenticate(ctx context.Context, token string) error {
+	_, err := a.ic.AuthorizeToken(ctx, llmv1.LLMGatewayService_Stream_FullMethodName, token)
+	return err
+}
