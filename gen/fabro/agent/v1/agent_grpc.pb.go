@@ -31,6 +31,7 @@ const (
 	AgentService_CloseSession_FullMethodName  = "/fabro.agent.v1.AgentService/CloseSession"
 	AgentService_ResumeSession_FullMethodName = "/fabro.agent.v1.AgentService/ResumeSession"
 	AgentService_StreamEvents_FullMethodName  = "/fabro.agent.v1.AgentService/StreamEvents"
+	AgentService_Approve_FullMethodName       = "/fabro.agent.v1.AgentService/Approve"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -153,6 +154,12 @@ type AgentServiceClient interface {
 	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
 	// the next sequence, or older than the oldest the log still retains.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
+	// Approve answers an approval_requested event: allow the call once, allow
+	// the tool for the rest of the session, or deny it with a message the
+	// model sees. NOT_FOUND for an unknown approval_id (or one of another
+	// session tree); FAILED_PRECONDITION when it was already answered or timed
+	// out; INVALID_ARGUMENT for a missing approval_id or decision.
+	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 }
 
 type agentServiceClient struct {
@@ -301,6 +308,16 @@ func (c *agentServiceClient) StreamEvents(ctx context.Context, in *StreamEventsR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_StreamEventsClient = grpc.ServerStreamingClient[StreamEventsResponse]
 
+func (c *agentServiceClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveResponse)
+	err := c.cc.Invoke(ctx, AgentService_Approve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -421,6 +438,12 @@ type AgentServiceServer interface {
 	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
 	// the next sequence, or older than the oldest the log still retains.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
+	// Approve answers an approval_requested event: allow the call once, allow
+	// the tool for the rest of the session, or deny it with a message the
+	// model sees. NOT_FOUND for an unknown approval_id (or one of another
+	// session tree); FAILED_PRECONDITION when it was already answered or timed
+	// out; INVALID_ARGUMENT for a missing approval_id or decision.
+	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -466,6 +489,9 @@ func (UnimplementedAgentServiceServer) ResumeSession(context.Context, *ResumeSes
 }
 func (UnimplementedAgentServiceServer) StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamEvents not implemented")
+}
+func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -690,6 +716,24 @@ func _AgentService_StreamEvents_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_StreamEventsServer = grpc.ServerStreamingServer[StreamEventsResponse]
 
+func _AgentService_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Approve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Approve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Approve(ctx, req.(*ApproveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -736,6 +780,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeSession",
 			Handler:    _AgentService_ResumeSession_Handler,
+		},
+		{
+			MethodName: "Approve",
+			Handler:    _AgentService_Approve_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
