@@ -78,6 +78,10 @@ type Config struct {
 	// ReplayBackoff is the wait before replaying a failed turn (tests pass
 	// a short one); nil means 1 s doubling.
 	ReplayBackoff func(attempt int) time.Duration
+	// SettingsFile is the operator's tool settings file (rules, hooks,
+	// trusted project settings), read on this host at every CreateSession;
+	// empty or missing: none.
+	SettingsFile string
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -100,6 +104,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) for tool credentials such as BRAVE_SEARCH_API_KEY; empty: environment only")
 	fs.StringVar(&c.ServiceTokenFile, "service-token-file", c.ServiceTokenFile, "vault service tokens file (JSON); the \"agent\" entry authenticates to the vault; default $FABRO_SERVICE_TOKEN")
 	fs.StringVar(&c.BraveBaseURL, "brave-base-url", c.BraveBaseURL, "Brave Search API base URL for web_search (default https://api.search.brave.com)")
+	fs.StringVar(&c.SettingsFile, "agent-settings", c.SettingsFile, "the operator's tool settings file (JSON: permissions, hooks, approval_timeout, trusted_project_settings); empty: none")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
 }
 
@@ -119,6 +124,8 @@ type Service struct {
 	hub           hub // tree subscriptions: Prompt, StreamEvents(include_subagents)
 	credential    func(ctx context.Context, name string) (string, error)
 	braveBaseURL  string
+	settingsFile  string
+	approvalsState
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -142,7 +149,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		defaultModel:  cfg.DefaultModel,
 		replayBackoff: cfg.ReplayBackoff,
 		sessions:      map[string]*session{},
+		settingsFile:  cfg.SettingsFile,
 	}
+	s.approvals = map[string]*approval{}
 	defer func() {
 		if err != nil {
 			s.closeResources()

@@ -22,6 +22,7 @@ import (
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 )
 
 // Default and cap of ListSessions page sizes; the tree limit when
@@ -188,7 +189,18 @@ func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionR
 	if err != nil {
 		return nil, err
 	}
-	sess, err := s.newSession(ctx, info, route, level, sb, owned, req.GetModel(), req.GetOptions(), nil, 0, false, spawn)
+	ext := extSpec{request: req.GetSettings(), approvedHash: req.GetApprovedProjectSettingsSha256()}
+	if pid := req.GetParentSessionId(); pid != "" {
+		parent, err := s.lookup(pid)
+		if err != nil {
+			return nil, err
+		}
+		ext.inherited = parent.layers
+		if ext.inherited == nil {
+			ext.inherited = []settings.Layer{}
+		}
+	}
+	sess, err := s.newSession(ctx, info, route, level, sb, owned, req.GetModel(), req.GetOptions(), nil, 0, false, spawn, ext)
 	if err != nil {
 		if owned {
 			_, _ = s.sandbox.DeleteSandbox(context.WithoutCancel(ctx), &sandboxv1.DeleteSandboxRequest{SandboxId: sb.GetSandboxId()})
@@ -228,7 +240,7 @@ func (s *Service) openInTree(root string) int {
 // skills_discovered and session_started.
 func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *agentv1.ModelRoute, level agentv1.PermissionLevel,
 	sb *sandboxv1.Sandbox, owned bool, requestedModel string, requestedOpts *agentv1.AgentOptions,
-	history []*llmv1.Message, lastSeq uint64, resumed bool, spawn spawnInfo) (*session, error) {
+	history []*llmv1.Message, lastSeq uint64, resumed bool, spawn spawnInfo, ext extSpec) (*session, error) {
 	opts := effectiveOptions(requestedOpts, route)
 	if info.SessionId == "" {
 		info.SessionId = newID("s_")
@@ -245,8 +257,16 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	}
 	info.UpdateTime = timestamppb.New(now)
 
-	sess := &session{svc: s, info: info, requestedModel: requestedModel, requestedOpts: requestedOpts, opts: opts}
+	sess := &session{svc: s, info: info, requestedModel: requestedModel, requestedOpts: requestedOpts, opts: opts, ext: ext, allowSession: map[string]bool{}}
 	sess.env = s.probeEnvironment(ctx, sb)
+	layers, settingsWarnings, err := s.loadLayers(ctx, sb.GetSandboxId(), sess.env.GetWorkingDirectory(), ext)
+	if err != nil {
+		return nil, err
+	}
+	if sess.policy, err = settings.Build(layers...); err != nil {
+		return nil, settingsStatus(err)
+	}
+	sess.layers = layers
 	var memText string
 	sess.memory, memText = s.loadMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles())
 	var skipped []*agentv1.SkippedSkill
@@ -278,8 +298,13 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_MemoryLoaded{MemoryLoaded: &agentv1.MemoryLoaded{Profile: route.GetProfile(), Memory: sess.memory}}})
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SkillsDiscovered{SkillsDiscovered: &agentv1.SkillsDiscovered{SourceDirs: opts.GetSkillDirs(), Skills: sess.skillInfos(), Skipped: skipped}}})
+	for _, w := range settingsWarnings {
+		s.logger.WarnContext(ctx, "tool settings", "session_id", info.GetSessionId(), "warning", w)
+		sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_Warning{Warning: &agentv1.Warning{Kind: agentv1.WarningKind_WARNING_KIND_OTHER, Message: w}}})
+	}
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SessionStarted{SessionStarted: &agentv1.SessionStarted{
 		Route: route, PermissionLevel: level, SandboxId: sb.GetSandboxId(), WorkingDirectory: sess.env.GetWorkingDirectory(), Resumed: resumed}}})
+	sess.hooks.Event(ctx, agentv1.HookEvent_HOOK_EVENT_SESSION_START, "", "")
 	if pid := info.GetParentSessionId(); pid != "" {
 		if parent, err := s.lookup(pid); err == nil && parent.log != nil {
 			parent.emit(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentSpawned{SubAgentSpawned: &agentv1.SubAgentSpawned{
@@ -397,6 +422,7 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 	close(done)
 	sess.writeRecord()
 	s.notifyParent(sess, report)
+	sess.hooks.Event(context.WithoutCancel(ctx), agentv1.HookEvent_HOOK_EVENT_PROMPT_END, promptID, report.GetStatus().String())
 	switch {
 	case sess.log.Err() != nil:
 		sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR,
@@ -667,7 +693,7 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 		Depth: old.GetDepth(), CreateTime: old.GetCreateTime(), PromptCount: old.GetPromptCount(),
 	}
 	sess, err := s.newSession(ctx, info, route, old.GetPermissionLevel(), sb, owned || created, rec.GetRequestedModel(), opts,
-		rec.GetMessages(), old.GetLastSequence(), true, spawnInfo{})
+		rec.GetMessages(), old.GetLastSequence(), true, spawnInfo{}, s.resumeExt(old, rec))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,10 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
@@ -51,6 +55,15 @@ type session struct {
 	lastReport *agentv1.PromptReport
 	skills     []skill       // discovered
 	extras     []tools.Extra // subagent and skill tools
+
+	// Tool extensions: the settings layers (inherited by subagents), the
+	// merged policy, the hooks and the middleware chain every call takes.
+	ext          extSpec
+	layers       []settings.Layer
+	policy       *settings.Policy
+	hooks        *hooks.Engine
+	chain        toolchain.Next
+	allowSession map[string]bool // tools approved for the session; under mu
 
 	recordMu sync.Mutex // serializes writeRecord
 }
@@ -88,6 +101,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		Extra:                 sess.extras,
 	}
 	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
+	s.buildChain(sess)
 	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
 	id := info.GetSessionId()
 	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
@@ -105,7 +119,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		ReplayBackoff:       s.replayBackoff,
 		Expand:              sess.expandSkill,
 	}
-	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset}, sessionEmitter{s, sess}, lopts, history)
+	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
 }
 
 // sessionEmitter commits the loop's events to the session's log and
@@ -126,13 +140,26 @@ func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 	return seq, err
 }
 
-// toolAdapter runs the tools package's set for the loop.
-type toolAdapter struct{ set *tools.Set }
+// toolAdapter runs the session's tool middleware chain for the loop; the
+// tools every call of which a rule denies are not offered.
+type toolAdapter struct {
+	set    *tools.Set
+	chain  toolchain.Next
+	hidden interface{ Hidden(string) bool }
+}
 
-func (t toolAdapter) Definitions() []*llmv1.ToolDefinition { return t.set.Definitions() }
-func (t toolAdapter) Serial(name string) bool              { return t.set.Serial(name) }
+func (t toolAdapter) Definitions() []*llmv1.ToolDefinition {
+	defs := t.set.Definitions()
+	return slices.DeleteFunc(defs, func(d *llmv1.ToolDefinition) bool { return t.hidden.Hidden(d.GetName()) })
+}
+func (t toolAdapter) Serial(name string) bool { return t.set.Serial(name) }
 func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) loop.ToolResult {
-	r := t.set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	return t.chain(ctx, toolchain.Call{ToolCall: c})
+}
+
+// runSet runs one call on the tool set: the chain's last link.
+func runSet(ctx context.Context, set *tools.Set, c loop.ToolCall) loop.ToolResult {
+	r := set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	return loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process,
 		ObservedBytes: r.ObservedBytes, RetainedBytes: r.RetainedBytes, OmittedBytes: r.OmittedBytes}
 }
@@ -288,6 +315,7 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	cancel()
 	sess.log.Close()
 	sess.writeRecord()
+	sess.svc.forgetApprovals(sess.info.GetSessionId())
 	if sess.info.GetSandboxOwned() {
 		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		if _, err := sess.svc.sandbox.DeleteSandbox(delCtx, &sandboxv1.DeleteSandboxRequest{SandboxId: sess.info.GetSandboxId()}); err != nil {
@@ -314,6 +342,9 @@ func (sess *session) writeRecord() {
 		Messages:       sess.agent.History(),
 		TodoLists:      []*agentv1.TodoList{sess.todos.List()},
 		WriteTime:      timestamppb.Now(),
+		Settings:       sess.ext.request,
+
+		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 	}
 	b, err := proto.Marshal(rec)
 	if err == nil {
@@ -417,6 +448,8 @@ func (sess *session) describeTools() []*agentv1.SessionTool {
 		st := &agentv1.SessionTool{Definition: d, Category: cat, Allowed: visible[name], Sequential: all.Serial(name)}
 		if !st.Allowed {
 			st.DeniedReason = fmt.Sprintf("permission level %s does not allow %s tools", sess.info.GetPermissionLevel(), strings.ToLower(strings.TrimPrefix(cat.String(), "TOOL_CATEGORY_")))
+		} else if sess.policy.Rules.Hidden(name) {
+			st.Allowed, st.DeniedReason = false, "a deny rule without a pattern forbids every call"
 		}
 		if l, ok := sess.opts.GetToolOutputLimits()[name]; ok {
 			st.OutputLimit = l

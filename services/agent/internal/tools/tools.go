@@ -458,9 +458,8 @@ func (s *Set) Run(ctx context.Context, c Call) (res Result) {
 		return s.finish(c.Name, output{failed: true, kind: KindUnknownTool,
 			text: fmt.Sprintf("Unknown tool: %q. Available tools: %s.", c.Name, strings.Join(s.Names(), ", "))})
 	}
-	if !s.level.allows(t.category) {
-		return s.finish(c.Name, output{failed: true, kind: KindDenied,
-			text: fmt.Sprintf("Tool %s is not allowed at permission level %s.", c.Name, s.level)})
+	if why := s.Refusal(c.Name); why != "" {
+		return s.finish(c.Name, output{failed: true, kind: KindDenied, text: why})
 	}
 	arguments := c.Arguments
 	if t.name == "apply_patch" && isRawPatch(arguments) {
@@ -480,6 +479,17 @@ func (s *Set) Run(ctx context.Context, c Call) (res Result) {
 		out = s.describe(ctx, err)
 	}
 	return s.finish(c.Name, out)
+}
+
+// Refusal says why the permission level refuses a tool; "" when it allows
+// it or does not know it. It is the permission-level link of the agent's
+// tool middleware chain (Run checks it too, for callers without one).
+func (s *Set) Refusal(name string) string {
+	t, ok := s.byName[name]
+	if !ok || s.level.allows(t.category) {
+		return ""
+	}
+	return fmt.Sprintf("Tool %s is not allowed at permission level %s.", name, s.level)
 }
 
 // finish applies the retention cap and the tool's limit.
