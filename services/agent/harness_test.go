@@ -33,6 +33,7 @@ type stack struct {
 	sandbox  sandboxv1.SandboxServiceClient
 	svc      *Service
 	httpAddr string // the agent's REST gateway
+	grpcAddr string // the agent's gRPC address
 	natsURL  string
 	sbDeps   *sandbox.Service
 }
@@ -108,7 +109,7 @@ func newStack(t testing.TB) *stack {
 		srv.Shutdown(context.Background())
 		svc.Close()
 	})
-	st.httpAddr = srv.HTTPAddr()
+	st.httpAddr, st.grpcAddr = srv.HTTPAddr(), srv.GRPCAddr()
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -186,7 +186,11 @@ type output struct {
 // run runs one hook; a failure is reported and returned as an error.
 func (e *Engine) run(ctx context.Context, h *settings.Hook, in input, callID string, failDenies bool) (*Outcome, *output, error) {
 	in.SessionID, in.Cwd, in.HookEventName = e.SessionID, e.WorkDir, eventNames[h.Event]
-	stdin, _ := json.Marshal(in)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // hooks grep for "a > b" as the model wrote it
+	_ = enc.Encode(in)
+	stdin := buf.Bytes()
 	r := e.Host
 	if h.Place == agentv1.HookPlace_HOOK_PLACE_SANDBOX {
 		r = e.Sandbox
