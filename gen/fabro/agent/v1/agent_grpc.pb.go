@@ -19,19 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_CreateSession_FullMethodName = "/fabro.agent.v1.AgentService/CreateSession"
-	AgentService_Prompt_FullMethodName        = "/fabro.agent.v1.AgentService/Prompt"
-	AgentService_Steer_FullMethodName         = "/fabro.agent.v1.AgentService/Steer"
-	AgentService_FollowUp_FullMethodName      = "/fabro.agent.v1.AgentService/FollowUp"
-	AgentService_Interrupt_FullMethodName     = "/fabro.agent.v1.AgentService/Interrupt"
-	AgentService_Abort_FullMethodName         = "/fabro.agent.v1.AgentService/Abort"
-	AgentService_GetHistory_FullMethodName    = "/fabro.agent.v1.AgentService/GetHistory"
-	AgentService_GetSnapshot_FullMethodName   = "/fabro.agent.v1.AgentService/GetSnapshot"
-	AgentService_ListSessions_FullMethodName  = "/fabro.agent.v1.AgentService/ListSessions"
-	AgentService_CloseSession_FullMethodName  = "/fabro.agent.v1.AgentService/CloseSession"
-	AgentService_ResumeSession_FullMethodName = "/fabro.agent.v1.AgentService/ResumeSession"
-	AgentService_StreamEvents_FullMethodName  = "/fabro.agent.v1.AgentService/StreamEvents"
-	AgentService_Approve_FullMethodName       = "/fabro.agent.v1.AgentService/Approve"
+	AgentService_CreateSession_FullMethodName    = "/fabro.agent.v1.AgentService/CreateSession"
+	AgentService_Prompt_FullMethodName           = "/fabro.agent.v1.AgentService/Prompt"
+	AgentService_Steer_FullMethodName            = "/fabro.agent.v1.AgentService/Steer"
+	AgentService_FollowUp_FullMethodName         = "/fabro.agent.v1.AgentService/FollowUp"
+	AgentService_Interrupt_FullMethodName        = "/fabro.agent.v1.AgentService/Interrupt"
+	AgentService_Abort_FullMethodName            = "/fabro.agent.v1.AgentService/Abort"
+	AgentService_GetHistory_FullMethodName       = "/fabro.agent.v1.AgentService/GetHistory"
+	AgentService_GetSnapshot_FullMethodName      = "/fabro.agent.v1.AgentService/GetSnapshot"
+	AgentService_ListSessions_FullMethodName     = "/fabro.agent.v1.AgentService/ListSessions"
+	AgentService_CloseSession_FullMethodName     = "/fabro.agent.v1.AgentService/CloseSession"
+	AgentService_ResumeSession_FullMethodName    = "/fabro.agent.v1.AgentService/ResumeSession"
+	AgentService_StreamEvents_FullMethodName     = "/fabro.agent.v1.AgentService/StreamEvents"
+	AgentService_Approve_FullMethodName          = "/fabro.agent.v1.AgentService/Approve"
+	AgentService_SubmitToolResult_FullMethodName = "/fabro.agent.v1.AgentService/SubmitToolResult"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -160,6 +161,11 @@ type AgentServiceClient interface {
 	// session tree); FAILED_PRECONDITION when it was already answered or timed
 	// out; INVALID_ARGUMENT for a missing approval_id or decision.
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
+	// SubmitToolResult answers a client_tool_requested event with the
+	// result of a client tool call. NOT_FOUND for a tool_call_id the session
+	// does not wait for; FAILED_PRECONDITION when it was already answered or
+	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
+	SubmitToolResult(ctx context.Context, in *SubmitToolResultRequest, opts ...grpc.CallOption) (*SubmitToolResultResponse, error)
 }
 
 type agentServiceClient struct {
@@ -318,6 +324,16 @@ func (c *agentServiceClient) Approve(ctx context.Context, in *ApproveRequest, op
 	return out, nil
 }
 
+func (c *agentServiceClient) SubmitToolResult(ctx context.Context, in *SubmitToolResultRequest, opts ...grpc.CallOption) (*SubmitToolResultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitToolResultResponse)
+	err := c.cc.Invoke(ctx, AgentService_SubmitToolResult_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -444,6 +460,11 @@ type AgentServiceServer interface {
 	// session tree); FAILED_PRECONDITION when it was already answered or timed
 	// out; INVALID_ARGUMENT for a missing approval_id or decision.
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
+	// SubmitToolResult answers a client_tool_requested event with the
+	// result of a client tool call. NOT_FOUND for a tool_call_id the session
+	// does not wait for; FAILED_PRECONDITION when it was already answered or
+	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
+	SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -492,6 +513,9 @@ func (UnimplementedAgentServiceServer) StreamEvents(*StreamEventsRequest, grpc.S
 }
 func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
+}
+func (UnimplementedAgentServiceServer) SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitToolResult not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -734,6 +758,24 @@ func _AgentService_Approve_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_SubmitToolResult_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitToolResultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SubmitToolResult(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SubmitToolResult_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SubmitToolResult(ctx, req.(*SubmitToolResultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -784,6 +826,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Approve",
 			Handler:    _AgentService_Approve_Handler,
+		},
+		{
+			MethodName: "SubmitToolResult",
+			Handler:    _AgentService_SubmitToolResult_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -556,6 +556,7 @@ type AgentEvent struct {
 	//	*AgentEvent_ApprovalRequested
 	//	*AgentEvent_ApprovalResolved
 	//	*AgentEvent_HookFailed
+	//	*AgentEvent_ClientToolRequested
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -982,6 +983,15 @@ func (x *AgentEvent) GetHookFailed() *HookFailed {
 	return nil
 }
 
+func (x *AgentEvent) GetClientToolRequested() *ClientToolRequested {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_ClientToolRequested); ok {
+			return x.ClientToolRequested
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -1176,6 +1186,11 @@ type AgentEvent_HookFailed struct {
 	HookFailed *HookFailed `protobuf:"bytes,62,opt,name=hook_failed,json=hookFailed,proto3,oneof"`
 }
 
+type AgentEvent_ClientToolRequested struct {
+	// A client tool was called and waits for SubmitToolResult.
+	ClientToolRequested *ClientToolRequested `protobuf:"bytes,63,opt,name=client_tool_requested,json=clientToolRequested,proto3,oneof"`
+}
+
 func (*AgentEvent_SessionStarted) isAgentEvent_Event() {}
 
 func (*AgentEvent_SessionEnded) isAgentEvent_Event() {}
@@ -1251,6 +1266,8 @@ func (*AgentEvent_ApprovalRequested) isAgentEvent_Event() {}
 func (*AgentEvent_ApprovalResolved) isAgentEvent_Event() {}
 
 func (*AgentEvent_HookFailed) isAgentEvent_Event() {}
+
+func (*AgentEvent_ClientToolRequested) isAgentEvent_Event() {}
 
 // SessionStarted: the session is built (environment probed, memory and skills
 // loaded, system prompt assembled) and takes prompts. Also emitted when
@@ -3867,7 +3884,7 @@ var File_fabro_agent_v1_events_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x18\n" +
+	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x18\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -3918,7 +3935,8 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\x12approval_requested\x18< \x01(\v2!.fabro.agent.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12O\n" +
 	"\x11approval_resolved\x18= \x01(\v2 .fabro.agent.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12=\n" +
 	"\vhook_failed\x18> \x01(\v2\x1a.fabro.agent.v1.HookFailedH\x00R\n" +
-	"hookFailedB\a\n" +
+	"hookFailed\x12Y\n" +
+	"\x15client_tool_requested\x18? \x01(\v2#.fabro.agent.v1.ClientToolRequestedH\x00R\x13clientToolRequestedB\a\n" +
 	"\x05event\"\xf4\x01\n" +
 	"\x0eSessionStarted\x120\n" +
 	"\x05route\x18\x01 \x01(\v2\x1a.fabro.agent.v1.ModelRouteR\x05route\x12J\n" +
@@ -4213,24 +4231,25 @@ var file_fabro_agent_v1_events_proto_goTypes = []any{
 	(*ApprovalRequested)(nil),      // 49: fabro.agent.v1.ApprovalRequested
 	(*ApprovalResolved)(nil),       // 50: fabro.agent.v1.ApprovalResolved
 	(*HookFailed)(nil),             // 51: fabro.agent.v1.HookFailed
-	(*ModelRoute)(nil),             // 52: fabro.agent.v1.ModelRoute
-	(PermissionLevel)(0),           // 53: fabro.agent.v1.PermissionLevel
-	(*AgentError)(nil),             // 54: fabro.agent.v1.AgentError
-	(*v1.Usage)(nil),               // 55: fabro.llm.v1.Usage
-	(*v1.Cost)(nil),                // 56: fabro.llm.v1.Cost
-	(*PromptReport)(nil),           // 57: fabro.agent.v1.PromptReport
-	(v1.FinishReason)(0),           // 58: fabro.llm.v1.FinishReason
-	(v11.OutputStream)(0),          // 59: fabro.sandbox.v1.OutputStream
-	(v11.Termination)(0),           // 60: fabro.sandbox.v1.Termination
-	(*durationpb.Duration)(nil),    // 61: google.protobuf.Duration
-	(*v1.ErrorDetail)(nil),         // 62: fabro.llm.v1.ErrorDetail
-	(v1.AgentProfile)(0),           // 63: fabro.llm.v1.AgentProfile
-	(*Memory)(nil),                 // 64: fabro.agent.v1.Memory
-	(*Skill)(nil),                  // 65: fabro.agent.v1.Skill
-	(*SkippedSkill)(nil),           // 66: fabro.agent.v1.SkippedSkill
-	(TodoListKind)(0),              // 67: fabro.agent.v1.TodoListKind
-	(*TodoItem)(nil),               // 68: fabro.agent.v1.TodoItem
-	(TodoStatus)(0),                // 69: fabro.agent.v1.TodoStatus
+	(*ClientToolRequested)(nil),    // 52: fabro.agent.v1.ClientToolRequested
+	(*ModelRoute)(nil),             // 53: fabro.agent.v1.ModelRoute
+	(PermissionLevel)(0),           // 54: fabro.agent.v1.PermissionLevel
+	(*AgentError)(nil),             // 55: fabro.agent.v1.AgentError
+	(*v1.Usage)(nil),               // 56: fabro.llm.v1.Usage
+	(*v1.Cost)(nil),                // 57: fabro.llm.v1.Cost
+	(*PromptReport)(nil),           // 58: fabro.agent.v1.PromptReport
+	(v1.FinishReason)(0),           // 59: fabro.llm.v1.FinishReason
+	(v11.OutputStream)(0),          // 60: fabro.sandbox.v1.OutputStream
+	(v11.Termination)(0),           // 61: fabro.sandbox.v1.Termination
+	(*durationpb.Duration)(nil),    // 62: google.protobuf.Duration
+	(*v1.ErrorDetail)(nil),         // 63: fabro.llm.v1.ErrorDetail
+	(v1.AgentProfile)(0),           // 64: fabro.llm.v1.AgentProfile
+	(*Memory)(nil),                 // 65: fabro.agent.v1.Memory
+	(*Skill)(nil),                  // 66: fabro.agent.v1.Skill
+	(*SkippedSkill)(nil),           // 67: fabro.agent.v1.SkippedSkill
+	(TodoListKind)(0),              // 68: fabro.agent.v1.TodoListKind
+	(*TodoItem)(nil),               // 69: fabro.agent.v1.TodoItem
+	(TodoStatus)(0),                // 70: fabro.agent.v1.TodoStatus
 }
 var file_fabro_agent_v1_events_proto_depIdxs = []int32{
 	48, // 0: fabro.agent.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
@@ -4272,61 +4291,62 @@ var file_fabro_agent_v1_events_proto_depIdxs = []int32{
 	49, // 36: fabro.agent.v1.AgentEvent.approval_requested:type_name -> fabro.agent.v1.ApprovalRequested
 	50, // 37: fabro.agent.v1.AgentEvent.approval_resolved:type_name -> fabro.agent.v1.ApprovalResolved
 	51, // 38: fabro.agent.v1.AgentEvent.hook_failed:type_name -> fabro.agent.v1.HookFailed
-	52, // 39: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
-	53, // 40: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
-	0,  // 41: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
-	54, // 42: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
-	55, // 43: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
-	56, // 44: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
-	1,  // 45: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
-	57, // 46: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
-	55, // 47: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
-	56, // 48: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
-	58, // 49: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
-	18, // 50: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	59, // 51: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
-	60, // 52: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
-	61, // 53: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
-	2,  // 54: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
-	61, // 55: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
-	22, // 56: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
-	54, // 57: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
-	3,  // 58: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
-	47, // 59: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
-	61, // 60: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
-	62, // 61: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
-	4,  // 62: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
-	63, // 63: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.llm.v1.AgentProfile
-	64, // 64: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
-	65, // 65: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
-	66, // 66: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
-	5,  // 67: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
-	32, // 68: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
-	6,  // 69: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
-	7,  // 70: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
-	18, // 71: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	7,  // 72: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
-	55, // 73: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
-	56, // 74: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
-	61, // 75: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
-	7,  // 76: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
-	54, // 77: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
-	7,  // 78: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
-	52, // 79: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
-	55, // 80: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
-	56, // 81: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
-	54, // 82: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
-	67, // 83: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	68, // 84: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
-	67, // 85: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	68, // 86: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
-	69, // 87: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
-	67, // 88: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	89, // [89:89] is the sub-list for method output_type
-	89, // [89:89] is the sub-list for method input_type
-	89, // [89:89] is the sub-list for extension type_name
-	89, // [89:89] is the sub-list for extension extendee
-	0,  // [0:89] is the sub-list for field type_name
+	52, // 39: fabro.agent.v1.AgentEvent.client_tool_requested:type_name -> fabro.agent.v1.ClientToolRequested
+	53, // 40: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
+	54, // 41: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
+	0,  // 42: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
+	55, // 43: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
+	56, // 44: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
+	57, // 45: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
+	1,  // 46: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
+	58, // 47: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
+	56, // 48: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
+	57, // 49: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
+	59, // 50: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
+	18, // 51: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	60, // 52: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
+	61, // 53: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
+	62, // 54: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
+	2,  // 55: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
+	62, // 56: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
+	22, // 57: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
+	55, // 58: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
+	3,  // 59: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
+	47, // 60: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
+	62, // 61: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
+	63, // 62: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
+	4,  // 63: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
+	64, // 64: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.llm.v1.AgentProfile
+	65, // 65: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
+	66, // 66: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
+	67, // 67: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
+	5,  // 68: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
+	32, // 69: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
+	6,  // 70: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
+	7,  // 71: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
+	18, // 72: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	7,  // 73: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
+	56, // 74: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
+	57, // 75: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
+	62, // 76: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
+	7,  // 77: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
+	55, // 78: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
+	7,  // 79: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
+	53, // 80: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
+	56, // 81: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
+	57, // 82: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
+	55, // 83: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
+	68, // 84: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	69, // 85: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
+	68, // 86: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	69, // 87: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
+	70, // 88: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
+	68, // 89: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	90, // [90:90] is the sub-list for method output_type
+	90, // [90:90] is the sub-list for method input_type
+	90, // [90:90] is the sub-list for extension type_name
+	90, // [90:90] is the sub-list for extension extendee
+	0,  // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_events_proto_init() }
@@ -4375,6 +4395,7 @@ func file_fabro_agent_v1_events_proto_init() {
 		(*AgentEvent_ApprovalRequested)(nil),
 		(*AgentEvent_ApprovalResolved)(nil),
 		(*AgentEvent_HookFailed)(nil),
+		(*AgentEvent_ClientToolRequested)(nil),
 	}
 	file_fabro_agent_v1_events_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}

@@ -210,8 +210,11 @@ type ToolSettings struct {
 	// Optional. How long an ask waits for Approve before it denies; 5 minutes
 	// when unset.
 	ApprovalTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=approval_timeout,json=approvalTimeout,proto3" json:"approval_timeout,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Optional. MCP servers whose tools the session gets; a later source's
+	// server of the same name replaces an earlier one's.
+	McpServers    []*McpServer `protobuf:"bytes,4,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolSettings) Reset() {
@@ -265,6 +268,387 @@ func (x *ToolSettings) GetApprovalTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *ToolSettings) GetMcpServers() []*McpServer {
+	if x != nil {
+		return x.McpServers
+	}
+	return nil
+}
+
+// McpServer is an MCP server, over stdio (command) or streamable HTTP
+// (url). Its tools appear as mcp__<name>__<tool> with their own schemas,
+// gated like shell tools (FULL level), and go through the same chain as
+// every tool. A server that does not start, or a tool whose schema is not
+// valid JSON Schema, is left out with a warning event. A server that
+// crashes is restarted once; after a second crash its tools report it.
+type McpServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Letters, digits, "_" and "-", at most 32.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional. The program of a stdio server, run on the agent's host with
+	// args and env (added to the agent's environment). Exactly one of command
+	// and url is required.
+	Command string `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	// Optional. Arguments of command.
+	Args []string `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	// Optional. Environment variables of command.
+	Env map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional. The endpoint of a streamable HTTP server.
+	Url string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
+	// Optional. Where a stdio server runs: HOST (the default and, as the
+	// sandbox service has no interactive stdin, the only place supported;
+	// SANDBOX is INVALID_ARGUMENT).
+	Place HookPlace `protobuf:"varint,6,opt,name=place,proto3,enum=fabro.agent.v1.HookPlace" json:"place,omitempty"`
+	// Optional. How long starting and initializing it may take; 10 s when
+	// unset.
+	StartupTimeout *durationpb.Duration `protobuf:"bytes,7,opt,name=startup_timeout,json=startupTimeout,proto3" json:"startup_timeout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *McpServer) Reset() {
+	*x = McpServer{}
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServer) ProtoMessage() {}
+
+func (x *McpServer) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
+func (*McpServer) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *McpServer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpServer) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *McpServer) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *McpServer) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *McpServer) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *McpServer) GetPlace() HookPlace {
+	if x != nil {
+		return x.Place
+	}
+	return HookPlace_HOOK_PLACE_UNSPECIFIED
+}
+
+func (x *McpServer) GetStartupTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.StartupTimeout
+	}
+	return nil
+}
+
+// ClientTool is a tool the caller of CreateSession serves: the model sees
+// it like any other; a call emits client_tool_requested and waits for
+// SubmitToolResult. It is how a client adds a tool, such as one that asks
+// a person (the human-input provider).
+type ClientTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Letters, digits, "_" and "-", at most 64; not a name the
+	// session already has.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required. What it does, for the model.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Optional. The JSON Schema of the arguments, an object schema;
+	// {"type":"object"} when empty.
+	Parameters string `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	// Optional. How long a call waits for its result before it becomes an
+	// error result; 5 minutes when unset.
+	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientTool) Reset() {
+	*x = ClientTool{}
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientTool) ProtoMessage() {}
+
+func (x *ClientTool) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientTool.ProtoReflect.Descriptor instead.
+func (*ClientTool) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClientTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClientTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ClientTool) GetParameters() string {
+	if x != nil {
+		return x.Parameters
+	}
+	return ""
+}
+
+func (x *ClientTool) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// SubmitToolResultRequest answers one client_tool_requested event.
+type SubmitToolResultRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The session that emitted client_tool_requested.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Required. The tool_call_id of the client_tool_requested event.
+	ToolCallId string `protobuf:"bytes,2,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// Optional. The result text the model sees.
+	Output string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	// Optional. True when the call failed; output then says why.
+	IsError       bool `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitToolResultRequest) Reset() {
+	*x = SubmitToolResultRequest{}
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitToolResultRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitToolResultRequest) ProtoMessage() {}
+
+func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitToolResultRequest.ProtoReflect.Descriptor instead.
+func (*SubmitToolResultRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubmitToolResultRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SubmitToolResultRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *SubmitToolResultRequest) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *SubmitToolResultRequest) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+// SubmitToolResultResponse confirms the result.
+type SubmitToolResultResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitToolResultResponse) Reset() {
+	*x = SubmitToolResultResponse{}
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitToolResultResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitToolResultResponse) ProtoMessage() {}
+
+func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitToolResultResponse.ProtoReflect.Descriptor instead.
+func (*SubmitToolResultResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{4}
+}
+
+// ClientToolRequested: the model called a client tool; the session waits
+// for SubmitToolResult.
+// NATS: fabro.agent.v1.sessions.<session_id>.events.client_tool_requested
+type ClientToolRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call id to pass to SubmitToolResult.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The arguments as JSON text (after the chain's rewrites).
+	Arguments string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// When the call becomes an error result by itself.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientToolRequested) Reset() {
+	*x = ClientToolRequested{}
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientToolRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientToolRequested) ProtoMessage() {}
+
+func (x *ClientToolRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientToolRequested.ProtoReflect.Descriptor instead.
+func (*ClientToolRequested) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ClientToolRequested) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ClientToolRequested) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ClientToolRequested) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *ClientToolRequested) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
 // PermissionRules are rules of the form "tool" or "tool(pattern)", such as
 // "shell(git *)" or "write_file(docs/**)". A rule without a pattern matches
 // every call of the tool; a pattern matches the call's main argument (the
@@ -288,7 +672,7 @@ type PermissionRules struct {
 
 func (x *PermissionRules) Reset() {
 	*x = PermissionRules{}
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[1]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +684,7 @@ func (x *PermissionRules) String() string {
 func (*PermissionRules) ProtoMessage() {}
 
 func (x *PermissionRules) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[1]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +697,7 @@ func (x *PermissionRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRules.ProtoReflect.Descriptor instead.
 func (*PermissionRules) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{1}
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PermissionRules) GetAllow() []string {
@@ -364,7 +748,7 @@ type Hook struct {
 
 func (x *Hook) Reset() {
 	*x = Hook{}
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[2]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +760,7 @@ func (x *Hook) String() string {
 func (*Hook) ProtoMessage() {}
 
 func (x *Hook) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[2]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +773,7 @@ func (x *Hook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hook.ProtoReflect.Descriptor instead.
 func (*Hook) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{2}
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Hook) GetEvent() HookEvent {
@@ -445,7 +829,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[3]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +841,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[3]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +854,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{3}
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApproveRequest) GetSessionId() string {
@@ -513,7 +897,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[4]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +909,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[4]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +922,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{4}
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApproveResponse) GetRequestingSessionId() string {
@@ -573,7 +957,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[5]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +969,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[5]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +982,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{5}
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -670,7 +1054,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[6]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +1066,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[6]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +1079,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{6}
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -759,7 +1143,7 @@ type HookFailed struct {
 
 func (x *HookFailed) Reset() {
 	*x = HookFailed{}
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[7]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +1155,7 @@ func (x *HookFailed) String() string {
 func (*HookFailed) ProtoMessage() {}
 
 func (x *HookFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[7]
+	mi := &file_fabro_agent_v1_extensions_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1168,7 @@ func (x *HookFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookFailed.ProtoReflect.Descriptor instead.
 func (*HookFailed) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{7}
+	return file_fabro_agent_v1_extensions_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HookFailed) GetEvent() HookEvent {
@@ -840,11 +1224,47 @@ var File_fabro_agent_v1_extensions_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_extensions_proto_rawDesc = "" +
 	"\n" +
-	"\x1ffabro/agent/v1/extensions.proto\x12\x0efabro.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x01\n" +
+	"\x1ffabro/agent/v1/extensions.proto\x12\x0efabro.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x01\n" +
 	"\fToolSettings\x12A\n" +
 	"\vpermissions\x18\x01 \x01(\v2\x1f.fabro.agent.v1.PermissionRulesR\vpermissions\x12*\n" +
 	"\x05hooks\x18\x02 \x03(\v2\x14.fabro.agent.v1.HookR\x05hooks\x12D\n" +
-	"\x10approval_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\"M\n" +
+	"\x10approval_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\x12:\n" +
+	"\vmcp_servers\x18\x04 \x03(\v2\x19.fabro.agent.v1.McpServerR\n" +
+	"mcpServers\"\xc2\x02\n" +
+	"\tMcpServer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x124\n" +
+	"\x03env\x18\x04 \x03(\v2\".fabro.agent.v1.McpServer.EnvEntryR\x03env\x12\x10\n" +
+	"\x03url\x18\x05 \x01(\tR\x03url\x12/\n" +
+	"\x05place\x18\x06 \x01(\x0e2\x19.fabro.agent.v1.HookPlaceR\x05place\x12B\n" +
+	"\x0fstartup_timeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0estartupTimeout\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
+	"\n" +
+	"ClientTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
+	"\n" +
+	"parameters\x18\x03 \x01(\tR\n" +
+	"parameters\x123\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x8d\x01\n" +
+	"\x17SubmitToolResultRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12 \n" +
+	"\ftool_call_id\x18\x02 \x01(\tR\n" +
+	"toolCallId\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\x12\x19\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\"\x1a\n" +
+	"\x18SubmitToolResultResponse\"\xaf\x01\n" +
+	"\x13ClientToolRequested\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\x12;\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"M\n" +
 	"\x0fPermissionRules\x12\x14\n" +
 	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x10\n" +
 	"\x03ask\x18\x02 \x03(\tR\x03ask\x12\x12\n" +
@@ -922,39 +1342,51 @@ func file_fabro_agent_v1_extensions_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_agent_v1_extensions_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fabro_agent_v1_extensions_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_fabro_agent_v1_extensions_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_fabro_agent_v1_extensions_proto_goTypes = []any{
-	(HookEvent)(0),                // 0: fabro.agent.v1.HookEvent
-	(HookPlace)(0),                // 1: fabro.agent.v1.HookPlace
-	(ApprovalDecision)(0),         // 2: fabro.agent.v1.ApprovalDecision
-	(*ToolSettings)(nil),          // 3: fabro.agent.v1.ToolSettings
-	(*PermissionRules)(nil),       // 4: fabro.agent.v1.PermissionRules
-	(*Hook)(nil),                  // 5: fabro.agent.v1.Hook
-	(*ApproveRequest)(nil),        // 6: fabro.agent.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 7: fabro.agent.v1.ApproveResponse
-	(*ApprovalRequested)(nil),     // 8: fabro.agent.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 9: fabro.agent.v1.ApprovalResolved
-	(*HookFailed)(nil),            // 10: fabro.agent.v1.HookFailed
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(HookEvent)(0),                   // 0: fabro.agent.v1.HookEvent
+	(HookPlace)(0),                   // 1: fabro.agent.v1.HookPlace
+	(ApprovalDecision)(0),            // 2: fabro.agent.v1.ApprovalDecision
+	(*ToolSettings)(nil),             // 3: fabro.agent.v1.ToolSettings
+	(*McpServer)(nil),                // 4: fabro.agent.v1.McpServer
+	(*ClientTool)(nil),               // 5: fabro.agent.v1.ClientTool
+	(*SubmitToolResultRequest)(nil),  // 6: fabro.agent.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil), // 7: fabro.agent.v1.SubmitToolResultResponse
+	(*ClientToolRequested)(nil),      // 8: fabro.agent.v1.ClientToolRequested
+	(*PermissionRules)(nil),          // 9: fabro.agent.v1.PermissionRules
+	(*Hook)(nil),                     // 10: fabro.agent.v1.Hook
+	(*ApproveRequest)(nil),           // 11: fabro.agent.v1.ApproveRequest
+	(*ApproveResponse)(nil),          // 12: fabro.agent.v1.ApproveResponse
+	(*ApprovalRequested)(nil),        // 13: fabro.agent.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),         // 14: fabro.agent.v1.ApprovalResolved
+	(*HookFailed)(nil),               // 15: fabro.agent.v1.HookFailed
+	nil,                              // 16: fabro.agent.v1.McpServer.EnvEntry
+	(*durationpb.Duration)(nil),      // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
 }
 var file_fabro_agent_v1_extensions_proto_depIdxs = []int32{
-	4,  // 0: fabro.agent.v1.ToolSettings.permissions:type_name -> fabro.agent.v1.PermissionRules
-	5,  // 1: fabro.agent.v1.ToolSettings.hooks:type_name -> fabro.agent.v1.Hook
-	11, // 2: fabro.agent.v1.ToolSettings.approval_timeout:type_name -> google.protobuf.Duration
-	0,  // 3: fabro.agent.v1.Hook.event:type_name -> fabro.agent.v1.HookEvent
-	11, // 4: fabro.agent.v1.Hook.timeout:type_name -> google.protobuf.Duration
-	1,  // 5: fabro.agent.v1.Hook.place:type_name -> fabro.agent.v1.HookPlace
-	2,  // 6: fabro.agent.v1.ApproveRequest.decision:type_name -> fabro.agent.v1.ApprovalDecision
-	12, // 7: fabro.agent.v1.ApprovalRequested.expire_time:type_name -> google.protobuf.Timestamp
-	2,  // 8: fabro.agent.v1.ApprovalResolved.decision:type_name -> fabro.agent.v1.ApprovalDecision
-	0,  // 9: fabro.agent.v1.HookFailed.event:type_name -> fabro.agent.v1.HookEvent
-	11, // 10: fabro.agent.v1.HookFailed.duration:type_name -> google.protobuf.Duration
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 0: fabro.agent.v1.ToolSettings.permissions:type_name -> fabro.agent.v1.PermissionRules
+	10, // 1: fabro.agent.v1.ToolSettings.hooks:type_name -> fabro.agent.v1.Hook
+	17, // 2: fabro.agent.v1.ToolSettings.approval_timeout:type_name -> google.protobuf.Duration
+	4,  // 3: fabro.agent.v1.ToolSettings.mcp_servers:type_name -> fabro.agent.v1.McpServer
+	16, // 4: fabro.agent.v1.McpServer.env:type_name -> fabro.agent.v1.McpServer.EnvEntry
+	1,  // 5: fabro.agent.v1.McpServer.place:type_name -> fabro.agent.v1.HookPlace
+	17, // 6: fabro.agent.v1.McpServer.startup_timeout:type_name -> google.protobuf.Duration
+	17, // 7: fabro.agent.v1.ClientTool.timeout:type_name -> google.protobuf.Duration
+	18, // 8: fabro.agent.v1.ClientToolRequested.expire_time:type_name -> google.protobuf.Timestamp
+	0,  // 9: fabro.agent.v1.Hook.event:type_name -> fabro.agent.v1.HookEvent
+	17, // 10: fabro.agent.v1.Hook.timeout:type_name -> google.protobuf.Duration
+	1,  // 11: fabro.agent.v1.Hook.place:type_name -> fabro.agent.v1.HookPlace
+	2,  // 12: fabro.agent.v1.ApproveRequest.decision:type_name -> fabro.agent.v1.ApprovalDecision
+	18, // 13: fabro.agent.v1.ApprovalRequested.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 14: fabro.agent.v1.ApprovalResolved.decision:type_name -> fabro.agent.v1.ApprovalDecision
+	0,  // 15: fabro.agent.v1.HookFailed.event:type_name -> fabro.agent.v1.HookEvent
+	17, // 16: fabro.agent.v1.HookFailed.duration:type_name -> google.protobuf.Duration
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_extensions_proto_init() }
@@ -968,7 +1400,7 @@ func file_fabro_agent_v1_extensions_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_agent_v1_extensions_proto_rawDesc), len(file_fabro_agent_v1_extensions_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   8,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -54,8 +54,10 @@ type SessionRecord struct {
 	Settings *ToolSettings `protobuf:"bytes,20,opt,name=settings,proto3" json:"settings,omitempty"`
 	// The project settings hash CreateSession approved.
 	ApprovedProjectSettingsSha256 string `protobuf:"bytes,21,opt,name=approved_project_settings_sha256,json=approvedProjectSettingsSha256,proto3" json:"approved_project_settings_sha256,omitempty"`
-	unknownFields                 protoimpl.UnknownFields
-	sizeCache                     protoimpl.SizeCache
+	// The client tools CreateSession registered.
+	ClientTools   []*ClientTool `protobuf:"bytes,22,rep,name=client_tools,json=clientTools,proto3" json:"client_tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -158,11 +160,18 @@ func (x *SessionRecord) GetApprovedProjectSettingsSha256() string {
 	return ""
 }
 
+func (x *SessionRecord) GetClientTools() []*ClientTool {
+	if x != nil {
+		return x.ClientTools
+	}
+	return nil
+}
+
 var File_fabro_agent_v1_record_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x04\n" +
+	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x04\n" +
 	"\rSessionRecord\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x05R\rformatVersion\x121\n" +
 	"\asession\x18\x02 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\x12'\n" +
@@ -175,7 +184,8 @@ const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"write_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\twriteTime\x128\n" +
 	"\bsettings\x18\x14 \x01(\v2\x1c.fabro.agent.v1.ToolSettingsR\bsettings\x12G\n" +
-	" approved_project_settings_sha256\x18\x15 \x01(\tR\x1dapprovedProjectSettingsSha256B\xb4\x01\n" +
+	" approved_project_settings_sha256\x18\x15 \x01(\tR\x1dapprovedProjectSettingsSha256\x12=\n" +
+	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientToolsB\xb4\x01\n" +
 	"\x12com.fabro.agent.v1B\vRecordProtoP\x01Z7github.com/fabro-sh/fabro-go/gen/fabro/agent/v1;agentv1\xa2\x02\x03FAX\xaa\x02\x0eFabro.Agent.V1\xca\x02\x0eFabro\\Agent\\V1\xe2\x02\x1aFabro\\Agent\\V1\\GPBMetadata\xea\x02\x10Fabro::Agent::V1b\x06proto3"
 
 var (
@@ -199,6 +209,7 @@ var file_fabro_agent_v1_record_proto_goTypes = []any{
 	(*TodoList)(nil),              // 4: fabro.agent.v1.TodoList
 	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 	(*ToolSettings)(nil),          // 6: fabro.agent.v1.ToolSettings
+	(*ClientTool)(nil),            // 7: fabro.agent.v1.ClientTool
 }
 var file_fabro_agent_v1_record_proto_depIdxs = []int32{
 	1, // 0: fabro.agent.v1.SessionRecord.session:type_name -> fabro.agent.v1.Session
@@ -207,11 +218,12 @@ var file_fabro_agent_v1_record_proto_depIdxs = []int32{
 	4, // 3: fabro.agent.v1.SessionRecord.todo_lists:type_name -> fabro.agent.v1.TodoList
 	5, // 4: fabro.agent.v1.SessionRecord.write_time:type_name -> google.protobuf.Timestamp
 	6, // 5: fabro.agent.v1.SessionRecord.settings:type_name -> fabro.agent.v1.ToolSettings
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7, // 6: fabro.agent.v1.SessionRecord.client_tools:type_name -> fabro.agent.v1.ClientTool
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_record_proto_init() }
