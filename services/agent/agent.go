@@ -238,6 +238,7 @@ func (s *Service) Close() error {
 	s.prompts.Wait()
 	for _, sess := range running {
 		sess.writeRecord()
+		sess.mcp.Close()
 	}
 	return s.closeResources()
 }

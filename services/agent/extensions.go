@@ -55,6 +55,7 @@ func settingsStatus(err error) error {
 type extSpec struct {
 	request      *agentv1.ToolSettings
 	approvedHash string
+	clientTools  []*agentv1.ClientTool
 	// inherited are a subagent's parent's layers (files are not read
 	// again: the child lives in the parent's trust).
 	inherited []settings.Layer
@@ -278,7 +279,7 @@ type approvalsState struct {
 // request settings and approval over the files as they are now (a
 // subagent's parent, when loaded, gives its layers again).
 func (s *Service) resumeExt(old *agentv1.Session, rec *agentv1.SessionRecord) extSpec {
-	ext := extSpec{request: rec.GetSettings(), approvedHash: rec.GetApprovedProjectSettingsSha256()}
+	ext := extSpec{request: rec.GetSettings(), approvedHash: rec.GetApprovedProjectSettingsSha256(), clientTools: rec.GetClientTools()}
 	if pid := old.GetParentSessionId(); pid != "" {
 		if parent, err := s.lookup(pid); err == nil && parent.layers != nil {
 			ext.inherited = parent.layers

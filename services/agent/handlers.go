@@ -22,6 +22,7 @@ import (
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 )
 
@@ -189,7 +190,7 @@ func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionR
 	if err != nil {
 		return nil, err
 	}
-	ext := extSpec{request: req.GetSettings(), approvedHash: req.GetApprovedProjectSettingsSha256()}
+	ext := extSpec{request: req.GetSettings(), approvedHash: req.GetApprovedProjectSettingsSha256(), clientTools: req.GetClientTools()}
 	if pid := req.GetParentSessionId(); pid != "" {
 		parent, err := s.lookup(pid)
 		if err != nil {
@@ -267,6 +268,18 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 		return nil, settingsStatus(err)
 	}
 	sess.layers = layers
+	sess.mcp, sess.extExtras = mcptools.Start(ctx, sess.policy.MCPServers, func(msg string) { settingsWarnings = append(settingsWarnings, msg) }, s.logger)
+	built := false
+	defer func() {
+		if !built {
+			sess.mcp.Close()
+		}
+	}()
+	clientExtras, err := sess.clientTools(ext.clientTools)
+	if err != nil {
+		return nil, err
+	}
+	sess.extExtras = append(sess.extExtras, clientExtras...)
 	var memText string
 	sess.memory, memText = s.loadMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles())
 	var skipped []*agentv1.SkippedSkill
@@ -315,6 +328,7 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 		return nil, status.Error(codes.Internal, "the durable event log refused an event")
 	}
 	sess.writeRecord()
+	built = true
 	return sess, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
@@ -64,6 +65,9 @@ type session struct {
 	hooks        *hooks.Engine
 	chain        toolchain.Next
 	allowSession map[string]bool // tools approved for the session; under mu
+	mcp          *mcptools.Manager
+	extExtras    []tools.Extra // MCP and client tools
+	clientCalls  *clientCalls
 
 	recordMu sync.Mutex // serializes writeRecord
 }
@@ -85,7 +89,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	}
 	sess.todos = tools.NewTodoStore(listID, kind, func(_ string, c tools.TodoChange) { sess.todoEvent(c) })
 	o := sess.opts
-	sess.extras = append(s.subagentTools(sess), s.skillTools(sess)...)
+	sess.extras = append(append(s.subagentTools(sess), s.skillTools(sess)...), sess.extExtras...)
 	env := tools.Env{
 		Sandbox:               s.sandbox,
 		SandboxID:             info.GetSandboxId(),
@@ -160,8 +164,12 @@ func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) loop.ToolResult {
 // runSet runs one call on the tool set: the chain's last link.
 func runSet(ctx context.Context, set *tools.Set, c loop.ToolCall) loop.ToolResult {
 	r := set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-	return loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process,
+	out := loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process,
 		ObservedBytes: r.ObservedBytes, RetainedBytes: r.RetainedBytes, OmittedBytes: r.OmittedBytes}
+	for _, img := range r.Images {
+		out.Images = append(out.Images, &llmv1.ImagePart{Source: &llmv1.ImagePart_Data{Data: img.Data}, MediaType: img.MediaType})
+	}
+	return out
 }
 
 func toolLimits(m map[string]*agentv1.ToolOutputLimit) map[string]tools.Limit {
@@ -316,6 +324,7 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	sess.log.Close()
 	sess.writeRecord()
 	sess.svc.forgetApprovals(sess.info.GetSessionId())
+	sess.mcp.Close()
 	if sess.info.GetSandboxOwned() {
 		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		if _, err := sess.svc.sandbox.DeleteSandbox(delCtx, &sandboxv1.DeleteSandboxRequest{SandboxId: sess.info.GetSandboxId()}); err != nil {
@@ -345,6 +354,7 @@ func (sess *session) writeRecord() {
 		Settings:       sess.ext.request,
 
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
+		ClientTools:                   sess.ext.clientTools,
 	}
 	b, err := proto.Marshal(rec)
 	if err == nil {

@@ -41,6 +41,8 @@ type ToolResult struct {
 	// RetainedBytes those Full keeps, OmittedBytes those it lacks. All
 	// zero: Full is the whole output.
 	ObservedBytes, RetainedBytes, OmittedBytes int64
+	// Images follow Output in the result the model sees.
+	Images []*llmv1.ImagePart
 }
 
 // Tools runs the session's tools. Run never fails: failures are error

@@ -50,6 +50,10 @@ func (a *Agent) runTools(ctx context.Context, ps *promptState, calls []ToolCall)
 			ToolCallId: c.ID, Name: c.Name, IsError: r.IsError,
 			Content: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: r.Output}}}},
 		}}}
+		for _, img := range r.Images {
+			tr := msg.Parts[i].GetToolResult()
+			tr.Content = append(tr.Content, &llmv1.ContentPart{Part: &llmv1.ContentPart_Image{Image: img}})
+		}
 		if r.Kind == agentv1.ToolErrorKind_TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE && gone == nil {
 			gone = &sandboxGone{tool: c.Name, output: r.Output}
 		}

@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/permission"
 )
 
@@ -68,7 +70,11 @@ type Policy struct {
 	Rules           permission.Set
 	Hooks           []*Hook
 	ApprovalTimeout time.Duration
+	// MCPServers by name, a later layer's replacing an earlier one's, in
+	// the order first named.
+	MCPServers []*agentv1.McpServer
 }
+
 
 // HasHooks reports whether any hook of the event exists.
 func (p *Policy) HasHooks(ev agentv1.HookEvent) bool {
@@ -125,6 +131,16 @@ func Build(layers ...Layer) (*Policy, error) {
 			}
 			hk.Source = l.Source
 			p.Hooks = append(p.Hooks, hk)
+		}
+		for i, m := range ts.GetMcpServers() {
+			if err := mcptools.Validate(m); err != nil {
+				return nil, l.fail(lineOf(l.Data, m.GetName()), m.GetName(), fmt.Sprintf("mcp_servers[%d]: %v", i, err))
+			}
+			if j := slices.IndexFunc(p.MCPServers, func(o *agentv1.McpServer) bool { return o.GetName() == m.GetName() }); j >= 0 {
+				p.MCPServers[j] = m
+			} else {
+				p.MCPServers = append(p.MCPServers, m)
+			}
 		}
 		if d := ts.GetApprovalTimeout(); d != nil {
 			if err := d.CheckValid(); err != nil || d.AsDuration() <= 0 {
@@ -212,6 +228,18 @@ type file struct {
 	// TrustedProjectSettings are SHA-256s of project files the operator
 	// approves; honoured only in the operator's file.
 	TrustedProjectSettings []string `json:"trusted_project_settings"`
+	// MCPServers is .mcp.json's shape.
+	MCPServers map[string]fileMCP `json:"mcpServers"`
+}
+
+type fileMCP struct {
+	Type           string            `json:"type"` // "stdio" (default with command) or "http" / "streamable-http"
+	Command        string            `json:"command"`
+	Args           []string          `json:"args"`
+	Env            map[string]string `json:"env"`
+	URL            string            `json:"url"`
+	Place          string            `json:"place"`
+	StartupTimeout string            `json:"startup_timeout"`
 }
 
 var hookEvents = map[string]agentv1.HookEvent{
@@ -277,6 +305,31 @@ func Parse(source string, data []byte) (*agentv1.ToolSettings, []string, error) 
 	}
 	// Map order is random: keep hooks in file order.
 	sortByLine(ts.Hooks, data)
+	for name, m := range f.MCPServers {
+		ms := &agentv1.McpServer{Name: name, Command: m.Command, Args: m.Args, Env: m.Env, Url: m.URL}
+		switch m.Type {
+		case "", "stdio", "http", "streamable-http", "streamable_http":
+		default:
+			return nil, nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: fmt.Sprintf("MCP server type %q: stdio or http", m.Type)}
+		}
+		switch m.Place {
+		case "", "host":
+			ms.Place = agentv1.HookPlace_HOOK_PLACE_HOST
+		case "sandbox":
+			ms.Place = agentv1.HookPlace_HOOK_PLACE_SANDBOX
+		default:
+			return nil, nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: fmt.Sprintf("place %q: host or sandbox", m.Place)}
+		}
+		if m.StartupTimeout != "" {
+			d, err := time.ParseDuration(m.StartupTimeout)
+			if err != nil || d <= 0 {
+				return nil, nil, &Error{File: source, Line: lineOf(data, m.StartupTimeout), Rule: name, Msg: fmt.Sprintf("startup_timeout %q: a positive duration", m.StartupTimeout)}
+			}
+			ms.StartupTimeout = durationpb.New(d)
+		}
+		ts.McpServers = append(ts.McpServers, ms)
+	}
+	slices.SortFunc(ts.McpServers, func(a, b *agentv1.McpServer) int { return lineOf(data, a.GetName()) - lineOf(data, b.GetName()) })
 	if f.ApprovalTimeout != "" {
 		d, err := time.ParseDuration(f.ApprovalTimeout)
 		if err != nil || d <= 0 {
