@@ -149,7 +149,7 @@ func BenchmarkMCPStdio(b *testing.B) {
 	defer m.Close()
 	extras = append(extras, tools.Extra{Name: "echo", Description: "Returns the text.",
 		Parameters: `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`,
-		Run: func(_ context.Context, _ string, args []byte) (string, bool) { return string(args), false }})
+		Run:        func(_ context.Context, _ string, args []byte) (string, bool) { return string(args), false }})
 	set := tools.NewSet("openai", tools.Full, tools.Env{Extra: extras}, nil)
 	ctx := context.Background()
 	var builtin, viaMCP int64

@@ -75,7 +75,6 @@ type Policy struct {
 	MCPServers []*agentv1.McpServer
 }
 
-
 // HasHooks reports whether any hook of the event exists.
 func (p *Policy) HasHooks(ev agentv1.HookEvent) bool {
 	for _, h := range p.Hooks {

@@ -52,7 +52,9 @@ func NewServer() *mcp.Server {
 	})
 	s.AddTool(&mcp.Tool{Name: "bad", Description: "Has a broken schema.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"minimum":"ten"}}}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	return s
 }
 
