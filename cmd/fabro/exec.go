@@ -37,7 +37,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	var (
 		model, perms, addr, dir, dataDir string
 		maxTurns                         int
-		overlay                          string
+		overlay, settingsFile            string
 	)
 	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
 	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
@@ -46,6 +46,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "data directory of the in-process stack")
 	fs.StringVar(&overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
+	fs.StringVar(&settingsFile, "settings", defaultSettingsFile(e.lookupEnv), "your tool settings file (permission rules, hooks, MCP servers, trusted project settings); missing: none")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitDone
@@ -114,11 +115,19 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		n := int32(maxTurns)
 		opts.MaxTurns = &n
 	}
+	toolSettings, approvedProject, err := userSettings(settingsFile, dir)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "fabro:", err)
+		return 2
+	}
 	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
 		Model:           model,
 		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: dir}},
 		PermissionLevel: level,
 		Options:         opts,
+		Settings:        toolSettings,
+
+		ApprovedProjectSettingsSha256: approvedProject,
 	})
 	if err != nil {
 		fmt.Fprintln(e.stderr, "fabro:", status.Convert(err).Message())
@@ -137,6 +146,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		client.Abort(context.WithoutCancel(streamCtx), &agentv1.AbortRequest{SessionId: id, Reason: "interrupted"})
 	}()
 	midLine := false
+	asker := newApprovalAsker(e)
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -147,6 +157,18 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			return exitError
 		}
 		ev := resp.GetEvent()
+		if ar := ev.GetApprovalRequested(); ar != nil && ev.GetSessionId() == id {
+			if midLine {
+				fmt.Fprintln(e.stdout)
+				midLine = false
+			}
+			req := asker.ask(ar)
+			req.SessionId = id
+			if _, err := client.Approve(streamCtx, req); err != nil {
+				fmt.Fprintln(e.stderr, "fabro: approve:", status.Convert(err).Message())
+			}
+			continue
+		}
 		if ev.GetSessionId() != id { // a subagent's event: its tool calls only
 			if c := ev.GetToolCallStarted(); c != nil {
 				fmt.Fprintf(e.stdout, "  ↳ [%s] %s %s\n", ev.GetSessionId(), c.GetToolName(), clip(c.GetArguments(), 100))

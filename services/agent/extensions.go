@@ -287,3 +287,33 @@ func (s *Service) resumeExt(old *agentv1.Session, rec *agentv1.SessionRecord) ex
 	}
 	return ext
 }
+
+// ParseSettingsFile reads a tool settings file (the operator's format, see
+// README) for a client such as `fabro exec` that sends it on
+// CreateSession; it also returns the project-file hashes the file trusts.
+// A missing file is no settings.
+func ParseSettingsFile(path string) (*agentv1.ToolSettings, []string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ts, trusted, err := settings.Parse(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := settings.Build(settings.Layer{Source: path, Settings: ts, Data: data}); err != nil {
+		return nil, nil, err
+	}
+	return ts, trusted, nil
+}
+
+// ProjectSettingsHash is the SHA-256 a project settings file is approved
+// by.
+func ProjectSettingsHash(data []byte) string { return settings.Hash(data) }
+
+// ProjectSettingsFile is the project settings file's path relative to the
+// working directory.
+const ProjectSettingsFile = settings.ProjectFile
