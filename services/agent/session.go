@@ -484,7 +484,7 @@ func toolCategory(name string) agentv1.ToolCategory {
 	switch name {
 	case "read_file", "read_many_files", "grep", "glob", "list_dir", "Read", "Grep", "Glob":
 		return agentv1.ToolCategory_TOOL_CATEGORY_READ
-	case "write_file", "edit_file", "apply_patch", "Write", "Edit":
+	case "write_file", "edit_file", "apply_patch", "Write", "Edit", "update_plan", "TaskCreate", "TaskUpdate", "TaskGet", "TaskList":
 		return agentv1.ToolCategory_TOOL_CATEGORY_WRITE
 	case "spawn_agent", "send_input", "wait", "close_agent":
 		return agentv1.ToolCategory_TOOL_CATEGORY_SUBAGENT

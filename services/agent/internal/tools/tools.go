@@ -243,6 +243,9 @@ const (
 	catWrite
 	catShell
 	catSubagent
+	// catTodo is update_plan and the Task tools: they change no files and
+	// run from read-write up.
+	catTodo
 )
 
 func (l PermissionLevel) allows(c category) bool {
