@@ -93,7 +93,7 @@ func (s *Service) resolveRoute(ctx context.Context, selector string) (*agentv1.M
 		return nil, upstreamStatus("model "+strconv.Quote(selector), err)
 	}
 	m := res.GetModel()
-	return &agentv1.ModelRoute{
+	route := &agentv1.ModelRoute{
 		Selector:            selector,
 		Provider:            res.GetProvider().GetId(),
 		Model:               m.GetId(),
@@ -101,7 +101,23 @@ func (s *Service) resolveRoute(ctx context.Context, selector string) (*agentv1.M
 		Codec:               res.GetProvider().GetCodec(),
 		ContextWindowTokens: m.GetContextWindow(),
 		MaxOutputTokens:     m.GetMaxOutputTokens(),
-	}, nil
+	}
+	if route.Profile == llmv1.AgentProfile_AGENT_PROFILE_UNSPECIFIED {
+		// The model names none: the provider's, by its wire protocol, so
+		// the snapshot reports the profile really used.
+		route.Profile = providerProfile(route.GetCodec())
+	}
+	return route, nil
+}
+
+func providerProfile(c llmv1.Codec) llmv1.AgentProfile {
+	switch c {
+	case llmv1.Codec_CODEC_ANTHROPIC_MESSAGES, llmv1.Codec_CODEC_BEDROCK_CONVERSE:
+		return llmv1.AgentProfile_AGENT_PROFILE_ANTHROPIC
+	case llmv1.Codec_CODEC_GEMINI_GENERATE:
+		return llmv1.AgentProfile_AGENT_PROFILE_GEMINI
+	}
+	return llmv1.AgentProfile_AGENT_PROFILE_OPENAI
 }
 
 // attachSandbox finds or creates the session's sandbox.
@@ -284,7 +300,7 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	sess.memory, memText = s.loadMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles())
 	var skipped []*agentv1.SkippedSkill
 	sess.skills, skipped = s.discoverSkills(ctx, sb.GetSandboxId(), opts.GetSkillDirs())
-	sess.system = systemPrompt(route, opts, sess.env, memText, skillsSection(sess.skills), now)
+	sess.system = systemPrompt(route, level, opts, sess.env, memText, skillsSection(sess.skills), now)
 	s.build(sess, lastSeq, history)
 	toolNames := map[string]bool{}
 	for _, n := range sess.toolset.Names() {

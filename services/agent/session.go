@@ -157,7 +157,15 @@ func (t toolAdapter) Definitions() []*llmv1.ToolDefinition {
 	return slices.DeleteFunc(defs, func(d *llmv1.ToolDefinition) bool { return t.hidden.Hidden(d.GetName()) })
 }
 func (t toolAdapter) Serial(name string) bool { return t.set.Serial(name) }
-func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) loop.ToolResult {
+func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) (r loop.ToolResult) {
+	defer func() {
+		// A broken link of the chain is not the model's doing: the prompt
+		// stops with the ToolExecution error kind.
+		if p := recover(); p != nil {
+			r = loop.ToolResult{Output: fmt.Sprintf("the tool middleware failed: %v", p), IsError: true,
+				Kind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED, Fatal: true}
+		}
+	}()
 	return t.chain(ctx, toolchain.Call{ToolCall: c})
 }
 
@@ -191,10 +199,10 @@ func toolLimits(m map[string]*agentv1.ToolOutputLimit) map[string]tools.Limit {
 
 // summarizer answers web_fetch's prompt with the session's model.
 func (s *Service) summarizer(route *agentv1.ModelRoute) func(ctx context.Context, prompt, content string) (string, error) {
-	model := route.GetProvider() + "/" + route.GetModel()
+	small := sync.OnceValue(func() string { return s.smallModel(route) })
 	return func(ctx context.Context, prompt, content string) (string, error) {
 		resp, err := s.llm.Complete(ctx, &llmv1.CompleteRequest{Request: &llmv1.Request{
-			Model:  model,
+			Model:  small(),
 			System: "Answer the question about the web page below, using only its content. Be concise.",
 			Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{
 				Text: "Question: " + prompt + "\n\nPage:\n" + content}}}}}},
@@ -208,6 +216,31 @@ func (s *Service) summarizer(route *agentv1.ModelRoute) func(ctx context.Context
 		}
 		return b.String(), nil
 	}
+}
+
+// smallModel is the catalog's small model for web_fetch's prompt: the
+// session provider's enabled model with the lowest output price; the
+// session's own model when the catalog prices none.
+func (s *Service) smallModel(route *agentv1.ModelRoute) string {
+	own := route.GetProvider() + "/" + route.GetModel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := s.llm.ListModels(ctx, &llmv1.ListModelsRequest{Provider: route.GetProvider()})
+	if err != nil {
+		s.logger.Warn("list models for the small model", "provider", route.GetProvider(), "error", err)
+		return own
+	}
+	best, price := own, int64(-1)
+	for _, m := range resp.GetModels() {
+		p := m.GetPricing().GetOutputUsdMicrosPerMillion()
+		if !m.GetEnabled() || m.GetPricing() == nil || p <= 0 {
+			continue
+		}
+		if price < 0 || p < price {
+			best, price = route.GetProvider()+"/"+m.GetId(), p
+		}
+	}
+	return best
 }
 
 // shellOutput publishes live shell output; the tools cap it at

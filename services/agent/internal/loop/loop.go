@@ -43,6 +43,11 @@ type ToolResult struct {
 	ObservedBytes, RetainedBytes, OmittedBytes int64
 	// Images follow Output in the result the model sees.
 	Images []*llmv1.ImagePart
+	// Fatal says the failure must stop the prompt (a failure of the tool
+	// machinery itself, such as a middleware that broke): the prompt fails
+	// with AGENT_ERROR_KIND_TOOL_EXECUTION after the round's results are
+	// committed.
+	Fatal bool
 }
 
 // Tools runs the session's tools. Run never fails: failures are error

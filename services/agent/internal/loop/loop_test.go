@@ -509,3 +509,30 @@ func TestToolRounds(t *testing.T) {
 		})
 	}
 }
+
+// fatalTools fails its calls in a way that stops the prompt.
+type fatalTools struct{ noop }
+
+func (fatalTools) Run(context.Context, ToolCall) ToolResult {
+	return ToolResult{Output: "the middleware broke", IsError: true, Kind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED, Fatal: true}
+}
+
+// TestFatalToolFailure: a tool failure that must stop the prompt reports
+// the ToolExecution error kind.
+func TestFatalToolFailure(t *testing.T) {
+	m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+		if n == 1 {
+			return call("c1", "noop", `{}`)
+		}
+		return text("should not get here")
+	}}
+	a := New(m, fatalTools{}, &recorder{}, Options{}, nil)
+	rep, _ := a.Prompt(t.Context(), "p1", "go", false)
+	if rep.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_FAILED || rep.GetError().GetKind() != agentv1.AgentErrorKind_AGENT_ERROR_KIND_TOOL_EXECUTION ||
+		rep.GetError().GetToolName() != "noop" || !strings.Contains(rep.GetError().GetMessage(), "the middleware broke") {
+		t.Errorf("report = %v", rep)
+	}
+	if m.n != 1 {
+		t.Errorf("the model was called %d times after the fatal failure", m.n)
+	}
+}

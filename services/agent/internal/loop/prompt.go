@@ -201,6 +201,9 @@ func (a *Agent) rounds(ctx context.Context, ps *promptState) *agentv1.PromptRepo
 		a.endRound(roundCancel)
 		if gone != nil {
 			r := failed(agentv1.AgentErrorKind_AGENT_ERROR_KIND_SANDBOX_UNAVAILABLE, "the sandbox is unavailable: "+gone.output)
+			if gone.fatal {
+				r = failed(agentv1.AgentErrorKind_AGENT_ERROR_KIND_TOOL_EXECUTION, "tool "+gone.tool+" failed in a way that stops the prompt: "+gone.output)
+			}
 			r.Error.ToolName = gone.tool
 			return r
 		}
