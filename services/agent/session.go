@@ -117,6 +117,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		MaxTurns:            o.GetMaxTurns(),
 		WallClock:           o.GetWallClockTimeout().AsDuration(),
 		LoopDetection:       o.GetLoopDetection(),
+		LoopThreshold:       int(o.GetLoopDetectionThreshold()),
 		Compaction:          o.GetContextCompaction(),
 		CompactionThreshold: o.GetCompactionThresholdPercent(),
 		ContextWindow:       info.GetRoute().GetContextWindowTokens(),

@@ -14,6 +14,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
@@ -71,6 +72,9 @@ func effectiveOptions(o *agentv1.AgentOptions, route *agentv1.ModelRoute) *agent
 	if e.LoopDetection == nil {
 		e.LoopDetection = proto.Bool(true)
 	}
+	if e.LoopDetectionThreshold == nil {
+		e.LoopDetectionThreshold = proto.Int32(loop.DefaultLoopThreshold)
+	}
 	if e.ContextCompaction == nil {
 		e.ContextCompaction = proto.Bool(true)
 	}
@@ -113,6 +117,9 @@ func validateOptions(o *agentv1.AgentOptions) error {
 		if v < 0 {
 			return fmt.Errorf("%s must not be negative", name)
 		}
+	}
+	if t := o.LoopDetectionThreshold; t != nil && (*t < 2 || *t > 10) {
+		return errors.New("options.loop_detection_threshold must be between 2 and 10")
 	}
 	if d := o.GetWallClockTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
 		return errors.New("options.wall_clock_timeout must be a non-negative duration")

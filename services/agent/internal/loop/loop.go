@@ -68,6 +68,7 @@ const (
 	DefaultCompactionThreshold = 80
 	DefaultPreserveTurns       = 6
 	LoopWindow                 = 10
+	DefaultLoopThreshold       = 3
 	SteeringCapacity           = 32
 	MaxReplays                 = 3
 	summaryMaxTokens           = 4096
@@ -82,7 +83,9 @@ type Options struct {
 	MaxTurns        int32
 	WallClock       time.Duration
 	LoopDetection   bool
-	Compaction      bool
+	// LoopThreshold is how many repetitions make a loop (default 3).
+	LoopThreshold int
+	Compaction    bool
 	// CompactionThreshold is the percent of ContextWindow that triggers
 	// compaction (default 80); PreserveTurns the assistant turns kept
 	// verbatim (default 6).
@@ -142,6 +145,9 @@ type run struct {
 func New(model Model, tools Tools, emit Emitter, opts Options, history []*llmv1.Message) *Agent {
 	if opts.CompactionThreshold <= 0 {
 		opts.CompactionThreshold = DefaultCompactionThreshold
+	}
+	if opts.LoopThreshold < 2 {
+		opts.LoopThreshold = DefaultLoopThreshold
 	}
 	if opts.PreserveTurns <= 0 {
 		opts.PreserveTurns = DefaultPreserveTurns

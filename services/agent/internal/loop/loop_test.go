@@ -145,8 +145,48 @@ func TestRepeatingPattern(t *testing.T) {
 		if slices.Equal(tc.w, []string{"x", "a", "b", "a", "b"}) {
 			want = 2
 		}
-		if got := repeatingPattern(tc.w); got != want {
-			t.Errorf("repeatingPattern(%v) = %d, want %d", tc.w, got, want)
+		if got := repeatingPattern(tc.w, 2); got != want {
+			t.Errorf("repeatingPattern(%v, 2) = %d, want %d", tc.w, got, want)
+		}
+	}
+}
+
+// TestLoopThreshold: by default two identical turns (polling a slow
+// command) are not a loop, three are.
+func TestLoopThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		w    []string
+		reps int
+		want int
+	}{
+		{[]string{"poll", "poll"}, 3, 0},
+		{[]string{"poll", "poll", "poll"}, 3, 1},
+		{[]string{"a", "b", "a", "b"}, 3, 0},
+		{[]string{"a", "b", "a", "b", "a", "b"}, 3, 2},
+		{[]string{"poll", "poll", "poll"}, 4, 0},
+	} {
+		if got := repeatingPattern(tc.w, tc.reps); got != tc.want {
+			t.Errorf("repeatingPattern(%v, %d) = %d, want %d", tc.w, tc.reps, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		threshold int
+		same      int
+		detected  bool
+	}{{0, 2, false}, {0, 3, true}, {2, 2, true}, {5, 4, false}} {
+		m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+			if n <= tc.same {
+				return call("c", "noop", `{"poll":true}`)
+			}
+			return text("done")
+		}}
+		rec := &recorder{}
+		a := New(m, noop{}, rec, Options{LoopDetection: true, LoopThreshold: tc.threshold}, nil)
+		if _, err := a.Prompt(t.Context(), "p", "go", false); err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(rec.types(), "loop_detected"); got != tc.detected {
+			t.Errorf("threshold %d, %d identical turns: loop_detected %v, want %v", tc.threshold, tc.same, got, tc.detected)
 		}
 	}
 }
@@ -163,7 +203,7 @@ func TestLoop(t *testing.T) {
 		checkEvents func(t *testing.T, evs []*agentv1.AgentEvent)
 	}{{
 		name: "loop detection steers the model away",
-		opts: Options{LoopDetection: true},
+		opts: Options{LoopDetection: true, LoopThreshold: 2},
 		turn: func(n int, _ *llmv1.Request) *llmv1.Response {
 			if n <= 2 {
 				return call("c", "noop", `{"same":true}`)

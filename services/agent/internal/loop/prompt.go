@@ -345,25 +345,27 @@ func (a *Agent) detectLoop(ps *promptState, calls []ToolCall) {
 		b.WriteByte(0)
 	}
 	ps.loopWindow = append(ps.loopWindow, b.String())
-	if len(ps.loopWindow) > LoopWindow {
+	reps := a.opts.LoopThreshold
+	window := max(LoopWindow, 3*reps)
+	if len(ps.loopWindow) > window {
 		ps.loopWindow = ps.loopWindow[1:]
 	}
-	if p := repeatingPattern(ps.loopWindow); p > 0 {
+	if p := repeatingPattern(ps.loopWindow, reps); p > 0 {
 		ps.loopWindow = nil
 		a.mu.Lock()
 		a.steering = append(a.steering, steer{id: "loop-" + ps.id + "-" + itoa(int(ps.turns)), text: loopWarning, actor: &agentv1.Actor{Kind: "system", DisplayName: "loop detection"}})
 		a.mu.Unlock()
-		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_LoopDetected{LoopDetected: &agentv1.LoopDetected{PatternLength: int32(p), WindowSize: LoopWindow}}})
+		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_LoopDetected{LoopDetected: &agentv1.LoopDetected{PatternLength: int32(p), WindowSize: int32(window)}}})
 	}
 }
 
 // repeatingPattern returns the shortest p in 1..3 such that the window ends
-// with at least two complete repetitions of a p-turn group and every
+// with at least reps complete repetitions of a p-turn group and every
 // complete group in the window equals the last one; 0 when none.
-func repeatingPattern(w []string) int {
+func repeatingPattern(w []string, reps int) int {
 	for p := 1; p <= 3; p++ {
 		groups := len(w) / p
-		if groups < 2 {
+		if groups < reps {
 			continue
 		}
 		last := w[len(w)-p:]
