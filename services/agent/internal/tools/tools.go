@@ -516,7 +516,7 @@ func (s *Set) Refusal(name string) string {
 // finish applies the retention cap and the tool's limit.
 func (s *Set) finish(name string, out output) Result {
 	full, dropped := retainCount(out.text)
-	model, omitted := truncate(full, s.limits[name])
+	model, omitted := truncateFor(full, s.limits[name], name)
 	observed := max(int64(len(out.text))-out.markers, 0) + out.cut
 	lost := out.cut + dropped
 	r := Result{Output: model, Full: full, Truncated: omitted > 0, CharsOmitted: omitted, Process: out.process,
