@@ -25,6 +25,7 @@ import (
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
 // Defaults for zero Config fields.
@@ -125,6 +126,7 @@ type Service struct {
 	credential    func(ctx context.Context, name string) (string, error)
 	braveBaseURL  string
 	settingsFile  string
+	taskLists     map[string]*tools.TodoStore // by root session id; under mu
 	approvalsState
 
 	mu       sync.Mutex

@@ -727,6 +727,9 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 	if err != nil {
 		return nil, err
 	}
+	for _, l := range rec.GetTodoLists() {
+		sess.todos.Restore(l) // the plan, or the tree's tasks when not loaded already
+	}
 	return &agentv1.ResumeSessionResponse{Session: sess.snapshotInfo()}, nil
 }
 

@@ -87,7 +87,11 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	if tools.Profile(profile) == tools.ProfileAnthropic {
 		kind, listID = agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS, info.GetRootSessionId()
 	}
-	sess.todos = tools.NewTodoStore(listID, kind, func(_ string, c tools.TodoChange) { sess.todoEvent(c) })
+	if kind == agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS {
+		sess.todos = s.taskList(listID) // shared by the root and its subagents
+	} else {
+		sess.todos = tools.NewTodoStore(listID, kind, func(_ string, c tools.TodoChange) { sess.todoEvent(c) })
+	}
 	o := sess.opts
 	sess.extras = append(append(s.subagentTools(sess), s.skillTools(sess)...), sess.extExtras...)
 	env := tools.Env{
@@ -125,6 +129,32 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		Expand:              sess.expandSkill,
 	}
 	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
+}
+
+// taskList is the Anthropic task list of a session tree, shared by the
+// root and every subagent: a change is emitted on the log of the session
+// whose tool call made it.
+func (s *Service) taskList(rootID string) *tools.TodoStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.taskLists[rootID]; ok {
+		return t
+	}
+	t := tools.NewTodoStore(rootID, agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS, func(sessionID string, c tools.TodoChange) {
+		// Called with the store locked: look the session up without
+		// touching the store.
+		s.mu.Lock()
+		sess := s.sessions[sessionID]
+		s.mu.Unlock()
+		if sess != nil && sess.log != nil {
+			sess.todoEvent(c)
+		}
+	})
+	if s.taskLists == nil {
+		s.taskLists = map[string]*tools.TodoStore{}
+	}
+	s.taskLists[rootID] = t
+	return t
 }
 
 // sessionEmitter commits the loop's events to the session's log and
@@ -358,6 +388,11 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	sess.log.Close()
 	sess.writeRecord()
 	sess.svc.forgetApprovals(sess.info.GetSessionId())
+	if sess.info.GetParentSessionId() == "" {
+		sess.svc.mu.Lock()
+		delete(sess.svc.taskLists, sess.info.GetSessionId()) // the record keeps it for a resume
+		sess.svc.mu.Unlock()
+	}
 	sess.mcp.Close()
 	if sess.info.GetSandboxOwned() {
 		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

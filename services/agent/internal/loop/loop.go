@@ -121,6 +121,10 @@ type Agent struct {
 	cost       *llmv1.Cost
 	// Tool definitions are computed once; the set does not change.
 	defs []*llmv1.ToolDefinition
+	// hasTaskTools: TaskCreate and TaskUpdate are both offered;
+	// turnsSinceTask counts tool-calling turns without either (under mu).
+	hasTaskTools   bool
+	turnsSinceTask int
 }
 
 type steer struct {
@@ -158,8 +162,15 @@ func New(model Model, tools Tools, emit Emitter, opts Options, history []*llmv1.
 	if opts.ReplayBackoff == nil {
 		opts.ReplayBackoff = defaultReplayBackoff
 	}
-	return &Agent{model: model, tools: tools, emit: emit, opts: opts, history: history,
+	a := &Agent{model: model, tools: tools, emit: emit, opts: opts, history: history,
 		usage: &llmv1.Usage{}, cost: &llmv1.Cost{}, defs: tools.Definitions()}
+	var create, update bool
+	for _, d := range a.defs {
+		create = create || d.GetName() == "TaskCreate"
+		update = update || d.GetName() == "TaskUpdate"
+	}
+	a.hasTaskTools = create && update
+	return a
 }
 
 func defaultReplayBackoff(attempt int) time.Duration {

@@ -576,3 +576,62 @@ func TestFatalToolFailure(t *testing.T) {
 		t.Errorf("the model was called %d times after the fatal failure", m.n)
 	}
 }
+
+// taskTools offers the task tools (or only TaskList) and a noop.
+type taskTools struct{ both bool }
+
+func (t taskTools) Definitions() []*llmv1.ToolDefinition {
+	defs := []*llmv1.ToolDefinition{{Name: "noop", Parameters: `{"type":"object"}`}, {Name: "TaskList", Parameters: `{"type":"object"}`}}
+	if t.both {
+		defs = append(defs, &llmv1.ToolDefinition{Name: "TaskCreate", Parameters: `{"type":"object"}`}, &llmv1.ToolDefinition{Name: "TaskUpdate", Parameters: `{"type":"object"}`})
+	}
+	return defs
+}
+func (taskTools) Run(context.Context, ToolCall) ToolResult { return ToolResult{Output: "ok"} }
+func (taskTools) Serial(string) bool                       { return false }
+
+// TestTaskReminder: ten tool-calling turns without TaskCreate or
+// TaskUpdate bring one reminder, only when both tools are offered; using
+// either resets the count.
+func TestTaskReminder(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		both      bool
+		turns     int
+		taskAt    int // the turn calling TaskUpdate, 0 for none
+		reminders int
+	}{
+		{"nine turns", true, 9, 0, 0},
+		{"ten turns", true, 10, 0, 1},
+		{"twenty turns", true, 20, 0, 2},
+		{"reset by TaskUpdate", true, 15, 6, 0},
+		{"only TaskList offered", false, 20, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+				switch {
+				case n == tc.taskAt:
+					return call("c"+itoa(n), "TaskUpdate", `{"n":`+itoa(n)+`}`)
+				case n <= tc.turns:
+					return call("c"+itoa(n), "noop", `{"n":`+itoa(n)+`}`)
+				}
+				return text("done")
+			}}
+			a := New(m, taskTools{both: tc.both}, discard{}, Options{}, nil)
+			if _, err := a.Prompt(t.Context(), "p", "go", false); err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for _, msg := range a.History() {
+				for _, p := range msg.GetParts() {
+					if strings.Contains(p.GetText().GetText(), "The task tools have not been used") {
+						got++
+					}
+				}
+			}
+			if got != tc.reminders {
+				t.Errorf("reminders = %d, want %d", got, tc.reminders)
+			}
+		})
+	}
+}

@@ -216,6 +216,7 @@ func (a *Agent) rounds(ctx context.Context, ps *promptState) *agentv1.PromptRepo
 		if a.opts.LoopDetection {
 			a.detectLoop(ps, calls)
 		}
+		a.taskReminder(ps, calls)
 	}
 }
 
@@ -357,6 +358,37 @@ func (a *Agent) detectLoop(ps *promptState, calls []ToolCall) {
 		a.mu.Unlock()
 		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_LoopDetected{LoopDetected: &agentv1.LoopDetected{PatternLength: int32(p), WindowSize: int32(window)}}})
 	}
+}
+
+// TaskReminderTurns is how many assistant turns without TaskCreate or
+// TaskUpdate bring the task reminder.
+const TaskReminderTurns = 10
+
+const taskReminder = "<system-reminder>The task tools have not been used for a while. If you are working on a multi-step task, track it with TaskCreate and mark progress with TaskUpdate. Ignore this if it does not apply, and do not mention this reminder to the user.</system-reminder>"
+
+// taskReminder counts tool-calling turns without TaskCreate or TaskUpdate
+// and, at the tenth, queues the reminder; only when both tools are
+// offered. Using either resets the count.
+func (a *Agent) taskReminder(ps *promptState, calls []ToolCall) {
+	if !a.hasTaskTools {
+		return
+	}
+	for _, c := range calls {
+		if c.Name == "TaskCreate" || c.Name == "TaskUpdate" {
+			a.mu.Lock()
+			a.turnsSinceTask = 0
+			a.mu.Unlock()
+			return
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.turnsSinceTask++
+	if a.turnsSinceTask < TaskReminderTurns {
+		return
+	}
+	a.turnsSinceTask = 0
+	a.steering = append(a.steering, steer{id: "tasks-" + ps.id + "-" + itoa(int(ps.turns)), text: taskReminder, actor: &agentv1.Actor{Kind: "system", DisplayName: "task reminder"}})
 }
 
 // repeatingPattern returns the shortest p in 1..3 such that the window ends

@@ -485,3 +485,25 @@ func hashList(ids []string) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// Restore loads a recorded list into an empty store (a resumed session);
+// it reports false, changing nothing, when the store already has items or
+// the list is another one.
+func (t *TodoStore) Restore(l *agentv1.TodoList) bool {
+	if l == nil || l.GetListId() != t.listID || l.GetKind() != t.kind {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.items) > 0 {
+		return false
+	}
+	t.explanation = l.GetExplanation()
+	for _, it := range l.GetItems() {
+		t.items = append(t.items, proto.CloneOf(it))
+		if n, err := strconv.Atoi(it.GetItemId()); err == nil && n >= t.nextTask {
+			t.nextTask = n + 1
+		}
+	}
+	return true
+}
