@@ -47,6 +47,9 @@ func settingsStatus(err error) error {
 	if se.Rule != "" {
 		md["rule"] = se.Rule
 	}
+	if se.Forbidden {
+		return withInfo(codes.PermissionDenied, "tool settings: "+se.Error(), "HOST_EXTENSION_FORBIDDEN", md)
+	}
 	return withInfo(codes.InvalidArgument, "bad tool settings: "+se.Error(), "INVALID_SETTINGS", md)
 }
 
@@ -75,7 +78,7 @@ func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext
 	if ext.inherited != nil {
 		layers := slices.Clone(ext.inherited)
 		if ext.request != nil {
-			layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request})
+			layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request, Untrusted: true})
 		}
 		return layers, nil, nil
 	}
@@ -120,7 +123,7 @@ func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext
 		s.logger.WarnContext(ctx, "read project settings", "path", projPath, "error", err)
 	}
 	if ext.request != nil {
-		layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request})
+		layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request, Untrusted: true})
 	}
 	return layers, warnings, nil
 }

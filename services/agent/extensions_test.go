@@ -460,6 +460,35 @@ func TestProjectSettingsNeedApproval(t *testing.T) {
 	}
 }
 
+// operatorSettings writes the operator's settings file for the rest of
+// the test.
+func (st *stack) operatorSettings(t *testing.T, data string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st.svc.settingsFile = p
+	t.Cleanup(func() { st.svc.settingsFile = "" })
+}
+
+// TestNoHostExtensionsFromCreateSession: an API caller cannot make the
+// agent's host run a command.
+func TestNoHostExtensionsFromCreateSession(t *testing.T) {
+	st := newStack(t)
+	_, sbID := st.workspace(t, nil)
+	for _, ts := range []*agentv1.ToolSettings{
+		{Hooks: []*agentv1.Hook{{Event: agentv1.HookEvent_HOOK_EVENT_PRE_TOOL_USE, Command: "touch /tmp/pwned"}}},
+		{Hooks: []*agentv1.Hook{{Event: agentv1.HookEvent_HOOK_EVENT_SESSION_START, Command: "touch /tmp/pwned", Place: agentv1.HookPlace_HOOK_PLACE_HOST}}},
+		{McpServers: []*agentv1.McpServer{{Name: "evil", Command: "/bin/sh", Args: []string{"-c", "touch /tmp/pwned"}}}},
+	} {
+		_, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID}, Settings: ts})
+		if status.Code(err) != codes.PermissionDenied || errorInfo(err).GetReason() != "HOST_EXTENSION_FORBIDDEN" {
+			t.Errorf("%v: %v, want PERMISSION_DENIED", ts, err)
+		}
+	}
+}
+
 func hasWarning(t *testing.T, st *stack, id, text string) bool {
 	t.Helper()
 	stream, err := st.agent.StreamEvents(t.Context(), &agentv1.StreamEventsRequest{SessionId: id})
@@ -488,11 +517,14 @@ func TestHooksInSession(t *testing.T) {
 		fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "c2", Name: "write_file", Arguments: args(map[string]any{"file_path": "w.txt", "content": "x"})}}},
 		fakeprovider.Turn{Text: "done"},
 	)
+	// Host-side hooks come from the operator's file; CreateSession may add
+	// sandbox-side ones.
+	st.operatorSettings(t, `{"hooks": {
+	  "post_tool_use": [{"matcher": "shell", "command": "echo '{\"hookSpecificOutput\":{\"additionalContext\":\"checked by hook\"}}'"}],
+	  "pre_tool_use": [{"matcher": "write_file", "command": "exit 5"}]}}`)
 	id := st.session(t, sbID, &agentv1.ToolSettings{Hooks: []*agentv1.Hook{
 		{Event: agentv1.HookEvent_HOOK_EVENT_PRE_TOOL_USE, Matcher: "shell", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX,
 			Command: `cat > seen.json; echo '{"hookSpecificOutput":{"updatedInput":{"command":"echo rewritten > out.txt"}}}'`},
-		{Event: agentv1.HookEvent_HOOK_EVENT_POST_TOOL_USE, Matcher: "shell", Command: `echo '{"hookSpecificOutput":{"additionalContext":"checked by hook"}}'`},
-		{Event: agentv1.HookEvent_HOOK_EVENT_PRE_TOOL_USE, Matcher: "write_file", Command: "exit 5"},
 	}}, "")
 	evs := st.prompt(t, id, "go")
 	outs := toolOutputs(evs)

@@ -24,6 +24,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
 // Default and cap of ListSessions page sizes; the tree limit when
@@ -284,7 +285,15 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 		return nil, settingsStatus(err)
 	}
 	sess.layers = layers
-	sess.mcp, sess.extExtras = mcptools.Start(ctx, sess.policy.MCPServers, func(msg string) { settingsWarnings = append(settingsWarnings, msg) }, s.logger)
+	var mcpServers []mcptools.Server
+	for _, m := range sess.policy.MCPServers {
+		srv := mcptools.Server{Spec: m.Spec}
+		if m.Guarded {
+			srv.HTTPClient = tools.PublicHTTPClient()
+		}
+		mcpServers = append(mcpServers, srv)
+	}
+	sess.mcp, sess.extExtras = mcptools.Start(ctx, mcpServers, func(msg string) { settingsWarnings = append(settingsWarnings, msg) }, s.logger)
 	built := false
 	defer func() {
 		if !built {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -35,12 +36,17 @@ func TestMCPInSession(t *testing.T) {
 		fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "c5", Name: "mcp__web__echo", Arguments: args(map[string]any{"text": 1})}}},
 		fakeprovider.Turn{Text: "done"},
 	)
+	// Host-side (stdio) and loopback servers come from the operator's file,
+	// in .mcp.json's shape; CreateSession adds rules and a server the SSRF
+	// guard refuses.
+	op, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"local":  map[string]any{"command": os.Args[0], "env": map[string]string{mcptest.ServeEnv: "1"}},
+		"web":    map[string]any{"type": "http", "url": hs.URL},
+		"broken": map[string]any{"command": "/nonexistent/server", "startup_timeout": "5s"},
+	}})
+	st.operatorSettings(t, string(op))
 	id := st.session(t, sbID, &agentv1.ToolSettings{
-		McpServers: []*agentv1.McpServer{
-			{Name: "local", Command: os.Args[0], Env: map[string]string{mcptest.ServeEnv: "1"}},
-			{Name: "web", Url: hs.URL},
-			{Name: "broken", Command: "/nonexistent/server", StartupTimeout: durationpb.New(5 * time.Second)},
-		},
+		McpServers:  []*agentv1.McpServer{{Name: "inside", Url: hs.URL, StartupTimeout: durationpb.New(5 * time.Second)}},
 		Permissions: &agentv1.PermissionRules{Deny: []string{"mcp__local__echo"}, Ask: []string{"mcp__web__fail"}},
 	}, "")
 	evs := promptWithApprovals(t, st, id, "go", func(ar *agentv1.ApprovalRequested) {
@@ -75,6 +81,9 @@ func TestMCPInSession(t *testing.T) {
 	}
 	if !hasWarning(t, st, id, `MCP server "broken" did not start`) || !hasWarning(t, st, id, `tool "bad" is left out`) {
 		t.Errorf("no warning for the broken server or the bad schema")
+	}
+	if !hasWarning(t, st, id, `MCP server "inside" did not start`) || strings.Contains(body, "mcp__inside__") {
+		t.Errorf("a loopback MCP server named by CreateSession was dialled")
 	}
 }
 

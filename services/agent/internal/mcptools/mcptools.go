@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -64,8 +65,16 @@ type Manager struct {
 	servers []*server
 }
 
+// Server is one server to start; HTTPClient, when set, is what a
+// streamable HTTP server is dialled with.
+type Server struct {
+	Spec       *agentv1.McpServer
+	HTTPClient *http.Client
+}
+
 type server struct {
 	spec   *agentv1.McpServer
+	hc     *http.Client
 	client *mcp.Client
 
 	mu       sync.Mutex
@@ -77,11 +86,12 @@ type server struct {
 
 // Start connects to every server and lists its tools; warn reports what
 // is left out. It never fails: a server that does not start is left out.
-func Start(ctx context.Context, specs []*agentv1.McpServer, warn func(msg string), logger *slog.Logger) (*Manager, []tools.Extra) {
+func Start(ctx context.Context, servers []Server, warn func(msg string), logger *slog.Logger) (*Manager, []tools.Extra) {
 	m := &Manager{logger: logger}
 	var extras []tools.Extra
-	for _, spec := range specs {
-		s := &server{spec: spec, client: mcp.NewClient(&mcp.Implementation{Name: "fabro-agent", Version: "v1"}, nil)}
+	for _, srv := range servers {
+		spec := srv.Spec
+		s := &server{spec: spec, hc: srv.HTTPClient, client: mcp.NewClient(&mcp.Implementation{Name: "fabro-agent", Version: "v1"}, nil)}
 		if err := s.connect(ctx); err != nil {
 			msg := fmt.Sprintf("MCP server %q did not start and its tools are left out: %v", spec.GetName(), err)
 			logger.Warn("mcp server", "server", spec.GetName(), "error", err)
@@ -137,7 +147,7 @@ func (s *server) connect(ctx context.Context) error {
 	defer cancel()
 	var t mcp.Transport
 	if s.spec.GetUrl() != "" {
-		t = &mcp.StreamableClientTransport{Endpoint: s.spec.GetUrl(), MaxRetries: 1}
+		t = &mcp.StreamableClientTransport{Endpoint: s.spec.GetUrl(), HTTPClient: s.hc, MaxRetries: 1}
 	} else {
 		cmd := exec.Command(s.spec.GetCommand(), s.spec.GetArgs()...)
 		cmd.Env = os.Environ()

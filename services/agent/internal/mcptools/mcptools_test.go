@@ -33,7 +33,11 @@ func (w *warnings) add(m string) { w.mu.Lock(); w.msg = append(w.msg, m); w.mu.U
 func start(t *testing.T, specs ...*agentv1.McpServer) (*tools.Set, *warnings) {
 	t.Helper()
 	w := &warnings{}
-	m, extras := Start(t.Context(), specs, w.add, testLogger(t))
+	var servers []Server
+	for _, s := range specs {
+		servers = append(servers, Server{Spec: s})
+	}
+	m, extras := Start(t.Context(), servers, w.add, testLogger(t))
 	t.Cleanup(m.Close)
 	return tools.NewSet("openai", tools.Full, tools.Env{Extra: extras}, nil), w
 }
@@ -125,6 +129,19 @@ func TestServerThatDoesNotStart(t *testing.T) {
 	}
 }
 
+// TestGuardedHTTP: a server dialled through the SSRF guard (one an API
+// caller named) may not be on a private address.
+func TestGuardedHTTP(t *testing.T) {
+	hs := httptest.NewServer(mcptest.Handler())
+	defer hs.Close()
+	w := &warnings{}
+	m, extras := Start(t.Context(), []Server{{Spec: &agentv1.McpServer{Name: "inside", Url: hs.URL}, HTTPClient: tools.PublicHTTPClient()}}, w.add, testLogger(t))
+	defer m.Close()
+	if len(extras) != 0 || len(w.msg) != 1 || !strings.Contains(w.msg[0], `MCP server "inside" did not start`) {
+		t.Errorf("extras %d, warnings %v: want the loopback server refused", len(extras), w.msg)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for _, s := range []*agentv1.McpServer{
 		{Name: "bad name", Command: "x"},
@@ -145,7 +162,7 @@ func TestValidate(t *testing.T) {
 // work (echo a text) done by an in-process tool, both through a tool set.
 func BenchmarkMCPStdio(b *testing.B) {
 	w := &warnings{}
-	m, extras := Start(context.Background(), []*agentv1.McpServer{stdioSpec("s")}, w.add, newTestLogger(b))
+	m, extras := Start(context.Background(), []Server{{Spec: stdioSpec("s")}}, w.add, newTestLogger(b))
 	defer m.Close()
 	extras = append(extras, tools.Extra{Name: "echo", Description: "Returns the text.",
 		Parameters: `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`,

@@ -39,6 +39,9 @@ type Error struct {
 	Line int    // 1-based; 0 when unknown (the request's settings)
 	Rule string // the rule or hook at fault, when one is
 	Msg  string
+	// Forbidden: the source may not configure this (a host-side hook or
+	// stdio MCP server on CreateSession), rather than it being malformed.
+	Forbidden bool
 }
 
 func (e *Error) Error() string {
@@ -72,7 +75,15 @@ type Policy struct {
 	ApprovalTimeout time.Duration
 	// MCPServers by name, a later layer's replacing an earlier one's, in
 	// the order first named.
-	MCPServers []*agentv1.McpServer
+	MCPServers []MCPServer
+}
+
+// MCPServer is a configured MCP server and whether its source is trusted
+// with the agent's host network (an untrusted one is dialled through the
+// SSRF guard).
+type MCPServer struct {
+	Spec    *agentv1.McpServer
+	Guarded bool
 }
 
 // HasHooks reports whether any hook of the event exists.
@@ -93,6 +104,12 @@ type Layer struct {
 	Settings *agentv1.ToolSettings
 	// Data is the file's text, for line numbers; nil for the request.
 	Data []byte
+	// Untrusted is a source the agent's host must not trust with its
+	// commands: CreateSession's settings, which any API caller gives. It may
+	// add rules, sandbox-side hooks and MCP servers over HTTP (to public
+	// addresses), never host-side hooks or stdio MCP servers: those come
+	// only from the operator's file or an approved project file.
+	Untrusted bool
 }
 
 // Build merges layers in order (later scalars win; rules and hooks add up)
@@ -128,6 +145,11 @@ func Build(layers ...Layer) (*Policy, error) {
 			if err != nil {
 				return nil, l.fail(line, h.GetCommand(), fmt.Sprintf("hooks[%d]: %v", i, err))
 			}
+			if l.Untrusted && hk.Place == agentv1.HookPlace_HOOK_PLACE_HOST {
+				e := l.fail(line, h.GetCommand(), fmt.Sprintf("hooks[%d]: a host-side hook may only come from the operator's settings file or an approved project file; give place SANDBOX", i))
+				e.Forbidden = true
+				return nil, e
+			}
 			hk.Source = l.Source
 			p.Hooks = append(p.Hooks, hk)
 		}
@@ -135,10 +157,16 @@ func Build(layers ...Layer) (*Policy, error) {
 			if err := mcptools.Validate(m); err != nil {
 				return nil, l.fail(lineOf(l.Data, m.GetName()), m.GetName(), fmt.Sprintf("mcp_servers[%d]: %v", i, err))
 			}
-			if j := slices.IndexFunc(p.MCPServers, func(o *agentv1.McpServer) bool { return o.GetName() == m.GetName() }); j >= 0 {
-				p.MCPServers[j] = m
+			if l.Untrusted && m.GetCommand() != "" {
+				e := l.fail(lineOf(l.Data, m.GetName()), m.GetName(), fmt.Sprintf("mcp_servers[%d]: a stdio MCP server runs on the agent's host and may only come from the operator's settings file or an approved project file", i))
+				e.Forbidden = true
+				return nil, e
+			}
+			srv := MCPServer{Spec: m, Guarded: l.Untrusted}
+			if j := slices.IndexFunc(p.MCPServers, func(o MCPServer) bool { return o.Spec.GetName() == m.GetName() }); j >= 0 {
+				p.MCPServers[j] = srv
 			} else {
-				p.MCPServers = append(p.MCPServers, m)
+				p.MCPServers = append(p.MCPServers, srv)
 			}
 		}
 		if d := ts.GetApprovalTimeout(); d != nil {

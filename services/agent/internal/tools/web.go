@@ -429,3 +429,10 @@ func runWebSearch(ctx context.Context, s *Set, _ Call, raw []byte) (output, erro
 	}
 	return ok(b.String())
 }
+
+// PublicHTTPClient is an HTTP client with web_fetch's SSRF guard: only
+// public addresses on ports 80 and 443, no proxy, checked redirects. The
+// agent dials MCP servers named by an API caller with it.
+func PublicHTTPClient() *http.Client {
+	return (&Set{}).guardedClient(nil)
+}
