@@ -81,6 +81,13 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	// report still arrives.
 	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStream()
+	remote := addr != ""
+	if !remote {
+		if _, _, err := userSettings(settingsFile, dir); err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err) // a bad file: say so before a stack starts
+			return 2
+		}
+	}
 	if addr == "" {
 		// The in-process stack shares the data directory's vault with `fabro
 		// serve`, so stored credentials work here too; its agent keeps records
@@ -91,6 +98,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			agentDataDir: filepath.Join(dataDir, "exec"),
 			llmOverlay:   overlay,
 			natsListen:   "none",
+			settingsFile: settingsFile, // yours: this process is the agent's operator
 		}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)
@@ -115,10 +123,16 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		n := int32(maxTurns)
 		opts.MaxTurns = &n
 	}
-	toolSettings, approvedProject, err := userSettings(settingsFile, dir)
-	if err != nil {
-		fmt.Fprintln(e.stderr, "fabro:", err)
-		return 2
+	// In process, the agent reads your file as its operator's (host-side
+	// hooks and MCP servers included). A remote agent gets its rules and
+	// sandbox-side parts on CreateSession; it refuses host-side ones.
+	var toolSettings *agentv1.ToolSettings
+	var approvedProject string
+	if remote {
+		if toolSettings, approvedProject, err = userSettings(settingsFile, dir); err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err)
+			return 2
+		}
 	}
 	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
 		Model:           model,

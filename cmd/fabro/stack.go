@@ -28,6 +28,7 @@ type stackConfig struct {
 	natsURL      string
 	natsListen   string
 	braveBaseURL string
+	settingsFile string // the agent's operator settings file
 }
 
 // stack is every service running in this process behind one server.
@@ -85,6 +86,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		NATSURL:      cfg.natsURL,
 		NATSListen:   cfg.natsListen,
 		BraveBaseURL: cfg.braveBaseURL,
+		SettingsFile: cfg.settingsFile,
 		LLM:          llmv1.NewLLMGatewayServiceClient(conn),
 		Sandbox:      sandboxv1.NewSandboxServiceClient(conn),
 		Vault:        vaultclient.New(vaultv1.NewVaultServiceClient(conn), vaultclient.TokenFromFile(tokens, agent.ServiceName)),
