@@ -458,9 +458,11 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 	sess.info.ActivePromptId = ""
 	sess.info.UpdateTime = timestamppb.Now()
 	sess.mu.Unlock()
+	// The parent hears of the end before a wait on done returns, so its
+	// sub_agent_completed comes before anything the parent does next.
+	s.notifyParent(sess, report)
 	close(done)
 	sess.writeRecord()
-	s.notifyParent(sess, report)
 	sess.hooks.Event(context.WithoutCancel(ctx), agentv1.HookEvent_HOOK_EVENT_PROMPT_END, promptID, report.GetStatus().String())
 	switch {
 	case sess.log.Err() != nil:

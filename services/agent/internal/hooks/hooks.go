@@ -237,6 +237,17 @@ func clip(b []byte) string {
 	return s
 }
 
+// report is a hook_failed event for a pre_tool_use hook whose output was
+// wrong in a way run does not see.
+func (e *Engine) report(h *settings.Hook, callID, reason string) {
+	if e.Failed != nil {
+		e.Failed(&agentv1.HookFailed{Event: h.Event, Command: h.Command, ToolCallId: callID, Reason: reason, Denied: true})
+	}
+	if e.Logger != nil {
+		e.Logger.Warn("hook failed", "session_id", e.SessionID, "event", eventNames[h.Event], "command", h.Command, "source", h.Source, "reason", reason)
+	}
+}
+
 // Pre implements toolchain.Hooks: pre_tool_use hooks in order, each seeing
 // the call as the previous left it.
 func (e *Engine) Pre(ctx context.Context, c toolchain.Call) (toolchain.Call, bool, string) {
@@ -269,11 +280,13 @@ func (e *Engine) Pre(ctx context.Context, c toolchain.Call) (toolchain.Call, boo
 			c.Verdict, c.Reason = toolchain.Allow, "pre_tool_use hook: "+orDefault(reason, h.Command)
 		case "":
 		default:
+			e.report(h, c.ID, fmt.Sprintf("unknown permissionDecision %q", decision))
 			return c, rewritten, fmt.Sprintf("A pre_tool_use hook failed (unknown permissionDecision %q), so the call was not run.", decision)
 		}
 		if len(hs.UpdatedInput) > 0 && string(hs.UpdatedInput) != "null" {
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(hs.UpdatedInput, &obj) != nil {
+				e.report(h, c.ID, "updatedInput is not a JSON object")
 				return c, rewritten, "A pre_tool_use hook failed (updatedInput is not a JSON object), so the call was not run."
 			}
 			c.Arguments, rewritten = string(hs.UpdatedInput), true
