@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -141,8 +142,20 @@ func TestClientTools(t *testing.T) {
 			if _, err := st.agent.SubmitToolResult(t.Context(), &agentv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "nope"}); status.Code(err) != codes.NotFound {
 				t.Errorf("unknown call id: %v", err)
 			}
-			if _, err := st.agent.SubmitToolResult(t.Context(), &agentv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "c1", Output: "blue"}); err != nil {
-				t.Error(err)
+			// Over REST: an unknown call is 404, the real one answered.
+			for _, tc := range []struct {
+				call string
+				code int
+			}{{"nope", http.StatusNotFound}, {"c1", http.StatusOK}} {
+				resp, err := http.Post("http://"+st.httpAddr+"/v1/sessions/"+id+"/toolCalls/"+tc.call+":submitResult", "application/json",
+					strings.NewReader(`{"output":"blue"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tc.code {
+					t.Errorf("REST submit %s: %s, want %d", tc.call, resp.Status, tc.code)
+				}
 			}
 			if _, err := st.agent.SubmitToolResult(t.Context(), &agentv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "c1", Output: "red"}); status.Code(err) != codes.FailedPrecondition {
 				t.Errorf("second answer: %v", err)

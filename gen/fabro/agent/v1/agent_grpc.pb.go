@@ -79,7 +79,11 @@ type AgentServiceClient interface {
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
 	// has max_open_sessions open or the child would be deeper than max_depth;
 	// UNAVAILABLE when the gateway or the sandbox
-	// service cannot be reached.
+	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
+	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
+	// that does not parse, INVALID_CLIENT_TOOL for a bad client tool, and
+	// PERMISSION_DENIED (HOST_EXTENSION_FORBIDDEN) when settings ask for a
+	// host-side hook or a stdio MCP server.
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
 	// Prompt runs one prompt and streams its events, from prompt_started to
 	// prompt_completed, whose PromptReport (status, usage, cost, timing, turns,
@@ -378,7 +382,11 @@ type AgentServiceServer interface {
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
 	// has max_open_sessions open or the child would be deeper than max_depth;
 	// UNAVAILABLE when the gateway or the sandbox
-	// service cannot be reached.
+	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
+	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
+	// that does not parse, INVALID_CLIENT_TOOL for a bad client tool, and
+	// PERMISSION_DENIED (HOST_EXTENSION_FORBIDDEN) when settings ask for a
+	// host-side hook or a stdio MCP server.
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
 	// Prompt runs one prompt and streams its events, from prompt_started to
 	// prompt_completed, whose PromptReport (status, usage, cost, timing, turns,
