@@ -86,8 +86,15 @@ func TestExecApprovalOnTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("All done.")
-	go io.Copy(io.Discard, r)
-	if err := cmd.Wait(); err != nil {
+	copied := make(chan struct{})
+	go func() { // drain the terminal until fabro exits and it is closed
+		io.Copy(io.Discard, r)
+		close(copied)
+	}()
+	err = cmd.Wait()
+	ptmx.Close()
+	<-copied
+	if err != nil {
 		t.Fatalf("fabro exec: %v\n%s", err, out.String())
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(b) != "approved\n" {
