@@ -560,3 +560,46 @@ func TestHooksInSession(t *testing.T) {
 		t.Errorf("hook_failed = %v", failed)
 	}
 }
+
+// TestSessionStartAndPromptEndHooks: the operator's session_start and
+// prompt_end hooks get their event as JSON on stdin; one that fails is a
+// hook_failed event and changes nothing else.
+func TestSessionStartAndPromptEndHooks(t *testing.T) {
+	st := newStack(t)
+	_, sbID := st.workspace(t, nil)
+	log := filepath.Join(t.TempDir(), "hooks.log")
+	st.operatorSettings(t, `{"hooks": {
+	  "session_start": [{"command": "cat >> `+log+`"}, {"command": "exit 9"}],
+	  "prompt_end": [{"command": "cat >> `+log+`"}]}}`)
+	st.fake.Enqueue(fakeprovider.Turn{Text: "hi"})
+	id := st.session(t, sbID, nil, "")
+	if rep := lastReport(t, st.prompt(t, id, "hello")); rep.GetOutput() != "hi" {
+		t.Fatalf("report %v", rep)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"hook_event_name":"session_start"`) || !strings.Contains(lines[1], `"hook_event_name":"prompt_end"`) ||
+		!strings.Contains(lines[1], `"status":"PROMPT_STATUS_COMPLETED"`) || !strings.Contains(lines[0], `"session_id":"`+id+`"`) {
+		t.Errorf("hooks saw:\n%s", b)
+	}
+	stream, err := st.agent.StreamEvents(t.Context(), &agentv1.StreamEventsRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed *agentv1.HookFailed
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if f := resp.GetEvent().GetHookFailed(); f != nil {
+			failed = f
+		}
+	}
+	if failed.GetEvent() != agentv1.HookEvent_HOOK_EVENT_SESSION_START || failed.GetExitCode() != 9 || failed.GetDenied() {
+		t.Errorf("hook_failed = %v", failed)
+	}
+}

@@ -463,7 +463,6 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 	s.notifyParent(sess, report)
 	close(done)
 	sess.writeRecord()
-	sess.hooks.Event(context.WithoutCancel(ctx), agentv1.HookEvent_HOOK_EVENT_PROMPT_END, promptID, report.GetStatus().String())
 	switch {
 	case sess.log.Err() != nil:
 		sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR,

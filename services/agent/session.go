@@ -127,6 +127,9 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		ContextWindow:       info.GetRoute().GetContextWindowTokens(),
 		ReplayBackoff:       s.replayBackoff,
 		Expand:              sess.expandSkill,
+		PromptEnd: func(ctx context.Context, promptID string, r *agentv1.PromptReport) {
+			sess.hooks.Event(ctx, agentv1.HookEvent_HOOK_EVENT_PROMPT_END, promptID, r.GetStatus().String())
+		},
 	}
 	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
 }

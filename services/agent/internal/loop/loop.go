@@ -101,6 +101,9 @@ type Options struct {
 	// that invokes a skill as "/name rest": it returns the text to commit
 	// and the skill's name, "" when the input invokes none.
 	Expand func(text string) (expanded, skill string)
+	// PromptEnd, when set, runs when a prompt has ended, before
+	// prompt_completed (the prompt_end hooks).
+	PromptEnd func(ctx context.Context, promptID string, report *agentv1.PromptReport)
 }
 
 // Agent is one session's conversation and loop. Its control methods may be

@@ -79,6 +79,9 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 	if e := report.GetError(); e != nil && report.GetStatus() == agentv1.PromptStatus_PROMPT_STATUS_FAILED {
 		a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_Error{Error: &agentv1.Error{Error: e, Fatal: true}}})
 	}
+	if a.opts.PromptEnd != nil {
+		a.opts.PromptEnd(context.WithoutCancel(ctx), promptID, report)
+	}
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptCompleted{PromptCompleted: &agentv1.PromptCompleted{Report: report}}})
 	return report, nil
 }
