@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,20 +52,48 @@ func userSettings(path, dir string) (*agentv1.ToolSettings, string, error) {
 type approvalAsker struct {
 	e        env
 	terminal bool
-	in       *bufio.Reader
+	lines    chan string // the terminal's lines; closed at EOF
 }
 
 func newApprovalAsker(e env) *approvalAsker {
 	a := &approvalAsker{e: e}
 	if f, ok := e.stdin.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			a.terminal, a.in = true, bufio.NewReader(f)
+			a.terminal = true
 		}
 	}
 	return a
 }
 
-func (a *approvalAsker) ask(ar *agentv1.ApprovalRequested) *agentv1.ApproveRequest {
+// readLine returns the next line typed, or ok false at EOF or when ctx
+// ends (an interrupt while asking). The reader goroutine starts with the
+// first question and ends at EOF or with the process.
+func (a *approvalAsker) readLine(ctx context.Context) (string, bool) {
+	if a.lines == nil {
+		a.lines = make(chan string)
+		go func() {
+			defer close(a.lines)
+			in := bufio.NewReader(a.e.stdin)
+			for {
+				line, err := in.ReadString('\n')
+				if line != "" {
+					a.lines <- line
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case line, ok := <-a.lines:
+		return line, ok
+	case <-ctx.Done():
+		return "", false
+	}
+}
+
+func (a *approvalAsker) ask(ctx context.Context, ar *agentv1.ApprovalRequested) *agentv1.ApproveRequest {
 	req := &agentv1.ApproveRequest{ApprovalId: ar.GetApprovalId(), Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_DENY}
 	who := ""
 	if ar.GetRequestingSessionId() != "" {
@@ -78,7 +107,7 @@ func (a *approvalAsker) ask(ar *agentv1.ApprovalRequested) *agentv1.ApproveReque
 	}
 	for {
 		fmt.Fprintf(a.e.stderr, "? allow %s %s%s (%s)\n  [y] once  [a] for this session  [n] deny: ", ar.GetToolName(), clip(ar.GetArguments(), 200), who, ar.GetReason())
-		line, err := a.in.ReadString('\n')
+		line, ok := a.readLine(ctx)
 		answer := strings.ToLower(strings.TrimSpace(line))
 		switch {
 		case answer == "y" || answer == "yes":
@@ -87,9 +116,12 @@ func (a *approvalAsker) ask(ar *agentv1.ApprovalRequested) *agentv1.ApproveReque
 		case answer == "a" || answer == "always":
 			req.Decision = agentv1.ApprovalDecision_APPROVAL_DECISION_ALLOW_SESSION
 			return req
-		case answer == "n" || answer == "no" || err != nil:
+		case !ok:
+			req.Message = "nobody answered"
+			return req
+		case answer == "n" || answer == "no":
 			fmt.Fprint(a.e.stderr, "  why (told to the model; empty for none): ")
-			why, _ := a.in.ReadString('\n')
+			why, _ := a.readLine(ctx)
 			req.Message = strings.TrimSpace(why)
 			return req
 		}

@@ -176,7 +176,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 				fmt.Fprintln(e.stdout)
 				midLine = false
 			}
-			req := asker.ask(ar)
+			req := asker.ask(ctx, ar)
 			req.SessionId = id
 			if _, err := client.Approve(streamCtx, req); err != nil {
 				fmt.Fprintln(e.stderr, "fabro: approve:", status.Convert(err).Message())
