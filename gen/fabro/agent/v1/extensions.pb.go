@@ -29,7 +29,8 @@ type HookEvent int32
 const (
 	// Not set: invalid.
 	HookEvent_HOOK_EVENT_UNSPECIFIED HookEvent = 0
-	// Before a tool call, after the rules: may allow, deny or rewrite it.
+	// Before a tool call, after the rules: may allow, deny or rewrite it (a
+	// SANDBOX hook's allow never lifts an ask: the agent can rewrite its code).
 	HookEvent_HOOK_EVENT_PRE_TOOL_USE HookEvent = 1
 	// After a tool call: may add text to its result.
 	HookEvent_HOOK_EVENT_POST_TOOL_USE HookEvent = 2

@@ -277,7 +277,12 @@ func (e *Engine) Pre(ctx context.Context, c toolchain.Call) (toolchain.Call, boo
 		case "ask":
 			c.Verdict, c.Reason = toolchain.Ask, "pre_tool_use hook: "+orDefault(reason, h.Command)
 		case "allow":
-			c.Verdict, c.Reason = toolchain.Allow, "pre_tool_use hook: "+orDefault(reason, h.Command)
+			// A sandbox-side hook runs code the agent can rewrite, so its
+			// allow never lifts an ask; a host-side one (a trusted file's)
+			// may.
+			if c.Verdict != toolchain.Ask || h.Place == agentv1.HookPlace_HOOK_PLACE_HOST {
+				c.Verdict, c.Reason = toolchain.Allow, "pre_tool_use hook: "+orDefault(reason, h.Command)
+			}
 		case "":
 		default:
 			e.report(h, c.ID, fmt.Sprintf("unknown permissionDecision %q", decision))

@@ -115,3 +115,20 @@ func TestPostToolUse(t *testing.T) {
 		t.Errorf("hook_failed = %v, want one for exit 7, not denying", *failed)
 	}
 }
+
+// TestSandboxHookCannotLiftAsk: an allow from a sandbox-side hook (code the
+// agent can rewrite) leaves an ask in place; a host-side hook's lifts it.
+func TestSandboxHookCannotLiftAsk(t *testing.T) {
+	allow := `echo '{"hookSpecificOutput":{"permissionDecision":"allow"}}'`
+	for _, tc := range []struct {
+		place string
+		want  toolchain.Verdict
+	}{{"sandbox", toolchain.Ask}, {"host", toolchain.Allow}} {
+		e, _ := engine(t, `{"hooks": {"pre_tool_use": [{"command": `+quote(allow)+`, "place": "`+tc.place+`"}]}}`)
+		e.Sandbox = e.Host // the same runner: what matters is the place
+		out, _, deny := e.Pre(t.Context(), toolchain.Call{ToolCall: loop.ToolCall{Name: "shell", Arguments: `{}`}, Verdict: toolchain.Ask})
+		if deny != "" || out.Verdict != tc.want {
+			t.Errorf("%s hook: verdict %v (deny %q), want %v", tc.place, out.Verdict, deny, tc.want)
+		}
+	}
+}
