@@ -166,6 +166,10 @@ deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	@command -v bwrap >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }
+	@# python3-grpcio and python3-protobuf (for Debian's /usr/bin/python3): the agent's client-tool test drives it from Python.
+	@/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3-grpcio python3-protobuf; }
 
 .PHONY: clean
 clean: ## Remove build output and installed tools

@@ -37,10 +37,10 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	fs := flag.NewFlagSet("fabro exec", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var (
-		model, perms, addr, dir, dataDir string
-		err                              error
-		maxTurns                         int
-		overlay, sandboxDriver           string
+		model, perms, addr, dir, dataDir     string
+		err                                  error
+		maxTurns                             int
+		overlay, sandboxDriver, settingsFile string
 	)
 	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
 	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
@@ -54,6 +54,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	var pluginDir string
 	fs.StringVar(&pluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins for the in-process stack (docs/plugins.md)")
 	fs.Lookup("data-dir").Usage = "data directory of the in-process stack (or of the local fabro serve, for its admin token)"
+	fs.StringVar(&settingsFile, "settings", defaultSettingsFile(e.lookupEnv), "your tool settings file (permission rules, hooks, MCP servers, trusted project settings); missing: none")
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitDone
@@ -89,6 +90,13 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	// report still arrives.
 	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStream()
+	remote := addr != ""
+	if !remote {
+		if _, _, err := userSettings(settingsFile, dir); err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err) // a bad file: say so before a stack starts
+			return 2
+		}
+	}
 	var conn *grpc.ClientConn
 	if addr == "" {
 		// The in-process stack shares the data directory's vault with `fabro
@@ -101,7 +109,8 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			llmOverlay:   overlay,
 			natsListen:   "none",
 			// The directory it was started in is the one sandbox root it allows.
-			sandbox: sandbox.Config{PluginDir: pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
+			sandbox:      sandbox.Config{PluginDir: pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
+			settingsFile: settingsFile, // yours: this process is the agent's operator
 		}, slog.New(slog.DiscardHandler))
 		if serr != nil {
 			fmt.Fprintln(e.stderr, "fabro:", serr)
@@ -135,11 +144,25 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		n := int32(maxTurns)
 		opts.MaxTurns = &n
 	}
+	// In process, the agent reads your file as its operator's (host-side
+	// hooks and MCP servers included). A remote agent gets its rules and
+	// sandbox-side parts on CreateSession; it refuses host-side ones.
+	var toolSettings *agentv1.ToolSettings
+	var approvedProject string
+	if remote {
+		if toolSettings, approvedProject, err = userSettings(settingsFile, dir); err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err)
+			return 2
+		}
+	}
 	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
 		Model:           model,
 		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(sandboxDriver, dir)},
 		PermissionLevel: level,
 		Options:         opts,
+		Settings:        toolSettings,
+
+		ApprovedProjectSettingsSha256: approvedProject,
 	})
 	if err != nil {
 		fmt.Fprintln(e.stderr, "fabro:", status.Convert(err).Message())
@@ -158,6 +181,7 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		client.Abort(context.WithoutCancel(streamCtx), &agentv1.AbortRequest{SessionId: id, Reason: "interrupted"})
 	}()
 	midLine := false
+	asker := newApprovalAsker(e)
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -168,6 +192,18 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			return exitError
 		}
 		ev := resp.GetEvent()
+		if ar := ev.GetApprovalRequested(); ar != nil && ev.GetSessionId() == id {
+			if midLine {
+				fmt.Fprintln(e.stdout)
+				midLine = false
+			}
+			req := asker.ask(ctx, ar)
+			req.SessionId = id
+			if _, err := client.Approve(streamCtx, req); err != nil {
+				fmt.Fprintln(e.stderr, "fabro: approve:", status.Convert(err).Message())
+			}
+			continue
+		}
 		if ev.GetSessionId() != id { // a subagent's event: its tool calls only
 			if c := ev.GetToolCallStarted(); c != nil {
 				fmt.Fprintf(e.stdout, "  ↳ [%s] %s %s\n", ev.GetSessionId(), c.GetToolName(), clip(c.GetArguments(), 100))

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/services/llmgateway"

@@ -31,6 +31,7 @@ type stackConfig struct {
 	nats         agent.NATSSecurity
 	braveBaseURL string
 	sandbox      sandbox.Config // its DataDir empty keeps sandboxes in memory
+	settingsFile string         // the agent's operator settings file
 }
 
 // stack is every service running in this process behind one server.
@@ -121,6 +122,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		NATSListen:   cfg.natsListen,
 		NATS:         cfg.nats,
 		BraveBaseURL: cfg.braveBaseURL,
+		SettingsFile: cfg.settingsFile,
 		LLM:          llmv1.NewLLMGatewayServiceClient(agentConn),
 		Sandbox:      sandboxv1.NewSandboxServiceClient(agentConn),
 		Vault:        vaultclient.New(vaultv1.NewVaultServiceClient(agentConn)),

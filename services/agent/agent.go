@@ -25,6 +25,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
 // Defaults for zero Config fields.
@@ -83,6 +84,10 @@ type Config struct {
 	// ReplayBackoff is the wait before replaying a failed turn (tests pass
 	// a short one); nil means 1 s doubling.
 	ReplayBackoff func(attempt int) time.Duration
+	// SettingsFile is the operator's tool settings file (rules, hooks,
+	// trusted project settings), read on this host at every CreateSession;
+	// empty or missing: none.
+	SettingsFile string
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -107,6 +112,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the agent's own token, presented to the gateway, the sandbox service and the vault; default $FABRO_TOKEN")
 	c.Client.RegisterFlags(fs, "")
 	fs.StringVar(&c.BraveBaseURL, "brave-base-url", c.BraveBaseURL, "Brave Search API base URL for web_search (default https://api.search.brave.com)")
+	fs.StringVar(&c.SettingsFile, "agent-settings", c.SettingsFile, "the operator's tool settings file (JSON: permissions, hooks, approval_timeout, trusted_project_settings); empty: none")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
 }
 
@@ -126,6 +132,9 @@ type Service struct {
 	hub           hub // tree subscriptions: Prompt, StreamEvents(include_subagents)
 	credential    func(ctx context.Context, name string) (string, error)
 	braveBaseURL  string
+	settingsFile  string
+	taskLists     map[string]*tools.TodoStore // by root session id; under mu
+	approvalsState
 
 	natsSubscriberKeyFile string
 
@@ -151,7 +160,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		defaultModel:  cfg.DefaultModel,
 		replayBackoff: cfg.ReplayBackoff,
 		sessions:      map[string]*session{},
+		settingsFile:  cfg.SettingsFile,
 	}
+	s.approvals = map[string]*approval{}
 	defer func() {
 		if err != nil {
 			s.closeResources()
@@ -248,6 +259,7 @@ func (s *Service) Close() error {
 	s.prompts.Wait()
 	for _, sess := range running {
 		sess.writeRecord()
+		sess.mcp.Close()
 	}
 	return s.closeResources()
 }

@@ -24,6 +24,9 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
 // Default and cap of ListSessions page sizes; the tree limit when
@@ -93,7 +96,7 @@ func (s *Service) resolveRoute(ctx context.Context, selector string) (*agentv1.M
 		return nil, upstreamStatus("model "+strconv.Quote(selector), err)
 	}
 	m := res.GetModel()
-	return &agentv1.ModelRoute{
+	route := &agentv1.ModelRoute{
 		Selector:            selector,
 		Provider:            res.GetProvider().GetId(),
 		Model:               m.GetId(),
@@ -101,7 +104,23 @@ func (s *Service) resolveRoute(ctx context.Context, selector string) (*agentv1.M
 		Codec:               res.GetProvider().GetCodec(),
 		ContextWindowTokens: m.GetContextWindow(),
 		MaxOutputTokens:     m.GetMaxOutputTokens(),
-	}, nil
+	}
+	if route.Profile == llmv1.AgentProfile_AGENT_PROFILE_UNSPECIFIED {
+		// The model names none: the provider's, by its wire protocol, so
+		// the snapshot reports the profile really used.
+		route.Profile = providerProfile(route.GetCodec())
+	}
+	return route, nil
+}
+
+func providerProfile(c llmv1.Codec) llmv1.AgentProfile {
+	switch c {
+	case llmv1.Codec_CODEC_ANTHROPIC_MESSAGES, llmv1.Codec_CODEC_BEDROCK_CONVERSE:
+		return llmv1.AgentProfile_AGENT_PROFILE_ANTHROPIC
+	case llmv1.Codec_CODEC_GEMINI_GENERATE:
+		return llmv1.AgentProfile_AGENT_PROFILE_GEMINI
+	}
+	return llmv1.AgentProfile_AGENT_PROFILE_OPENAI
 }
 
 // attachSandbox finds or creates the session's sandbox.
@@ -190,7 +209,18 @@ func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionR
 	if err != nil {
 		return nil, err
 	}
-	sess, err := s.newSession(ctx, info, route, level, sb, owned, req.GetModel(), req.GetOptions(), nil, 0, false, spawn)
+	ext := extSpec{request: req.GetSettings(), approvedHash: req.GetApprovedProjectSettingsSha256(), clientTools: req.GetClientTools()}
+	if pid := req.GetParentSessionId(); pid != "" {
+		parent, err := s.lookup(pid)
+		if err != nil {
+			return nil, err
+		}
+		ext.inherited = parent.layers
+		if ext.inherited == nil {
+			ext.inherited = []settings.Layer{}
+		}
+	}
+	sess, err := s.newSession(ctx, info, route, level, sb, owned, req.GetModel(), req.GetOptions(), nil, 0, false, spawn, ext)
 	if err != nil {
 		if owned {
 			_, _ = s.sandbox.DeleteSandbox(context.WithoutCancel(ctx), &sandboxv1.DeleteSandboxRequest{SandboxId: sb.GetSandboxId()})
@@ -230,7 +260,7 @@ func (s *Service) openInTree(root string) int {
 // skills_discovered and session_started.
 func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *agentv1.ModelRoute, level agentv1.PermissionLevel,
 	sb *sandboxv1.Sandbox, owned bool, requestedModel string, requestedOpts *agentv1.AgentOptions,
-	history []*llmv1.Message, lastSeq uint64, resumed bool, spawn spawnInfo) (*session, error) {
+	history []*llmv1.Message, lastSeq uint64, resumed bool, spawn spawnInfo, ext extSpec) (*session, error) {
 	opts := effectiveOptions(requestedOpts, route)
 	if info.SessionId == "" {
 		info.SessionId = newID("s_")
@@ -247,13 +277,41 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	}
 	info.UpdateTime = timestamppb.New(now)
 
-	sess := &session{svc: s, info: info, requestedModel: requestedModel, requestedOpts: requestedOpts, opts: opts}
+	sess := &session{svc: s, info: info, requestedModel: requestedModel, requestedOpts: requestedOpts, opts: opts, ext: ext, allowSession: map[string]bool{}}
 	sess.env = s.probeEnvironment(ctx, sb)
+	layers, settingsWarnings, err := s.loadLayers(ctx, sb.GetSandboxId(), sess.env.GetWorkingDirectory(), ext)
+	if err != nil {
+		return nil, err
+	}
+	if sess.policy, err = settings.Build(layers...); err != nil {
+		return nil, settingsStatus(err)
+	}
+	sess.layers = layers
+	var mcpServers []mcptools.Server
+	for _, m := range sess.policy.MCPServers {
+		srv := mcptools.Server{Spec: m.Spec}
+		if m.Guarded {
+			srv.HTTPClient = tools.PublicHTTPClient()
+		}
+		mcpServers = append(mcpServers, srv)
+	}
+	sess.mcp, sess.extExtras = mcptools.Start(ctx, mcpServers, func(msg string) { settingsWarnings = append(settingsWarnings, msg) }, s.logger)
+	built := false
+	defer func() {
+		if !built {
+			sess.mcp.Close()
+		}
+	}()
+	clientExtras, err := sess.clientTools(ext.clientTools)
+	if err != nil {
+		return nil, err
+	}
+	sess.extExtras = append(sess.extExtras, clientExtras...)
 	var memText string
 	sess.memory, memText = s.loadMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles())
 	var skipped []*agentv1.SkippedSkill
 	sess.skills, skipped = s.discoverSkills(ctx, sb.GetSandboxId(), opts.GetSkillDirs())
-	sess.system = systemPrompt(route, opts, sess.env, memText, skillsSection(sess.skills), now)
+	sess.system = systemPrompt(route, level, opts, sess.env, memText, skillsSection(sess.skills), now)
 	s.build(sess, lastSeq, history)
 	toolNames := map[string]bool{}
 	for _, n := range sess.toolset.Names() {
@@ -280,8 +338,13 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_MemoryLoaded{MemoryLoaded: &agentv1.MemoryLoaded{Profile: route.GetProfile(), Memory: sess.memory}}})
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SkillsDiscovered{SkillsDiscovered: &agentv1.SkillsDiscovered{SourceDirs: opts.GetSkillDirs(), Skills: sess.skillInfos(), Skipped: skipped}}})
+	for _, w := range settingsWarnings {
+		s.logger.WarnContext(ctx, "tool settings", "session_id", info.GetSessionId(), "warning", w)
+		sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_Warning{Warning: &agentv1.Warning{Kind: agentv1.WarningKind_WARNING_KIND_OTHER, Message: w}}})
+	}
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SessionStarted{SessionStarted: &agentv1.SessionStarted{
 		Route: route, PermissionLevel: level, SandboxId: sb.GetSandboxId(), WorkingDirectory: sess.env.GetWorkingDirectory(), Resumed: resumed}}})
+	sess.hooks.Event(ctx, agentv1.HookEvent_HOOK_EVENT_SESSION_START, "", "")
 	if pid := info.GetParentSessionId(); pid != "" {
 		if parent, err := s.lookup(pid); err == nil && parent.log != nil {
 			parent.emit(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentSpawned{SubAgentSpawned: &agentv1.SubAgentSpawned{
@@ -292,6 +355,7 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 		return nil, status.Error(codes.Internal, "the durable event log refused an event")
 	}
 	sess.writeRecord()
+	built = true
 	return sess, nil
 }
 
@@ -399,9 +463,11 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 	sess.info.ActivePromptId = ""
 	sess.info.UpdateTime = timestamppb.Now()
 	sess.mu.Unlock()
+	// The parent hears of the end before a wait on done returns, so its
+	// sub_agent_completed comes before anything the parent does next.
+	s.notifyParent(sess, report)
 	close(done)
 	sess.writeRecord()
-	s.notifyParent(sess, report)
 	switch {
 	case sess.log.Err() != nil:
 		sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR,
@@ -672,9 +738,12 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 		Depth: old.GetDepth(), CreateTime: old.GetCreateTime(), PromptCount: old.GetPromptCount(),
 	}
 	sess, err := s.newSession(ctx, info, route, old.GetPermissionLevel(), sb, owned || created, rec.GetRequestedModel(), opts,
-		rec.GetMessages(), old.GetLastSequence(), true, spawnInfo{})
+		rec.GetMessages(), old.GetLastSequence(), true, spawnInfo{}, s.resumeExt(old, rec))
 	if err != nil {
 		return nil, err
+	}
+	for _, l := range rec.GetTodoLists() {
+		sess.todos.Restore(l) // the plan, or the tree's tasks when not loaded already
 	}
 	return &agentv1.ResumeSessionResponse{Session: sess.snapshotInfo()}, nil
 }

@@ -33,6 +33,7 @@ type stack struct {
 	sandbox  sandboxv1.SandboxServiceClient
 	svc      *Service
 	httpAddr string // the agent's REST gateway
+	grpcAddr string // the agent's gRPC address
 	natsURL  string
 	natsKey  string // the subscriber's nkey seed file
 	sbDeps   *sandbox.Service
@@ -110,7 +111,7 @@ func newStack(t testing.TB) *stack {
 		srv.Shutdown(context.Background())
 		svc.Close()
 	})
-	st.httpAddr = srv.HTTPAddr()
+	st.httpAddr, st.grpcAddr = srv.HTTPAddr(), srv.GRPCAddr()
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

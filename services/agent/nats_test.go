@@ -18,6 +18,7 @@ import (
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools/mcptest"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -26,6 +27,7 @@ import (
 // "ready", then one line "<sequence> <subject>" per event of the session
 // until session_ended (or count events), then exits.
 func TestMain(m *testing.M) {
+	mcptest.MaybeServe() // FABRO_MCPTEST_SERVE: the test MCP server on stdio
 	if spec := os.Getenv("FABRO_AGENT_TEST_SUBSCRIBE"); spec != "" {
 		if err := subscribe(strings.Fields(spec)); err != nil {
 			fmt.Fprintln(os.Stderr, "subscriber:", err)

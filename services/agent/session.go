@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,11 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
@@ -52,6 +57,18 @@ type session struct {
 	skills     []skill       // discovered
 	extras     []tools.Extra // subagent and skill tools
 
+	// Tool extensions: the settings layers (inherited by subagents), the
+	// merged policy, the hooks and the middleware chain every call takes.
+	ext          extSpec
+	layers       []settings.Layer
+	policy       *settings.Policy
+	hooks        *hooks.Engine
+	chain        toolchain.Next
+	allowSession map[string]bool // tools approved for the session; under mu
+	mcp          *mcptools.Manager
+	extExtras    []tools.Extra // MCP and client tools
+	clientCalls  *clientCalls
+
 	recordMu sync.Mutex // serializes writeRecord
 }
 
@@ -70,9 +87,13 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	if tools.Profile(profile) == tools.ProfileAnthropic {
 		kind, listID = agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS, info.GetRootSessionId()
 	}
-	sess.todos = tools.NewTodoStore(listID, kind, func(_ string, c tools.TodoChange) { sess.todoEvent(c) })
+	if kind == agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS {
+		sess.todos = s.taskList(listID) // shared by the root and its subagents
+	} else {
+		sess.todos = tools.NewTodoStore(listID, kind, func(_ string, c tools.TodoChange) { sess.todoEvent(c) })
+	}
 	o := sess.opts
-	sess.extras = append(s.subagentTools(sess), s.skillTools(sess)...)
+	sess.extras = append(append(s.subagentTools(sess), s.skillTools(sess)...), sess.extExtras...)
 	env := tools.Env{
 		Sandbox:               s.sandbox,
 		SandboxID:             info.GetSandboxId(),
@@ -88,6 +109,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		Extra:                 sess.extras,
 	}
 	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
+	s.buildChain(sess)
 	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
 	id := info.GetSessionId()
 	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
@@ -100,13 +122,43 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		MaxTurns:            o.GetMaxTurns(),
 		WallClock:           o.GetWallClockTimeout().AsDuration(),
 		LoopDetection:       o.GetLoopDetection(),
+		LoopThreshold:       int(o.GetLoopDetectionThreshold()),
 		Compaction:          o.GetContextCompaction(),
 		CompactionThreshold: o.GetCompactionThresholdPercent(),
 		ContextWindow:       info.GetRoute().GetContextWindowTokens(),
 		ReplayBackoff:       s.replayBackoff,
 		Expand:              sess.expandSkill,
+		PromptEnd: func(ctx context.Context, promptID string, r *agentv1.PromptReport) {
+			sess.hooks.Event(ctx, agentv1.HookEvent_HOOK_EVENT_PROMPT_END, promptID, r.GetStatus().String())
+		},
 	}
-	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset}, sessionEmitter{s, sess}, lopts, history)
+	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
+}
+
+// taskList is the Anthropic task list of a session tree, shared by the
+// root and every subagent: a change is emitted on the log of the session
+// whose tool call made it.
+func (s *Service) taskList(rootID string) *tools.TodoStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.taskLists[rootID]; ok {
+		return t
+	}
+	t := tools.NewTodoStore(rootID, agentv1.TodoListKind_TODO_LIST_KIND_ANTHROPIC_TASKS, func(sessionID string, c tools.TodoChange) {
+		// Called with the store locked: look the session up without
+		// touching the store.
+		s.mu.Lock()
+		sess := s.sessions[sessionID]
+		s.mu.Unlock()
+		if sess != nil && sess.log != nil {
+			sess.todoEvent(c)
+		}
+	})
+	if s.taskLists == nil {
+		s.taskLists = map[string]*tools.TodoStore{}
+	}
+	s.taskLists[rootID] = t
+	return t
 }
 
 // sessionEmitter commits the loop's events to the session's log and
@@ -127,15 +179,40 @@ func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 	return seq, err
 }
 
-// toolAdapter runs the tools package's set for the loop.
-type toolAdapter struct{ set *tools.Set }
+// toolAdapter runs the session's tool middleware chain for the loop; the
+// tools every call of which a rule denies are not offered.
+type toolAdapter struct {
+	set    *tools.Set
+	chain  toolchain.Next
+	hidden interface{ Hidden(string) bool }
+}
 
-func (t toolAdapter) Definitions() []*llmv1.ToolDefinition { return t.set.Definitions() }
-func (t toolAdapter) Serial(name string) bool              { return t.set.Serial(name) }
-func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) loop.ToolResult {
-	r := t.set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-	return loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process,
+func (t toolAdapter) Definitions() []*llmv1.ToolDefinition {
+	defs := t.set.Definitions()
+	return slices.DeleteFunc(defs, func(d *llmv1.ToolDefinition) bool { return t.hidden.Hidden(d.GetName()) })
+}
+func (t toolAdapter) Serial(name string) bool { return t.set.Serial(name) }
+func (t toolAdapter) Run(ctx context.Context, c loop.ToolCall) (r loop.ToolResult) {
+	defer func() {
+		// A broken link of the chain is not the model's doing: the prompt
+		// stops with the ToolExecution error kind.
+		if p := recover(); p != nil {
+			r = loop.ToolResult{Output: fmt.Sprintf("the tool middleware failed: %v", p), IsError: true,
+				Kind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED, Fatal: true}
+		}
+	}()
+	return t.chain(ctx, toolchain.Call{ToolCall: c})
+}
+
+// runSet runs one call on the tool set: the chain's last link.
+func runSet(ctx context.Context, set *tools.Set, c loop.ToolCall) loop.ToolResult {
+	r := set.Run(ctx, tools.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	out := loop.ToolResult{Output: r.Output, Full: r.Full, IsError: r.IsError, Kind: r.ErrorKindProto(), CharsOmitted: r.CharsOmitted, Process: r.Process,
 		ObservedBytes: r.ObservedBytes, RetainedBytes: r.RetainedBytes, OmittedBytes: r.OmittedBytes}
+	for _, img := range r.Images {
+		out.Images = append(out.Images, &llmv1.ImagePart{Source: &llmv1.ImagePart_Data{Data: img.Data}, MediaType: img.MediaType})
+	}
+	return out
 }
 
 func toolLimits(m map[string]*agentv1.ToolOutputLimit) map[string]tools.Limit {
@@ -157,10 +234,10 @@ func toolLimits(m map[string]*agentv1.ToolOutputLimit) map[string]tools.Limit {
 
 // summarizer answers web_fetch's prompt with the session's model.
 func (s *Service) summarizer(route *agentv1.ModelRoute) func(ctx context.Context, prompt, content string) (string, error) {
-	model := route.GetProvider() + "/" + route.GetModel()
+	small := sync.OnceValue(func() string { return s.smallModel(route) })
 	return func(ctx context.Context, prompt, content string) (string, error) {
 		resp, err := s.llm.Complete(ctx, &llmv1.CompleteRequest{Request: &llmv1.Request{
-			Model:  model,
+			Model:  small(),
 			System: "Answer the question about the web page below, using only its content. Be concise.",
 			Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{
 				Text: "Question: " + prompt + "\n\nPage:\n" + content}}}}}},
@@ -174,6 +251,31 @@ func (s *Service) summarizer(route *agentv1.ModelRoute) func(ctx context.Context
 		}
 		return b.String(), nil
 	}
+}
+
+// smallModel is the catalog's small model for web_fetch's prompt: the
+// session provider's enabled model with the lowest output price; the
+// session's own model when the catalog prices none.
+func (s *Service) smallModel(route *agentv1.ModelRoute) string {
+	own := route.GetProvider() + "/" + route.GetModel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := s.llm.ListModels(ctx, &llmv1.ListModelsRequest{Provider: route.GetProvider()})
+	if err != nil {
+		s.logger.Warn("list models for the small model", "provider", route.GetProvider(), "error", err)
+		return own
+	}
+	best, price := own, int64(-1)
+	for _, m := range resp.GetModels() {
+		p := m.GetPricing().GetOutputUsdMicrosPerMillion()
+		if !m.GetEnabled() || m.GetPricing() == nil || p <= 0 {
+			continue
+		}
+		if price < 0 || p < price {
+			best, price = route.GetProvider()+"/"+m.GetId(), p
+		}
+	}
+	return best
 }
 
 // shellOutput publishes live shell output; the tools cap it at
@@ -289,6 +391,13 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	cancel()
 	sess.log.Close()
 	sess.writeRecord()
+	sess.svc.forgetApprovals(sess.info.GetSessionId())
+	if sess.info.GetParentSessionId() == "" {
+		sess.svc.mu.Lock()
+		delete(sess.svc.taskLists, sess.info.GetSessionId()) // the record keeps it for a resume
+		sess.svc.mu.Unlock()
+	}
+	sess.mcp.Close()
 	if sess.info.GetSandboxOwned() {
 		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		if _, err := sess.svc.sandbox.DeleteSandbox(delCtx, &sandboxv1.DeleteSandboxRequest{SandboxId: sess.info.GetSandboxId()}); err != nil {
@@ -315,6 +424,10 @@ func (sess *session) writeRecord() {
 		Messages:       sess.agent.History(),
 		TodoLists:      []*agentv1.TodoList{sess.todos.List()},
 		WriteTime:      timestamppb.Now(),
+		Settings:       sess.ext.request,
+
+		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
+		ClientTools:                   sess.ext.clientTools,
 	}
 	b, err := proto.Marshal(rec)
 	if err == nil {
@@ -418,6 +531,8 @@ func (sess *session) describeTools() []*agentv1.SessionTool {
 		st := &agentv1.SessionTool{Definition: d, Category: cat, Allowed: visible[name], Sequential: all.Serial(name)}
 		if !st.Allowed {
 			st.DeniedReason = fmt.Sprintf("permission level %s does not allow %s tools", sess.info.GetPermissionLevel(), strings.ToLower(strings.TrimPrefix(cat.String(), "TOOL_CATEGORY_")))
+		} else if sess.policy.Rules.Hidden(name) {
+			st.Allowed, st.DeniedReason = false, "a deny rule without a pattern forbids every call"
 		}
 		if l, ok := sess.opts.GetToolOutputLimits()[name]; ok {
 			st.OutputLimit = l
@@ -442,7 +557,7 @@ func toolCategory(name string) agentv1.ToolCategory {
 	switch name {
 	case "read_file", "read_many_files", "grep", "glob", "list_dir", "Read", "Grep", "Glob":
 		return agentv1.ToolCategory_TOOL_CATEGORY_READ
-	case "write_file", "edit_file", "apply_patch", "Write", "Edit":
+	case "write_file", "edit_file", "apply_patch", "Write", "Edit", "update_plan", "TaskCreate", "TaskUpdate", "TaskGet", "TaskList":
 		return agentv1.ToolCategory_TOOL_CATEGORY_WRITE
 	case "spawn_agent", "send_input", "wait", "close_agent":
 		return agentv1.ToolCategory_TOOL_CATEGORY_SUBAGENT

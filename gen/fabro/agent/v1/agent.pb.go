@@ -98,8 +98,21 @@ type CreateSessionRequest struct {
 	// depth + 1, counted against the tree's max_open_sessions, closed when the
 	// parent closes. Empty for a root session.
 	ParentSessionId string `protobuf:"bytes,6,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Optional. Rules, hooks and the approval timeout of this session, merged
+	// after the operator's and the approved project's settings (see
+	// ToolSettings). A subagent inherits its parent's merged settings, and
+	// these are added to them.
+	Settings *ToolSettings `protobuf:"bytes,20,opt,name=settings,proto3" json:"settings,omitempty"`
+	// Optional. The SHA-256 (hex) of the project settings file
+	// (.fabro/settings.json in the working directory) the caller approves. The
+	// file takes effect only when its content has this hash, or a hash the
+	// operator's settings trust; otherwise it is ignored with a warning event.
+	ApprovedProjectSettingsSha256 string `protobuf:"bytes,21,opt,name=approved_project_settings_sha256,json=approvedProjectSettingsSha256,proto3" json:"approved_project_settings_sha256,omitempty"`
+	// Optional. Tools this client serves (see ClientTool); the session's
+	// own, not inherited by subagents.
+	ClientTools   []*ClientTool `protobuf:"bytes,22,rep,name=client_tools,json=clientTools,proto3" json:"client_tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
@@ -183,6 +196,27 @@ func (x *CreateSessionRequest) GetParentSessionId() string {
 		return x.ParentSessionId
 	}
 	return ""
+}
+
+func (x *CreateSessionRequest) GetSettings() *ToolSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *CreateSessionRequest) GetApprovedProjectSettingsSha256() string {
+	if x != nil {
+		return x.ApprovedProjectSettingsSha256
+	}
+	return ""
+}
+
+func (x *CreateSessionRequest) GetClientTools() []*ClientTool {
+	if x != nil {
+		return x.ClientTools
+	}
+	return nil
 }
 
 type isCreateSessionRequest_Sandbox interface {
@@ -1754,7 +1788,7 @@ var File_fabro_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\"\xcc\x02\n" +
+	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\"\x8e\x04\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1f\n" +
 	"\n" +
@@ -1762,7 +1796,10 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\fsandbox_spec\x18\x03 \x01(\v2\x1d.fabro.sandbox.v1.SandboxSpecH\x00R\vsandboxSpec\x12J\n" +
 	"\x10permission_level\x18\x04 \x01(\x0e2\x1f.fabro.agent.v1.PermissionLevelR\x0fpermissionLevel\x126\n" +
 	"\aoptions\x18\x05 \x01(\v2\x1c.fabro.agent.v1.AgentOptionsR\aoptions\x12*\n" +
-	"\x11parent_session_id\x18\x06 \x01(\tR\x0fparentSessionIdB\t\n" +
+	"\x11parent_session_id\x18\x06 \x01(\tR\x0fparentSessionId\x128\n" +
+	"\bsettings\x18\x14 \x01(\v2\x1c.fabro.agent.v1.ToolSettingsR\bsettings\x12G\n" +
+	" approved_project_settings_sha256\x18\x15 \x01(\tR\x1dapprovedProjectSettingsSha256\x12=\n" +
+	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientToolsB\t\n" +
 	"\asandbox\"J\n" +
 	"\x15CreateSessionResponse\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"s\n" +
@@ -1879,7 +1916,7 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\tSteerMode\x12\x1a\n" +
 	"\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STEER_MODE_QUEUE\x10\x01\x12\x12\n" +
-	"\x0eSTEER_MODE_NOW\x10\x022\x82\b\n" +
+	"\x0eSTEER_MODE_NOW\x10\x022\xb5\t\n" +
 	"\fAgentService\x12\\\n" +
 	"\rCreateSession\x12$.fabro.agent.v1.CreateSessionRequest\x1a%.fabro.agent.v1.CreateSessionResponse\x12I\n" +
 	"\x06Prompt\x12\x1d.fabro.agent.v1.PromptRequest\x1a\x1e.fabro.agent.v1.PromptResponse0\x01\x12D\n" +
@@ -1893,7 +1930,9 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\fListSessions\x12#.fabro.agent.v1.ListSessionsRequest\x1a$.fabro.agent.v1.ListSessionsResponse\x12Y\n" +
 	"\fCloseSession\x12#.fabro.agent.v1.CloseSessionRequest\x1a$.fabro.agent.v1.CloseSessionResponse\x12\\\n" +
 	"\rResumeSession\x12$.fabro.agent.v1.ResumeSessionRequest\x1a%.fabro.agent.v1.ResumeSessionResponse\x12[\n" +
-	"\fStreamEvents\x12#.fabro.agent.v1.StreamEventsRequest\x1a$.fabro.agent.v1.StreamEventsResponse0\x01B\xb3\x01\n" +
+	"\fStreamEvents\x12#.fabro.agent.v1.StreamEventsRequest\x1a$.fabro.agent.v1.StreamEventsResponse0\x01\x12J\n" +
+	"\aApprove\x12\x1e.fabro.agent.v1.ApproveRequest\x1a\x1f.fabro.agent.v1.ApproveResponse\x12e\n" +
+	"\x10SubmitToolResult\x12'.fabro.agent.v1.SubmitToolResultRequest\x1a(.fabro.agent.v1.SubmitToolResultResponseB\xb3\x01\n" +
 	"\x12com.fabro.agent.v1B\n" +
 	"AgentProtoP\x01Z7github.com/fabro-sh/fabro-go/gen/fabro/agent/v1;agentv1\xa2\x02\x03FAX\xaa\x02\x0eFabro.Agent.V1\xca\x02\x0eFabro\\Agent\\V1\xe2\x02\x1aFabro\\Agent\\V1\\GPBMetadata\xea\x02\x10Fabro::Agent::V1b\x06proto3"
 
@@ -1912,100 +1951,112 @@ func file_fabro_agent_v1_agent_proto_rawDescGZIP() []byte {
 var file_fabro_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_fabro_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_fabro_agent_v1_agent_proto_goTypes = []any{
-	(SteerMode)(0),                // 0: fabro.agent.v1.SteerMode
-	(*CreateSessionRequest)(nil),  // 1: fabro.agent.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil), // 2: fabro.agent.v1.CreateSessionResponse
-	(*PromptRequest)(nil),         // 3: fabro.agent.v1.PromptRequest
-	(*PromptResponse)(nil),        // 4: fabro.agent.v1.PromptResponse
-	(*SteerRequest)(nil),          // 5: fabro.agent.v1.SteerRequest
-	(*SteerResponse)(nil),         // 6: fabro.agent.v1.SteerResponse
-	(*FollowUpRequest)(nil),       // 7: fabro.agent.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),      // 8: fabro.agent.v1.FollowUpResponse
-	(*InterruptRequest)(nil),      // 9: fabro.agent.v1.InterruptRequest
-	(*InterruptResponse)(nil),     // 10: fabro.agent.v1.InterruptResponse
-	(*AbortRequest)(nil),          // 11: fabro.agent.v1.AbortRequest
-	(*AbortResponse)(nil),         // 12: fabro.agent.v1.AbortResponse
-	(*GetHistoryRequest)(nil),     // 13: fabro.agent.v1.GetHistoryRequest
-	(*GetHistoryResponse)(nil),    // 14: fabro.agent.v1.GetHistoryResponse
-	(*GetSnapshotRequest)(nil),    // 15: fabro.agent.v1.GetSnapshotRequest
-	(*EnvironmentInfo)(nil),       // 16: fabro.agent.v1.EnvironmentInfo
-	(*SessionSnapshot)(nil),       // 17: fabro.agent.v1.SessionSnapshot
-	(*GetSnapshotResponse)(nil),   // 18: fabro.agent.v1.GetSnapshotResponse
-	(*ListSessionsRequest)(nil),   // 19: fabro.agent.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 20: fabro.agent.v1.ListSessionsResponse
-	(*CloseSessionRequest)(nil),   // 21: fabro.agent.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 22: fabro.agent.v1.CloseSessionResponse
-	(*ResumeSessionRequest)(nil),  // 23: fabro.agent.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil), // 24: fabro.agent.v1.ResumeSessionResponse
-	(*StreamEventsRequest)(nil),   // 25: fabro.agent.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),  // 26: fabro.agent.v1.StreamEventsResponse
-	(*v1.SandboxSpec)(nil),        // 27: fabro.sandbox.v1.SandboxSpec
-	(PermissionLevel)(0),          // 28: fabro.agent.v1.PermissionLevel
-	(*AgentOptions)(nil),          // 29: fabro.agent.v1.AgentOptions
-	(*Session)(nil),               // 30: fabro.agent.v1.Session
-	(*AgentEvent)(nil),            // 31: fabro.agent.v1.AgentEvent
-	(*Actor)(nil),                 // 32: fabro.agent.v1.Actor
-	(*v11.Message)(nil),           // 33: fabro.llm.v1.Message
-	(*SessionTool)(nil),           // 34: fabro.agent.v1.SessionTool
-	(*Memory)(nil),                // 35: fabro.agent.v1.Memory
-	(*Skill)(nil),                 // 36: fabro.agent.v1.Skill
-	(*TodoList)(nil),              // 37: fabro.agent.v1.TodoList
-	(SessionState)(0),             // 38: fabro.agent.v1.SessionState
+	(SteerMode)(0),                   // 0: fabro.agent.v1.SteerMode
+	(*CreateSessionRequest)(nil),     // 1: fabro.agent.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 2: fabro.agent.v1.CreateSessionResponse
+	(*PromptRequest)(nil),            // 3: fabro.agent.v1.PromptRequest
+	(*PromptResponse)(nil),           // 4: fabro.agent.v1.PromptResponse
+	(*SteerRequest)(nil),             // 5: fabro.agent.v1.SteerRequest
+	(*SteerResponse)(nil),            // 6: fabro.agent.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 7: fabro.agent.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 8: fabro.agent.v1.FollowUpResponse
+	(*InterruptRequest)(nil),         // 9: fabro.agent.v1.InterruptRequest
+	(*InterruptResponse)(nil),        // 10: fabro.agent.v1.InterruptResponse
+	(*AbortRequest)(nil),             // 11: fabro.agent.v1.AbortRequest
+	(*AbortResponse)(nil),            // 12: fabro.agent.v1.AbortResponse
+	(*GetHistoryRequest)(nil),        // 13: fabro.agent.v1.GetHistoryRequest
+	(*GetHistoryResponse)(nil),       // 14: fabro.agent.v1.GetHistoryResponse
+	(*GetSnapshotRequest)(nil),       // 15: fabro.agent.v1.GetSnapshotRequest
+	(*EnvironmentInfo)(nil),          // 16: fabro.agent.v1.EnvironmentInfo
+	(*SessionSnapshot)(nil),          // 17: fabro.agent.v1.SessionSnapshot
+	(*GetSnapshotResponse)(nil),      // 18: fabro.agent.v1.GetSnapshotResponse
+	(*ListSessionsRequest)(nil),      // 19: fabro.agent.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 20: fabro.agent.v1.ListSessionsResponse
+	(*CloseSessionRequest)(nil),      // 21: fabro.agent.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 22: fabro.agent.v1.CloseSessionResponse
+	(*ResumeSessionRequest)(nil),     // 23: fabro.agent.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),    // 24: fabro.agent.v1.ResumeSessionResponse
+	(*StreamEventsRequest)(nil),      // 25: fabro.agent.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),     // 26: fabro.agent.v1.StreamEventsResponse
+	(*v1.SandboxSpec)(nil),           // 27: fabro.sandbox.v1.SandboxSpec
+	(PermissionLevel)(0),             // 28: fabro.agent.v1.PermissionLevel
+	(*AgentOptions)(nil),             // 29: fabro.agent.v1.AgentOptions
+	(*ToolSettings)(nil),             // 30: fabro.agent.v1.ToolSettings
+	(*ClientTool)(nil),               // 31: fabro.agent.v1.ClientTool
+	(*Session)(nil),                  // 32: fabro.agent.v1.Session
+	(*AgentEvent)(nil),               // 33: fabro.agent.v1.AgentEvent
+	(*Actor)(nil),                    // 34: fabro.agent.v1.Actor
+	(*v11.Message)(nil),              // 35: fabro.llm.v1.Message
+	(*SessionTool)(nil),              // 36: fabro.agent.v1.SessionTool
+	(*Memory)(nil),                   // 37: fabro.agent.v1.Memory
+	(*Skill)(nil),                    // 38: fabro.agent.v1.Skill
+	(*TodoList)(nil),                 // 39: fabro.agent.v1.TodoList
+	(SessionState)(0),                // 40: fabro.agent.v1.SessionState
+	(*ApproveRequest)(nil),           // 41: fabro.agent.v1.ApproveRequest
+	(*SubmitToolResultRequest)(nil),  // 42: fabro.agent.v1.SubmitToolResultRequest
+	(*ApproveResponse)(nil),          // 43: fabro.agent.v1.ApproveResponse
+	(*SubmitToolResultResponse)(nil), // 44: fabro.agent.v1.SubmitToolResultResponse
 }
 var file_fabro_agent_v1_agent_proto_depIdxs = []int32{
 	27, // 0: fabro.agent.v1.CreateSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
 	28, // 1: fabro.agent.v1.CreateSessionRequest.permission_level:type_name -> fabro.agent.v1.PermissionLevel
 	29, // 2: fabro.agent.v1.CreateSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
-	30, // 3: fabro.agent.v1.CreateSessionResponse.session:type_name -> fabro.agent.v1.Session
-	31, // 4: fabro.agent.v1.PromptResponse.event:type_name -> fabro.agent.v1.AgentEvent
-	0,  // 5: fabro.agent.v1.SteerRequest.mode:type_name -> fabro.agent.v1.SteerMode
-	32, // 6: fabro.agent.v1.SteerRequest.actor:type_name -> fabro.agent.v1.Actor
-	32, // 7: fabro.agent.v1.FollowUpRequest.actor:type_name -> fabro.agent.v1.Actor
-	33, // 8: fabro.agent.v1.GetHistoryResponse.messages:type_name -> fabro.llm.v1.Message
-	30, // 9: fabro.agent.v1.SessionSnapshot.session:type_name -> fabro.agent.v1.Session
-	29, // 10: fabro.agent.v1.SessionSnapshot.options:type_name -> fabro.agent.v1.AgentOptions
-	34, // 11: fabro.agent.v1.SessionSnapshot.tools:type_name -> fabro.agent.v1.SessionTool
-	35, // 12: fabro.agent.v1.SessionSnapshot.memory:type_name -> fabro.agent.v1.Memory
-	36, // 13: fabro.agent.v1.SessionSnapshot.skills:type_name -> fabro.agent.v1.Skill
-	37, // 14: fabro.agent.v1.SessionSnapshot.todo_lists:type_name -> fabro.agent.v1.TodoList
-	16, // 15: fabro.agent.v1.SessionSnapshot.environment:type_name -> fabro.agent.v1.EnvironmentInfo
-	17, // 16: fabro.agent.v1.GetSnapshotResponse.snapshot:type_name -> fabro.agent.v1.SessionSnapshot
-	38, // 17: fabro.agent.v1.ListSessionsRequest.states:type_name -> fabro.agent.v1.SessionState
-	30, // 18: fabro.agent.v1.ListSessionsResponse.sessions:type_name -> fabro.agent.v1.Session
-	30, // 19: fabro.agent.v1.CloseSessionResponse.session:type_name -> fabro.agent.v1.Session
-	27, // 20: fabro.agent.v1.ResumeSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	29, // 21: fabro.agent.v1.ResumeSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
-	30, // 22: fabro.agent.v1.ResumeSessionResponse.session:type_name -> fabro.agent.v1.Session
-	31, // 23: fabro.agent.v1.StreamEventsResponse.event:type_name -> fabro.agent.v1.AgentEvent
-	1,  // 24: fabro.agent.v1.AgentService.CreateSession:input_type -> fabro.agent.v1.CreateSessionRequest
-	3,  // 25: fabro.agent.v1.AgentService.Prompt:input_type -> fabro.agent.v1.PromptRequest
-	5,  // 26: fabro.agent.v1.AgentService.Steer:input_type -> fabro.agent.v1.SteerRequest
-	7,  // 27: fabro.agent.v1.AgentService.FollowUp:input_type -> fabro.agent.v1.FollowUpRequest
-	9,  // 28: fabro.agent.v1.AgentService.Interrupt:input_type -> fabro.agent.v1.InterruptRequest
-	11, // 29: fabro.agent.v1.AgentService.Abort:input_type -> fabro.agent.v1.AbortRequest
-	13, // 30: fabro.agent.v1.AgentService.GetHistory:input_type -> fabro.agent.v1.GetHistoryRequest
-	15, // 31: fabro.agent.v1.AgentService.GetSnapshot:input_type -> fabro.agent.v1.GetSnapshotRequest
-	19, // 32: fabro.agent.v1.AgentService.ListSessions:input_type -> fabro.agent.v1.ListSessionsRequest
-	21, // 33: fabro.agent.v1.AgentService.CloseSession:input_type -> fabro.agent.v1.CloseSessionRequest
-	23, // 34: fabro.agent.v1.AgentService.ResumeSession:input_type -> fabro.agent.v1.ResumeSessionRequest
-	25, // 35: fabro.agent.v1.AgentService.StreamEvents:input_type -> fabro.agent.v1.StreamEventsRequest
-	2,  // 36: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
-	4,  // 37: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
-	6,  // 38: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
-	8,  // 39: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
-	10, // 40: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
-	12, // 41: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
-	14, // 42: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
-	18, // 43: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
-	20, // 44: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
-	22, // 45: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
-	24, // 46: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
-	26, // 47: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
-	36, // [36:48] is the sub-list for method output_type
-	24, // [24:36] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	30, // 3: fabro.agent.v1.CreateSessionRequest.settings:type_name -> fabro.agent.v1.ToolSettings
+	31, // 4: fabro.agent.v1.CreateSessionRequest.client_tools:type_name -> fabro.agent.v1.ClientTool
+	32, // 5: fabro.agent.v1.CreateSessionResponse.session:type_name -> fabro.agent.v1.Session
+	33, // 6: fabro.agent.v1.PromptResponse.event:type_name -> fabro.agent.v1.AgentEvent
+	0,  // 7: fabro.agent.v1.SteerRequest.mode:type_name -> fabro.agent.v1.SteerMode
+	34, // 8: fabro.agent.v1.SteerRequest.actor:type_name -> fabro.agent.v1.Actor
+	34, // 9: fabro.agent.v1.FollowUpRequest.actor:type_name -> fabro.agent.v1.Actor
+	35, // 10: fabro.agent.v1.GetHistoryResponse.messages:type_name -> fabro.llm.v1.Message
+	32, // 11: fabro.agent.v1.SessionSnapshot.session:type_name -> fabro.agent.v1.Session
+	29, // 12: fabro.agent.v1.SessionSnapshot.options:type_name -> fabro.agent.v1.AgentOptions
+	36, // 13: fabro.agent.v1.SessionSnapshot.tools:type_name -> fabro.agent.v1.SessionTool
+	37, // 14: fabro.agent.v1.SessionSnapshot.memory:type_name -> fabro.agent.v1.Memory
+	38, // 15: fabro.agent.v1.SessionSnapshot.skills:type_name -> fabro.agent.v1.Skill
+	39, // 16: fabro.agent.v1.SessionSnapshot.todo_lists:type_name -> fabro.agent.v1.TodoList
+	16, // 17: fabro.agent.v1.SessionSnapshot.environment:type_name -> fabro.agent.v1.EnvironmentInfo
+	17, // 18: fabro.agent.v1.GetSnapshotResponse.snapshot:type_name -> fabro.agent.v1.SessionSnapshot
+	40, // 19: fabro.agent.v1.ListSessionsRequest.states:type_name -> fabro.agent.v1.SessionState
+	32, // 20: fabro.agent.v1.ListSessionsResponse.sessions:type_name -> fabro.agent.v1.Session
+	32, // 21: fabro.agent.v1.CloseSessionResponse.session:type_name -> fabro.agent.v1.Session
+	27, // 22: fabro.agent.v1.ResumeSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	29, // 23: fabro.agent.v1.ResumeSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
+	32, // 24: fabro.agent.v1.ResumeSessionResponse.session:type_name -> fabro.agent.v1.Session
+	33, // 25: fabro.agent.v1.StreamEventsResponse.event:type_name -> fabro.agent.v1.AgentEvent
+	1,  // 26: fabro.agent.v1.AgentService.CreateSession:input_type -> fabro.agent.v1.CreateSessionRequest
+	3,  // 27: fabro.agent.v1.AgentService.Prompt:input_type -> fabro.agent.v1.PromptRequest
+	5,  // 28: fabro.agent.v1.AgentService.Steer:input_type -> fabro.agent.v1.SteerRequest
+	7,  // 29: fabro.agent.v1.AgentService.FollowUp:input_type -> fabro.agent.v1.FollowUpRequest
+	9,  // 30: fabro.agent.v1.AgentService.Interrupt:input_type -> fabro.agent.v1.InterruptRequest
+	11, // 31: fabro.agent.v1.AgentService.Abort:input_type -> fabro.agent.v1.AbortRequest
+	13, // 32: fabro.agent.v1.AgentService.GetHistory:input_type -> fabro.agent.v1.GetHistoryRequest
+	15, // 33: fabro.agent.v1.AgentService.GetSnapshot:input_type -> fabro.agent.v1.GetSnapshotRequest
+	19, // 34: fabro.agent.v1.AgentService.ListSessions:input_type -> fabro.agent.v1.ListSessionsRequest
+	21, // 35: fabro.agent.v1.AgentService.CloseSession:input_type -> fabro.agent.v1.CloseSessionRequest
+	23, // 36: fabro.agent.v1.AgentService.ResumeSession:input_type -> fabro.agent.v1.ResumeSessionRequest
+	25, // 37: fabro.agent.v1.AgentService.StreamEvents:input_type -> fabro.agent.v1.StreamEventsRequest
+	41, // 38: fabro.agent.v1.AgentService.Approve:input_type -> fabro.agent.v1.ApproveRequest
+	42, // 39: fabro.agent.v1.AgentService.SubmitToolResult:input_type -> fabro.agent.v1.SubmitToolResultRequest
+	2,  // 40: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
+	4,  // 41: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
+	6,  // 42: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
+	8,  // 43: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
+	10, // 44: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
+	12, // 45: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
+	14, // 46: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
+	18, // 47: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
+	20, // 48: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
+	22, // 49: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
+	24, // 50: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
+	26, // 51: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
+	43, // 52: fabro.agent.v1.AgentService.Approve:output_type -> fabro.agent.v1.ApproveResponse
+	44, // 53: fabro.agent.v1.AgentService.SubmitToolResult:output_type -> fabro.agent.v1.SubmitToolResultResponse
+	40, // [40:54] is the sub-list for method output_type
+	26, // [26:40] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_agent_proto_init() }
@@ -2014,6 +2065,7 @@ func file_fabro_agent_v1_agent_proto_init() {
 		return
 	}
 	file_fabro_agent_v1_events_proto_init()
+	file_fabro_agent_v1_extensions_proto_init()
 	file_fabro_agent_v1_types_proto_init()
 	file_fabro_agent_v1_agent_proto_msgTypes[0].OneofWrappers = []any{
 		(*CreateSessionRequest_SandboxId)(nil),

@@ -19,18 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_CreateSession_FullMethodName = "/fabro.agent.v1.AgentService/CreateSession"
-	AgentService_Prompt_FullMethodName        = "/fabro.agent.v1.AgentService/Prompt"
-	AgentService_Steer_FullMethodName         = "/fabro.agent.v1.AgentService/Steer"
-	AgentService_FollowUp_FullMethodName      = "/fabro.agent.v1.AgentService/FollowUp"
-	AgentService_Interrupt_FullMethodName     = "/fabro.agent.v1.AgentService/Interrupt"
-	AgentService_Abort_FullMethodName         = "/fabro.agent.v1.AgentService/Abort"
-	AgentService_GetHistory_FullMethodName    = "/fabro.agent.v1.AgentService/GetHistory"
-	AgentService_GetSnapshot_FullMethodName   = "/fabro.agent.v1.AgentService/GetSnapshot"
-	AgentService_ListSessions_FullMethodName  = "/fabro.agent.v1.AgentService/ListSessions"
-	AgentService_CloseSession_FullMethodName  = "/fabro.agent.v1.AgentService/CloseSession"
-	AgentService_ResumeSession_FullMethodName = "/fabro.agent.v1.AgentService/ResumeSession"
-	AgentService_StreamEvents_FullMethodName  = "/fabro.agent.v1.AgentService/StreamEvents"
+	AgentService_CreateSession_FullMethodName    = "/fabro.agent.v1.AgentService/CreateSession"
+	AgentService_Prompt_FullMethodName           = "/fabro.agent.v1.AgentService/Prompt"
+	AgentService_Steer_FullMethodName            = "/fabro.agent.v1.AgentService/Steer"
+	AgentService_FollowUp_FullMethodName         = "/fabro.agent.v1.AgentService/FollowUp"
+	AgentService_Interrupt_FullMethodName        = "/fabro.agent.v1.AgentService/Interrupt"
+	AgentService_Abort_FullMethodName            = "/fabro.agent.v1.AgentService/Abort"
+	AgentService_GetHistory_FullMethodName       = "/fabro.agent.v1.AgentService/GetHistory"
+	AgentService_GetSnapshot_FullMethodName      = "/fabro.agent.v1.AgentService/GetSnapshot"
+	AgentService_ListSessions_FullMethodName     = "/fabro.agent.v1.AgentService/ListSessions"
+	AgentService_CloseSession_FullMethodName     = "/fabro.agent.v1.AgentService/CloseSession"
+	AgentService_ResumeSession_FullMethodName    = "/fabro.agent.v1.AgentService/ResumeSession"
+	AgentService_StreamEvents_FullMethodName     = "/fabro.agent.v1.AgentService/StreamEvents"
+	AgentService_Approve_FullMethodName          = "/fabro.agent.v1.AgentService/Approve"
+	AgentService_SubmitToolResult_FullMethodName = "/fabro.agent.v1.AgentService/SubmitToolResult"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -77,7 +79,11 @@ type AgentServiceClient interface {
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
 	// has max_open_sessions open or the child would be deeper than max_depth;
 	// UNAVAILABLE when the gateway or the sandbox
-	// service cannot be reached.
+	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
+	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
+	// that does not parse, INVALID_CLIENT_TOOL for a bad client tool, and
+	// PERMISSION_DENIED (HOST_EXTENSION_FORBIDDEN) when settings ask for a
+	// host-side hook or a stdio MCP server.
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
 	// Prompt runs one prompt and streams its events, from prompt_started to
 	// prompt_completed, whose PromptReport (status, usage, cost, timing, turns,
@@ -153,6 +159,17 @@ type AgentServiceClient interface {
 	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
 	// the next sequence, or older than the oldest the log still retains.
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
+	// Approve answers an approval_requested event: allow the call once, allow
+	// the tool for the rest of the session, or deny it with a message the
+	// model sees. NOT_FOUND for an unknown approval_id (or one of another
+	// session tree); FAILED_PRECONDITION when it was already answered or timed
+	// out; INVALID_ARGUMENT for a missing approval_id or decision.
+	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
+	// SubmitToolResult answers a client_tool_requested event with the
+	// result of a client tool call. NOT_FOUND for a tool_call_id the session
+	// does not wait for; FAILED_PRECONDITION when it was already answered or
+	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
+	SubmitToolResult(ctx context.Context, in *SubmitToolResultRequest, opts ...grpc.CallOption) (*SubmitToolResultResponse, error)
 }
 
 type agentServiceClient struct {
@@ -301,6 +318,26 @@ func (c *agentServiceClient) StreamEvents(ctx context.Context, in *StreamEventsR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_StreamEventsClient = grpc.ServerStreamingClient[StreamEventsResponse]
 
+func (c *agentServiceClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveResponse)
+	err := c.cc.Invoke(ctx, AgentService_Approve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) SubmitToolResult(ctx context.Context, in *SubmitToolResultRequest, opts ...grpc.CallOption) (*SubmitToolResultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitToolResultResponse)
+	err := c.cc.Invoke(ctx, AgentService_SubmitToolResult_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -345,7 +382,11 @@ type AgentServiceServer interface {
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
 	// has max_open_sessions open or the child would be deeper than max_depth;
 	// UNAVAILABLE when the gateway or the sandbox
-	// service cannot be reached.
+	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
+	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
+	// that does not parse, INVALID_CLIENT_TOOL for a bad client tool, and
+	// PERMISSION_DENIED (HOST_EXTENSION_FORBIDDEN) when settings ask for a
+	// host-side hook or a stdio MCP server.
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
 	// Prompt runs one prompt and streams its events, from prompt_started to
 	// prompt_completed, whose PromptReport (status, usage, cost, timing, turns,
@@ -421,6 +462,17 @@ type AgentServiceServer interface {
 	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
 	// the next sequence, or older than the oldest the log still retains.
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
+	// Approve answers an approval_requested event: allow the call once, allow
+	// the tool for the rest of the session, or deny it with a message the
+	// model sees. NOT_FOUND for an unknown approval_id (or one of another
+	// session tree); FAILED_PRECONDITION when it was already answered or timed
+	// out; INVALID_ARGUMENT for a missing approval_id or decision.
+	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
+	// SubmitToolResult answers a client_tool_requested event with the
+	// result of a client tool call. NOT_FOUND for a tool_call_id the session
+	// does not wait for; FAILED_PRECONDITION when it was already answered or
+	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
+	SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -466,6 +518,12 @@ func (UnimplementedAgentServiceServer) ResumeSession(context.Context, *ResumeSes
 }
 func (UnimplementedAgentServiceServer) StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamEvents not implemented")
+}
+func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
+}
+func (UnimplementedAgentServiceServer) SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitToolResult not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -690,6 +748,42 @@ func _AgentService_StreamEvents_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_StreamEventsServer = grpc.ServerStreamingServer[StreamEventsResponse]
 
+func _AgentService_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Approve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Approve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Approve(ctx, req.(*ApproveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_SubmitToolResult_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitToolResultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SubmitToolResult(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SubmitToolResult_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SubmitToolResult(ctx, req.(*SubmitToolResultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -736,6 +830,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeSession",
 			Handler:    _AgentService_ResumeSession_Handler,
+		},
+		{
+			MethodName: "Approve",
+			Handler:    _AgentService_Approve_Handler,
+		},
+		{
+			MethodName: "SubmitToolResult",
+			Handler:    _AgentService_SubmitToolResult_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

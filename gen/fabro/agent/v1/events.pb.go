@@ -553,6 +553,10 @@ type AgentEvent struct {
 	//	*AgentEvent_TodoCreated
 	//	*AgentEvent_TodoUpdated
 	//	*AgentEvent_TodoDeleted
+	//	*AgentEvent_ApprovalRequested
+	//	*AgentEvent_ApprovalResolved
+	//	*AgentEvent_HookFailed
+	//	*AgentEvent_ClientToolRequested
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -952,6 +956,42 @@ func (x *AgentEvent) GetTodoDeleted() *TodoDeleted {
 	return nil
 }
 
+func (x *AgentEvent) GetApprovalRequested() *ApprovalRequested {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_ApprovalRequested); ok {
+			return x.ApprovalRequested
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetApprovalResolved() *ApprovalResolved {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_ApprovalResolved); ok {
+			return x.ApprovalResolved
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetHookFailed() *HookFailed {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_HookFailed); ok {
+			return x.HookFailed
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetClientToolRequested() *ClientToolRequested {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_ClientToolRequested); ok {
+			return x.ClientToolRequested
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -1131,6 +1171,26 @@ type AgentEvent_TodoDeleted struct {
 	TodoDeleted *TodoDeleted `protobuf:"bytes,44,opt,name=todo_deleted,json=todoDeleted,proto3,oneof"`
 }
 
+type AgentEvent_ApprovalRequested struct {
+	// A tool call waits for an Approve.
+	ApprovalRequested *ApprovalRequested `protobuf:"bytes,60,opt,name=approval_requested,json=approvalRequested,proto3,oneof"`
+}
+
+type AgentEvent_ApprovalResolved struct {
+	// An approval request was answered or timed out.
+	ApprovalResolved *ApprovalResolved `protobuf:"bytes,61,opt,name=approval_resolved,json=approvalResolved,proto3,oneof"`
+}
+
+type AgentEvent_HookFailed struct {
+	// A hook failed and its documented rule applied.
+	HookFailed *HookFailed `protobuf:"bytes,62,opt,name=hook_failed,json=hookFailed,proto3,oneof"`
+}
+
+type AgentEvent_ClientToolRequested struct {
+	// A client tool was called and waits for SubmitToolResult.
+	ClientToolRequested *ClientToolRequested `protobuf:"bytes,63,opt,name=client_tool_requested,json=clientToolRequested,proto3,oneof"`
+}
+
 func (*AgentEvent_SessionStarted) isAgentEvent_Event() {}
 
 func (*AgentEvent_SessionEnded) isAgentEvent_Event() {}
@@ -1200,6 +1260,14 @@ func (*AgentEvent_TodoCreated) isAgentEvent_Event() {}
 func (*AgentEvent_TodoUpdated) isAgentEvent_Event() {}
 
 func (*AgentEvent_TodoDeleted) isAgentEvent_Event() {}
+
+func (*AgentEvent_ApprovalRequested) isAgentEvent_Event() {}
+
+func (*AgentEvent_ApprovalResolved) isAgentEvent_Event() {}
+
+func (*AgentEvent_HookFailed) isAgentEvent_Event() {}
+
+func (*AgentEvent_ClientToolRequested) isAgentEvent_Event() {}
 
 // SessionStarted: the session is built (environment probed, memory and skills
 // loaded, system prompt assembled) and takes prompts. Also emitted when
@@ -3816,7 +3884,7 @@ var File_fabro_agent_v1_events_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1afabro/agent/v1/types.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x16\n" +
+	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x18\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -3863,7 +3931,12 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\x10sub_agent_closed\x18) \x01(\v2\x1e.fabro.agent.v1.SubAgentClosedH\x00R\x0esubAgentClosed\x12@\n" +
 	"\ftodo_created\x18* \x01(\v2\x1b.fabro.agent.v1.TodoCreatedH\x00R\vtodoCreated\x12@\n" +
 	"\ftodo_updated\x18+ \x01(\v2\x1b.fabro.agent.v1.TodoUpdatedH\x00R\vtodoUpdated\x12@\n" +
-	"\ftodo_deleted\x18, \x01(\v2\x1b.fabro.agent.v1.TodoDeletedH\x00R\vtodoDeletedB\a\n" +
+	"\ftodo_deleted\x18, \x01(\v2\x1b.fabro.agent.v1.TodoDeletedH\x00R\vtodoDeleted\x12R\n" +
+	"\x12approval_requested\x18< \x01(\v2!.fabro.agent.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12O\n" +
+	"\x11approval_resolved\x18= \x01(\v2 .fabro.agent.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12=\n" +
+	"\vhook_failed\x18> \x01(\v2\x1a.fabro.agent.v1.HookFailedH\x00R\n" +
+	"hookFailed\x12Y\n" +
+	"\x15client_tool_requested\x18? \x01(\v2#.fabro.agent.v1.ClientToolRequestedH\x00R\x13clientToolRequestedB\a\n" +
 	"\x05event\"\xf4\x01\n" +
 	"\x0eSessionStarted\x120\n" +
 	"\x05route\x18\x01 \x01(\v2\x1a.fabro.agent.v1.ModelRouteR\x05route\x12J\n" +
@@ -4155,24 +4228,28 @@ var file_fabro_agent_v1_events_proto_goTypes = []any{
 	(*TodoDeleted)(nil),            // 46: fabro.agent.v1.TodoDeleted
 	nil,                            // 47: fabro.agent.v1.Warning.DetailsEntry
 	(*timestamppb.Timestamp)(nil),  // 48: google.protobuf.Timestamp
-	(*ModelRoute)(nil),             // 49: fabro.agent.v1.ModelRoute
-	(PermissionLevel)(0),           // 50: fabro.agent.v1.PermissionLevel
-	(*AgentError)(nil),             // 51: fabro.agent.v1.AgentError
-	(*v1.Usage)(nil),               // 52: fabro.llm.v1.Usage
-	(*v1.Cost)(nil),                // 53: fabro.llm.v1.Cost
-	(*PromptReport)(nil),           // 54: fabro.agent.v1.PromptReport
-	(v1.FinishReason)(0),           // 55: fabro.llm.v1.FinishReason
-	(v11.OutputStream)(0),          // 56: fabro.sandbox.v1.OutputStream
-	(v11.Termination)(0),           // 57: fabro.sandbox.v1.Termination
-	(*durationpb.Duration)(nil),    // 58: google.protobuf.Duration
-	(*v1.ErrorDetail)(nil),         // 59: fabro.llm.v1.ErrorDetail
-	(v1.AgentProfile)(0),           // 60: fabro.llm.v1.AgentProfile
-	(*Memory)(nil),                 // 61: fabro.agent.v1.Memory
-	(*Skill)(nil),                  // 62: fabro.agent.v1.Skill
-	(*SkippedSkill)(nil),           // 63: fabro.agent.v1.SkippedSkill
-	(TodoListKind)(0),              // 64: fabro.agent.v1.TodoListKind
-	(*TodoItem)(nil),               // 65: fabro.agent.v1.TodoItem
-	(TodoStatus)(0),                // 66: fabro.agent.v1.TodoStatus
+	(*ApprovalRequested)(nil),      // 49: fabro.agent.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),       // 50: fabro.agent.v1.ApprovalResolved
+	(*HookFailed)(nil),             // 51: fabro.agent.v1.HookFailed
+	(*ClientToolRequested)(nil),    // 52: fabro.agent.v1.ClientToolRequested
+	(*ModelRoute)(nil),             // 53: fabro.agent.v1.ModelRoute
+	(PermissionLevel)(0),           // 54: fabro.agent.v1.PermissionLevel
+	(*AgentError)(nil),             // 55: fabro.agent.v1.AgentError
+	(*v1.Usage)(nil),               // 56: fabro.llm.v1.Usage
+	(*v1.Cost)(nil),                // 57: fabro.llm.v1.Cost
+	(*PromptReport)(nil),           // 58: fabro.agent.v1.PromptReport
+	(v1.FinishReason)(0),           // 59: fabro.llm.v1.FinishReason
+	(v11.OutputStream)(0),          // 60: fabro.sandbox.v1.OutputStream
+	(v11.Termination)(0),           // 61: fabro.sandbox.v1.Termination
+	(*durationpb.Duration)(nil),    // 62: google.protobuf.Duration
+	(*v1.ErrorDetail)(nil),         // 63: fabro.llm.v1.ErrorDetail
+	(v1.AgentProfile)(0),           // 64: fabro.llm.v1.AgentProfile
+	(*Memory)(nil),                 // 65: fabro.agent.v1.Memory
+	(*Skill)(nil),                  // 66: fabro.agent.v1.Skill
+	(*SkippedSkill)(nil),           // 67: fabro.agent.v1.SkippedSkill
+	(TodoListKind)(0),              // 68: fabro.agent.v1.TodoListKind
+	(*TodoItem)(nil),               // 69: fabro.agent.v1.TodoItem
+	(TodoStatus)(0),                // 70: fabro.agent.v1.TodoStatus
 }
 var file_fabro_agent_v1_events_proto_depIdxs = []int32{
 	48, // 0: fabro.agent.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
@@ -4211,61 +4288,65 @@ var file_fabro_agent_v1_events_proto_depIdxs = []int32{
 	44, // 33: fabro.agent.v1.AgentEvent.todo_created:type_name -> fabro.agent.v1.TodoCreated
 	45, // 34: fabro.agent.v1.AgentEvent.todo_updated:type_name -> fabro.agent.v1.TodoUpdated
 	46, // 35: fabro.agent.v1.AgentEvent.todo_deleted:type_name -> fabro.agent.v1.TodoDeleted
-	49, // 36: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
-	50, // 37: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
-	0,  // 38: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
-	51, // 39: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
-	52, // 40: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
-	53, // 41: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
-	1,  // 42: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
-	54, // 43: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
-	52, // 44: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
-	53, // 45: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
-	55, // 46: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
-	18, // 47: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	56, // 48: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
-	57, // 49: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
-	58, // 50: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
-	2,  // 51: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
-	58, // 52: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
-	22, // 53: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
-	51, // 54: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
-	3,  // 55: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
-	47, // 56: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
-	58, // 57: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
-	59, // 58: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
-	4,  // 59: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
-	60, // 60: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.llm.v1.AgentProfile
-	61, // 61: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
-	62, // 62: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
-	63, // 63: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
-	5,  // 64: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
-	32, // 65: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
-	6,  // 66: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
-	7,  // 67: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
-	18, // 68: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	7,  // 69: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
-	52, // 70: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
-	53, // 71: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
-	58, // 72: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
-	7,  // 73: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
-	51, // 74: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
-	7,  // 75: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
-	49, // 76: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
-	52, // 77: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
-	53, // 78: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
-	51, // 79: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
-	64, // 80: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	65, // 81: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
-	64, // 82: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	65, // 83: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
-	66, // 84: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
-	64, // 85: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	86, // [86:86] is the sub-list for method output_type
-	86, // [86:86] is the sub-list for method input_type
-	86, // [86:86] is the sub-list for extension type_name
-	86, // [86:86] is the sub-list for extension extendee
-	0,  // [0:86] is the sub-list for field type_name
+	49, // 36: fabro.agent.v1.AgentEvent.approval_requested:type_name -> fabro.agent.v1.ApprovalRequested
+	50, // 37: fabro.agent.v1.AgentEvent.approval_resolved:type_name -> fabro.agent.v1.ApprovalResolved
+	51, // 38: fabro.agent.v1.AgentEvent.hook_failed:type_name -> fabro.agent.v1.HookFailed
+	52, // 39: fabro.agent.v1.AgentEvent.client_tool_requested:type_name -> fabro.agent.v1.ClientToolRequested
+	53, // 40: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
+	54, // 41: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
+	0,  // 42: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
+	55, // 43: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
+	56, // 44: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
+	57, // 45: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
+	1,  // 46: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
+	58, // 47: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
+	56, // 48: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
+	57, // 49: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
+	59, // 50: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
+	18, // 51: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	60, // 52: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
+	61, // 53: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
+	62, // 54: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
+	2,  // 55: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
+	62, // 56: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
+	22, // 57: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
+	55, // 58: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
+	3,  // 59: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
+	47, // 60: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
+	62, // 61: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
+	63, // 62: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
+	4,  // 63: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
+	64, // 64: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.llm.v1.AgentProfile
+	65, // 65: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
+	66, // 66: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
+	67, // 67: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
+	5,  // 68: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
+	32, // 69: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
+	6,  // 70: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
+	7,  // 71: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
+	18, // 72: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	7,  // 73: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
+	56, // 74: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
+	57, // 75: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
+	62, // 76: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
+	7,  // 77: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
+	55, // 78: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
+	7,  // 79: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
+	53, // 80: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
+	56, // 81: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
+	57, // 82: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
+	55, // 83: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
+	68, // 84: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	69, // 85: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
+	68, // 86: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	69, // 87: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
+	70, // 88: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
+	68, // 89: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	90, // [90:90] is the sub-list for method output_type
+	90, // [90:90] is the sub-list for method input_type
+	90, // [90:90] is the sub-list for extension type_name
+	90, // [90:90] is the sub-list for extension extendee
+	0,  // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_events_proto_init() }
@@ -4273,6 +4354,7 @@ func file_fabro_agent_v1_events_proto_init() {
 	if File_fabro_agent_v1_events_proto != nil {
 		return
 	}
+	file_fabro_agent_v1_extensions_proto_init()
 	file_fabro_agent_v1_types_proto_init()
 	file_fabro_agent_v1_events_proto_msgTypes[0].OneofWrappers = []any{
 		(*AgentEvent_SessionStarted)(nil),
@@ -4310,6 +4392,10 @@ func file_fabro_agent_v1_events_proto_init() {
 		(*AgentEvent_TodoCreated)(nil),
 		(*AgentEvent_TodoUpdated)(nil),
 		(*AgentEvent_TodoDeleted)(nil),
+		(*AgentEvent_ApprovalRequested)(nil),
+		(*AgentEvent_ApprovalResolved)(nil),
+		(*AgentEvent_HookFailed)(nil),
+		(*AgentEvent_ClientToolRequested)(nil),
 	}
 	file_fabro_agent_v1_events_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}

@@ -49,7 +49,13 @@ type SessionRecord struct {
 	// resume.
 	UnfinishedPromptId string `protobuf:"bytes,7,opt,name=unfinished_prompt_id,json=unfinishedPromptId,proto3" json:"unfinished_prompt_id,omitempty"`
 	// When the record was written.
-	WriteTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=write_time,json=writeTime,proto3" json:"write_time,omitempty"`
+	WriteTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=write_time,json=writeTime,proto3" json:"write_time,omitempty"`
+	// The settings CreateSession gave (re-merged with the files on resume).
+	Settings *ToolSettings `protobuf:"bytes,20,opt,name=settings,proto3" json:"settings,omitempty"`
+	// The project settings hash CreateSession approved.
+	ApprovedProjectSettingsSha256 string `protobuf:"bytes,21,opt,name=approved_project_settings_sha256,json=approvedProjectSettingsSha256,proto3" json:"approved_project_settings_sha256,omitempty"`
+	// The client tools CreateSession registered.
+	ClientTools   []*ClientTool `protobuf:"bytes,22,rep,name=client_tools,json=clientTools,proto3" json:"client_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,11 +146,32 @@ func (x *SessionRecord) GetWriteTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SessionRecord) GetSettings() *ToolSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetApprovedProjectSettingsSha256() string {
+	if x != nil {
+		return x.ApprovedProjectSettingsSha256
+	}
+	return ""
+}
+
+func (x *SessionRecord) GetClientTools() []*ClientTool {
+	if x != nil {
+		return x.ClientTools
+	}
+	return nil
+}
+
 var File_fabro_agent_v1_record_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x03\n" +
+	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x04\n" +
 	"\rSessionRecord\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x05R\rformatVersion\x121\n" +
 	"\asession\x18\x02 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\x12'\n" +
@@ -155,7 +182,10 @@ const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"todo_lists\x18\x06 \x03(\v2\x18.fabro.agent.v1.TodoListR\ttodoLists\x120\n" +
 	"\x14unfinished_prompt_id\x18\a \x01(\tR\x12unfinishedPromptId\x129\n" +
 	"\n" +
-	"write_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\twriteTimeB\xb4\x01\n" +
+	"write_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\twriteTime\x128\n" +
+	"\bsettings\x18\x14 \x01(\v2\x1c.fabro.agent.v1.ToolSettingsR\bsettings\x12G\n" +
+	" approved_project_settings_sha256\x18\x15 \x01(\tR\x1dapprovedProjectSettingsSha256\x12=\n" +
+	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientToolsB\xb4\x01\n" +
 	"\x12com.fabro.agent.v1B\vRecordProtoP\x01Z7github.com/fabro-sh/fabro-go/gen/fabro/agent/v1;agentv1\xa2\x02\x03FAX\xaa\x02\x0eFabro.Agent.V1\xca\x02\x0eFabro\\Agent\\V1\xe2\x02\x1aFabro\\Agent\\V1\\GPBMetadata\xea\x02\x10Fabro::Agent::V1b\x06proto3"
 
 var (
@@ -178,6 +208,8 @@ var file_fabro_agent_v1_record_proto_goTypes = []any{
 	(*v1.Message)(nil),            // 3: fabro.llm.v1.Message
 	(*TodoList)(nil),              // 4: fabro.agent.v1.TodoList
 	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*ToolSettings)(nil),          // 6: fabro.agent.v1.ToolSettings
+	(*ClientTool)(nil),            // 7: fabro.agent.v1.ClientTool
 }
 var file_fabro_agent_v1_record_proto_depIdxs = []int32{
 	1, // 0: fabro.agent.v1.SessionRecord.session:type_name -> fabro.agent.v1.Session
@@ -185,11 +217,13 @@ var file_fabro_agent_v1_record_proto_depIdxs = []int32{
 	3, // 2: fabro.agent.v1.SessionRecord.messages:type_name -> fabro.llm.v1.Message
 	4, // 3: fabro.agent.v1.SessionRecord.todo_lists:type_name -> fabro.agent.v1.TodoList
 	5, // 4: fabro.agent.v1.SessionRecord.write_time:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 5: fabro.agent.v1.SessionRecord.settings:type_name -> fabro.agent.v1.ToolSettings
+	7, // 6: fabro.agent.v1.SessionRecord.client_tools:type_name -> fabro.agent.v1.ClientTool
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_record_proto_init() }
@@ -197,6 +231,7 @@ func file_fabro_agent_v1_record_proto_init() {
 	if File_fabro_agent_v1_record_proto != nil {
 		return
 	}
+	file_fabro_agent_v1_extensions_proto_init()
 	file_fabro_agent_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -721,9 +721,13 @@ type AgentOptions struct {
 	// when unset.
 	MaxCommandTimeoutMs *int64 `protobuf:"varint,15,opt,name=max_command_timeout_ms,json=maxCommandTimeoutMs,proto3,oneof" json:"max_command_timeout_ms,omitempty"`
 	// Subagents; disabled when unset.
-	Subagents     *SubagentOptions `protobuf:"bytes,16,opt,name=subagents,proto3" json:"subagents,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Subagents *SubagentOptions `protobuf:"bytes,16,opt,name=subagents,proto3" json:"subagents,omitempty"`
+	// Optional. How many identical repetitions of the last tool-calling turn
+	// (or group of up to three turns) loop detection needs before it warns,
+	// 2-10; 3 when unset, so polling a slow command twice is not a loop.
+	LoopDetectionThreshold *int32 `protobuf:"varint,40,opt,name=loop_detection_threshold,json=loopDetectionThreshold,proto3,oneof" json:"loop_detection_threshold,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *AgentOptions) Reset() {
@@ -866,6 +870,13 @@ func (x *AgentOptions) GetSubagents() *SubagentOptions {
 		return x.Subagents
 	}
 	return nil
+}
+
+func (x *AgentOptions) GetLoopDetectionThreshold() int32 {
+	if x != nil && x.LoopDetectionThreshold != nil {
+		return *x.LoopDetectionThreshold
+	}
+	return 0
 }
 
 // ModelRoute is the model a session resolved its selector to.
@@ -2044,7 +2055,7 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\tmax_depth\x18\x03 \x01(\x05H\x01R\bmaxDepth\x88\x01\x01B\x14\n" +
 	"\x12_max_open_sessionsB\f\n" +
 	"\n" +
-	"_max_depth\"\x93\t\n" +
+	"_max_depth\"\xef\t\n" +
 	"\fAgentOptions\x12H\n" +
 	"\x10reasoning_effort\x18\x01 \x01(\x0e2\x1d.fabro.llm.v1.ReasoningEffortR\x0freasoningEffort\x12\x14\n" +
 	"\x05speed\x18\x02 \x01(\tR\x05speed\x12\"\n" +
@@ -2064,7 +2075,8 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\x12tool_output_limits\x18\r \x03(\v22.fabro.agent.v1.AgentOptions.ToolOutputLimitsEntryR\x10toolOutputLimits\x12@\n" +
 	"\x1adefault_command_timeout_ms\x18\x0e \x01(\x03H\x06R\x17defaultCommandTimeoutMs\x88\x01\x01\x128\n" +
 	"\x16max_command_timeout_ms\x18\x0f \x01(\x03H\aR\x13maxCommandTimeoutMs\x88\x01\x01\x12=\n" +
-	"\tsubagents\x18\x10 \x01(\v2\x1f.fabro.agent.v1.SubagentOptionsR\tsubagents\x1ad\n" +
+	"\tsubagents\x18\x10 \x01(\v2\x1f.fabro.agent.v1.SubagentOptionsR\tsubagents\x12=\n" +
+	"\x18loop_detection_threshold\x18( \x01(\x05H\bR\x16loopDetectionThreshold\x88\x01\x01\x1ad\n" +
 	"\x15ToolOutputLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\x05value\x18\x02 \x01(\v2\x1f.fabro.agent.v1.ToolOutputLimitR\x05value:\x028\x01B\r\n" +
@@ -2076,7 +2088,8 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"_max_turnsB\x19\n" +
 	"\x17_system_prompt_overrideB\x1d\n" +
 	"\x1b_default_command_timeout_msB\x19\n" +
-	"\x17_max_command_timeout_ms\"\x9b\x02\n" +
+	"\x17_max_command_timeout_msB\x1b\n" +
+	"\x19_loop_detection_threshold\"\x9b\x02\n" +
 	"\n" +
 	"ModelRoute\x12\x1a\n" +
 	"\bselector\x18\x01 \x01(\tR\bselector\x12\x1a\n" +

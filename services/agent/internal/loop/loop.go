@@ -41,6 +41,13 @@ type ToolResult struct {
 	// RetainedBytes those Full keeps, OmittedBytes those it lacks. All
 	// zero: Full is the whole output.
 	ObservedBytes, RetainedBytes, OmittedBytes int64
+	// Images follow Output in the result the model sees.
+	Images []*llmv1.ImagePart
+	// Fatal says the failure must stop the prompt (a failure of the tool
+	// machinery itself, such as a middleware that broke): the prompt fails
+	// with AGENT_ERROR_KIND_TOOL_EXECUTION after the round's results are
+	// committed.
+	Fatal bool
 }
 
 // Tools runs the session's tools. Run never fails: failures are error
@@ -61,6 +68,7 @@ const (
 	DefaultCompactionThreshold = 80
 	DefaultPreserveTurns       = 6
 	LoopWindow                 = 10
+	DefaultLoopThreshold       = 3
 	SteeringCapacity           = 32
 	MaxReplays                 = 3
 	summaryMaxTokens           = 4096
@@ -76,7 +84,9 @@ type Options struct {
 	MaxTurns        int32
 	WallClock       time.Duration
 	LoopDetection   bool
-	Compaction      bool
+	// LoopThreshold is how many repetitions make a loop (default 3).
+	LoopThreshold int
+	Compaction    bool
 	// CompactionThreshold is the percent of ContextWindow that triggers
 	// compaction (default 80); PreserveTurns the assistant turns kept
 	// verbatim (default 6).
@@ -92,6 +102,9 @@ type Options struct {
 	// that invokes a skill as "/name rest": it returns the text to commit
 	// and the skill's name, "" when the input invokes none.
 	Expand func(text string) (expanded, skill string)
+	// PromptEnd, when set, runs when a prompt has ended, before
+	// prompt_completed (the prompt_end hooks).
+	PromptEnd func(ctx context.Context, promptID string, report *agentv1.PromptReport)
 }
 
 // Agent is one session's conversation and loop. Its control methods may be
@@ -112,6 +125,10 @@ type Agent struct {
 	cost       *llmv1.Cost
 	// Tool definitions are computed once; the set does not change.
 	defs []*llmv1.ToolDefinition
+	// hasTaskTools: TaskCreate and TaskUpdate are both offered;
+	// turnsSinceTask counts tool-calling turns without either (under mu).
+	hasTaskTools   bool
+	turnsSinceTask int
 }
 
 type steer struct {
@@ -137,6 +154,9 @@ func New(model Model, tools Tools, emit Emitter, opts Options, history []*llmv1.
 	if opts.CompactionThreshold <= 0 {
 		opts.CompactionThreshold = DefaultCompactionThreshold
 	}
+	if opts.LoopThreshold < 2 {
+		opts.LoopThreshold = DefaultLoopThreshold
+	}
 	if opts.PreserveTurns <= 0 {
 		opts.PreserveTurns = DefaultPreserveTurns
 	}
@@ -146,8 +166,15 @@ func New(model Model, tools Tools, emit Emitter, opts Options, history []*llmv1.
 	if opts.ReplayBackoff == nil {
 		opts.ReplayBackoff = defaultReplayBackoff
 	}
-	return &Agent{model: model, tools: tools, emit: emit, opts: opts, history: history,
+	a := &Agent{model: model, tools: tools, emit: emit, opts: opts, history: history,
 		usage: &llmv1.Usage{}, cost: &llmv1.Cost{}, defs: tools.Definitions()}
+	var create, update bool
+	for _, d := range a.defs {
+		create = create || d.GetName() == "TaskCreate"
+		update = update || d.GetName() == "TaskUpdate"
+	}
+	a.hasTaskTools = create && update
+	return a
 }
 
 func defaultReplayBackoff(attempt int) time.Duration {

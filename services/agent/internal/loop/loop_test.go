@@ -145,8 +145,48 @@ func TestRepeatingPattern(t *testing.T) {
 		if slices.Equal(tc.w, []string{"x", "a", "b", "a", "b"}) {
 			want = 2
 		}
-		if got := repeatingPattern(tc.w); got != want {
-			t.Errorf("repeatingPattern(%v) = %d, want %d", tc.w, got, want)
+		if got := repeatingPattern(tc.w, 2); got != want {
+			t.Errorf("repeatingPattern(%v, 2) = %d, want %d", tc.w, got, want)
+		}
+	}
+}
+
+// TestLoopThreshold: by default two identical turns (polling a slow
+// command) are not a loop, three are.
+func TestLoopThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		w    []string
+		reps int
+		want int
+	}{
+		{[]string{"poll", "poll"}, 3, 0},
+		{[]string{"poll", "poll", "poll"}, 3, 1},
+		{[]string{"a", "b", "a", "b"}, 3, 0},
+		{[]string{"a", "b", "a", "b", "a", "b"}, 3, 2},
+		{[]string{"poll", "poll", "poll"}, 4, 0},
+	} {
+		if got := repeatingPattern(tc.w, tc.reps); got != tc.want {
+			t.Errorf("repeatingPattern(%v, %d) = %d, want %d", tc.w, tc.reps, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		threshold int
+		same      int
+		detected  bool
+	}{{0, 2, false}, {0, 3, true}, {2, 2, true}, {5, 4, false}} {
+		m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+			if n <= tc.same {
+				return call("c", "noop", `{"poll":true}`)
+			}
+			return text("done")
+		}}
+		rec := &recorder{}
+		a := New(m, noop{}, rec, Options{LoopDetection: true, LoopThreshold: tc.threshold}, nil)
+		if _, err := a.Prompt(t.Context(), "p", "go", false); err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(rec.types(), "loop_detected"); got != tc.detected {
+			t.Errorf("threshold %d, %d identical turns: loop_detected %v, want %v", tc.threshold, tc.same, got, tc.detected)
 		}
 	}
 }
@@ -163,7 +203,7 @@ func TestLoop(t *testing.T) {
 		checkEvents func(t *testing.T, evs []*agentv1.AgentEvent)
 	}{{
 		name: "loop detection steers the model away",
-		opts: Options{LoopDetection: true},
+		opts: Options{LoopDetection: true, LoopThreshold: 2},
 		turn: func(n int, _ *llmv1.Request) *llmv1.Response {
 			if n <= 2 {
 				return call("c", "noop", `{"same":true}`)
@@ -505,6 +545,92 @@ func TestToolRounds(t *testing.T) {
 				if got := [3]int64{c.GetOutputBytesObserved(), c.GetOutputBytesRetained(), c.GetOutputBytesOmitted()}; got != want {
 					t.Errorf("%s: bytes observed/retained/omitted %v, want %v", c.GetToolCallId(), got, want)
 				}
+			}
+		})
+	}
+}
+
+// fatalTools fails its calls in a way that stops the prompt.
+type fatalTools struct{ noop }
+
+func (fatalTools) Run(context.Context, ToolCall) ToolResult {
+	return ToolResult{Output: "the middleware broke", IsError: true, Kind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_FAILED, Fatal: true}
+}
+
+// TestFatalToolFailure: a tool failure that must stop the prompt reports
+// the ToolExecution error kind.
+func TestFatalToolFailure(t *testing.T) {
+	m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+		if n == 1 {
+			return call("c1", "noop", `{}`)
+		}
+		return text("should not get here")
+	}}
+	a := New(m, fatalTools{}, &recorder{}, Options{}, nil)
+	rep, _ := a.Prompt(t.Context(), "p1", "go", false)
+	if rep.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_FAILED || rep.GetError().GetKind() != agentv1.AgentErrorKind_AGENT_ERROR_KIND_TOOL_EXECUTION ||
+		rep.GetError().GetToolName() != "noop" || !strings.Contains(rep.GetError().GetMessage(), "the middleware broke") {
+		t.Errorf("report = %v", rep)
+	}
+	if m.n != 1 {
+		t.Errorf("the model was called %d times after the fatal failure", m.n)
+	}
+}
+
+// taskTools offers the task tools (or only TaskList) and a noop.
+type taskTools struct{ both bool }
+
+func (t taskTools) Definitions() []*llmv1.ToolDefinition {
+	defs := []*llmv1.ToolDefinition{{Name: "noop", Parameters: `{"type":"object"}`}, {Name: "TaskList", Parameters: `{"type":"object"}`}}
+	if t.both {
+		defs = append(defs, &llmv1.ToolDefinition{Name: "TaskCreate", Parameters: `{"type":"object"}`}, &llmv1.ToolDefinition{Name: "TaskUpdate", Parameters: `{"type":"object"}`})
+	}
+	return defs
+}
+func (taskTools) Run(context.Context, ToolCall) ToolResult { return ToolResult{Output: "ok"} }
+func (taskTools) Serial(string) bool                       { return false }
+
+// TestTaskReminder: ten tool-calling turns without TaskCreate or
+// TaskUpdate bring one reminder, only when both tools are offered; using
+// either resets the count.
+func TestTaskReminder(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		both      bool
+		turns     int
+		taskAt    int // the turn calling TaskUpdate, 0 for none
+		reminders int
+	}{
+		{"nine turns", true, 9, 0, 0},
+		{"ten turns", true, 10, 0, 1},
+		{"twenty turns", true, 20, 0, 2},
+		{"reset by TaskUpdate", true, 15, 6, 0},
+		{"only TaskList offered", false, 20, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &scripted{turn: func(n int, _ *llmv1.Request) *llmv1.Response {
+				switch {
+				case n == tc.taskAt:
+					return call("c"+itoa(n), "TaskUpdate", `{"n":`+itoa(n)+`}`)
+				case n <= tc.turns:
+					return call("c"+itoa(n), "noop", `{"n":`+itoa(n)+`}`)
+				}
+				return text("done")
+			}}
+			a := New(m, taskTools{both: tc.both}, discard{}, Options{}, nil)
+			if _, err := a.Prompt(t.Context(), "p", "go", false); err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for _, msg := range a.History() {
+				for _, p := range msg.GetParts() {
+					if strings.Contains(p.GetText().GetText(), "The task tools have not been used") {
+						got++
+					}
+				}
+			}
+			if got != tc.reminders {
+				t.Errorf("reminders = %d, want %d", got, tc.reminders)
 			}
 		})
 	}

@@ -80,6 +80,9 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 	if e := report.GetError(); e != nil && report.GetStatus() == agentv1.PromptStatus_PROMPT_STATUS_FAILED {
 		a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_Error{Error: &agentv1.Error{Error: e, Fatal: true}}})
 	}
+	if a.opts.PromptEnd != nil {
+		a.opts.PromptEnd(context.WithoutCancel(ctx), promptID, report)
+	}
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptCompleted{PromptCompleted: &agentv1.PromptCompleted{Report: report}}})
 	endPromptSpan(span, report)
 	return report, nil
@@ -205,6 +208,9 @@ func (a *Agent) rounds(ctx context.Context, ps *promptState) *agentv1.PromptRepo
 		a.endRound(roundCancel)
 		if gone != nil {
 			r := failed(agentv1.AgentErrorKind_AGENT_ERROR_KIND_SANDBOX_UNAVAILABLE, "the sandbox is unavailable: "+gone.output)
+			if gone.fatal {
+				r = failed(agentv1.AgentErrorKind_AGENT_ERROR_KIND_TOOL_EXECUTION, "tool "+gone.tool+" failed in a way that stops the prompt: "+gone.output)
+			}
 			r.Error.ToolName = gone.tool
 			return r
 		}
@@ -217,6 +223,7 @@ func (a *Agent) rounds(ctx context.Context, ps *promptState) *agentv1.PromptRepo
 		if a.opts.LoopDetection {
 			a.detectLoop(ps, calls)
 		}
+		a.taskReminder(ps, calls)
 	}
 }
 
@@ -346,25 +353,58 @@ func (a *Agent) detectLoop(ps *promptState, calls []ToolCall) {
 		b.WriteByte(0)
 	}
 	ps.loopWindow = append(ps.loopWindow, b.String())
-	if len(ps.loopWindow) > LoopWindow {
+	reps := a.opts.LoopThreshold
+	window := max(LoopWindow, 3*reps)
+	if len(ps.loopWindow) > window {
 		ps.loopWindow = ps.loopWindow[1:]
 	}
-	if p := repeatingPattern(ps.loopWindow); p > 0 {
+	if p := repeatingPattern(ps.loopWindow, reps); p > 0 {
 		ps.loopWindow = nil
 		a.mu.Lock()
 		a.steering = append(a.steering, steer{id: "loop-" + ps.id + "-" + itoa(int(ps.turns)), text: loopWarning, actor: &agentv1.Actor{Kind: "system", DisplayName: "loop detection"}})
 		a.mu.Unlock()
-		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_LoopDetected{LoopDetected: &agentv1.LoopDetected{PatternLength: int32(p), WindowSize: LoopWindow}}})
+		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_LoopDetected{LoopDetected: &agentv1.LoopDetected{PatternLength: int32(p), WindowSize: int32(window)}}})
 	}
 }
 
+// TaskReminderTurns is how many assistant turns without TaskCreate or
+// TaskUpdate bring the task reminder.
+const TaskReminderTurns = 10
+
+const taskReminder = "<system-reminder>The task tools have not been used for a while. If you are working on a multi-step task, track it with TaskCreate and mark progress with TaskUpdate. Ignore this if it does not apply, and do not mention this reminder to the user.</system-reminder>"
+
+// taskReminder counts tool-calling turns without TaskCreate or TaskUpdate
+// and, at the tenth, queues the reminder; only when both tools are
+// offered. Using either resets the count.
+func (a *Agent) taskReminder(ps *promptState, calls []ToolCall) {
+	if !a.hasTaskTools {
+		return
+	}
+	for _, c := range calls {
+		if c.Name == "TaskCreate" || c.Name == "TaskUpdate" {
+			a.mu.Lock()
+			a.turnsSinceTask = 0
+			a.mu.Unlock()
+			return
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.turnsSinceTask++
+	if a.turnsSinceTask < TaskReminderTurns {
+		return
+	}
+	a.turnsSinceTask = 0
+	a.steering = append(a.steering, steer{id: "tasks-" + ps.id + "-" + itoa(int(ps.turns)), text: taskReminder, actor: &agentv1.Actor{Kind: "system", DisplayName: "task reminder"}})
+}
+
 // repeatingPattern returns the shortest p in 1..3 such that the window ends
-// with at least two complete repetitions of a p-turn group and every
+// with at least reps complete repetitions of a p-turn group and every
 // complete group in the window equals the last one; 0 when none.
-func repeatingPattern(w []string) int {
+func repeatingPattern(w []string, reps int) int {
 	for p := 1; p <= 3; p++ {
 		groups := len(w) / p
-		if groups < 2 {
+		if groups < reps {
 			continue
 		}
 		last := w[len(w)-p:]

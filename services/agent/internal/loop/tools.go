@@ -13,8 +13,12 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 )
 
-// sandboxGone names the call that found the sandbox gone.
-type sandboxGone struct{ tool, output string }
+// sandboxGone names the call that found the sandbox gone, or (fatal) the
+// call whose failure stops the prompt.
+type sandboxGone struct {
+	tool, output string
+	fatal        bool
+}
 
 // runTools runs one turn's calls and commits their results, in call order,
 // as one tool message. Calls run in parallel, unless one of them is a
@@ -50,8 +54,15 @@ func (a *Agent) runTools(ctx context.Context, ps *promptState, calls []ToolCall)
 			ToolCallId: c.ID, Name: c.Name, IsError: r.IsError,
 			Content: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: r.Output}}}},
 		}}}
+		for _, img := range r.Images {
+			tr := msg.Parts[i].GetToolResult()
+			tr.Content = append(tr.Content, &llmv1.ContentPart{Part: &llmv1.ContentPart_Image{Image: img}})
+		}
 		if r.Kind == agentv1.ToolErrorKind_TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE && gone == nil {
 			gone = &sandboxGone{tool: c.Name, output: r.Output}
+		}
+		if r.Fatal && gone == nil {
+			gone = &sandboxGone{tool: c.Name, output: r.Output, fatal: true}
 		}
 		if !r.IsError {
 			for _, f := range touchedFiles(c) {

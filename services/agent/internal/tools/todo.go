@@ -304,7 +304,7 @@ func updatePlanTool() *tool {
 		name: "update_plan",
 		description: "Keep a step-by-step plan for the task. Send the whole plan each time: it replaces the previous one. " +
 			"Step text must be unique; each step is pending, in_progress or completed (at most one in_progress at a time).",
-		category: catShell,
+		category: catTodo,
 		schema: object([]string{"plan"}, map[string]*schema{
 			"explanation": str("Short note explaining why the plan changed"),
 			"plan": array("Full ordered list of plan steps", object([]string{"step", "status"}, map[string]*schema{
@@ -352,7 +352,7 @@ func taskCreateTool() *tool {
 	return &tool{
 		name:        "TaskCreate",
 		description: "Create a task in the shared task list (shared with subagents). Use it to track multi-step work; mark tasks in_progress and completed with TaskUpdate as you go.",
-		category:    catShell,
+		category:    catTodo,
 		schema: object([]string{"subject", "description"}, map[string]*schema{
 			"subject":     str("A brief title, in the imperative (\"Fix the login bug\")"),
 			"description": str("What needs to be done"),
@@ -377,7 +377,7 @@ func taskUpdateTool() *tool {
 	return &tool{
 		name:        "TaskUpdate",
 		description: "Change a task of the shared task list by taskId. Setting status to deleted removes it.",
-		category:    catShell,
+		category:    catTodo,
 		schema: object([]string{"taskId"}, map[string]*schema{
 			"taskId":       str("The task's id"),
 			"subject":      str("New subject"),
@@ -414,7 +414,7 @@ func taskGetTool() *tool {
 	return &tool{
 		name:        "TaskGet",
 		description: "Show one task of the shared task list in full.",
-		category:    catShell,
+		category:    catTodo,
 		schema:      object([]string{"taskId"}, map[string]*schema{"taskId": str("The task's id")}),
 		run: func(_ context.Context, s *Set, _ Call, raw []byte) (output, error) {
 			a, err := decode[taskArgs](raw)
@@ -455,7 +455,7 @@ func taskListTool() *tool {
 	return &tool{
 		name:        "TaskList",
 		description: "List the shared task list: `#id [status] subject (owner) (blocked by ...)`.",
-		category:    catShell,
+		category:    catTodo,
 		schema:      object(nil, map[string]*schema{}),
 		run: func(_ context.Context, s *Set, _ Call, _ []byte) (output, error) {
 			l := s.env.Todos.List()
@@ -484,4 +484,26 @@ func hashList(ids []string) string {
 		out[i] = "#" + id
 	}
 	return strings.Join(out, ", ")
+}
+
+// Restore loads a recorded list into an empty store (a resumed session);
+// it reports false, changing nothing, when the store already has items or
+// the list is another one.
+func (t *TodoStore) Restore(l *agentv1.TodoList) bool {
+	if l == nil || l.GetListId() != t.listID || l.GetKind() != t.kind {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.items) > 0 {
+		return false
+	}
+	t.explanation = l.GetExplanation()
+	for _, it := range l.GetItems() {
+		t.items = append(t.items, proto.CloneOf(it))
+		if n, err := strconv.Atoi(it.GetItemId()); err == nil && n >= t.nextTask {
+			t.nextTask = n + 1
+		}
+	}
+	return true
 }

@@ -115,6 +115,18 @@ type Extra struct {
 	// Run performs a call whose arguments passed the schema. A failure is
 	// reported with isError; it never fails the turn.
 	Run func(ctx context.Context, callID string, args []byte) (text string, isError bool)
+	// RunImages, when set instead of Run, may also return images (an MCP
+	// tool's image content).
+	RunImages func(ctx context.Context, callID string, args []byte) (text string, images []Image, isError bool)
+	// Limit is the tool's default output limit (zero: none); the session's
+	// tool_output_limits override it.
+	Limit Limit
+}
+
+// Image is an image a tool returns beside its text.
+type Image struct {
+	MediaType string
+	Data      []byte
 }
 
 // Call is one tool call from the model.
@@ -165,6 +177,8 @@ type Result struct {
 	RetainedBytes, OmittedBytes int64
 	// Process is how the shell's command ended; nil for other tools.
 	Process *agentv1.ProcessOutcome
+	// Images are images the tool returned (extra tools only).
+	Images []Image
 }
 
 // ErrorKindProto maps ErrorKind to the event's enum.
@@ -229,6 +243,9 @@ const (
 	catWrite
 	catShell
 	catSubagent
+	// catTodo is update_plan and the Task tools: they change no files and
+	// run from read-write up.
+	catTodo
 )
 
 func (l PermissionLevel) allows(c category) bool {
@@ -290,6 +307,7 @@ type tool struct {
 // output is a tool's successful result; a tool may also mark it failed
 // (a non-zero shell exit) while keeping its rendered text.
 type output struct {
+	images  []Image
 	text    string
 	failed  bool
 	kind    string
@@ -377,8 +395,11 @@ func NewSet(profile string, level PermissionLevel, env Env, limits map[string]Li
 		}
 	}
 	for _, x := range env.Extra {
-		if _, dup := s.byName[x.Name]; dup || x.Run == nil {
+		if _, dup := s.byName[x.Name]; dup || x.Run == nil && x.RunImages == nil {
 			continue
+		}
+		if _, set := limits[x.Name]; !set && (x.Limit.MaxChars > 0 || x.Limit.MaxLines > 0) {
+			s.limits[x.Name] = x.Limit
 		}
 		t := extraTool(x)
 		s.tools = append(s.tools, t)
@@ -458,9 +479,8 @@ func (s *Set) Run(ctx context.Context, c Call) (res Result) {
 		return s.finish(c.Name, output{failed: true, kind: KindUnknownTool,
 			text: fmt.Sprintf("Unknown tool: %q. Available tools: %s.", c.Name, strings.Join(s.Names(), ", "))})
 	}
-	if !s.level.allows(t.category) {
-		return s.finish(c.Name, output{failed: true, kind: KindDenied,
-			text: fmt.Sprintf("Tool %s is not allowed at permission level %s.", c.Name, s.level)})
+	if why := s.Refusal(c.Name); why != "" {
+		return s.finish(c.Name, output{failed: true, kind: KindDenied, text: why})
 	}
 	arguments := c.Arguments
 	if t.name == "apply_patch" && isRawPatch(arguments) {
@@ -482,14 +502,25 @@ func (s *Set) Run(ctx context.Context, c Call) (res Result) {
 	return s.finish(c.Name, out)
 }
 
+// Refusal says why the permission level refuses a tool; "" when it allows
+// it or does not know it. It is the permission-level link of the agent's
+// tool middleware chain (Run checks it too, for callers without one).
+func (s *Set) Refusal(name string) string {
+	t, ok := s.byName[name]
+	if !ok || s.level.allows(t.category) {
+		return ""
+	}
+	return fmt.Sprintf("Tool %s is not allowed at permission level %s.", name, s.level)
+}
+
 // finish applies the retention cap and the tool's limit.
 func (s *Set) finish(name string, out output) Result {
 	full, dropped := retainCount(out.text)
-	model, omitted := truncate(full, s.limits[name])
+	model, omitted := truncateFor(full, s.limits[name], name)
 	observed := max(int64(len(out.text))-out.markers, 0) + out.cut
 	lost := out.cut + dropped
 	r := Result{Output: model, Full: full, Truncated: omitted > 0, CharsOmitted: omitted, Process: out.process,
-		ObservedBytes: observed, RetainedBytes: max(observed-lost, 0), OmittedBytes: lost}
+		ObservedBytes: observed, RetainedBytes: max(observed-lost, 0), OmittedBytes: lost, Images: out.images}
 	if out.failed {
 		r.IsError = true
 		r.ErrorKind = out.kind
@@ -511,9 +542,13 @@ func extraTool(x Extra) *tool {
 	if x.Category == CategorySubagent {
 		cat = catSubagent
 	}
-	run := x.Run
+	run, runImages := x.Run, x.RunImages
 	return &tool{name: x.Name, description: x.Description, schema: sc, category: cat,
 		run: func(ctx context.Context, _ *Set, c Call, args []byte) (output, error) {
+			if runImages != nil {
+				text, images, isErr := runImages(ctx, c.ID, args)
+				return output{text: text, images: images, failed: isErr}, nil
+			}
 			text, isErr := run(ctx, c.ID, args)
 			return output{text: text, failed: isErr}, nil
 		}}
@@ -523,4 +558,10 @@ func extraTool(x Extra) *tool {
 func isRawPatch(arguments string) bool {
 	a := strings.TrimSpace(arguments)
 	return strings.HasPrefix(a, patchBegin) || strings.HasPrefix(a, "<<")
+}
+
+// IsBuiltin reports a name a built-in tool of any profile has.
+func IsBuiltin(name string) bool {
+	_, ok := builtins()[name]
+	return ok
 }

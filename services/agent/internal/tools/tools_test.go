@@ -30,9 +30,9 @@ func TestDefinitionsPerProfileAndLevel(t *testing.T) {
 		{"kimi", Full, []string{"shell", "read_file", "write_file", "grep", "glob", "web_search", "web_fetch", "apply_patch", "update_plan"}},
 		{"gemini", Full, []string{"shell", "read_file", "write_file", "grep", "glob", "web_search", "web_fetch", "edit_file", "read_many_files", "list_dir"}},
 		{"gemini", ReadOnly, []string{"read_file", "grep", "glob", "read_many_files", "list_dir"}},
-		{"anthropic", ReadWrite, []string{"read_file", "write_file", "grep", "glob", "edit_file"}},
-		{"openai", ReadWrite, []string{"read_file", "write_file", "grep", "glob", "apply_patch"}},
-		{"openai", 0, []string{"read_file", "write_file", "grep", "glob", "apply_patch"}}, // unset = read-write
+		{"anthropic", ReadWrite, []string{"read_file", "write_file", "grep", "glob", "edit_file", "TaskCreate", "TaskUpdate", "TaskGet", "TaskList"}},
+		{"openai", ReadWrite, []string{"read_file", "write_file", "grep", "glob", "apply_patch", "update_plan"}},
+		{"openai", 0, []string{"read_file", "write_file", "grep", "glob", "apply_patch", "update_plan"}}, // unset = read-write
 		{"openai", ReadOnly, []string{"read_file", "grep", "glob"}},
 	}
 	for _, tt := range tests {
@@ -93,7 +93,8 @@ func TestRunRefusals(t *testing.T) {
 		{"shell at read-write", "openai", ReadWrite, Call{Name: "shell", Arguments: `{"command":"true"}`}, KindDenied, []string{"not allowed at permission level read-write"}},
 		{"write at read-only", "openai", ReadOnly, Call{Name: "write_file", Arguments: `{"file_path":"x","content":""}`}, KindDenied, []string{"read-only"}},
 		{"web at read-write", "gemini", ReadWrite, Call{Name: "web_fetch", Arguments: `{"url":"https://example.com"}`}, KindDenied, nil},
-		{"tasks at read-write", "anthropic", ReadWrite, Call{Name: "TaskList", Arguments: `{}`}, KindDenied, nil},
+		{"tasks at read-only", "anthropic", ReadOnly, Call{Name: "TaskList", Arguments: `{}`}, KindDenied, nil},
+		{"plan at read-only", "openai", ReadOnly, Call{Name: "update_plan", Arguments: `{"plan":[]}`}, KindDenied, nil},
 		{"malformed JSON", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path": "a.txt"`}, KindInvalidArguments, []string{"not valid JSON"}},
 		{"trailing garbage", "openai", Full, Call{Name: "read_file", Arguments: `{"file_path":"a.txt"} x`}, KindInvalidArguments, []string{"not valid JSON"}},
 		{"not an object", "openai", Full, Call{Name: "read_file", Arguments: `["a.txt"]`}, KindInvalidArguments, []string{"arguments: expected object, got array"}},
@@ -532,6 +533,27 @@ func TestNames(t *testing.T) {
 	} {
 		if got := (Result{ErrorKind: kind}).ErrorKindProto(); got != want {
 			t.Errorf("%q -> %v, want %v", kind, got, want)
+		}
+	}
+}
+
+// TestTodoToolsAtReadWrite: update_plan and the Task tools change no
+// files, so read-write offers and runs them.
+func TestTodoToolsAtReadWrite(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		call    Call
+	}{
+		{"openai", Call{Name: "update_plan", Arguments: `{"plan":[{"step":"a","status":"pending"}]}`}},
+		{"anthropic", Call{Name: "TaskCreate", Arguments: `{"subject":"a","description":"b"}`}},
+		{"anthropic", Call{Name: "TaskList", Arguments: `{}`}},
+	} {
+		s := NewSet(tc.profile, ReadWrite, Env{}, nil)
+		if !slices.Contains(s.Names(), tc.call.Name) {
+			t.Errorf("%s: not offered at read-write: %v", tc.call.Name, s.Names())
+		}
+		if r := s.Run(t.Context(), tc.call); r.IsError {
+			t.Errorf("%s at read-write: %s", tc.call.Name, r.Output)
 		}
 	}
 }

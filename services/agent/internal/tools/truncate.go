@@ -83,16 +83,20 @@ func runeStart(s string, i int) int {
 // truncate cuts s to l, returning what the model sees and how many
 // characters were removed (lines mode counts the characters of the removed
 // lines too).
-func truncate(s string, l Limit) (string, int64) {
+func truncate(s string, l Limit) (string, int64) { return truncateFor(s, l, "") }
+
+// truncateFor is truncate with the notes naming how to see the rest of the
+// tool's output.
+func truncateFor(s string, l Limit, tool string) (string, int64) {
 	var omitted int64
 	if l.MaxChars > 0 && len(s) > l.MaxChars {
 		if n := utf8.RuneCountInString(s); n > l.MaxChars {
-			s, omitted = truncateChars(s, n, l)
+			s, omitted = truncateChars(s, n, l, tool)
 		}
 	}
 	if l.MaxLines > 0 {
 		var o int64
-		s, o = truncateLines(s, l)
+		s, o = truncateLines(s, l, tool)
 		omitted += o
 	}
 	return s, omitted
@@ -110,9 +114,24 @@ func byteOffset(s string, r int) int {
 	return len(s)
 }
 
-func truncateChars(s string, n int, l Limit) (string, int64) {
+// seeRest tells the model how to see what a tool's limit cut.
+func seeRest(tool string) string {
+	switch tool {
+	case "read_file", "Read", "read_many_files":
+		return "To see the rest, read the file again with offset and limit set to the lines you need."
+	case "shell", "Bash":
+		return "To see the rest, run the command again with its output redirected to a file (cmd > /tmp/out.txt 2>&1), then read that file in parts with read_file's offset and limit, or filter it with grep, head or tail."
+	case "grep", "Grep", "glob", "Glob", "list_dir":
+		return "To see the rest, search again with a narrower pattern or path."
+	case "web_fetch":
+		return "To see the rest, fetch it again with a prompt asking for the part you need."
+	}
+	return "To see the rest, call the tool again with narrower arguments."
+}
+
+func truncateChars(s string, n int, l Limit, tool string) (string, int64) {
 	removed := n - l.MaxChars
-	note := "The full output is in the event log; re-run the tool with more targeted parameters to see other parts."
+	note := seeRest(tool)
 	switch l.Mode {
 	case Tail:
 		cut := byteOffset(s, removed)
@@ -128,7 +147,7 @@ func truncateChars(s string, n int, l Limit) (string, int64) {
 	return head + fmt.Sprintf("\n\n[WARNING: Tool output was truncated. %d characters were removed from the middle. %s]\n\n", removed, note) + tail, int64(removed)
 }
 
-func truncateLines(s string, l Limit) (string, int64) {
+func truncateLines(s string, l Limit, tool string) (string, int64) {
 	lines := strings.SplitAfter(s, "\n")
 	if lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
@@ -138,18 +157,21 @@ func truncateLines(s string, l Limit) (string, int64) {
 	}
 	dropped := len(lines) - l.MaxLines
 	var kept, removed []string
+	marker := func(where string, removed []string) string {
+		return fmt.Sprintf("[... %d lines (%d characters) omitted %s; %d of %d lines shown. %s ...]", dropped, chars(removed), where, l.MaxLines, len(lines), seeRest(tool))
+	}
 	switch l.Mode {
 	case Tail:
 		removed, kept = lines[:dropped], lines[dropped:]
-		return fmt.Sprintf("[... %d lines omitted ...]\n", dropped) + strings.Join(kept, ""), chars(removed)
+		return marker("from the start", removed) + "\n" + strings.Join(kept, ""), chars(removed)
 	case Head:
 		kept, removed = lines[:l.MaxLines], lines[l.MaxLines:]
-		return strings.Join(kept, "") + fmt.Sprintf("\n[... %d lines omitted ...]", dropped), chars(removed)
+		return strings.Join(kept, "") + "\n" + marker("from the end", removed), chars(removed)
 	}
 	h := l.MaxLines / 2
 	t := l.MaxLines - h
 	removed = lines[h : len(lines)-t]
-	return strings.Join(lines[:h], "") + fmt.Sprintf("[... %d lines omitted ...]\n", dropped) + strings.Join(lines[len(lines)-t:], ""), chars(removed)
+	return strings.Join(lines[:h], "") + marker("from the middle", removed) + "\n" + strings.Join(lines[len(lines)-t:], ""), chars(removed)
 }
 
 func chars(lines []string) int64 {

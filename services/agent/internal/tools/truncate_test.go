@@ -6,6 +6,28 @@ import (
 	"unicode/utf8"
 )
 
+// TestTruncateSaysHowToSeeTheRest: the note says how much was cut and how
+// the tool shows the rest.
+func TestTruncateSaysHowToSeeTheRest(t *testing.T) {
+	for _, tc := range []struct {
+		tool  string
+		limit Limit
+		want  []string
+	}{
+		{"read_file", Limit{MaxChars: 10, Mode: HeadTail}, []string{"90 characters were removed", "offset and limit"}},
+		{"shell", Limit{MaxChars: 10, Mode: Tail}, []string{"first 90 characters were removed", "redirected to a file"}},
+		{"grep", Limit{MaxLines: 1, Mode: Head}, []string{"9 lines (90 characters) omitted", "narrower pattern"}},
+		{"mcp__s__t", Limit{MaxChars: 10, Mode: Head}, []string{"last 90 characters were removed", "narrower arguments"}},
+	} {
+		got, _ := truncateFor(strings.Repeat("123456789\n", 10), tc.limit, tc.tool)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q lacks %q", tc.tool, got, w)
+			}
+		}
+	}
+}
+
 func TestTruncateBoundaries(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -24,8 +46,8 @@ func TestTruncateBoundaries(t *testing.T) {
 		{"head_tail odd limit", "hhhhXXXXttttt", Limit{MaxChars: 9, Mode: HeadTail}, 4, "hhhh\n\n", "\n\nttttt", "4 characters were removed"},
 		{"runes not bytes: at limit", strings.Repeat("é", 10), Limit{MaxChars: 10, Mode: Tail}, 0, strings.Repeat("é", 10), "", ""},
 		{"runes not bytes: over", strings.Repeat("é", 11), Limit{MaxChars: 10, Mode: Tail}, 1, "[WARNING", "\n\n" + strings.Repeat("é", 10), ""},
-		{"lines tail", "1\n2\n3\n4\n", Limit{MaxLines: 2, Mode: Tail}, 4, "[... 2 lines omitted ...]\n3\n4\n", "", ""},
-		{"lines head_tail", "1\n2\n3\n4\n5\n", Limit{MaxLines: 2, Mode: HeadTail}, 6, "1\n[... 3 lines omitted ...]\n5\n", "", ""},
+		{"lines tail", "1\n2\n3\n4\n", Limit{MaxLines: 2, Mode: Tail}, 4, "[... 2 lines (4 characters) omitted from the start; 2 of 4 lines shown.", "...]\n3\n4\n", ""},
+		{"lines head_tail", "1\n2\n3\n4\n5\n", Limit{MaxLines: 2, Mode: HeadTail}, 6, "1\n[... 3 lines (6 characters) omitted from the middle; 2 of 5 lines shown.", "...]\n5\n", ""},
 		{"lines at limit", "1\n2\n", Limit{MaxLines: 2, Mode: HeadTail}, 0, "1\n2\n", "", ""},
 	}
 	for _, tt := range tests {

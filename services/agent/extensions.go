@@ -1,0 +1,322 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
+)
+
+// errorDomain is the google.rpc.ErrorInfo domain of the agent's errors.
+const errorDomain = "agent.fabro.sh"
+
+func withInfo(code codes.Code, msg, reason string, md map[string]string) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// settingsStatus is INVALID_ARGUMENT naming the file, line and rule.
+func settingsStatus(err error) error {
+	var se *settings.Error
+	if !errors.As(err, &se) {
+		return status.Errorf(codes.Internal, "settings: %v", err)
+	}
+	md := map[string]string{"file": se.File}
+	if se.Line > 0 {
+		md["line"] = strconv.Itoa(se.Line)
+	}
+	if se.Rule != "" {
+		md["rule"] = se.Rule
+	}
+	if se.Forbidden {
+		return withInfo(codes.PermissionDenied, "tool settings: "+se.Error(), "HOST_EXTENSION_FORBIDDEN", md)
+	}
+	return withInfo(codes.InvalidArgument, "bad tool settings: "+se.Error(), "INVALID_SETTINGS", md)
+}
+
+// extSpec is what a CreateSession or ResumeSession says about tool
+// settings.
+type extSpec struct {
+	request      *agentv1.ToolSettings
+	approvedHash string
+	clientTools  []*agentv1.ClientTool
+	// inherited are a subagent's parent's layers (files are not read
+	// again: the child lives in the parent's trust).
+	inherited []settings.Layer
+}
+
+// loadLayers collects a session's settings: the operator's file (on this
+// host, outside every sandbox), the project file only when its content
+// hash is approved, then the request's. It returns warnings to emit once
+// the session exists.
+//
+// The project file lives in the workspace, which the agent's own tools
+// write: taking it unapproved would let the agent configure itself (a
+// host-side hook written by a tool call, run at the next session). So its
+// hash is checked on every load, and a changed file is ignored until its
+// new hash is approved.
+func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext extSpec) ([]settings.Layer, []string, error) {
+	if ext.inherited != nil {
+		layers := slices.Clone(ext.inherited)
+		if ext.request != nil {
+			layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request, Untrusted: true})
+		}
+		return layers, nil, nil
+	}
+	var layers []settings.Layer
+	var warnings []string
+	var trusted []string
+	if f := s.settingsFile; f != "" {
+		data, err := os.ReadFile(f)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, nil, withInfo(codes.FailedPrecondition, fmt.Sprintf("the operator's settings file %s cannot be read: %v", f, err), "SETTINGS_UNREADABLE", map[string]string{"file": f})
+		default:
+			ts, tr, err := settings.Parse(f, data)
+			if err != nil {
+				return nil, nil, settingsStatus(err)
+			}
+			trusted = tr
+			layers = append(layers, settings.Layer{Source: f, Settings: ts, Data: data})
+		}
+	}
+	projPath := path.Join(workDir, settings.ProjectFile)
+	data, _, err := s.readSandboxFile(ctx, sandboxID, projPath, 1<<20)
+	switch {
+	case err == nil:
+		hash := settings.Hash(data)
+		if hash != ext.approvedHash && !slices.Contains(trusted, hash) {
+			warnings = append(warnings, fmt.Sprintf("The project settings file %s (sha256 %s) is not approved and was ignored: "+
+				"approve its content with CreateSession's approved_project_settings_sha256 or the operator's trusted_project_settings.", projPath, hash))
+			break
+		}
+		ts, _, err := settings.Parse(projPath, data)
+		if err != nil {
+			return nil, nil, settingsStatus(err)
+		}
+		layers = append(layers, settings.Layer{Source: projPath, Settings: ts, Data: data})
+	case errors.Is(err, os.ErrNotExist):
+		if ext.approvedHash != "" {
+			warnings = append(warnings, fmt.Sprintf("approved_project_settings_sha256 is set but %s does not exist.", projPath))
+		}
+	default:
+		s.logger.WarnContext(ctx, "read project settings", "path", projPath, "error", err)
+	}
+	if ext.request != nil {
+		layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request, Untrusted: true})
+	}
+	return layers, warnings, nil
+}
+
+// buildChain wires the session's tool middleware chain: the permission
+// level, the rules, the hooks, the approval, then the tool set.
+func (s *Service) buildChain(sess *session) {
+	pol := sess.policy
+	sess.hooks = &hooks.Engine{
+		Hooks:     pol.Hooks,
+		Host:      hooks.Host{},
+		Sandbox:   hooks.Sandbox{Client: s.sandbox, SandboxID: sess.info.GetSandboxId()},
+		SessionID: sess.info.GetSessionId(),
+		WorkDir:   sess.env.GetWorkingDirectory(),
+		Failed: func(f *agentv1.HookFailed) {
+			sess.emitLive(&agentv1.AgentEvent{PromptId: sess.currentPrompt(), Event: &agentv1.AgentEvent_HookFailed{HookFailed: f}})
+		},
+		Logger: s.logger,
+	}
+	set := sess.toolset
+	rules := toolchain.Rules(&pol.Rules, sess.env.GetWorkingDirectory())
+	sess.chain = toolchain.Build(func(ctx context.Context, c toolchain.Call) loop.ToolResult {
+		return runSet(ctx, set, c.ToolCall)
+	},
+		toolchain.Level(set.Refusal),
+		rules,
+		toolchain.HookLink(sess.hooks, rules),
+		toolchain.Approval(sess))
+}
+
+// approval is one ask waiting for an Approve.
+type approval struct {
+	id, sessionID, rootID string
+	answer                chan approvalAnswer // buffered 1; the Approve that answers sends once
+	answered              bool                // under Service.amu
+}
+
+type approvalAnswer struct {
+	decision agentv1.ApprovalDecision
+	message  string
+}
+
+// Approve implements toolchain.Approver: it emits approval_requested (on
+// the root session, so a subagent's ask reaches whoever drives the tree)
+// and waits for the Approve RPC, the timeout, or the call's cancellation.
+func (sess *session) Approve(ctx context.Context, c toolchain.Call) (bool, string) {
+	sess.mu.Lock()
+	ok := sess.allowSession[c.Name]
+	sess.mu.Unlock()
+	if ok {
+		return true, ""
+	}
+	s := sess.svc
+	a := &approval{id: newID("ap_"), sessionID: sess.info.GetSessionId(), rootID: sess.info.GetRootSessionId(), answer: make(chan approvalAnswer, 1)}
+	s.amu.Lock()
+	s.approvals[a.id] = a
+	s.amu.Unlock()
+	target := sess
+	if root, err := s.lookup(a.rootID); err == nil && root.log != nil && root.state() != agentv1.SessionState_SESSION_STATE_CLOSED {
+		target = root
+	}
+	timeout := sess.policy.ApprovalTimeout
+	target.emitLive(&agentv1.AgentEvent{PromptId: target.currentPrompt(), Event: &agentv1.AgentEvent_ApprovalRequested{ApprovalRequested: &agentv1.ApprovalRequested{
+		ApprovalId: a.id, RequestingSessionId: a.sessionID, ToolName: c.Name, ToolCallId: c.ID, Arguments: c.Arguments,
+		Reason: c.Reason, ExpireTime: timestamppb.New(time.Now().Add(timeout))}}})
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	resolved := &agentv1.ApprovalResolved{ApprovalId: a.id, RequestingSessionId: a.sessionID, Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_DENY}
+	var ans approvalAnswer
+	select {
+	case ans = <-a.answer:
+	case <-timer.C:
+		resolved.TimedOut = true
+	case <-ctx.Done():
+		resolved.Message = "cancelled"
+	}
+	s.amu.Lock()
+	if !a.answered { // the timeout or the cancellation won
+		a.answered = true
+	} else if resolved.TimedOut || resolved.Message != "" {
+		// An Approve raced us and its answer is in the channel: honour it.
+		ans = <-a.answer
+		resolved.TimedOut, resolved.Message = false, ""
+	}
+	s.amu.Unlock()
+	if ans.decision != agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
+		resolved.Decision, resolved.Message = ans.decision, ans.message
+	}
+	target.emitLive(&agentv1.AgentEvent{PromptId: target.currentPrompt(), Event: &agentv1.AgentEvent_ApprovalResolved{ApprovalResolved: resolved}})
+	switch {
+	case resolved.TimedOut:
+		return false, fmt.Sprintf("No approval came within %s, so the call of %s was not run.", timeout, c.Name)
+	case ctx.Err() != nil && ans.decision == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED:
+		return false, "Cancelled"
+	case resolved.Decision == agentv1.ApprovalDecision_APPROVAL_DECISION_ALLOW_SESSION:
+		sess.mu.Lock()
+		sess.allowSession[c.Name] = true
+		sess.mu.Unlock()
+		return true, ""
+	case resolved.Decision == agentv1.ApprovalDecision_APPROVAL_DECISION_ALLOW_ONCE:
+		return true, ""
+	}
+	msg := "The user denied this call of " + c.Name + "."
+	if resolved.Message != "" {
+		msg += " They said: " + resolved.Message
+	}
+	return false, msg
+}
+
+// Approve implements agentv1.AgentServiceServer.
+func (s *Service) Approve(_ context.Context, req *agentv1.ApproveRequest) (*agentv1.ApproveResponse, error) {
+	if req.GetSessionId() == "" {
+		return nil, withInfo(codes.InvalidArgument, "session_id is required", "FIELD_REQUIRED", map[string]string{"field": "session_id"})
+	}
+	if req.GetApprovalId() == "" {
+		return nil, withInfo(codes.InvalidArgument, "approval_id is required", "FIELD_REQUIRED", map[string]string{"field": "approval_id"})
+	}
+	d := req.GetDecision()
+	if _, known := agentv1.ApprovalDecision_name[int32(d)]; !known || d == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
+		return nil, withInfo(codes.InvalidArgument, "decision must be ALLOW_ONCE, ALLOW_SESSION or DENY", "FIELD_REQUIRED", map[string]string{"field": "decision"})
+	}
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	a, ok := s.approvals[req.GetApprovalId()]
+	if !ok || a.sessionID != req.GetSessionId() && a.rootID != req.GetSessionId() {
+		return nil, withInfo(codes.NotFound, fmt.Sprintf("no approval %q in session %q", req.GetApprovalId(), req.GetSessionId()),
+			"APPROVAL_NOT_FOUND", map[string]string{"approval_id": req.GetApprovalId(), "session_id": req.GetSessionId()})
+	}
+	if a.answered {
+		return nil, withInfo(codes.FailedPrecondition, fmt.Sprintf("approval %q was already answered or timed out", a.id),
+			"APPROVAL_RESOLVED", map[string]string{"approval_id": a.id})
+	}
+	a.answered = true
+	a.answer <- approvalAnswer{decision: d, message: req.GetMessage()}
+	return &agentv1.ApproveResponse{RequestingSessionId: a.sessionID}, nil
+}
+
+// forgetApprovals drops a closed session's approval records.
+func (s *Service) forgetApprovals(sessionID string) {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	for id, a := range s.approvals {
+		if a.sessionID == sessionID {
+			delete(s.approvals, id)
+		}
+	}
+}
+
+// approvalsState is the Service's part for approvals.
+type approvalsState struct {
+	amu       sync.Mutex
+	approvals map[string]*approval
+}
+
+// resumeExt rebuilds the settings of a resumed session: the recorded
+// request settings and approval over the files as they are now (a
+// subagent's parent, when loaded, gives its layers again).
+func (s *Service) resumeExt(old *agentv1.Session, rec *agentv1.SessionRecord) extSpec {
+	ext := extSpec{request: rec.GetSettings(), approvedHash: rec.GetApprovedProjectSettingsSha256(), clientTools: rec.GetClientTools()}
+	if pid := old.GetParentSessionId(); pid != "" {
+		if parent, err := s.lookup(pid); err == nil && parent.layers != nil {
+			ext.inherited = parent.layers
+		}
+	}
+	return ext
+}
+
+// ParseSettingsFile reads a tool settings file (the operator's format, see
+// README) for a client such as `fabro exec` that sends it on
+// CreateSession; it also returns the project-file hashes the file trusts.
+// A missing file is no settings.
+func ParseSettingsFile(path string) (*agentv1.ToolSettings, []string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ts, trusted, err := settings.Parse(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := settings.Build(settings.Layer{Source: path, Settings: ts, Data: data}); err != nil {
+		return nil, nil, err
+	}
+	return ts, trusted, nil
+}
+
+// ProjectSettingsHash is the SHA-256 a project settings file is approved
+// by.
+func ProjectSettingsHash(data []byte) string { return settings.Hash(data) }
+
+// ProjectSettingsFile is the project settings file's path relative to the
+// working directory.
+const ProjectSettingsFile = settings.ProjectFile
