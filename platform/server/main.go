@@ -69,6 +69,9 @@ func runMain(ctx context.Context, name string, args []string, defaults Config, r
 	if err != nil {
 		return err
 	}
+	if err := nonDumpable(); err != nil {
+		return fmt.Errorf("make the service non-dumpable: %w", err)
+	}
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "fabro-" + name, Logger: logger})
 	if err != nil {
 		return err

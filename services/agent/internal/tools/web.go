@@ -406,7 +406,10 @@ func runWebSearch(ctx context.Context, s *Set, _ Call, raw []byte) (output, erro
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return output{}, failed("Brave Search rate limit reached (HTTP 429); try again later")
 	case resp.StatusCode != http.StatusOK:
-		return output{}, failed("Brave Search failed: HTTP %d: %s", resp.StatusCode, capText(strings.TrimSpace(string(body)), 300, "..."))
+		// An error body may quote the request back: the key never reaches
+		// the model, its events or NATS.
+		text := strings.ReplaceAll(string(body), key, "[REDACTED]")
+		return output{}, failed("Brave Search failed: HTTP %d: %s", resp.StatusCode, capText(strings.TrimSpace(text), 300, "..."))
 	}
 	var br braveResponse
 	if err := json.Unmarshal(body, &br); err != nil {
@@ -428,4 +431,11 @@ func runWebSearch(ctx context.Context, s *Set, _ Call, raw []byte) (output, erro
 		}
 	}
 	return ok(b.String())
+}
+
+// PublicHTTPClient is an HTTP client with web_fetch's SSRF guard: only
+// public addresses on ports 80 and 443, no proxy, checked redirects. The
+// agent dials MCP servers named by an API caller with it.
+func PublicHTTPClient() *http.Client {
+	return (&Set{}).guardedClient(nil)
 }

@@ -265,6 +265,11 @@ func brave(t *testing.T, status int, results []map[string]string) (*httptest.Ser
 			return
 		}
 		*got = r.URL.Query()
+		if status == http.StatusBadGateway { // an upstream that quotes the request back
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"error":"bad upstream for token %s"}`, r.Header.Get("X-Subscription-Token"))
+			return
+		}
 		if status != http.StatusOK {
 			w.WriteHeader(status)
 			fmt.Fprint(w, `{"error":"nope"}`)
@@ -312,6 +317,7 @@ func TestWebSearch(t *testing.T) {
 		{"wrong key", 200, results, func(context.Context, string) (string, error) { return "wrong", nil }, map[string]any{"query": "q"}, KindFailed, "rejected the API key (HTTP 401)", ""},
 		{"rate limited", 429, nil, key, map[string]any{"query": "q"}, KindFailed, "rate limit", "5"},
 		{"server error", 500, nil, key, map[string]any{"query": "q"}, KindFailed, "HTTP 500", "5"},
+		{"error quoting the key", 502, nil, key, map[string]any{"query": "q"}, KindFailed, "token [REDACTED]", "5"},
 		{"empty query", 200, nil, key, map[string]any{"query": " "}, KindInvalidArguments, "must not be empty", ""},
 		{"max_results below 1", 200, nil, key, map[string]any{"query": "q", "max_results": 0}, KindInvalidArguments, "at least 1", ""},
 	}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package server
+
+func nonDumpable() error { return nil }
