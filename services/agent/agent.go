@@ -56,6 +56,9 @@ type Config struct {
 	DataDir string
 	// DefaultModel is used when CreateSession names no model.
 	DefaultModel string
+	// Events bounds how session event writers ride out NATS outages and
+	// what the events stream retains (flags in eventflags.go).
+	Events bus.WriterConfig
 
 	// VaultAddr is the vault's gRPC address, from which tools resolve their
 	// credentials (web_search's BRAVE_SEARCH_API_KEY) with the agent's
@@ -101,6 +104,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ServiceTokenFile, "service-token-file", c.ServiceTokenFile, "vault service tokens file (JSON); the \"agent\" entry authenticates to the vault; default $FABRO_SERVICE_TOKEN")
 	fs.StringVar(&c.BraveBaseURL, "brave-base-url", c.BraveBaseURL, "Brave Search API base URL for web_search (default https://api.search.brave.com)")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
+	registerEventFlags(fs, &c.Events)
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer
@@ -199,7 +203,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	if listen == "none" {
 		listen = ""
 	}
-	s.bus, err = bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "agent", "nats")}, logger)
+	s.bus, err = bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "agent", "nats"), Writer: cfg.Events}, logger)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
