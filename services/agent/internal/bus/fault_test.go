@@ -180,8 +180,13 @@ func runRestart(t *testing.T, b *Bus, n, killAt, buffer int, restart func(down f
 	id := "s_restart"
 	log := NewLog(b, id, "", id, 0, nil)
 	emitted := make(chan error, 1)
+	flushed, goOn := make(chan struct{}), make(chan struct{})
 	go func() {
 		for i := 1; i <= n; i++ {
+			if i == killAt+1 {
+				close(flushed)
+				<-goOn // NATS is down now
+			}
 			if _, err := log.Emit(delta(i)); err != nil {
 				emitted <- err
 				return
@@ -189,8 +194,10 @@ func runRestart(t *testing.T, b *Bus, n, killAt, buffer int, restart func(down f
 		}
 		emitted <- nil
 	}()
+	<-flushed
 	await(t, "events acknowledged before the outage", func() bool { return log.Committed() >= uint64(killAt) })
 	restart(func() {
+		close(goOn)
 		// While NATS is down the session fills its buffer and waits.
 		await(t, "the writer to hold a full buffer", func() bool { return log.Last()-log.Committed() >= uint64(buffer) })
 		if err := log.Err(); err != nil {
