@@ -41,7 +41,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func newStack(t testing.TB) *stack {
+func newStack(t testing.TB, opts ...func(*Config)) *stack {
 	t.Helper()
 	ctx := t.Context()
 	logger := testLogger(t)
@@ -88,13 +88,17 @@ func newStack(t testing.TB) *stack {
 	}
 	t.Cleanup(func() { deps.Shutdown(context.Background()) })
 
-	svc, err := New(ctx, Config{
+	cfg := Config{
 		LLMAddr:       deps.GRPCAddr(),
 		SandboxAddr:   deps.GRPCAddr(),
 		NATSListen:    "127.0.0.1:-1",
 		DataDir:       filepath.Join(dir, "data"),
 		ReplayBackoff: func(int) time.Duration { return time.Millisecond },
-	}, logger)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := New(ctx, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ import (
 // "ready", then one line "<sequence> <subject>" per event of the session
 // until session_ended (or count events), then exits.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv("FABRO_AGENT_TEST_NATS"); spec != "" {
+		runNATSServer(spec) // natsfault_test.go
+	}
 	if spec := os.Getenv("FABRO_AGENT_TEST_SUBSCRIBE"); spec != "" {
 		if err := subscribe(strings.Fields(spec)); err != nil {
 			fmt.Fprintln(os.Stderr, "subscriber:", err)
