@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -180,6 +181,9 @@ func TestRunEndsAfterNATSOutageLimit(t *testing.T) {
 			s := status.Convert(err)
 			if s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "NATS") {
 				t.Fatalf("prompt stream after a long NATS outage: %v, want UNAVAILABLE naming NATS", err)
+			}
+			if d := s.Details(); len(d) != 1 || d[0].(*errdetails.ErrorInfo).GetReason() != "NATS_UNAVAILABLE" {
+				t.Errorf("details %v, want ErrorInfo NATS_UNAVAILABLE", d)
 			}
 			break
 		}
