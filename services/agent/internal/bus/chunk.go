@@ -119,11 +119,14 @@ var errChunk = errors.New("malformed event chunk")
 // A chunk sequence whose beginning is gone (removed by the retention) is
 // skipped.
 func (r *reassembler) add(msg jetstream.Msg) (*agentv1.AgentEvent, error) {
-	h := msg.Headers()
+	return r.addData(msg.Headers(), msg.Data())
+}
+
+func (r *reassembler) addData(h nats.Header, data []byte) (*agentv1.AgentEvent, error) {
 	idx := h.Get(HeaderChunkIndex)
 	if idx == "" {
 		ev := &agentv1.AgentEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+		if err := proto.Unmarshal(data, ev); err != nil {
 			return nil, err
 		}
 		return ev, nil
@@ -148,10 +151,10 @@ func (r *reassembler) add(msg jetstream.Msg) (*agentv1.AgentEvent, error) {
 		delete(r.parts, session) // its beginning is gone
 		return nil, nil
 	}
-	if len(p.buf)+len(msg.Data()) > p.total {
+	if len(p.buf)+len(data) > p.total {
 		return nil, fmt.Errorf("%w %s: more than %d bytes", errChunk, id, p.total)
 	}
-	p.buf = append(p.buf, msg.Data()...)
+	p.buf = append(p.buf, data...)
 	p.next++
 	if p.next < p.count {
 		return nil, nil

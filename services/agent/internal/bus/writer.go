@@ -90,7 +90,9 @@ func (b *Bus) writerOptions() []nats.Option {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			b.logger.Warn("nats connection lost; session events wait for it", "error", err)
+			if err != nil { // nil: our own Close
+				b.logger.Warn("nats connection lost; session events wait for it", "error", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			b.logger.Info("nats connection back", "nats_url", nc.ConnectedUrlRedacted())
