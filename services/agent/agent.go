@@ -59,6 +59,9 @@ type Config struct {
 	DataDir string
 	// DefaultModel is used when CreateSession names no model.
 	DefaultModel string
+	// Events bounds how session event writers ride out NATS outages and
+	// what the events stream retains (flags in eventflags.go).
+	Events bus.WriterConfig
 
 	// VaultAddr is the vault's gRPC address, from which tools resolve their
 	// credentials (web_search's BRAVE_SEARCH_API_KEY). Empty: the agent's
@@ -114,6 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BraveBaseURL, "brave-base-url", c.BraveBaseURL, "Brave Search API base URL for web_search (default https://api.search.brave.com)")
 	fs.StringVar(&c.SettingsFile, "agent-settings", c.SettingsFile, "the operator's tool settings file (JSON: permissions, hooks, approval_timeout, trusted_project_settings); empty: none")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
+	registerEventFlags(fs, &c.Events)
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer

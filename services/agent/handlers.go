@@ -392,7 +392,7 @@ func (s *Service) Prompt(req *agentv1.PromptRequest, stream grpc.ServerStreaming
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			if errors.Is(err, bus.ErrEventStream) {
-				return status.Error(codes.Internal, "the durable event log refused an event; the session ended")
+				return eventLogStatus(err)
 			}
 			return status.FromContextError(err).Err()
 		}
@@ -471,7 +471,7 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 	switch {
 	case sess.log.Err() != nil:
 		sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR,
-			&agentv1.AgentError{Kind: agentv1.AgentErrorKind_AGENT_ERROR_KIND_EVENT_STREAM, Message: "the durable event log refused an event"})
+			&agentv1.AgentError{Kind: agentv1.AgentErrorKind_AGENT_ERROR_KIND_EVENT_STREAM, Message: sess.log.Err().Error()})
 	case report.GetError().GetKind() == agentv1.AgentErrorKind_AGENT_ERROR_KIND_SANDBOX_UNAVAILABLE:
 		aerr := proto.CloneOf(report.GetError())
 		aerr.SandboxId = sess.info.GetSandboxId()
@@ -780,7 +780,7 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
-			return status.Errorf(codes.Internal, "replay events: %v", err)
+			return replayStatus(err)
 		}
 	}
 	if !req.GetFollow() || ended || sub == nil || sess.state() == agentv1.SessionState_SESSION_STATE_CLOSED && sess.log.Committed() == committed {
@@ -790,7 +790,7 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			if errors.Is(err, bus.ErrEventStream) {
-				return status.Error(codes.Internal, "the durable event log failed")
+				return eventLogStatus(err)
 			}
 			return status.FromContextError(err).Err()
 		}
@@ -843,7 +843,7 @@ func (s *Service) streamTree(ctx context.Context, sess *session, req *agentv1.St
 		if ctx.Err() != nil {
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		return status.Errorf(codes.Internal, "replay events: %v", err)
+		return replayStatus(err)
 	}
 	if !req.GetFollow() || ended || sess.log == nil {
 		return nil
@@ -852,7 +852,7 @@ func (s *Service) streamTree(ctx context.Context, sess *session, req *agentv1.St
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			if errors.Is(err, bus.ErrEventStream) {
-				return status.Error(codes.Internal, "the durable event log failed")
+				return eventLogStatus(err)
 			}
 			return status.FromContextError(err).Err()
 		}

@@ -43,7 +43,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func newStack(t testing.TB) *stack {
+func newStack(t testing.TB, opts ...func(*Config)) *stack {
 	t.Helper()
 	ctx := t.Context()
 	logger := testLogger(t)
@@ -91,13 +91,17 @@ func newStack(t testing.TB) *stack {
 	}
 	t.Cleanup(func() { deps.Shutdown(context.Background()) })
 
-	svc, err := New(ctx, Config{
+	cfg := Config{
 		LLMAddr:       deps.GRPCAddr(),
 		SandboxAddr:   deps.GRPCAddr(),
 		NATSListen:    "127.0.0.1:-1",
 		DataDir:       filepath.Join(dir, "data"),
 		ReplayBackoff: func(int) time.Duration { return time.Millisecond },
-	}, logger)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := New(ctx, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +116,7 @@ func newStack(t testing.TB) *stack {
 		svc.Close()
 	})
 	st.httpAddr, st.grpcAddr = srv.HTTPAddr(), srv.GRPCAddr()
-	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}

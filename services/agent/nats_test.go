@@ -28,6 +28,9 @@ import (
 // until session_ended (or count events), then exits.
 func TestMain(m *testing.M) {
 	mcptest.MaybeServe() // FABRO_MCPTEST_SERVE: the test MCP server on stdio
+	if spec := os.Getenv("FABRO_AGENT_TEST_NATS"); spec != "" {
+		runNATSServer(spec) // natsfault_test.go
+	}
 	if spec := os.Getenv("FABRO_AGENT_TEST_SUBSCRIBE"); spec != "" {
 		if err := subscribe(strings.Fields(spec)); err != nil {
 			fmt.Fprintln(os.Stderr, "subscriber:", err)

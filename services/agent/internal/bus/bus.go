@@ -98,6 +98,9 @@ type Config struct {
 	// TLSCAFile verifies an external server's certificate; TLSCertFile and
 	// TLSKeyFile are this client's certificate for servers that ask one.
 	TLSCAFile, TLSCertFile, TLSKeyFile string
+	// Writer bounds how event writers ride out NATS outages and what the
+	// stream retains; zero fields take the defaults (writer.go).
+	Writer WriterConfig
 }
 
 // Bus is a NATS connection with the agent events stream.
@@ -108,18 +111,23 @@ type Bus struct {
 	url string
 
 	backlog metric.Registration // the backlog gauge's callback
+	wcfg    WriterConfig
+	logger  *slog.Logger
+	inproc  *inProcess // the embedded server the connection dials, swappable by tests
+	sopts   *server.Options
 }
 
 // Open starts the embedded server or connects to the external one, and
 // creates (or updates) the events stream.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err error) {
-	b := &Bus{url: cfg.URL}
+	b := &Bus{url: cfg.URL, wcfg: cfg.Writer.withDefaults(), logger: logger}
 	defer func() {
 		if err != nil {
 			b.Close()
 		}
 	}()
 	opts := []nats.Option{nats.Name("fabro-agent"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
+	opts = append(opts, b.writerOptions()...)
 	if cfg.URL != "" {
 		ext, err := externalOptions(cfg)
 		if err != nil {
@@ -169,7 +177,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		if cfg.Listen != "" {
 			b.url = ns.ClientURL()
 		}
-		opts = append(opts, nats.InProcessServer(ns))
+		b.sopts, b.inproc = sopts, &inProcess{ns: ns}
+		opts = append(opts, nats.InProcessServer(b.inproc))
 		logger.InfoContext(ctx, "embedded nats-server started", "nats_url", b.url, "store_dir", cfg.StoreDir,
 			"subscriber_nkey_file", cfg.SubscriberKeyFile)
 	}
@@ -182,7 +191,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 	if b.nc, err = nats.Connect(url, opts...); err != nil {
 		return nil, fmt.Errorf("bus: connect to nats: %w", err)
 	}
-	if b.js, err = jetstream.New(b.nc, jetstream.WithPublishAsyncMaxPending(MaxPendingAcks)); err != nil {
+	if b.js, err = jetstream.New(b.nc, jetstream.WithPublishAsyncMaxPending(MaxPendingAcks), jetstream.WithPublishAsyncTimeout(b.wcfg.AckTimeout)); err != nil {
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
 	storage := jetstream.FileStorage
@@ -192,8 +201,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		Subjects:    []string{AllSubjects},
 		Storage:     storage,
 		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  DuplicateWindow,
+		Duplicates:  b.wcfg.duplicates(),
 		AllowDirect: true,
+		MaxAge:      b.wcfg.MaxAge,
+		MaxBytes:    b.wcfg.MaxBytes,
 	}); err != nil {
 		return nil, fmt.Errorf("bus: create stream %s: %w", StreamName, err)
 	}
@@ -213,7 +224,10 @@ func (b *Bus) ClientURL() string { return b.url }
 func (b *Bus) Publish(ctx context.Context, ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
 	data, err := proto.Marshal(ev)
 	if err != nil {
-		return nil, fmt.Errorf("bus: marshal event: %w", err)
+		return nil, fmt.Errorf("bus: marshal event: %w: %w", ErrMarshal, err)
+	}
+	if len(data) > b.chunkLimit() {
+		return b.publishChunks(ctx, Subject(ev.GetSessionId(), EventType(ev)), MsgID(ev.GetSessionId(), ev.GetSequence()), data)
 	}
 	m := nats.NewMsg(Subject(ev.GetSessionId(), EventType(ev)))
 	m.Data = data
@@ -232,6 +246,11 @@ func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn 
 	if from > to {
 		return nil
 	}
+	if err := b.checkRetained(ctx, sessionID, from); err != nil {
+		return err
+	}
+	var asm reassembler
+	first := true
 	cons, err := b.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{SessionFilter(sessionID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -244,10 +263,17 @@ func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn 
 		if err != nil {
 			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
 		}
-		ev := &agentv1.AgentEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+		ev, err := asm.add(msg)
+		if err != nil {
 			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
 		}
+		if ev == nil {
+			continue // a chunk of an event not yet whole
+		}
+		if first && ev.GetSequence() > from {
+			return &ExpiredError{From: from, Oldest: ev.GetSequence()}
+		}
+		first = false
 		if ev.GetSequence() >= from {
 			if err := fn(ev); err != nil {
 				return err
@@ -288,14 +314,18 @@ func (b *Bus) ReplayMany(ctx context.Context, sessionIDs []string, fn func(*agen
 	if err != nil {
 		return fmt.Errorf("bus: replay: %w", err)
 	}
+	var asm reassembler
 	for n := info.NumPending; n > 0; n-- {
 		msg, err := cons.Next(jetstream.FetchContext(ctx))
 		if err != nil {
 			return fmt.Errorf("bus: replay: %w", err)
 		}
-		ev := &agentv1.AgentEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+		ev, err := asm.add(msg)
+		if err != nil {
 			return fmt.Errorf("bus: replay: %w", err)
+		}
+		if ev == nil {
+			continue // a chunk of an event not yet whole
 		}
 		if err := fn(ev); err != nil {
 			return err

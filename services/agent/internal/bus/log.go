@@ -42,6 +42,8 @@ type Log struct {
 	onCommit  func(*agentv1.AgentEvent)
 	onFail    func(error)
 	traceCtx  context.Context // whose trace context the messages carry
+
+	retry retryState // recovery from NATS outages (retry.go)
 }
 
 // SetTraceContext makes the events emitted from now on carry ctx's trace
@@ -50,6 +52,15 @@ func (l *Log) SetTraceContext(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.traceCtx = ctx
+}
+
+// traceContext is the context whose trace the next messages carry; the
+// caller holds l.mu.
+func (l *Log) traceContext() context.Context {
+	if l.traceCtx == nil {
+		return context.Background()
+	}
+	return l.traceCtx
 }
 
 // Observe sets functions called, under the log's lock and in sequence
@@ -63,9 +74,11 @@ func (l *Log) Observe(commit func(*agentv1.AgentEvent), fail func(error)) {
 }
 
 type pending struct {
-	ev *agentv1.AgentEvent
-	f  jetstream.PubAckFuture
-	at time.Time // when published, for the publish latency
+	ev    *agentv1.AgentEvent
+	f     jetstream.PubAckFuture // nil: not sent yet (an outage)
+	size  int
+	epoch uint64    // the connection's reconnect count when sent
+	at    time.Time // when first published, for the publish latency
 }
 
 // NewLog starts a session's log after sequence last (0 for a new session).
@@ -73,10 +86,12 @@ func NewLog(pub Publisher, sessionID, parentID, rootID string, last uint64, now 
 	if now == nil {
 		now = time.Now
 	}
-	return &Log{
+	l := &Log{
 		pub: pub, sessionID: sessionID, parentID: parentID, rootID: rootID, now: now,
 		seq: last, committed: last, changed: make(chan struct{}),
 	}
+	l.retry.init(pub)
+	return l
 }
 
 // Emit stamps ev (session ids, next sequence, time) and publishes it. It
@@ -84,6 +99,7 @@ func NewLog(pub Publisher, sessionID, parentID, rootID string, last uint64, now 
 func (l *Log) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	size := l.awaitRoomLocked(ev)
 	if l.err != nil {
 		return 0, l.err
 	}
@@ -94,16 +110,13 @@ func (l *Log) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 	ev.SessionId, ev.ParentSessionId, ev.RootSessionId = l.sessionID, l.parentID, l.rootID
 	ev.Sequence = l.seq
 	ev.Time = timestamppb.New(l.now())
-	tctx := l.traceCtx
-	if tctx == nil {
-		tctx = context.Background()
-	}
-	f, err := l.pub.Publish(tctx, ev)
+	f, err := l.publishLocked(ev)
 	if err != nil {
 		l.failLocked(err)
 		return 0, l.err
 	}
-	l.queue = append(l.queue, pending{ev: ev, f: f, at: time.Now()})
+	l.queue = append(l.queue, pending{ev: ev, f: f, size: size, epoch: l.retry.epoch(), at: time.Now()})
+	l.retry.bytes += size
 	if !l.running {
 		l.running = true
 		go l.forward()
@@ -124,13 +137,21 @@ func (l *Log) forward() {
 		p := l.queue[0]
 		l.mu.Unlock()
 
-		var err error
-		select {
-		case <-p.f.Ok():
-		case err = <-p.f.Err():
+		err := errNotSent
+		if p.f != nil {
+			select {
+			case <-p.f.Ok():
+				err = nil
+			case err = <-p.f.Err():
+			}
 		}
 
 		l.mu.Lock()
+		if err != nil && l.recoverLocked(err) {
+			l.mu.Unlock()
+			continue
+		}
+		l.retry.acked(p.size, err == nil)
 		l.queue[0] = pending{}
 		l.queue = l.queue[1:]
 		if err != nil {
@@ -217,6 +238,7 @@ func (l *Log) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
+	l.wakeLocked() // an Emit waiting for room returns ErrLogClosed
 }
 
 // Subscribe returns a subscriber that receives every event acknowledged

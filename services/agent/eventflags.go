@@ -1,0 +1,24 @@
+package agent
+
+import (
+	"flag"
+
+	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+)
+
+// registerEventFlags binds the event writer's and the stream's limits.
+func registerEventFlags(fs *flag.FlagSet, c *bus.WriterConfig) {
+	if c.OutageLimit == 0 {
+		c.OutageLimit = bus.DefaultOutageLimit
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = bus.DefaultAckTimeout
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = bus.DefaultMaxAge
+	}
+	fs.DurationVar(&c.OutageLimit, "nats-outage-limit", c.OutageLimit, "how long a session waits for NATS to acknowledge its events before it ends with an error naming NATS")
+	fs.DurationVar(&c.AckTimeout, "nats-ack-timeout", c.AckTimeout, "how long an event publish waits for its JetStream ack before it is published again (same message id)")
+	fs.DurationVar(&c.MaxAge, "events-max-age", c.MaxAge, "the events stream's retention by age (negative: forever)")
+	fs.Int64Var(&c.MaxBytes, "events-max-bytes", c.MaxBytes, "the events stream's retention by size in bytes, oldest dropped first (0: unlimited)")
+}
