@@ -119,6 +119,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		System:              sess.system,
 		MaxTokens:           o.GetMaxTokens(),
 		ReasoningEffort:     o.GetReasoningEffort(),
+		Speed:               o.GetSpeed(),
 		MaxTurns:            o.GetMaxTurns(),
 		WallClock:           o.GetWallClockTimeout().AsDuration(),
 		LoopDetection:       o.GetLoopDetection(),

@@ -1398,6 +1398,11 @@ type Request struct {
 	// each 1-256 bytes). A route whose protocol cannot carry them fails with
 	// INVALID_REQUEST rather than ignoring them.
 	StopSequences []string `protobuf:"bytes,13,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
+	// Optional. The provider's speed tier, such as "fast" (Anthropic's fast
+	// mode); empty is the standard one. Only the anthropic-messages protocol
+	// carries it; a route on another protocol fails with INVALID_REQUEST
+	// rather than ignoring it.
+	Speed         string `protobuf:"bytes,14,opt,name=speed,proto3" json:"speed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1521,6 +1526,13 @@ func (x *Request) GetStopSequences() []string {
 		return x.StopSequences
 	}
 	return nil
+}
+
+func (x *Request) GetSpeed() string {
+	if x != nil {
+		return x.Speed
+	}
+	return ""
 }
 
 // Usage counts tokens, normalized so that each token is counted once:
@@ -2062,7 +2074,7 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x0eResponseFormat\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .fabro.llm.v1.ResponseFormatTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xd8\x05\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xee\x05\n" +
 	"\aRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x121\n" +
@@ -2078,7 +2090,8 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	" \x03(\v2#.fabro.llm.v1.Request.MetadataEntryR\bmetadata\x12\x1c\n" +
 	"\tfallbacks\x18\v \x03(\tR\tfallbacks\x12+\n" +
 	"\x11disable_fallbacks\x18\f \x01(\bR\x10disableFallbacks\x12%\n" +
-	"\x0estop_sequences\x18\r \x03(\tR\rstopSequences\x1a;\n" +
+	"\x0estop_sequences\x18\r \x03(\tR\rstopSequences\x12\x14\n" +
+	"\x05speed\x18\x0e \x01(\tR\x05speed\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x14\n" +

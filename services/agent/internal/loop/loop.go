@@ -81,6 +81,8 @@ type Options struct {
 	System          string
 	MaxTokens       int32
 	ReasoningEffort llmv1.ReasoningEffort
+	// Speed is the model's speed tier, such as "fast"; empty: standard.
+	Speed string
 	MaxTurns        int32
 	WallClock       time.Duration
 	LoopDetection   bool

@@ -635,3 +635,34 @@ func TestTaskReminder(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestControls: the session's speed tier and reasoning effort reach
+// every model request, not only the first.
+func TestRequestControls(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []*llmv1.Request
+	)
+	m := &scripted{turn: func(n int, req *llmv1.Request) *llmv1.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, req)
+		return text("done")
+	}}
+	a := New(m, noop{}, discard{}, Options{Speed: "fast", ReasoningEffort: llmv1.ReasoningEffort_REASONING_EFFORT_HIGH}, nil)
+	for _, id := range []string{"p1", "p2"} {
+		if _, err := a.Prompt(t.Context(), id, "go", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Fatalf("%d model requests, want 2", len(seen))
+	}
+	for i, r := range seen {
+		if r.GetSpeed() != "fast" || r.GetReasoningEffort() != llmv1.ReasoningEffort_REASONING_EFFORT_HIGH {
+			t.Errorf("request %d: speed %q, effort %v; want fast, HIGH", i, r.GetSpeed(), r.GetReasoningEffort())
+		}
+	}
+}

@@ -26,6 +26,7 @@ func (a *Agent) request() *llmv1.Request {
 		Messages:        msgs,
 		Tools:           a.defs,
 		ReasoningEffort: a.opts.ReasoningEffort,
+		Speed:           a.opts.Speed,
 	}
 	if len(a.defs) > 0 {
 		r.ToolChoice = &llmv1.ToolChoice{Mode: llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO}

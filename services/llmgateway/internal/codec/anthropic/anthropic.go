@@ -59,6 +59,9 @@ const (
 // New returns the anthropic-messages codec.
 func New() codec.Codec { return anthropicCodec{} }
 
+// FastModeBeta is the anthropic-beta value a request with a speed carries.
+const FastModeBeta = "fast-mode-2026-02-01"
+
 type anthropicCodec struct{}
 
 var _ codec.Codec = anthropicCodec{}
@@ -81,6 +84,10 @@ func (anthropicCodec) NewRequest(ctx context.Context, call *codec.Call) (*http.R
 		req.Header.Set("Accept", "text/event-stream")
 	} else {
 		req.Header.Set("Accept", "application/json")
+	}
+	if call.Request.GetSpeed() != "" {
+		// Fast mode is a beta: the request names it (docs: build-with-claude/fast-mode).
+		req.Header.Add("anthropic-beta", FastModeBeta)
 	}
 	setAuth(req.Header, call)
 	for k, v := range call.Provider.GetExtraHeaders() {
@@ -145,6 +152,7 @@ type wireRequest struct {
 	Temperature  *float64        `json:"temperature,omitempty"`
 	StopSeqs     []string        `json:"stop_sequences,omitempty"`
 	Thinking     *wireThinking   `json:"thinking,omitempty"`
+	Speed        string          `json:"speed,omitempty"`
 	OutputConfig *wireOutput     `json:"output_config,omitempty"`
 	Stream       bool            `json:"stream,omitempty"`
 }
@@ -226,7 +234,7 @@ func buildBody(call *codec.Call) ([]byte, error) {
 	if r == nil {
 		return nil, invalid("no request")
 	}
-	w := wireRequest{Model: call.Model, MaxTokens: DefaultMaxTokens, Stream: call.Stream, StopSeqs: r.GetStopSequences()}
+	w := wireRequest{Model: call.Model, MaxTokens: DefaultMaxTokens, Stream: call.Stream, StopSeqs: r.GetStopSequences(), Speed: r.GetSpeed()}
 	if r.MaxOutputTokens != nil && r.GetMaxOutputTokens() > 0 {
 		w.MaxTokens = r.GetMaxOutputTokens()
 	}

@@ -160,6 +160,9 @@ func buildBody(call *codec.Call) ([]byte, error) {
 	}
 	out.AdditionalModelRequestFields = extra
 	inf.StopSequences = r.GetStopSequences()
+	if r.GetSpeed() != "" {
+		return nil, invalid("speed %q is not supported by Bedrock Converse", r.GetSpeed())
+	}
 	if inf.MaxTokens != nil || inf.Temperature != nil || len(inf.StopSequences) > 0 {
 		out.InferenceConfig = &inf
 	}

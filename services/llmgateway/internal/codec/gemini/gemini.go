@@ -299,6 +299,9 @@ func buildBody(call *codec.Call) ([]byte, error) {
 	if len(r.GetStopSequences()) > 0 {
 		g.StopSequences, set = r.GetStopSequences(), true
 	}
+	if r.GetSpeed() != "" {
+		return nil, invalid("speed %q is not supported by the Gemini API", r.GetSpeed())
+	}
 	switch rf := r.GetResponseFormat(); rf.GetType() {
 	case llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT:
 		g.ResponseMimeType, set = "application/json", true

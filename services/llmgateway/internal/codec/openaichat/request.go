@@ -3,6 +3,7 @@ package openaichat
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
@@ -162,6 +163,9 @@ func buildBody(call *codec.Call) ([]byte, error) {
 		body.Temperature = &v
 	}
 	body.Stop = r.GetStopSequences()
+	if r.GetSpeed() != "" {
+		return nil, openaiwire.Invalid("speed " + strconv.Quote(r.GetSpeed()) + " is not supported by the Chat Completions API")
+	}
 	body.ReasoningEffort = openaiwire.Effort(r.GetReasoningEffort())
 	switch rf := r.GetResponseFormat(); rf.GetType() {
 	case llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT:

@@ -3,6 +3,7 @@ package openairesponses
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
@@ -101,6 +102,9 @@ func buildBody(call *codec.Call) ([]byte, error) {
 		Input:        []any{},
 		Include:      []string{"reasoning.encrypted_content"},
 		Stream:       call.Stream,
+	}
+	if r.GetSpeed() != "" {
+		return nil, openaiwire.Invalid("speed " + strconv.Quote(r.GetSpeed()) + " is not supported by the OpenAI Responses API")
 	}
 	if len(r.GetStopSequences()) > 0 {
 		// The Responses API has no stop parameter: refusing beats ignoring.
