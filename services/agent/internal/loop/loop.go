@@ -82,10 +82,10 @@ type Options struct {
 	MaxTokens       int32
 	ReasoningEffort llmv1.ReasoningEffort
 	// Speed is the model's speed tier, such as "fast"; empty: standard.
-	Speed string
-	MaxTurns        int32
-	WallClock       time.Duration
-	LoopDetection   bool
+	Speed         string
+	MaxTurns      int32
+	WallClock     time.Duration
+	LoopDetection bool
 	// LoopThreshold is how many repetitions make a loop (default 3).
 	LoopThreshold int
 	Compaction    bool
