@@ -12,6 +12,8 @@ func TestRunMain(t *testing.T) {
 	t.Setenv("FABRO_MAIN_TEST_NAME", "from-env")
 	var name string
 	dataDir := t.TempDir()
+	// The Makefile exports FABRO_DATA_DIR for make run; this test's own wins.
+	t.Setenv("FABRO_DATA_DIR", dataDir)
 	register := func(fs *flag.FlagSet) {
 		fs.StringVar(&name, "main-test-name", "default", "")
 		fs.String("data-dir", dataDir, "")
