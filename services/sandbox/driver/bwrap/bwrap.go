@@ -456,7 +456,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	case kind == "exit" && nerr == nil:
 		res.ExitCode = &n
 	case kind == "signal" && nerr == nil:
-		res.Signal = signalName(syscall.Signal(n))
+		res.Signal = driver.SignalName(n)
 	case kind == "error" && strings.Contains(num, "executable file not found"):
 		return driver.ExecResult{}, fmt.Errorf("%w: %s", driver.ErrBashMissing, num)
 	default:
@@ -499,19 +499,4 @@ func (p *pipes) close() {
 			f.Close()
 		}
 	}
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
-	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGXCPU: "SIGXCPU",
-	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
-}
-
-func signalName(sig syscall.Signal) string {
-	if n, ok := signalNames[sig]; ok {
-		return n
-	}
-	return fmt.Sprintf("SIG%d", int(sig))
 }

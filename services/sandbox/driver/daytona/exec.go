@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"syscall"
 	"time"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
@@ -131,7 +130,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	if r.Exit != nil {
 		res.ExitCode = r.Exit
 	} else {
-		res.Signal = signalName(syscall.Signal(r.Signal))
+		res.Signal = driver.SignalName(int(r.Signal))
 	}
 	switch {
 	case r.OOM > 0:
@@ -235,20 +234,4 @@ func (s *sandbox) fetch(ctx context.Context, path string, fn func([]byte)) error
 			return err
 		}
 	}
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
-	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGXCPU: "SIGXCPU",
-	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
-}
-
-// signalName names a Linux signal number (the sandbox's, not this host's).
-func signalName(sig syscall.Signal) string {
-	if n, ok := signalNames[sig]; ok {
-		return n
-	}
-	return fmt.Sprintf("SIG%d", int(sig))
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -133,7 +132,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	st := tr.status
 	if st.signal != 0 {
-		res.Signal = signalName(syscall.Signal(st.signal))
+		res.Signal = driver.SignalName(int(st.signal))
 	} else {
 		code := st.exit
 		res.ExitCode = &code
@@ -362,19 +361,4 @@ func (t *trailer) flush() []byte {
 	}
 	t.status = st
 	return h[:i]
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
-	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGXCPU: "SIGXCPU",
-	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
-}
-
-func signalName(sig syscall.Signal) string {
-	if n, ok := signalNames[sig]; ok {
-		return n
-	}
-	return fmt.Sprintf("SIG%d", int(sig))
 }

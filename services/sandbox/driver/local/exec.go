@@ -189,7 +189,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	case !ok:
 		return res, fmt.Errorf("wait bash: %w", werr)
 	case ws.Signaled():
-		res.Signal = signalName(ws.Signal())
+		res.Signal = driver.SignalName(int(ws.Signal()))
 	default:
 		code := ws.ExitStatus()
 		res.ExitCode = &code
@@ -246,18 +246,3 @@ func withMarker(env []string, marker string) []string {
 }
 
 func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
-	syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-	syscall.SIGKILL: "SIGKILL", syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGXCPU: "SIGXCPU",
-	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
-}
-
-func signalName(sig syscall.Signal) string {
-	if n, ok := signalNames[sig]; ok {
-		return n
-	}
-	return fmt.Sprintf("SIG%d", int(sig))
-}
