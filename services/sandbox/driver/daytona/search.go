@@ -2,22 +2,16 @@ package daytona
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/grepout"
 )
-
-// maxLineBytes is how much of a matching line a result carries.
-const maxLineBytes = 2000
 
 // Grep implements driver.Searcher with ripgrep when the sandbox has it,
 // else POSIX grep, run by the helper inside the path it resolved; the
@@ -45,7 +39,7 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 		if o.GlobFilter != "" {
 			argv = append(argv, "--glob", o.GlobFilter)
 		}
-		argv = append(argv, "-e", rgPattern(o.Pattern))
+		argv = append(argv, "-e", grepout.RipgrepPattern(o.Pattern))
 	case driver.BackendPOSIX:
 		argv = []string{"grep", "-r", "-n", "-H", "-I", "-s", "--null", "-E"}
 		if o.CaseInsensitive {
@@ -54,7 +48,7 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 		if o.GlobFilter != "" {
 			argv = append(argv, "--include="+o.GlobFilter)
 		}
-		argv = append(argv, "-e", posixPattern(o.Pattern))
+		argv = append(argv, "-e", grepout.POSIXPattern(o.Pattern))
 	default:
 		return driver.GrepResult{}, fmt.Errorf("%w: unknown grep backend %d", driver.ErrInvalid, backend)
 	}
@@ -84,9 +78,9 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 		br := bufio.NewReaderSize(pr, 64<<10)
 		var err error
 		if backend == driver.BackendRipgrep {
-			res.Truncated, err = parseRgJSON(br, name, o.MaxResults, &res.Matches)
+			res.Truncated, err = grepout.ParseRipgrepJSON(br, name, o.MaxResults, &res.Matches)
 		} else {
-			res.Truncated, err = parseNull(br, name, o.MaxResults, &res.Matches)
+			res.Truncated, err = grepout.ParseNull(br, name, o.MaxResults, &res.Matches)
 		}
 		pr.CloseWithError(err)
 		io.Copy(io.Discard, pr)
@@ -154,172 +148,4 @@ func (s *sandbox) Walk(ctx context.Context, dir string, maxDepth int, exclude []
 	}
 	slices.SortFunc(w.Files, func(a, b driver.WalkedFile) int { return strings.Compare(a.Path, b.Path) })
 	return w.Files, nil
-}
-
-// parseNull reads grep's "path\0line:text\n" records, the name up to its
-// NUL so a newline in a name stays in it.
-func parseNull(br *bufio.Reader, name func([]byte) string, max int, out *[]driver.GrepMatch) (bool, error) {
-	for {
-		printed, err := br.ReadBytes(0)
-		if err == io.EOF && len(printed) == 0 {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("output ends inside a record %q", truncate(printed, 200))
-		}
-		rest, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return false, err
-		}
-		num, text, ok := bytes.Cut(bytes.TrimSuffix(rest, []byte{'\n'}), []byte{':'})
-		line, perr := strconv.ParseInt(string(num), 10, 64)
-		if !ok || perr != nil {
-			return false, fmt.Errorf("an unparseable record %q", truncate(rest, 200))
-		}
-		if len(*out) == max {
-			return true, nil
-		}
-		*out = append(*out, newMatch(name(printed[:len(printed)-1]), line, text))
-	}
-}
-
-type rgData struct {
-	Text  *string `json:"text"`
-	Bytes []byte  `json:"bytes"`
-}
-
-func (d rgData) raw() []byte {
-	if d.Text != nil {
-		return []byte(*d.Text)
-	}
-	return d.Bytes
-}
-
-type rgMessage struct {
-	Type string `json:"type"`
-	Data struct {
-		Path         rgData `json:"path"`
-		Lines        rgData `json:"lines"`
-		LineNumber   int64  `json:"line_number"`
-		BinaryOffset *int64 `json:"binary_offset"`
-	} `json:"data"`
-}
-
-// parseRgJSON reads ripgrep's --json messages; a binary file's matches are
-// dropped, as grep -I drops them.
-func parseRgJSON(br *bufio.Reader, name func([]byte) string, max int, out *[]driver.GrepMatch) (bool, error) {
-	var pending []driver.GrepMatch
-	for {
-		rec, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(rec)) > 0 {
-			var m rgMessage
-			if jerr := json.Unmarshal(rec, &m); jerr != nil {
-				return false, fmt.Errorf("an unparseable message %q: %v", truncate(rec, 200), jerr)
-			}
-			switch m.Type {
-			case "begin":
-				pending = pending[:0]
-			case "match":
-				pending = append(pending, newMatch(name(m.Data.Path.raw()), m.Data.LineNumber, bytes.TrimSuffix(m.Data.Lines.raw(), []byte{'\n'})))
-			case "end":
-				if m.Data.BinaryOffset == nil {
-					for _, pm := range pending {
-						if len(*out) == max {
-							return true, nil
-						}
-						*out = append(*out, pm)
-					}
-				}
-				pending = pending[:0]
-			}
-		}
-		if err == io.EOF {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-	}
-}
-
-func newMatch(p string, line int64, text []byte) driver.GrepMatch {
-	m := driver.GrepMatch{Path: p, Line: line}
-	if len(text) > maxLineBytes {
-		cut := maxLineBytes
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text, m.TextTruncated = text[:cut], true
-	}
-	m.Text = strings.ToValidUTF8(string(text), "\uFFFD")
-	return m
-}
-
-func truncate(b []byte, n int) string {
-	if len(b) > n {
-		b = b[:n]
-	}
-	return string(bytes.TrimSpace(b))
-}
-
-// rgPattern writes non-ASCII bytes as \xHH, which ripgrep in --no-unicode
-// mode matches as raw bytes, as grep does in the C locale.
-func rgPattern(p string) string {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c >= 0x80 {
-			fmt.Fprintf(&b, `\x%02X`, c)
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
-// posixPattern rewrites the Perl classes \d and \D, which GNU grep -E lacks,
-// into bracket expressions; \w, \s and \b it has.
-func posixPattern(p string) string {
-	if !strings.Contains(p, `\d`) && !strings.Contains(p, `\D`) {
-		return p
-	}
-	var b strings.Builder
-	inClass := false
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch {
-		case c == '\\' && i+1 < len(p):
-			n := p[i+1]
-			switch {
-			case !inClass && n == 'd':
-				b.WriteString("[0-9]")
-			case !inClass && n == 'D':
-				b.WriteString("[^0-9]")
-			case inClass && n == 'd':
-				b.WriteString("0-9")
-			default:
-				b.WriteByte(c)
-				b.WriteByte(n)
-			}
-			i++
-			continue
-		case c == '[' && !inClass:
-			inClass = true
-			// A ']' first in a class is literal.
-			if i+1 < len(p) && p[i+1] == '^' {
-				b.WriteString("[^")
-				i++
-			} else {
-				b.WriteByte(c)
-			}
-			if i+1 < len(p) && p[i+1] == ']' {
-				b.WriteByte(']')
-				i++
-			}
-			continue
-		case c == ']' && inClass:
-			inClass = false
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
 }
