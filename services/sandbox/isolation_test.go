@@ -103,6 +103,21 @@ func TestCommandsCannotReachTheServicesSecrets(t *testing.T) {
 					t.Errorf("%s: exit %d, output %q; want a failure that reveals nothing", attack, code, out)
 				}
 			}
+			// Search runs as the commands' user too: a directory only root
+			// may read (as one a swapped link would lead to) stays closed.
+			root := created.GetSandbox().GetRootDirectory()
+			closed := filepath.Join(root, "closed-"+strconv.Itoa(len(tc.name)))
+			if err := os.Mkdir(closed, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(closed, "k"), []byte(canary+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			g, err := client.Grep(ctx, &sandboxv1.GrepRequest{SandboxId: id, Pattern: "CANARY"})
+			if strings.Contains(g.String(), canary) {
+				t.Errorf("Grep as root read a directory the commands cannot: %v, %v", g, err)
+			}
+			os.RemoveAll(closed)
 			// The project stays the user's to edit: files that were there,
 			// files and directories the service's tools make, new ones.
 			if _, err := client.WriteFile(ctx, &sandboxv1.WriteFileRequest{SandboxId: id, Path: "tools/api.txt", Content: []byte("by the tool\n")}); err != nil {

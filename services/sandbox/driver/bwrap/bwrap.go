@@ -23,11 +23,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,6 +218,23 @@ func (d *Driver) wrap(ctx context.Context, inner driver.Sandbox, spec driver.Spe
 	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow, limits: l, managed: managed}, nil
 }
 
+// hostEnv is the whole environment of the host-side processes of an exec.
+var hostEnv = []string{"PATH=/usr/bin:/bin"}
+
+// envArgs are the bwrap options that give the command exactly base and
+// then extra (a later value wins), and nothing of bwrap's own environment.
+func envArgs(base []string, extra map[string]string) []string {
+	a := []string{"--clearenv"}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		a = append(a, "--setenv", k, extra[k])
+	}
+	return a
+}
+
 // Args is the bwrap command line (bwrap itself aside) that runs argv in
 // the sandbox of workspace ws, in dir: what Exec runs, with argv the init
 // and bash; for a baseline and for debugging.
@@ -254,8 +273,16 @@ func (d *Driver) baseArgs(network bool) []string {
 	}
 	// /proc/sys read-only: a root without capabilities could otherwise
 	// still write the host's sysctls.
-	return append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-		"--ro-bind", d.cfg.Init, initPath)
+	a = append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys")
+	// The /proc files Docker masks too: a root without capabilities could
+	// still reboot the host through sysrq-trigger, or read kernel memory
+	// and keys.
+	for _, f := range []string{"/proc/sysrq-trigger", "/proc/kcore", "/proc/keys", "/proc/timer_list"} {
+		if _, err := os.Stat(f); err == nil {
+			a = append(a, "--ro-bind", "/dev/null", f)
+		}
+	}
+	return append(a, "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--ro-bind", d.cfg.Init, initPath)
 }
 
 // sandbox is a local workspace whose commands run in bwrap.
@@ -321,6 +348,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		return driver.ExecResult{}, err
 	}
 	args := s.d.Args(s.info.RootDirectory, dir, s.network, initPath, InitArg, "bash", "-c", spec.Command)
+	args = append(envArgs(s.env, spec.Env), args...)
 	cmd := exec.Command(s.d.cfg.Bwrap, args...)
 	g, err := s.d.cgroups.newGroup("fabro-exec-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(os.Getpid()), s.limits)
 	if err != nil {
@@ -333,11 +361,11 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		joinArgs := append([]string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "fabro-cgroup-join"}, g.procs()...)
 		cmd = exec.Command("/bin/sh", append(append(joinArgs, "--", s.d.cfg.Bwrap), args...)...)
 	}
-	env := append([]string(nil), s.env...)
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
-	cmd.Env = env
+	// bwrap (and the shell that joins the cgroups) run on the host, before
+	// any namespace exists: they get no variable of the caller's, which
+	// could otherwise be LD_PRELOAD naming a library the command wrote. The
+	// command's environment is set inside, by bwrap (envArgs).
+	cmd.Env = hostEnv
 	// Its own group, so that killing bwrap kills nothing of ours; bwrap
 	// dies with us, and the sandbox with bwrap.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -54,6 +54,15 @@ func TestEscapes(t *testing.T) {
 		}
 	})
 
+	t.Run("the kernel's sysrq trigger and memory", func(t *testing.T) {
+		// An unknown sysrq key does nothing but log, should the mask fail.
+		for _, attack := range []string{"printf '?' > /proc/sysrq-trigger", "test $(head -c 16 /proc/kcore | wc -c) -gt 0"} {
+			if res := run(t, sb, attack); !failed(res) {
+				t.Errorf("%s succeeded inside bwrap", attack)
+			}
+		}
+	})
+
 	t.Run("another workspace", func(t *testing.T) {
 		other := drivertest.NewSandbox(t, d, driver.Spec{})
 		if _, err := other.WriteFile(t.Context(), "secret.txt", []byte(secret)); err != nil {

@@ -118,6 +118,10 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	cmd.Dir, cmd.Env = s.dir, env
 	cmd.ExtraFiles = []*os.File{f}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The search walks below the opened directory by name while the
+	// sandbox's commands run: it runs as their user, so a link they swap in
+	// leads it nowhere they could not read themselves.
+	s.user.apply(cmd)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
