@@ -114,7 +114,12 @@ func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext
 		if err != nil {
 			return nil, nil, settingsStatus(err)
 		}
-		layers = append(layers, settings.Layer{Source: projPath, Settings: ts, Data: data})
+		// Approved by the caller alone, the file gets what CreateSession's
+		// own settings get: rules and sandbox-side hooks. Host-side hooks
+		// and stdio MCP servers run on the agent's host, so only the
+		// operator's trusted_project_settings can let a workspace file
+		// (which any tool call may have written) bring them.
+		layers = append(layers, settings.Layer{Source: projPath, Settings: ts, Data: data, Untrusted: !slices.Contains(trusted, hash)})
 	case errors.Is(err, os.ErrNotExist):
 		if ext.approvedHash != "" {
 			warnings = append(warnings, fmt.Sprintf("approved_project_settings_sha256 is set but %s does not exist.", projPath))

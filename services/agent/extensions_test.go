@@ -431,11 +431,17 @@ func TestProjectSettingsNeedApproval(t *testing.T) {
 			t.Error("the unapproved project file's rule took effect")
 		}
 	}
-	// Approved by its hash: the hook runs.
-	third := st.session(t, sbID, nil, settings.Hash([]byte(evil)))
-	runShell(third)
-	if _, err := os.Stat(marker); err != nil {
-		t.Fatalf("the approved project file's hook did not run: %v", err)
+	// Approved by its hash on CreateSession alone: the caller (whose tools
+	// may have written the file) cannot bring a host-side hook with it.
+	_, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
+		Model: "openai/gpt-5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID},
+		PermissionLevel: agentv1.PermissionLevel_PERMISSION_LEVEL_FULL, ApprovedProjectSettingsSha256: settings.Hash([]byte(evil)),
+	})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "host-side hook") {
+		t.Fatalf("CreateSession approving a project file with a host-side hook = %v; want PERMISSION_DENIED naming it", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the caller-approved project file's host hook ran")
 	}
 	// Changed after approval: ignored again.
 	os.Remove(marker)
