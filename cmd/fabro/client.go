@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -57,6 +58,10 @@ func (c *clientFlags) token() (string, error) {
 	if t, ok := c.lookupEnv(grpcclient.EnvToken); ok && t != "" {
 		return t, nil
 	}
+	if !loopbackTarget(c.server) {
+		// The local serve's admin token is for the local serve only.
+		return "", fmt.Errorf("no token for %s: give --token-file or $%s (the admin token in the data directory is presented to a server on this machine only)", c.server, grpcclient.EnvToken)
+	}
 	path := server.DefaultAdminTokenFile(c.dataDir)
 	t, err := auth.ReadTokenFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -70,6 +75,9 @@ func (c *clientFlags) connect(ctx context.Context) (*grpc.ClientConn, context.Co
 	tok, err := c.token()
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if !loopbackTarget(c.server) && c.dial.TLSCAFile == "" {
+		return nil, nil, nil, fmt.Errorf("refusing to send a token in plaintext to %s, which is not on this machine: give --tls-ca-file", c.server)
 	}
 	o := c.dial
 	o.Token = grpcclient.Static(tok)
@@ -95,4 +103,18 @@ func (c *clientFlags) tokens(ctx context.Context) (authv1.TokenServiceClient, co
 		return nil, nil, nil, err
 	}
 	return authv1.NewTokenServiceClient(conn), ctx, done, nil
+}
+
+// loopbackTarget reports whether a gRPC target (host:port) names this
+// machine: a loopback address or localhost.
+func loopbackTarget(target string) bool {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -275,21 +275,7 @@ func (s *Store) update(change func(*File) error) error {
 		f.Tokens = []Entry{}
 	}
 	b, _ := json.MarshalIndent(f, "", "  ")
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".tokens-*.tmp")
-	if err != nil {
-		return fmt.Errorf("auth: write token store: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err = tmp.Write(append(b, '\n')); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.path)
-	}
-	if err != nil {
+	if err := writeAtomic(s.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("auth: write token store: %w", err)
 	}
 	s.cur.Store(s.load())
@@ -302,14 +288,31 @@ func WriteTokenFile(path, value string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("auth: write token file: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(value+"\n"), 0o600); err != nil {
-		return fmt.Errorf("auth: write token file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := writeAtomic(path, []byte(value+"\n")); err != nil {
 		return fmt.Errorf("auth: write token file: %w", err)
 	}
 	return nil
+}
+
+// writeAtomic replaces path with data, mode 0600: a fresh temporary file
+// of its own in the same directory (never one a name could have planted or
+// left world-readable), synced, then renamed over path.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err = tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // ReadTokenFile reads a token written by WriteTokenFile (or by hand: the

@@ -79,6 +79,11 @@ func New(target string, o Options) (*grpc.ClientConn, error) {
 		max = DefaultMaxMsgBytes
 	}
 	tc := insecure.NewCredentials()
+	if o.TLSCAFile == "" && (o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSServerName != "") {
+		// TLS settings without the CA that turns TLS on would otherwise dial
+		// plaintext, the bearer token included.
+		return nil, fmt.Errorf("grpcclient: %s: a TLS server name or client certificate without -tls-ca-file: give the CA file to dial TLS", target)
+	}
 	if o.TLSCAFile != "" {
 		cfg, err := o.tlsConfig()
 		if err != nil {

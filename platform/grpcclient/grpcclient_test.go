@@ -64,3 +64,16 @@ func TestTokenPerCall(t *testing.T) {
 		t.Error("no file and no variable: want no token source")
 	}
 }
+
+// TestTLSSettingsWithoutCA: TLS settings that cannot turn TLS on are an
+// error, never a plaintext connection carrying the token.
+func TestTLSSettingsWithoutCA(t *testing.T) {
+	for _, o := range []grpcclient.Options{{TLSServerName: "fabro"}, {TLSCertFile: "c.pem", TLSKeyFile: "k.pem"}} {
+		if conn, err := grpcclient.New("127.0.0.1:1", o); err == nil {
+			conn.Close()
+			t.Errorf("New(%+v) dialled; want an error naming -tls-ca-file", o)
+		} else if !strings.Contains(err.Error(), "tls-ca-file") {
+			t.Errorf("New(%+v) = %v; want it to name -tls-ca-file", o, err)
+		}
+	}
+}
