@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -417,5 +418,29 @@ func TestCompatModels(t *testing.T) {
 	var aerr *anthropic.Error
 	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound {
 		t.Errorf("anthropic unknown model: %v", err)
+	}
+}
+
+// TestCompatWithoutAuthenticatorRefuses: an embedder that never sets an
+// authenticator gets endpoints that refuse every key, not open ones.
+func TestCompatWithoutAuthenticatorRefuses(t *testing.T) {
+	gw, err := New(t.Context(), Config{LookupEnv: func(string) (string, bool) { return "", false }}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	mux := http.NewServeMux()
+	gw.MountHTTP(mux)
+	for _, r := range []*http.Request{
+		httptest.NewRequest(http.MethodGet, "/openai/v1/models", nil),
+		httptest.NewRequest(http.MethodGet, "/anthropic/v1/models", nil),
+	} {
+		r.Header.Set("Authorization", "Bearer anything")
+		r.Header.Set("X-Api-Key", "anything")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized {
+			t.Errorf("%s without an authenticator = %d %s; want 401", r.URL.Path, w.Code, w.Body)
+		}
 	}
 }

@@ -349,16 +349,25 @@ type Authenticator interface {
 }
 
 // SetAuthenticator sets the compatible endpoints' key check; call before
-// the server starts. Without one they accept every caller, like the REST
-// routes of a server without authentication.
+// the server starts. Without one they refuse every key: they spend the
+// vault's provider keys, so forgetting this must not open them.
 func (s *Service) SetAuthenticator(a Authenticator) { s.auth = a }
+
+// refuseAll is the compatible endpoints' key check when none was set.
+type refuseAll struct{}
+
+func (refuseAll) Authenticate(context.Context, string) error {
+	return errors.New("llmgateway: no authenticator configured for the compatible endpoints")
+}
 
 // MountHTTP implements the server runtime's HTTPMounter: the OpenAI- and
 // Anthropic-compatible APIs under /openai/ and /anthropic/.
 func (s *Service) MountHTTP(mux *http.ServeMux) {
-	var auth compat.Authenticator
+	var auth compat.Authenticator = refuseAll{}
 	if s.auth != nil {
 		auth = s.auth
+	} else {
+		s.logger.Warn("the OpenAI- and Anthropic-compatible endpoints have no token check: they refuse every key")
 	}
 	compat.New(s, auth, s.logger).Register(mux)
 }

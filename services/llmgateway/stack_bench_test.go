@@ -79,6 +79,7 @@ func newStackEnv(b *testing.B, turn fakeprovider.Turn) *stackEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = gw.Close() })
+	gw.SetAuthenticator(fixedToken("t")) // the key the compatible fronts' requests present
 	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, gw)
 	if err != nil {
 		b.Fatal(err)
