@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,7 +52,7 @@ func TestCommandsCannotReachTheServicesSecrets(t *testing.T) {
 		}
 	}
 	for _, p := range []string{userOwned, filepath.Join(userOwned, "notes.txt")} {
-		if err := os.Chown(p, 65534, 65534); err != nil { // nobody's
+		if err := os.Chown(p, 54321, 0); err != nil { // a uid without a passwd entry, in root's group
 			t.Fatal(err)
 		}
 	}
@@ -84,6 +85,9 @@ func TestCommandsCannotReachTheServicesSecrets(t *testing.T) {
 			}
 			if code, out := run("id -u"); code != 0 || strings.TrimSpace(out) == "0" {
 				t.Errorf("id -u = %d %q: commands must not run as root", code, out)
+			}
+			if code, out := run("id -G"); code != 0 || slices.Contains(strings.Fields(out), "0") {
+				t.Errorf("id -G = %d %q: commands must not run with root's group", code, out)
 			}
 			for _, attack := range []string{
 				"cat /proc/$PPID/environ",

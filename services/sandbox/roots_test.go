@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -108,6 +109,29 @@ func TestSandboxRootsAreConfined(t *testing.T) {
 			}
 		})
 	}
+
+	// A container's working directory is a path inside it, not on this
+	// host; the host directory it mounts (host_dir) is checked instead.
+	t.Run("docker", func(t *testing.T) {
+		if _, err := exec.LookPath("docker"); err != nil || exec.Command("docker", "image", "inspect", "fabro/sandbox-base:dev").Run() != nil {
+			t.Skip("no Docker engine with fabro/sandbox-base:dev (make sandbox-image builds it)")
+		}
+		resp, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "docker", WorkingDirectory: "/src"}})
+		if err != nil {
+			t.Fatalf("a docker sandbox working in /src: %v", err)
+		}
+		client.DeleteSandbox(t.Context(), &sandboxv1.DeleteSandboxRequest{SandboxId: resp.GetSandbox().GetSandboxId()})
+		_, err = client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "docker", DriverOptions: map[string]string{"host_dir": dataDir}}})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("a docker sandbox mounting the data directory: %v, want PermissionDenied", err)
+		}
+		// The engine's bind syntax splits on ':' and ',': a clear refusal,
+		// never INTERNAL.
+		_, err = client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "docker", WorkingDirectory: "/src:/etc"}})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("a docker working directory holding ':': %v, want InvalidArgument", err)
+		}
+	})
 
 	// Without allowed roots, only managed workspaces are allowed.
 	strict := startWith(t, sandbox.Config{DataDir: filepath.Join(base, "data2")})

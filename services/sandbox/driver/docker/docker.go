@@ -190,6 +190,10 @@ func (d *Driver) plan(spec driver.Spec) (plan, error) {
 			if !filepath.IsAbs(v) {
 				return p, fmt.Errorf("%w: driver_options: host_dir %q must be an absolute host path", driver.ErrInvalid, v)
 			}
+			if strings.ContainsAny(v, ":,") {
+				// The engine's bind syntax splits on them.
+				return p, fmt.Errorf("%w: driver_options: host_dir %q must not hold ':' or ','", driver.ErrInvalid, v)
+			}
 			p.hostDir, p.managed = filepath.Clean(v), false
 		default:
 			return p, fmt.Errorf("%w: driver_options: the docker driver has no option %q (it has image and host_dir)", driver.ErrInvalid, k)
@@ -200,6 +204,9 @@ func (d *Driver) plan(spec driver.Spec) (plan, error) {
 		if !path.IsAbs(wd) || clean == "/" || clean == "/tmp" || strings.HasPrefix(clean, "/tmp/") ||
 			clean == "/proc" || strings.HasPrefix(clean, "/proc/") || clean == "/sys" || strings.HasPrefix(clean, "/sys/") || clean == "/dev" || strings.HasPrefix(clean, "/dev/") {
 			return p, fmt.Errorf("%w: working_directory %q must be an absolute path in the container, not /, /tmp, /proc, /sys or /dev", driver.ErrInvalid, wd)
+		}
+		if strings.ContainsAny(clean, ":,") {
+			return p, fmt.Errorf("%w: working_directory %q must not hold ':' or ','", driver.ErrInvalid, wd)
 		}
 		p.workdir = clean
 	}

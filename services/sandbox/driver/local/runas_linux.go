@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -102,6 +103,17 @@ func (d *Driver) commandUser(root *os.Root, dir string, managed bool) (runAs, er
 	if err != nil {
 		return runAs{}, fmt.Errorf("%w: the command user %s: %v", driver.ErrUnavailable, u.Username, err)
 	}
+	// A directory's owner can come with root's group (a uid without a
+	// passwd entry takes the directory's group, often 0): commands never
+	// run with gid 0, which opens root's group-readable files.
+	if cred.Gid == 0 {
+		sc, err := credentialOf(sandboxUser)
+		if err != nil || sc.Gid == 0 {
+			return runAs{}, fmt.Errorf("%w: the command user %s would run with gid 0", driver.ErrUnavailable, u.Username)
+		}
+		cred.Gid = sc.Gid
+	}
+	cred.Groups = slices.DeleteFunc(cred.Groups, func(g uint32) bool { return g == 0 })
 	r := runAs{cred: cred, name: u.Username, home: u.HomeDir}
 	if h, err := os.Stat(r.home); err != nil || !h.IsDir() {
 		r.home = dir
