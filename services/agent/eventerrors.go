@@ -4,22 +4,18 @@ import (
 	"errors"
 	"strconv"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 )
 
-// eventErrorDomain is the ErrorInfo domain of the event log's errors.
-const eventErrorDomain = "agent.fabro.sh"
-
 // eventLogStatus is the status of a call whose session's event log
 // failed: UNAVAILABLE naming NATS after an outage longer than the bound,
 // INTERNAL otherwise.
 func eventLogStatus(err error) error {
 	if errors.Is(err, bus.ErrNATSUnavailable) {
-		return withErrorInfo(codes.Unavailable, "the session ended: "+err.Error(), "NATS_UNAVAILABLE", nil)
+		return withInfo(codes.Unavailable, "the session ended: "+err.Error(), "NATS_UNAVAILABLE", nil)
 	}
 	return status.Error(codes.Internal, "the durable event log failed; the session ended: "+err.Error())
 }
@@ -29,18 +25,10 @@ func eventLogStatus(err error) error {
 func replayStatus(err error) error {
 	var exp *bus.ExpiredError
 	if errors.As(err, &exp) {
-		return withErrorInfo(codes.OutOfRange, exp.Error(), "EVENTS_EXPIRED", map[string]string{
+		return withInfo(codes.OutOfRange, exp.Error(), "EVENTS_EXPIRED", map[string]string{
 			"from_sequence":            strconv.FormatUint(exp.From, 10),
 			"oldest_retained_sequence": strconv.FormatUint(exp.Oldest, 10),
 		})
 	}
 	return status.Errorf(codes.Internal, "replay events: %v", err)
-}
-
-func withErrorInfo(code codes.Code, msg, reason string, md map[string]string) error {
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: eventErrorDomain, Reason: reason, Metadata: md}); err == nil {
-		st = d
-	}
-	return st.Err()
 }

@@ -36,12 +36,6 @@ func injectTrace(ctx context.Context, h nats.Header) {
 	otel.GetTextMapPropagator().Inject(ctx, natsCarrier(h))
 }
 
-// ExtractTrace returns ctx with the trace context of a message's headers,
-// for a subscriber that continues the trace.
-func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
-	return otel.GetTextMapPropagator().Extract(ctx, natsCarrier(h))
-}
-
 var (
 	instrumentsOnce sync.Once
 	publishLatency  metric.Float64Histogram

@@ -486,14 +486,6 @@ func imageFromURL(u, param string) (*llmv1.ImagePart, error) {
 	return &llmv1.ImagePart{Source: &llmv1.ImagePart_Url{Url: u}}, nil
 }
 
-// imageURL renders an image part as a URL (data: for inline bytes).
-func imageURL(img *llmv1.ImagePart) string {
-	if u := img.GetUrl(); u != "" {
-		return u
-	}
-	return "data:" + img.GetMediaType() + ";base64," + base64.StdEncoding.EncodeToString(img.GetData())
-}
-
 // effortFromName maps an OpenAI/Anthropic effort name to the gateway's.
 func effortFromName(s string) (llmv1.ReasoningEffort, bool) {
 	switch s {

@@ -205,11 +205,6 @@ func newTree(bash int, markerKV string) *tree {
 	return &tree{bash: bash, marker: []byte("\x00" + markerKV + "\x00"), held: map[int]*handle{}}
 }
 
-func (t *tree) marked(pid int) bool {
-	m, _ := t.markedSure(pid)
-	return m
-}
-
 // markedSure also says whether the answer is sure: an environment that
 // reads empty is not, as a process in the middle of execve shows none for
 // a moment (its new stack is not set up yet), and a process that cleared
