@@ -159,7 +159,9 @@ func (i interceptors) logStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 // StreamErrorTrailer is the trailer a streaming handler sets when its
 // stream failed in band (a terminal error event) while the RPC itself ends
 // OK: its values are the gRPC code's name (e.g. "Unavailable") and the
-// error message. The access log then reports that code, not OK.
+// error message. The access log then reports that code, not OK. It is a
+// note to the interceptor only and never reaches the client: the message is
+// upstream text that a trailer could not carry (newlines, non-ASCII).
 const StreamErrorTrailer = "fabro-stream-error"
 
 // trailerStream sees the handler's trailers for StreamErrorTrailer.
@@ -179,6 +181,11 @@ func (t *trailerStream) SetTrailer(md metadata.MD) {
 			msg = v[1]
 		}
 		t.inBand = status.Error(c, msg)
+		md = md.Copy()
+		delete(md, StreamErrorTrailer)
+		if md.Len() == 0 {
+			return
+		}
 	}
 	t.ServerStream.SetTrailer(md)
 }

@@ -311,6 +311,11 @@ func TestFailedStreamLogged(t *testing.T) {
 	if err != nil || evs[len(evs)-1].GetError() == nil {
 		t.Fatalf("want an in-band error event, got %v", err)
 	}
+	// The note to the access log is not the client's: upstream text in a
+	// trailer could break the transport.
+	if v := st.Trailer().Get(server.StreamErrorTrailer); len(v) > 0 {
+		t.Errorf("the client got the internal trailer %q", v)
+	}
 	if err := srv.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
