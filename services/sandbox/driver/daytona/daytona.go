@@ -415,6 +415,11 @@ func (s *sandbox) call(ctx context.Context, r request) error {
 	if !errors.As(err, &ae) || !slices.Contains([]int{400, 404, 409, 502, 503}, ae.status) {
 		return err
 	}
+	if r.once && (ae.status == 502 || ae.status == 503) {
+		// A gateway error does not say the call did not run: a command or
+		// a write is not repeated on it, even if the sandbox then stopped.
+		return err
+	}
 	st, serr := s.state(ctx)
 	if serr != nil {
 		return serr
