@@ -31,7 +31,14 @@ var reservedTools = map[string]bool{"spawn_agent": true, "send_input": true, "wa
 type clientCalls struct {
 	mu    sync.Mutex
 	calls map[string]*clientCall
+	// resolved are the ids of ended calls, oldest first, kept so that a
+	// late answer is FAILED_PRECONDITION; at most maxResolvedClientCalls,
+	// so a long session does not keep every call it ever made.
+	resolved []string
 }
+
+// maxResolvedClientCalls bounds the ended client calls a session remembers.
+const maxResolvedClientCalls = 1024
 
 type clientCall struct {
 	answer   chan clientAnswer // buffered 1; sent once, under mu
@@ -125,10 +132,26 @@ func (sess *session) callClient(ctx context.Context, name, callID, args string, 
 		why = "Cancelled"
 		done()
 	}
+	cc.forget(callID)
 	if !got {
 		return why, true
 	}
 	return ans.output, ans.isError
+}
+
+// forget records that the call of id has ended, dropping the oldest ended
+// calls beyond the bound.
+func (cc *clientCalls) forget(id string) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.resolved = append(cc.resolved, id)
+	for len(cc.resolved) > maxResolvedClientCalls {
+		old := cc.resolved[0]
+		cc.resolved = cc.resolved[1:]
+		if e, ok := cc.calls[old]; ok && e.answered { // not a live call that reused the id
+			delete(cc.calls, old)
+		}
+	}
 }
 
 // SubmitToolResult implements agentv1.AgentServiceServer.
