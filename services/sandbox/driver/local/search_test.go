@@ -38,7 +38,11 @@ func TestGrepSymlinkRace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := local.New(local.Config{WorkspaceRoot: t.TempDir(), Environ: []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin"}})
+	// As root, with every privilege to read outside: what is tested here
+	// is that the search gets the directory opened inside the root, not
+	// the name (that it also runs as the commands' user is tested by the
+	// service's isolation test).
+	d := local.New(local.Config{WorkspaceRoot: t.TempDir(), Environ: []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin"}, User: "root"})
 	sb := drivertest.NewSandbox(t, d, driver.Spec{})
 	root := sb.Info().RootDirectory
 	outside := t.TempDir()
