@@ -103,6 +103,7 @@ images: ## Build the service images offline (FROM scratch) for compose.yaml
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$s/app ./services/$$s/cmd/$$s; done
 	@mkdir -p .tmp/images/otlpsink/data && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/otlpsink/ && \
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/otlpsink/app ./platform/cmd/otlpsink
+	@$(MAKE) docker-daemon
 	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
 	$(COMPOSE) build
 
@@ -120,8 +121,22 @@ sandbox-base: ## Build fabro/sandbox-base:dev with debootstrap (needs root)
 # The docker sandbox driver's tests run on the real engine with its default
 # image: built offline once, then only checked for.
 .PHONY: sandbox-image
-sandbox-image: ## Build fabro/sandbox-base:dev when the Docker engine lacks it
+sandbox-image: docker-daemon ## Build fabro/sandbox-base:dev when the Docker engine lacks it
 	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
+
+# A fresh machine (CI among them) may have the engine installed but not
+# running: start it, through its init script when there is one, and wait for
+# its socket.
+.PHONY: docker-daemon
+docker-daemon: ## Start the Docker engine when it is installed but not running
+	@docker info >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "starting the Docker engine"; \
+	  { [ -x /etc/init.d/docker ] && $$SUDO /etc/init.d/docker start; } || \
+	    { mkdir -p $(TMP) && $$SUDO setsid -f dockerd >$(TMP)/dockerd.log 2>&1 < /dev/null; }; \
+	  for i in $$(seq 120); do docker info >/dev/null 2>&1 && exit 0; sleep 0.5; done; \
+	  echo "the Docker engine did not start; see /var/log/docker.log or $(TMP)/dockerd.log"; \
+	  tail -20 /var/log/docker.log $(TMP)/dockerd.log 2>/dev/null; exit 1; }
 
 .PHONY: up
 up: images ## Run the services as containers (compose.yaml)
