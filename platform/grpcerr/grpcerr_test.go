@@ -1,0 +1,78 @@
+package grpcerr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+)
+
+const (
+	here  grpcerr.Domain = "here.fabro.dev"
+	there grpcerr.Domain = "there.fabro.dev"
+)
+
+func TestNew(t *testing.T) {
+	err := here.New(codes.NotFound, "THING_NOT_FOUND", "no thing", grpcerr.Meta("thing_id", "t1", "odd"), grpcerr.RetryAfter(2*time.Second))
+	if got := status.Code(err); got != codes.NotFound {
+		t.Fatalf("code = %v", got)
+	}
+	info := grpcerr.InfoOf(err)
+	if info.GetDomain() != string(here) || info.GetReason() != "THING_NOT_FOUND" || info.GetMetadata()["thing_id"] != "t1" || len(info.GetMetadata()) != 1 {
+		t.Fatalf("info = %v", info)
+	}
+	if d, ok := grpcerr.RetryDelayOf(err); !ok || d != 2*time.Second {
+		t.Fatalf("retry = %v %v", d, ok)
+	}
+}
+
+func TestInvalidField(t *testing.T) {
+	err := here.InvalidField("spec.limits.memory_bytes", "must not be negative")
+	if status.Code(err) != codes.InvalidArgument || grpcerr.ReasonOf(err) != grpcerr.ReasonInvalidArgument {
+		t.Fatalf("err = %v", err)
+	}
+	v := grpcerr.ViolationsOf(err)
+	if len(v) != 1 || v[0].GetField() != "spec.limits.memory_bytes" || grpcerr.InfoOf(err).GetMetadata()["field"] != "spec.limits.memory_bytes" {
+		t.Fatalf("violations = %v", v)
+	}
+}
+
+func TestUpstream(t *testing.T) {
+	withInfo := there.New(codes.FailedPrecondition, "NO_CREDENTIAL", "no key", grpcerr.Meta("provider", "openai"))
+	tests := []struct {
+		name       string
+		in         error
+		wantCode   codes.Code
+		wantDomain string
+		wantReason string
+		wantRetry  bool
+	}{
+		{"details pass through", withInfo, codes.FailedPrecondition, string(there), "NO_CREDENTIAL", false},
+		{"bare status keeps its code", status.Error(codes.NotFound, "nope"), codes.NotFound, string(here), "NOT_FOUND", false},
+		{"bare unavailable", status.Error(codes.Unavailable, "conn refused"), codes.Unavailable, string(here), grpcerr.ReasonUpstreamUnavailable, true},
+		{"not a status", errors.New("dial tcp: refused"), codes.Unavailable, string(here), grpcerr.ReasonUpstreamUnavailable, true},
+		{"context", fmt.Errorf("wrapped: %w", context.DeadlineExceeded), codes.DeadlineExceeded, string(here), grpcerr.ReasonDeadlineExceeded, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := here.Upstream("llmgateway", tt.in)
+			info := grpcerr.InfoOf(err)
+			_, retry := grpcerr.RetryDelayOf(err)
+			if status.Code(err) != tt.wantCode || info.GetDomain() != tt.wantDomain || info.GetReason() != tt.wantReason || retry != tt.wantRetry {
+				t.Fatalf("got %v %v retry=%v", status.Code(err), info, retry)
+			}
+		})
+	}
+	if got := status.Convert(here.Upstream("llmgateway", withInfo)).Message(); got != "llmgateway: no key" {
+		t.Fatalf("message = %q", got)
+	}
+	if here.Upstream("x", nil) != nil {
+		t.Fatal("nil in, non-nil out")
+	}
+}
