@@ -101,6 +101,9 @@ type Config struct {
 	// Writer bounds how event writers ride out NATS outages and what the
 	// stream retains; zero fields take the defaults (writer.go).
 	Writer WriterConfig
+	// Replicas is how many servers of a NATS cluster keep the events
+	// stream (1 when zero; 3 for a three-node cluster).
+	Replicas int
 }
 
 // Bus is a NATS connection with the agent events stream.
@@ -205,6 +208,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		AllowDirect: true,
 		MaxAge:      b.wcfg.MaxAge,
 		MaxBytes:    b.wcfg.MaxBytes,
+		Replicas:    max(cfg.Replicas, 1),
 	}); err != nil {
 		return nil, fmt.Errorf("bus: create stream %s: %w", StreamName, err)
 	}
@@ -213,6 +217,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 	}
 	return b, nil
 }
+
+// JetStream is the bus's JetStream context, for the session state kept
+// in key-value buckets next to the events stream.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
 // ClientURL is where other processes connect: the external URL, or the
 // embedded server's listen URL; "" for an in-process-only server.
@@ -259,7 +267,7 @@ func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn 
 		return fmt.Errorf("bus: replay %s: %w", sessionID, err)
 	}
 	for {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
+		msg, err := next(ctx, cons)
 		if err != nil {
 			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
 		}
@@ -316,7 +324,7 @@ func (b *Bus) ReplayMany(ctx context.Context, sessionIDs []string, fn func(*agen
 	}
 	var asm reassembler
 	for n := info.NumPending; n > 0; n-- {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
+		msg, err := next(ctx, cons)
 		if err != nil {
 			return fmt.Errorf("bus: replay: %w", err)
 		}

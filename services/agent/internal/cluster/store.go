@@ -1,0 +1,132 @@
+// Package cluster keeps the agent's session state in NATS JetStream, so
+// that any replica can serve any session: session records and the shared
+// task lists of session trees in key-value buckets (compare-and-set on the
+// revision), and the ownership of each session under a lease that its
+// owner renews. JetStream's own replication (R1 or R3) is the only one.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of the buckets.
+const (
+	RecordsBucket = "FABRO_AGENT_SESSIONS"
+	LargeBucket   = "FABRO_AGENT_SESSIONS_LARGE" // object store of records too big for one message
+	LeasesBucket  = "FABRO_AGENT_LEASES"
+	TasksBucket   = "FABRO_AGENT_TASKS"
+)
+
+// DefaultLeaseTTL is how long a lease outlives its owner's last renewal;
+// the owner renews it every third of that.
+const DefaultLeaseTTL = 3 * time.Second
+
+// Errors of the stores.
+var (
+	// ErrNotFound is a key with no value (never written, or deleted).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is a compare-and-set that lost: the stored revision is
+	// not the one the caller read.
+	ErrConflict = errors.New("revision conflict")
+)
+
+// Config says how the buckets are kept.
+type Config struct {
+	// Replicas is how many servers of a NATS cluster keep each bucket (1
+	// when zero).
+	Replicas int
+	// LeaseTTL is the leases' lifetime without renewal (DefaultLeaseTTL
+	// when zero).
+	LeaseTTL time.Duration
+	// MaxValue is the largest record kept inline in the records bucket;
+	// a bigger one goes to the object store (default: the server's max
+	// payload less room for headers).
+	MaxValue int
+}
+
+// Store is the session state of one NATS JetStream.
+type Store struct {
+	records *Records
+	leases  *Leases
+	tasks   *TaskLists
+}
+
+// Open creates or updates the buckets.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	r := max(cfg.Replicas, 1)
+	ttl := cfg.LeaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	kv := func(c jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		c.Replicas, c.Storage = r, jetstream.FileStorage
+		b, err := js.CreateOrUpdateKeyValue(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: bucket %s: %w", c.Bucket, err)
+		}
+		return b, nil
+	}
+	recs, err := kv(jetstream.KeyValueConfig{Bucket: RecordsBucket, Description: "fabro agent session records"})
+	if err != nil {
+		return nil, err
+	}
+	large, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: LargeBucket, Description: "fabro agent session records over one message", Replicas: r, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: object store %s: %w", LargeBucket, err)
+	}
+	// A lease is a key whose age limit is the TTL: the server removes an
+	// unrenewed one and leaves a marker, which is how watchers learn that
+	// an owner is gone, with no clock of ours involved.
+	leases, err := kv(jetstream.KeyValueConfig{Bucket: LeasesBucket, Description: "fabro agent session ownership leases",
+		TTL: ttl, LimitMarkerTTL: max(ttl, time.Second)})
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := kv(jetstream.KeyValueConfig{Bucket: TasksBucket, Description: "fabro agent task lists of session trees"})
+	if err != nil {
+		return nil, err
+	}
+	maxValue := cfg.MaxValue
+	if maxValue <= 0 {
+		maxValue = int(js.Conn().MaxPayload()) - 4<<10
+	}
+	return &Store{
+		records: &Records{kv: recs, large: large, maxValue: maxValue},
+		leases:  &Leases{kv: leases, ttl: ttl},
+		tasks:   &TaskLists{kv: tasks},
+	}, nil
+}
+
+// Records is the session records bucket.
+func (s *Store) Records() *Records { return s.records }
+
+// Leases is the ownership leases bucket.
+func (s *Store) Leases() *Leases { return s.leases }
+
+// TaskLists is the task lists bucket.
+func (s *Store) TaskLists() *TaskLists { return s.tasks }
+
+// kvErr maps the client's errors to the package's.
+func kvErr(err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+func isConflict(err error) bool { return errors.Is(err, ErrConflict) }
