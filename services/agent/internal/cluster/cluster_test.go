@@ -18,6 +18,8 @@ import (
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/cluster"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/natstest"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records/recordstest"
 )
 
 func logger(t *testing.T) *slog.Logger {
@@ -73,90 +75,58 @@ func record(id string, text string) *agentv1.SessionRecord {
 	}
 }
 
-// TestRecords checks the records bucket on both deployments: a record is
-// created once, replaced only from the revision read, read back whole
-// (also one bigger than a message, through the object store), listed and
-// deleted.
+// TestRecords runs the records.Store contract on both deployments.
 func TestRecords(t *testing.T) {
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {
-			ctx := t.Context()
-			e := open(t, d, cluster.Config{MaxValue: 2048})
-			recs := e.store.Records()
-
-			if _, _, err := recs.Get(ctx, "s_none"); !errors.Is(err, cluster.ErrNotFound) {
-				t.Fatalf("Get of an unknown session: %v, want ErrNotFound", err)
-			}
-			rev1, err := recs.Put(ctx, record("s_a", "one"), 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := recs.Put(ctx, record("s_a", "again"), 0); !errors.Is(err, cluster.ErrConflict) {
-				t.Fatalf("second create: %v, want ErrConflict", err)
-			}
-			rev2, err := recs.Put(ctx, record("s_a", "two"), rev1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := recs.Put(ctx, record("s_a", "stale"), rev1); !errors.Is(err, cluster.ErrConflict) {
-				t.Fatalf("write from a stale revision: %v, want ErrConflict", err)
-			}
-			got, rev, err := recs.Get(ctx, "s_a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(record("s_a", "two"), got, protocmp.Transform()); diff != "" || rev != rev2 {
-				t.Fatalf("Get: revision %d want %d; (-want +got):\n%s", rev, rev2, diff)
-			}
-
-			// Bigger than MaxValue: kept in the object store, replaced
-			// and deleted with the key.
-			big := strings.Repeat("x", 10_000)
-			brev, err := recs.Put(ctx, record("s_big", big), 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			brev, err = recs.Put(ctx, record("s_big", big+"y"), brev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, rev, err = recs.Get(ctx, "s_big")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(record("s_big", big+"y"), got, protocmp.Transform()); diff != "" || rev != brev {
-				t.Fatalf("Get of a large record: revision %d want %d; (-want +got):\n%s", rev, brev, diff)
-			}
-			if n := objects(t, e); n != 1 {
-				t.Fatalf("object store holds %d objects after a replace, want 1", n)
-			}
-
-			ids, err := recs.IDs(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff([]string{"s_a", "s_big"}, ids); diff != "" {
-				t.Fatalf("IDs (-want +got):\n%s", diff)
-			}
-			for _, id := range ids {
-				if err := recs.Delete(ctx, id); err != nil {
-					t.Fatal(err)
-				}
-				if _, _, err := recs.Get(ctx, id); !errors.Is(err, cluster.ErrNotFound) {
-					t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
-				}
-			}
-			if n := objects(t, e); n != 0 {
-				t.Fatalf("object store holds %d objects after the deletes, want 0", n)
-			}
-			if ids, err := recs.IDs(ctx); err != nil || len(ids) != 0 {
-				t.Fatalf("IDs after the deletes: %v, %v", ids, err)
-			}
-			// A deleted session's id can be created again.
-			if _, err := recs.Put(ctx, record("s_a", "three"), 0); err != nil {
-				t.Fatalf("create after delete: %v", err)
-			}
+			recordstest.Run(t, open(t, d, cluster.Config{}).store.Records())
 		})
+	}
+}
+
+// TestLargeRecords checks a record bigger than one message: kept in the
+// object store, read back whole, replaced from its revision only, and
+// its object deleted with the replaced version and with the key.
+func TestLargeRecords(t *testing.T) {
+	ctx := t.Context()
+	e := open(t, deployments[0], cluster.Config{MaxValue: 2048})
+	recs := e.store.Records()
+	big := strings.Repeat("x", 10_000)
+	rev, err := recs.Put(ctx, record("s_big", big), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recs.Put(ctx, record("s_big", "stale"), rev+100); !errors.Is(err, records.ErrConflict) {
+		t.Fatalf("write from a stale revision: %v, want ErrConflict", err)
+	}
+	rev, err = recs.Put(ctx, record("s_big", big+"y"), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gotRev, err := recs.Get(ctx, "s_big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(record("s_big", big+"y"), got, protocmp.Transform()); diff != "" || gotRev != rev {
+		t.Fatalf("Get: revision %d want %d; (-want +got):\n%s", gotRev, rev, diff)
+	}
+	if n := objects(t, e); n != 1 {
+		t.Fatalf("object store holds %d objects after a replace, want 1", n)
+	}
+	if _, err := recs.Put(ctx, record("s_big", big+"z"), records.Any); err != nil {
+		t.Fatal(err)
+	}
+	if n := objects(t, e); n != 1 {
+		t.Fatalf("object store holds %d objects after an overwrite, want 1", n)
+	}
+	if err := recs.Delete(ctx, "s_big"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := recs.Get(ctx, "s_big"); !errors.Is(err, records.ErrNotFound) {
+		t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
+	}
+	if n := objects(t, e); n != 0 {
+		t.Fatalf("object store holds %d objects after the delete, want 0", n)
 	}
 }
 

@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 )
 
 // A stored value starts with one tag byte: the record itself follows, or
@@ -21,21 +22,25 @@ const (
 	tagObject = 'o'
 )
 
-// Records keeps SessionRecords by session id. Every write names the
-// revision it replaces, so two replicas never overwrite each other's
-// record unseen.
+// Records is the records.Store of a JetStream key-value bucket, keyed by
+// session id. Every write names the revision it replaces, so two replicas
+// never overwrite each other's record unseen.
 type Records struct {
 	kv       jetstream.KeyValue
 	large    jetstream.ObjectStore
 	maxValue int
 }
 
-// Get returns the session's record and its revision; ErrNotFound when
-// there is none.
-func (r *Records) Get(ctx context.Context, id string) (*agentv1.SessionRecord, uint64, error) {
+var _ records.Store = (*Records)(nil)
+
+// Get implements records.Store.
+func (r *Records) Get(ctx context.Context, id string) (*agentv1.SessionRecord, records.Revision, error) {
 	for attempt := 0; ; attempt++ {
 		e, err := r.kv.Get(ctx, id)
 		if err != nil {
+			if errors.Is(err, jetstream.ErrInvalidKey) {
+				return nil, 0, fmt.Errorf("cluster: record %q: %w", id, records.ErrNotFound)
+			}
 			return nil, 0, fmt.Errorf("cluster: record %s: %w", id, kvErr(err))
 		}
 		b, err := r.value(ctx, e.Value())
@@ -45,17 +50,17 @@ func (r *Records) Get(ctx context.Context, id string) (*agentv1.SessionRecord, u
 		if err != nil {
 			return nil, 0, fmt.Errorf("cluster: record %s: %w", id, err)
 		}
-		rec := &agentv1.SessionRecord{}
-		if err := proto.Unmarshal(b, rec); err != nil {
+		rec, err := records.Decode(b)
+		if err != nil {
 			return nil, 0, fmt.Errorf("cluster: record %s: %w", id, err)
 		}
-		return rec, e.Revision(), nil
+		return rec, records.Revision(e.Revision()), nil
 	}
 }
 
 func (r *Records) value(ctx context.Context, v []byte) ([]byte, error) {
 	if len(v) == 0 {
-		return nil, errors.New("empty value")
+		return nil, fmt.Errorf("%w: empty value", records.ErrCorrupt)
 	}
 	switch v[0] {
 	case tagInline:
@@ -63,22 +68,30 @@ func (r *Records) value(ctx context.Context, v []byte) ([]byte, error) {
 	case tagObject:
 		return r.large.GetBytes(ctx, string(v[1:]))
 	}
-	return nil, fmt.Errorf("unknown value tag %q", v[0])
+	return nil, fmt.Errorf("%w: unknown value tag %q", records.ErrCorrupt, v[0])
 }
 
-// Put stores rec under its session id, replacing revision rev (0: the
-// session has no record yet). It returns the new revision, or
-// ErrConflict when the stored revision is another.
-func (r *Records) Put(ctx context.Context, rec *agentv1.SessionRecord, rev uint64) (uint64, error) {
+// Put implements records.Store. A record bigger than one message is
+// written to the object store first, under a fresh name, and the key
+// then points at it.
+func (r *Records) Put(ctx context.Context, rec *agentv1.SessionRecord, expected records.Revision) (records.Revision, error) {
 	id := rec.GetSession().GetSessionId()
-	b, err := proto.Marshal(rec)
+	b, err := records.Encode(rec)
 	if err != nil {
 		return 0, fmt.Errorf("cluster: record %s: %w", id, err)
 	}
-	var oldObject string
-	if rev > 0 {
-		if e, err := r.kv.GetRevision(ctx, id, rev); err == nil && len(e.Value()) > 0 && e.Value()[0] == tagObject {
-			oldObject = string(e.Value()[1:])
+	var old jetstream.KeyValueEntry
+	switch expected {
+	case 0:
+	case records.Any:
+		if e, err := r.kv.Get(ctx, id); err == nil {
+			old = e
+		} else if !errors.Is(kvErr(err), records.ErrNotFound) {
+			return 0, fmt.Errorf("cluster: record %s: %w", id, kvErr(err))
+		}
+	default:
+		if e, err := r.kv.GetRevision(ctx, id, uint64(expected)); err == nil {
+			old = e
 		}
 	}
 	value := append([]byte{tagInline}, b...)
@@ -91,10 +104,13 @@ func (r *Records) Put(ctx context.Context, rec *agentv1.SessionRecord, rev uint6
 		value = append([]byte{tagObject}, newObject...)
 	}
 	var next uint64
-	if rev == 0 {
+	switch {
+	case expected == 0 || expected == records.Any && old == nil:
 		next, err = r.kv.Create(ctx, id, value)
-	} else {
-		next, err = r.kv.Update(ctx, id, value, rev)
+	case expected == records.Any:
+		next, err = r.kv.Put(ctx, id, value)
+	default:
+		next, err = r.kv.Update(ctx, id, value, uint64(expected))
 	}
 	if err != nil {
 		if newObject != "" {
@@ -102,15 +118,18 @@ func (r *Records) Put(ctx context.Context, rec *agentv1.SessionRecord, rev uint6
 		}
 		return 0, fmt.Errorf("cluster: record %s: %w", id, kvErr(err))
 	}
-	if oldObject != "" {
-		_ = r.large.Delete(ctx, oldObject)
+	if old != nil && len(old.Value()) > 0 && old.Value()[0] == tagObject {
+		_ = r.large.Delete(ctx, string(old.Value()[1:]))
 	}
-	return next, nil
+	return records.Revision(next), nil
 }
 
-// Delete removes the session's record (any revision).
+// Delete implements records.Store.
 func (r *Records) Delete(ctx context.Context, id string) error {
 	e, err := r.kv.Get(ctx, id)
+	if errors.Is(kvErr(err), records.ErrNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("cluster: record %s: %w", id, kvErr(err))
 	}
@@ -123,19 +142,24 @@ func (r *Records) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// IDs lists the ids of every session with a record.
-func (r *Records) IDs(ctx context.Context) ([]string, error) {
+// List implements records.Store. It reads the bucket's keys (not the
+// records), which JetStream keeps in its subject index.
+func (r *Records) List(ctx context.Context, before string, limit int) ([]string, error) {
 	keys, err := r.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: records: %w", err)
 	}
 	var ids []string
 	for k := range keys.Keys() {
-		ids = append(ids, k)
+		if before == "" || k < before {
+			ids = append(ids, k)
+		}
 	}
 	_ = keys.Stop()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cluster: records: %w", err)
 	}
-	return ids, nil
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	return ids[:min(limit, len(ids))], nil
 }

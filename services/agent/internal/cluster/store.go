@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 )
 
 // Names of the buckets.
@@ -26,13 +28,13 @@ const (
 // the owner renews it every third of that.
 const DefaultLeaseTTL = 3 * time.Second
 
-// Errors of the stores.
+// Errors of the stores: those of records.Store, for every bucket.
 var (
 	// ErrNotFound is a key with no value (never written, or deleted).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = records.ErrNotFound
 	// ErrConflict is a compare-and-set that lost: the stored revision is
 	// not the one the caller read.
-	ErrConflict = errors.New("revision conflict")
+	ErrConflict = records.ErrConflict
 )
 
 // Config says how the buckets are kept.
@@ -51,7 +53,7 @@ type Config struct {
 
 // Store is the session state of one NATS JetStream.
 type Store struct {
-	records *Records
+	recs    *Records
 	leases  *Leases
 	tasks   *TaskLists
 }
@@ -97,14 +99,14 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		maxValue = int(js.Conn().MaxPayload()) - 4<<10
 	}
 	return &Store{
-		records: &Records{kv: recs, large: large, maxValue: maxValue},
+		recs:    &Records{kv: recs, large: large, maxValue: maxValue},
 		leases:  &Leases{kv: leases, ttl: ttl},
 		tasks:   &TaskLists{kv: tasks},
 	}, nil
 }
 
 // Records is the session records bucket.
-func (s *Store) Records() *Records { return s.records }
+func (s *Store) Records() *Records { return s.recs }
 
 // Leases is the ownership leases bucket.
 func (s *Store) Leases() *Leases { return s.leases }
