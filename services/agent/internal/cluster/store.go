@@ -53,9 +53,9 @@ type Config struct {
 
 // Store is the session state of one NATS JetStream.
 type Store struct {
-	recs    *Records
-	leases  *Leases
-	tasks   *TaskLists
+	recs   *Records
+	leases *Leases
+	tasks  *TaskLists
 }
 
 // Open creates or updates the buckets.
@@ -99,9 +99,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		maxValue = int(js.Conn().MaxPayload()) - 4<<10
 	}
 	return &Store{
-		recs:    &Records{kv: recs, large: large, maxValue: maxValue},
-		leases:  &Leases{kv: leases, ttl: ttl},
-		tasks:   &TaskLists{kv: tasks},
+		recs:   &Records{kv: recs, large: large, maxValue: maxValue},
+		leases: &Leases{kv: leases, ttl: ttl},
+		tasks:  &TaskLists{kv: tasks},
 	}, nil
 }
 
