@@ -80,6 +80,12 @@ func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Con
 		a.refused(ctx, method, "", codes.Unauthenticated)
 		return nil, errUnauthenticated
 	}
+	if fwd := md.Get(ForwardedPrincipalHeader); len(fwd) > 0 {
+		if p, err = forwarded(p, fwd, md.Get(ForwardedTokenIDHeader)); err != nil {
+			a.refused(ctx, method, p.String(), codes.PermissionDenied)
+			return nil, errPermissionDenied
+		}
+	}
 	if !known || !grant.Allows(p) {
 		a.refused(ctx, method, p.String(), codes.PermissionDenied)
 		return nil, errPermissionDenied

@@ -25,6 +25,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
@@ -91,6 +92,8 @@ type Config struct {
 	// trusted project settings), read on this host at every CreateSession;
 	// empty or missing: none.
 	SettingsFile string
+	// Cluster makes replicas share sessions through NATS (cluster.go).
+	Cluster ClusterConfig
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -118,6 +121,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SettingsFile, "agent-settings", c.SettingsFile, "the operator's tool settings file (JSON: permissions, hooks, approval_timeout, trusted_project_settings); empty: none")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
 	registerEventFlags(fs, &c.Events)
+	c.Cluster.registerFlags(fs)
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer
@@ -129,7 +133,7 @@ type Service struct {
 	llm           llmv1.LLMGatewayServiceClient
 	sandbox       sandboxv1.SandboxServiceClient
 	bus           *bus.Bus
-	recordsDir    string
+	records       records.Store
 	defaultModel  string
 	replayBackoff func(int) time.Duration
 	closers       []func() error
@@ -141,6 +145,7 @@ type Service struct {
 	approvalsState
 
 	natsSubscriberKeyFile string
+	replica               *replica // nil outside a cluster (cluster.go)
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -160,7 +165,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		logger:        logger,
 		llm:           cfg.LLM,
 		sandbox:       cfg.Sandbox,
-		recordsDir:    filepath.Join(cfg.DataDir, "agent", "sessions"),
 		defaultModel:  cfg.DefaultModel,
 		replayBackoff: cfg.ReplayBackoff,
 		sessions:      map[string]*session{},
@@ -175,7 +179,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	if s.defaultModel == "" {
 		s.defaultModel = DefaultModel
 	}
-	if err := os.MkdirAll(s.recordsDir, 0o700); err != nil {
+	if s.records, err = records.NewFile(filepath.Join(cfg.DataDir, "agent", "sessions")); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	dial := func(addr, what string) (*grpc.ClientConn, error) {
@@ -234,6 +238,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	s.natsSubscriberKeyFile = bc.SubscriberKeyFile
+	if cfg.Cluster.Enabled {
+		if err := s.startReplica(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.loadSuspended(); err != nil {
 		return nil, err
 	}
@@ -257,6 +266,15 @@ func (s *Service) Close() error {
 		running = append(running, sess)
 	}
 	s.mu.Unlock()
+	if s.replica != nil {
+		// Hand the sessions over: their records say what was running,
+		// nothing more is published here, and the leases go, so another
+		// replica continues the prompts at once.
+		for _, sess := range running {
+			sess.writeRecord()
+			s.fence(sess.info.GetSessionId(), errors.New("this agent replica is shutting down"))
+		}
+	}
 	for _, sess := range running {
 		sess.agentAbort("the agent service is shutting down")
 	}
@@ -264,6 +282,9 @@ func (s *Service) Close() error {
 	for _, sess := range running {
 		sess.writeRecord()
 		sess.mcp.Close()
+	}
+	if s.replica != nil {
+		s.replica.close()
 	}
 	return s.closeResources()
 }
@@ -283,7 +304,9 @@ func (s *Service) closeResources() error {
 func (s *Service) Name() string { return agentv1.AgentService_ServiceDesc.ServiceName }
 
 // RegisterGRPC implements the server runtime's Service.
-func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { agentv1.RegisterAgentServiceServer(r, s) }
+// Its handlers settle forwarded principals and, on a cluster, forward a
+// session's calls to the replica that owns it (forward.go).
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { r.RegisterService(s.serviceDesc(), s) }
 
 // RegisterGateway implements the server runtime's Service.
 func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {

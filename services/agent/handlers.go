@@ -312,6 +312,16 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	var skipped []*agentv1.SkippedSkill
 	sess.skills, skipped = s.discoverSkills(ctx, sb.GetSandboxId(), opts.GetSkillDirs())
 	sess.system = systemPrompt(route, level, opts, sess.env, memText, skillsSection(sess.skills), now)
+	// On a cluster this replica must own the session first; its events
+	// continue after the stream's last.
+	if lastSeq, err = s.claim(ctx, info.GetSessionId(), lastSeq); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !built {
+			s.release(ctx, info.GetSessionId())
+		}
+	}()
 	s.build(sess, lastSeq, history)
 	toolNames := map[string]bool{}
 	for _, n := range sess.toolset.Names() {

@@ -56,7 +56,7 @@ func (c *Config) busConfig(listen string) bus.Config {
 		ListenTLSCertFile: n.ListenTLSCertFile, ListenTLSKeyFile: n.ListenTLSKeyFile, ListenTLSClientCAFile: n.ListenTLSClientCAFile,
 		CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, User: n.User, Password: n.Password,
 		TLSCAFile: n.TLSCAFile, TLSCertFile: n.TLSCertFile, TLSKeyFile: n.TLSKeyFile,
-		Writer: c.Events,
+		Writer: c.Events, Replicas: c.Cluster.NATSReplicas,
 	}
 }
 

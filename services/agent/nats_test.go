@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv("FABRO_AGENT_TEST_NATS"); spec != "" {
 		runNATSServer(spec) // natsfault_test.go
 	}
+	if spec := os.Getenv("FABRO_AGENT_TEST_REPLICA"); spec != "" {
+		runReplica(spec) // cluster_test.go
+	}
 	if spec := os.Getenv("FABRO_AGENT_TEST_SUBSCRIBE"); spec != "" {
 		if err := subscribe(strings.Fields(spec)); err != nil {
 			fmt.Fprintln(os.Stderr, "subscriber:", err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
@@ -70,6 +70,9 @@ type session struct {
 	clientCalls  *clientCalls
 
 	recordMu sync.Mutex // serializes writeRecord
+	// fenced: another replica owns the session now; this one writes
+	// nothing more for it (cluster.go). Under mu.
+	fenced bool
 }
 
 func newID(prefix string) string {
@@ -171,6 +174,11 @@ type sessionEmitter struct {
 
 func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 	seq, err := e.sess.log.Emit(ev)
+	if e.svc.replica != nil && ev.GetTurnStarted() != nil {
+		// A checkpoint for a takeover: the history so far, and the
+		// prompt that runs.
+		e.sess.writeRecord()
+	}
 	if ts := ev.GetTurnStarted(); ts != nil && err == nil {
 		if parent := e.svc.parentOf(e.sess); parent != nil {
 			parent.emitLive(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentTurnStarted{
@@ -370,7 +378,8 @@ func (sess *session) touch() {
 // reports false when the session was already closed.
 func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, aerr *agentv1.AgentError) bool {
 	sess.mu.Lock()
-	if sess.info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED {
+	if sess.info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || sess.fenced {
+		// A fenced session is another replica's now, its sandbox too.
 		sess.mu.Unlock()
 		return false
 	}
@@ -392,6 +401,7 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	cancel()
 	sess.log.Close()
 	sess.writeRecord()
+	sess.svc.release(ctx, sess.info.GetSessionId())
 	sess.svc.forgetApprovals(sess.info.GetSessionId())
 	if sess.info.GetParentSessionId() == "" {
 		sess.svc.mu.Lock()
@@ -416,6 +426,12 @@ func (sess *session) writeRecord() {
 	}
 	sess.recordMu.Lock()
 	defer sess.recordMu.Unlock()
+	sess.mu.Lock()
+	fenced := sess.fenced
+	sess.mu.Unlock()
+	if fenced {
+		return // the new owner's record now
+	}
 	info := sess.snapshotInfo()
 	rec := &agentv1.SessionRecord{
 		FormatVersion:  recordFormatVersion,
@@ -430,48 +446,48 @@ func (sess *session) writeRecord() {
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 		ClientTools:                   sess.ext.clientTools,
 	}
-	b, err := proto.Marshal(rec)
-	if err == nil {
-		path := filepath.Join(sess.svc.recordsDir, info.GetSessionId()+".pb")
-		tmp := path + ".tmp"
-		if err = os.WriteFile(tmp, b, 0o600); err == nil {
-			err = os.Rename(tmp, path)
-		}
+	if st := info.GetState(); st == agentv1.SessionState_SESSION_STATE_RUNNING || st == agentv1.SessionState_SESSION_STATE_PARKED {
+		rec.UnfinishedPromptId = info.GetActivePromptId()
 	}
-	if err != nil {
+	if _, err := sess.svc.records.Put(context.Background(), rec, records.Any); err != nil {
 		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
 	}
 }
 
 // readRecord loads a session's record.
 func (s *Service) readRecord(id string) (*agentv1.SessionRecord, error) {
-	b, err := os.ReadFile(filepath.Join(s.recordsDir, id+".pb"))
-	if err != nil {
-		return nil, err
-	}
-	rec := &agentv1.SessionRecord{}
-	if err := proto.Unmarshal(b, rec); err != nil {
+	rec, _, err := s.records.Get(context.Background(), id)
+	switch {
+	case errors.Is(err, records.ErrNotFound):
+		return nil, fmt.Errorf("%w: %w", os.ErrNotExist, err)
+	case errors.Is(err, records.ErrCorrupt):
 		return nil, fmt.Errorf("%w: %w", errCorruptRecord, err)
 	}
-	if rec.GetFormatVersion() < 1 || rec.GetFormatVersion() > recordFormatVersion {
-		return nil, fmt.Errorf("%w: format version %d", errCorruptRecord, rec.GetFormatVersion())
-	}
-	return rec, nil
+	return rec, err
 }
 
 var errCorruptRecord = errors.New("corrupt session record")
 
 // loadSuspended lists the sessions a previous run left open as SUSPENDED.
+// On a cluster the records are every replica's: none is listed here.
 func (s *Service) loadSuspended() error {
-	entries, err := os.ReadDir(s.recordsDir)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
+	if s.replica != nil {
+		return nil
 	}
-	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), ".pb")
-		if !ok {
-			continue
+	var ids []string
+	for before := ""; ; {
+		page, err := s.records.List(context.Background(), before, 500)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
 		}
+		ids = append(ids, page...)
+		if len(page) < 500 {
+			break
+		}
+		before = page[len(page)-1]
+	}
+	slices.Reverse(ids) // oldest first: the creation order
+	for _, id := range ids {
 		rec, err := s.readRecord(id)
 		if err != nil {
 			s.logger.Warn("skip session record", "session_id", id, "error", err)

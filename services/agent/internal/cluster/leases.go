@@ -227,6 +227,19 @@ func (k *Keeper) Release(ctx context.Context, id string) error {
 	return k.leases.Release(ctx, h.lease)
 }
 
+// ReleaseAll gives up every lease the keeper holds.
+func (k *Keeper) ReleaseAll(ctx context.Context) {
+	k.mu.Lock()
+	ids := make([]string, 0, len(k.held))
+	for id := range k.held {
+		ids = append(ids, id)
+	}
+	k.mu.Unlock()
+	for _, id := range ids {
+		_ = k.Release(ctx, id)
+	}
+}
+
 // Close stops renewing; the leases then expire (Release first to hand
 // sessions over at once).
 func (k *Keeper) Close() {

@@ -1,0 +1,44 @@
+package auth
+
+import (
+	"errors"
+	"strings"
+)
+
+// A call one agent replica forwards to another (the one serving the
+// session) carries the agent's service credential and names the caller it
+// acts for in these headers. Only the agent's service principal may name
+// one, and it must be a person's: the call is then authorized, and served,
+// as that person's.
+const (
+	ForwardedPrincipalHeader = "fabro-forwarded-principal" // "role:name"
+	ForwardedTokenIDHeader   = "fabro-forwarded-token-id"
+)
+
+var errForward = errors.New("auth: refused forwarded principal")
+
+// forwarded is the principal a forwarded call acts for.
+func forwarded(caller Principal, principal, tokenID []string) (Principal, error) {
+	if !caller.IsService(ServiceAgent) || len(principal) != 1 || len(tokenID) > 1 {
+		return caller, errForward
+	}
+	p, ok := ParsePrincipal(principal[0])
+	if !ok {
+		return caller, errForward
+	}
+	if len(tokenID) == 1 {
+		p.TokenID = tokenID[0]
+	}
+	return p, nil
+}
+
+// ParsePrincipal reads a person's principal as String writes it
+// ("admin:alice", "user:bob"); services are not accepted.
+func ParsePrincipal(v string) (Principal, bool) {
+	role, name, ok := strings.Cut(v, ":")
+	r := Role(role)
+	if !ok || (r != RoleAdmin && r != RoleUser) || !ValidName(name) {
+		return Principal{}, false
+	}
+	return Principal{Name: name, Role: r}, true
+}

@@ -1,0 +1,66 @@
+package auth_test
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/fabro-sh/fabro-go/platform/auth"
+)
+
+// TestForwardedPrincipal checks that only the agent's service principal
+// may act for another caller (a call one agent replica forwards to
+// another), only for a person, and that the call is then authorized as
+// that person's.
+func TestForwardedPrincipal(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	agent, _ := store.IssueService(auth.ServiceAgent)
+	sandbox, _ := store.IssueService(auth.ServiceSandbox)
+	user, _, _ := store.Issue("bob", auth.RoleUser)
+	ic := &auth.Interceptor{Verifier: store, Logger: slog.New(slog.DiscardHandler)}
+	const (
+		prompt = "/fabro.agent.v1.AgentService/Prompt"
+		put    = "/fabro.vault.v1.VaultService/PutSecret"
+	)
+	tests := []struct {
+		name      string
+		method    string
+		token     string
+		forwarded []string // fabro-forwarded-principal values
+		want      codes.Code
+		wantP     auth.Principal
+	}{
+		{"agent for a user", prompt, agent, []string{"user:alice"}, codes.OK, auth.Principal{Name: "alice", Role: auth.RoleUser, TokenID: "t1"}},
+		{"agent alone", prompt, agent, nil, codes.PermissionDenied, auth.Principal{}},
+		{"agent for a user, on a call the user may not make", put, agent, []string{"user:alice"}, codes.PermissionDenied, auth.Principal{}},
+		{"agent for a service", prompt, agent, []string{"service:sandbox"}, codes.PermissionDenied, auth.Principal{}},
+		{"agent for a malformed principal", prompt, agent, []string{"alice"}, codes.PermissionDenied, auth.Principal{}},
+		{"agent for two principals", prompt, agent, []string{"user:a", "user:b"}, codes.PermissionDenied, auth.Principal{}},
+		{"a user naming another", prompt, user, []string{"admin:root"}, codes.PermissionDenied, auth.Principal{}},
+		{"another service naming a user", prompt, sandbox, []string{"user:alice"}, codes.PermissionDenied, auth.Principal{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := metadata.Pairs("authorization", "Bearer "+tt.token, auth.ForwardedTokenIDHeader, "t1")
+			for _, v := range tt.forwarded {
+				md.Append(auth.ForwardedPrincipalHeader, v)
+			}
+			ctx, err := ic.Authorize(metadata.NewIncomingContext(t.Context(), md), tt.method)
+			if got := status.Code(err); got != tt.want {
+				t.Fatalf("code = %v (%v), want %v", got, err, tt.want)
+			}
+			if err != nil {
+				return
+			}
+			p, _ := auth.FromContext(ctx)
+			if diff := cmp.Diff(tt.wantP, p); diff != "" {
+				t.Errorf("principal (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

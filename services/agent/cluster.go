@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcclient"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/cluster"
+)
+
+// ClusterConfig makes agent replicas share their sessions through NATS
+// JetStream: records, ownership leases and task lists in key-value
+// buckets next to the events stream. Any replica then serves any session:
+// a call for a session another live replica owns is forwarded to it; a
+// session whose owner died is taken over, its running prompt resumed from
+// the record.
+type ClusterConfig struct {
+	// Enabled turns the sharing on (it needs NATSURL: every replica must
+	// reach the same JetStream).
+	Enabled bool
+	// AdvertiseAddr is this replica's gRPC address as the other replicas
+	// reach it (host:port); required with Enabled.
+	AdvertiseAddr string
+	// ReplicaID names this replica in leases and logs (default: host name
+	// and a random suffix, unique per process).
+	ReplicaID string
+	// LeaseTTL is how long a session's ownership outlives its owner's last
+	// renewal; the takeover of a dead owner's prompt starts then (default
+	// cluster.DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// NATSReplicas is how many NATS servers keep the events stream and the
+	// buckets: 1 (default) or 3 for a three-node NATS cluster. It applies
+	// with or without Enabled.
+	NATSReplicas int
+}
+
+func (c *ClusterConfig) registerFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.Enabled, "cluster", c.Enabled, "share sessions with the other agent replicas on the same NATS (-nats-url): forward calls to a session's owner, take over a dead owner's sessions")
+	fs.StringVar(&c.AdvertiseAddr, "cluster-advertise-addr", c.AdvertiseAddr, "this replica's gRPC address as the other replicas reach it (host:port); required with -cluster")
+	fs.StringVar(&c.ReplicaID, "cluster-replica-id", c.ReplicaID, "this replica's name in ownership leases (default: host name and a random suffix)")
+	fs.DurationVar(&c.LeaseTTL, "cluster-lease-ttl", c.LeaseTTL, "how long a session's ownership outlives its owner's last renewal (default 3s)")
+	fs.IntVar(&c.NATSReplicas, "nats-replicas", c.NATSReplicas, "NATS servers keeping the events stream and the session buckets (1, or 3 on a three-node NATS cluster)")
+}
+
+// replica is the service's part in a cluster of agent replicas.
+type replica struct {
+	svc    *Service
+	store  *cluster.Store
+	keeper *cluster.Keeper
+	id     string
+	client grpcclient.Options // how to reach the other replicas
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn // by address
+
+	stop context.CancelFunc
+	done chan struct{} // the takeover watcher's end
+}
+
+func newReplicaID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// startReplica opens the buckets on the service's NATS, starts renewing
+// leases and watching for the sessions other replicas lose.
+func (s *Service) startReplica(ctx context.Context, cfg Config) error {
+	cc := cfg.Cluster
+	if cfg.NATSURL == "" {
+		return errors.New("agent: -cluster needs -nats-url: every replica must use the same NATS")
+	}
+	if cc.AdvertiseAddr == "" {
+		return errors.New("agent: -cluster needs -cluster-advertise-addr, where the other replicas reach this one")
+	}
+	store, err := cluster.Open(ctx, s.bus.JetStream(), cluster.Config{Replicas: cc.NATSReplicas, LeaseTTL: cc.LeaseTTL})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	r := &replica{svc: s, store: store, id: cc.ReplicaID, logger: s.logger, conns: map[string]*grpc.ClientConn{}, done: make(chan struct{})}
+	if r.id == "" {
+		r.id = newReplicaID()
+	}
+	r.client = cfg.Client
+	r.client.TLSServerName = "" // each replica's own name
+	if r.client.Token == nil {
+		r.client.Token = grpcclient.TokenFileOrEnv(cfg.TokenFile, cfg.LookupEnv)
+	}
+	r.keeper = store.Leases().Keep(r.id, cc.AdvertiseAddr, s.fence, s.logger)
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	free, err := store.Leases().WatchFree(wctx)
+	if err != nil {
+		cancel()
+		r.keeper.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	r.stop = cancel
+	s.replica = r
+	s.records = store.Records()
+	go r.watch(wctx, free)
+	s.logger.InfoContext(ctx, "agent replica joined the cluster", "replica_id", r.id, "advertise_addr", cc.AdvertiseAddr)
+	return nil
+}
+
+// close releases this replica's leases (the sessions' records are
+// written), so that the others take its sessions over at once, and stops.
+func (r *replica) close() {
+	r.stop()
+	<-r.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.keeper.ReleaseAll(ctx)
+	r.keeper.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		_ = c.Close()
+	}
+}
+
+// claim makes this replica the session's owner before it is loaded, and
+// returns the sequence its events continue after: the stream's last one,
+// which is past the record's when the previous owner died between
+// writing its record and its last events. It is a no-op outside a
+// cluster.
+func (s *Service) claim(ctx context.Context, sessionID string, recorded uint64) (uint64, error) {
+	if s.replica == nil {
+		return recorded, nil
+	}
+	if _, err := s.replica.keeper.Acquire(ctx, sessionID); err != nil {
+		var held *cluster.HeldError
+		if errors.As(err, &held) {
+			return 0, domain.New(codes.FailedPrecondition, reasonSessionOwned,
+				fmt.Sprintf("session %q is served by agent replica %s", sessionID, held.Lease.Owner),
+				grpcerr.Meta("session_id", sessionID, "owner", held.Lease.Owner, "owner_addr", held.Lease.Addr))
+		}
+		return 0, domain.New(codes.Unavailable, reasonNATSUnavailable, "session ownership: "+err.Error(), grpcerr.RetryAfter(time.Second))
+	}
+	last, err := s.bus.LastSequence(ctx, sessionID)
+	if err != nil {
+		s.release(ctx, sessionID)
+		return 0, domain.New(codes.Unavailable, reasonNATSUnavailable, err.Error(), grpcerr.RetryAfter(time.Second))
+	}
+	return max(last, recorded), nil
+}
+
+// release gives a session's ownership up (it was closed, or its claim
+// failed).
+func (s *Service) release(ctx context.Context, sessionID string) {
+	if s.replica == nil {
+		return
+	}
+	if err := s.replica.keeper.Release(context.WithoutCancel(ctx), sessionID); err != nil && !errors.Is(err, cluster.ErrConflict) {
+		s.logger.WarnContext(ctx, "release session lease", "session_id", sessionID, "error", err)
+	}
+}
+
+// fence stops serving a session whose lease was lost (another replica may
+// own it now): its log publishes nothing more, its prompt is aborted, and
+// it leaves memory without writing its record, which is the new owner's.
+func (s *Service) fence(id string, err error) {
+	s.mu.Lock()
+	sess := s.sessions[id]
+	delete(s.sessions, id)
+	s.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	s.logger.Warn("session ownership lost; this replica stops serving it", "session_id", id, "error", err)
+	if sess.log != nil {
+		sess.log.Fence(err)
+	}
+	sess.mu.Lock()
+	sess.fenced = true
+	sess.mu.Unlock()
+	sess.agentAbort("the session's ownership moved to another agent replica")
+}
+
+// watch takes over the sessions whose lease ends (expired: their owner
+// died or was cut off) when their record says a prompt was running; an
+// idle one is resumed by whoever calls it next.
+func (r *replica) watch(ctx context.Context, free <-chan string) {
+	defer close(r.done)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for id := range free {
+		wg.Go(func() { r.takeOver(ctx, id) })
+	}
+}
+
+// takeOver resumes a freed session that was running a prompt, and
+// continues the prompt (continue_unfinished). Every replica tries; the
+// lease makes one the winner, and the others see FAILED_PRECONDITION.
+func (r *replica) takeOver(ctx context.Context, id string) {
+	s := r.svc
+	if s.isLoaded(id) {
+		return
+	}
+	rec, _, err := s.records.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	info := rec.GetSession()
+	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || rec.GetUnfinishedPromptId() == "" || info.GetParentSessionId() != "" {
+		return // idle, closed, or a subagent (its parent's resume spawns again)
+	}
+	start := time.Now()
+	// The resumed prompt acts for the session's creator.
+	if p, ok := auth.ParsePrincipal(info.GetPrincipal()); ok {
+		ctx = auth.WithPrincipal(ctx, p)
+	}
+	if _, err := s.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: id}); err != nil {
+		if reason := grpcerr.ReasonOf(err); reason != reasonSessionOwned && reason != reasonSessionLoaded {
+			r.logger.WarnContext(ctx, "take over a session", "session_id", id, "error", err)
+		}
+		return
+	}
+	if err := s.continueDetached(ctx, id, rec.GetUnfinishedPromptId()); err != nil {
+		r.logger.WarnContext(ctx, "continue a taken-over prompt", "session_id", id, "error", err)
+		return
+	}
+	r.logger.InfoContext(ctx, "took over a running session", "session_id", id, "unfinished_prompt_id", rec.GetUnfinishedPromptId(),
+		"after", time.Since(start).Round(time.Millisecond))
+}
+
+// isLoaded reports whether this replica serves the session now.
+func (s *Service) isLoaded(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[id]
+	return ok && sess.agent != nil // not a record listed as SUSPENDED
+}
+
+// owner is the address of the live replica that owns the session when it
+// is another one; "" when this replica serves it (it is loaded here, or
+// nobody owns it).
+func (r *replica) owner(ctx context.Context, id string) string {
+	if r.svc.isLoaded(id) {
+		return ""
+	}
+	l, err := r.store.Leases().Get(ctx, id)
+	if err != nil || l.Owner == r.id {
+		return ""
+	}
+	return l.Addr
+}
+
+// conn is a (cached) connection to another replica.
+func (r *replica) conn(addr string) (*grpc.ClientConn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpcclient.New(addr, r.client)
+	if err != nil {
+		return nil, err
+	}
+	r.conns[addr] = c
+	return c, nil
+}
+
+// continueDetached continues a resumed session's unfinished prompt, under
+// its own id, with no client attached: the events go to the stream, where
+// the prompt's watchers (reconnecting to any replica) find them.
+func (s *Service) continueDetached(ctx context.Context, id, promptID string) error {
+	sess, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	done, err := s.startPrompt(sess, promptID)
+	if err != nil {
+		return err
+	}
+	go s.runPrompt(context.WithoutCancel(ctx), sess, promptID, "", true, done)
+	return nil
+}
