@@ -19,6 +19,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/cluster"
 )
 
@@ -89,7 +90,7 @@ func (s *Service) startReplica(ctx context.Context, cfg Config) error {
 	if cc.AdvertiseAddr == "" {
 		return errors.New("agent: -cluster needs -cluster-advertise-addr, where the other replicas reach this one")
 	}
-	store, err := cluster.Open(ctx, s.bus.JetStream(), cluster.Config{Replicas: cc.NATSReplicas, LeaseTTL: cc.LeaseTTL})
+	store, err := cluster.Open(ctx, s.bus.JetStream(), cluster.Config{Replicas: cc.NATSReplicas, LeaseTTL: cc.LeaseTTL, AwaitStartup: true})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -254,7 +255,11 @@ func (r *replica) owner(ctx context.Context, id string) string {
 	if r.svc.isLoaded(id) {
 		return ""
 	}
-	l, err := r.store.Leases().Get(ctx, id)
+	var l cluster.Lease
+	err := bus.Retry(ctx, func(ctx context.Context) (err error) {
+		l, err = r.store.Leases().Get(ctx, id)
+		return err
+	})
 	if err != nil || l.Owner == r.id {
 		return ""
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -14,6 +16,7 @@ import (
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // mdForwardedBy marks a call one replica forwarded to another: it is
@@ -183,17 +186,42 @@ func (s *Service) outgoing(ctx context.Context) context.Context {
 }
 
 func (s *Service) forwardUnary(ctx context.Context, addr, method string, req, reply any) error {
-	c, err := s.replica.conn(addr)
+	c, err := s.replica.ready(ctx, addr)
 	if err != nil {
-		return domain.New(codes.Unavailable, reasonSessionOwned, "the replica serving the session: "+err.Error())
+		return err
 	}
 	return c.Invoke(s.outgoing(ctx), method, req, reply)
 }
 
-func (s *Service) forwardStream(ctx context.Context, addr, method string, req any, out protoreflect.MessageType, ss grpc.ServerStream) error {
-	c, err := s.replica.conn(addr)
+// ownerConnectTimeout bounds the wait for a connection to the owner: one
+// that is gone (killed, its address unreachable) keeps its lease for a
+// TTL, and the caller should hear UNAVAILABLE and retry, by then to the
+// replica that took the session over, rather than wait for its deadline.
+const ownerConnectTimeout = 2 * time.Second
+
+// ready is the connection to the replica at addr once it is up.
+func (r *replica) ready(ctx context.Context, addr string) (*grpc.ClientConn, error) {
+	c, err := r.conn(addr)
 	if err != nil {
-		return domain.New(codes.Unavailable, reasonSessionOwned, "the replica serving the session: "+err.Error())
+		return nil, domain.New(codes.Unavailable, reasonSessionOwned, "the replica serving the session: "+err.Error(), grpcerr.RetryAfter(time.Second))
+	}
+	c.Connect()
+	wctx, cancel := context.WithTimeout(ctx, ownerConnectTimeout)
+	defer cancel()
+	for st := c.GetState(); st != connectivity.Ready; st = c.GetState() {
+		if !c.WaitForStateChange(wctx, st) {
+			return nil, domain.New(codes.Unavailable, reasonSessionOwned,
+				"the agent replica serving the session ("+addr+") does not answer; another takes the session over when its lease ends",
+				grpcerr.RetryAfter(time.Second))
+		}
+	}
+	return c, nil
+}
+
+func (s *Service) forwardStream(ctx context.Context, addr, method string, req any, out protoreflect.MessageType, ss grpc.ServerStream) error {
+	c, err := s.replica.ready(ctx, addr)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

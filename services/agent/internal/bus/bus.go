@@ -198,17 +198,20 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
 	storage := jetstream.FileStorage
-	if _, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamName,
-		Description: "fabro agent session events",
-		Subjects:    []string{AllSubjects},
-		Storage:     storage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  b.wcfg.duplicates(),
-		AllowDirect: true,
-		MaxAge:      b.wcfg.MaxAge,
-		MaxBytes:    b.wcfg.MaxBytes,
-		Replicas:    max(cfg.Replicas, 1),
+	if err := AwaitJetStream(ctx, cfg.URL != "", func() error {
+		_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        StreamName,
+			Description: "fabro agent session events",
+			Subjects:    []string{AllSubjects},
+			Storage:     storage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  b.wcfg.duplicates(),
+			AllowDirect: true,
+			MaxAge:      b.wcfg.MaxAge,
+			MaxBytes:    b.wcfg.MaxBytes,
+			Replicas:    max(cfg.Replicas, 1),
+		})
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("bus: create stream %s: %w", StreamName, err)
 	}
@@ -259,15 +262,9 @@ func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn 
 	}
 	var asm reassembler
 	first := true
-	cons, err := b.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{SessionFilter(sessionID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("bus: replay %s: %w", sessionID, err)
-	}
+	cons := &replayConsumer{js: b.js, filters: []string{SessionFilter(sessionID)}}
 	for {
-		msg, err := next(ctx, cons)
+		msg, err := cons.next(ctx)
 		if err != nil {
 			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
 		}
@@ -303,23 +300,31 @@ func (b *Bus) ReplayMany(ctx context.Context, sessionIDs []string, fn func(*agen
 	for i, id := range sessionIDs {
 		filters[i] = SessionFilter(id)
 	}
-	stream, err := b.js.Stream(ctx, StreamName)
-	if err != nil {
-		return fmt.Errorf("bus: replay: %w", err)
-	}
-	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		FilterSubjects:    filters,
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		AckPolicy:         jetstream.AckNonePolicy,
-		InactiveThreshold: time.Minute,
-		MemoryStorage:     true,
-	})
-	if err != nil {
+	var (
+		stream jetstream.Stream
+		cons   jetstream.Consumer
+		info   *jetstream.ConsumerInfo
+	)
+	if err := Retry(ctx, func(ctx context.Context) (err error) {
+		if stream, err = b.js.Stream(ctx, StreamName); err != nil {
+			return err
+		}
+		cons, err = stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			FilterSubjects:    filters,
+			DeliverPolicy:     jetstream.DeliverAllPolicy,
+			AckPolicy:         jetstream.AckNonePolicy,
+			InactiveThreshold: time.Minute,
+			MemoryStorage:     true,
+		})
+		return err
+	}); err != nil {
 		return fmt.Errorf("bus: replay: %w", err)
 	}
 	defer func() { _ = stream.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
-	info, err := cons.Info(ctx)
-	if err != nil {
+	if err := Retry(ctx, func(ctx context.Context) (err error) {
+		info, err = cons.Info(ctx)
+		return err
+	}); err != nil {
 		return fmt.Errorf("bus: replay: %w", err)
 	}
 	var asm reassembler

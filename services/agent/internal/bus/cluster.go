@@ -29,11 +29,15 @@ func (l *Log) Fence(err error) {
 // stream holds, 0 when none: where a replica taking the session over
 // continues, whatever the record it reads says.
 func (b *Bus) LastSequence(ctx context.Context, sessionID string) (uint64, error) {
-	stream, err := b.js.Stream(ctx, StreamName)
-	if err != nil {
-		return 0, fmt.Errorf("bus: last sequence of %s: %w", sessionID, err)
-	}
-	m, err := stream.GetLastMsgForSubject(ctx, SessionFilter(sessionID))
+	var m *jetstream.RawStreamMsg
+	err := Retry(ctx, func(ctx context.Context) error {
+		stream, err := b.js.Stream(ctx, StreamName)
+		if err != nil {
+			return err
+		}
+		m, err = stream.GetLastMsgForSubject(ctx, SessionFilter(sessionID))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -65,6 +69,102 @@ func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 		select {
 		case <-ctx.Done():
 			return nil, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// JetStreamStartupWait bounds how long AwaitJetStream retries.
+const JetStreamStartupWait = 90 * time.Second
+
+// AwaitJetStream runs setup (creating a stream or bucket) and, when wait
+// is set (an external NATS, which may be starting with this process: a
+// cluster's first meta leader election takes seconds), again on failure
+// until it succeeds or JetStreamStartupWait passes.
+func AwaitJetStream(ctx context.Context, wait bool, setup func() error) error {
+	deadline := time.Now().Add(JetStreamStartupWait)
+	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		err := setup()
+		if err == nil || !wait || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// replayStall is how long a replay waits for a message it knows is
+// stored before it recreates its consumer.
+var replayStall = 5 * time.Second
+
+// replayConsumer reads stored messages of some subjects in order. When a
+// message is late (on a cluster the node serving its consumer may have
+// died, and a pull request then waits for nothing) it recreates the
+// ordered consumer just after the last message it read.
+type replayConsumer struct {
+	js       jetstream.JetStream
+	filters  []string
+	cons     jetstream.Consumer
+	last     uint64 // stream sequence of the last message read
+	restarts int
+}
+
+func (r *replayConsumer) next(ctx context.Context) (jetstream.Msg, error) {
+	for {
+		if r.cons == nil {
+			cfg := jetstream.OrderedConsumerConfig{FilterSubjects: r.filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+			if r.last > 0 {
+				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.last+1
+			}
+			var cons jetstream.Consumer
+			err := Retry(ctx, func(ctx context.Context) (err error) {
+				cons, err = r.js.OrderedConsumer(ctx, StreamName, cfg)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			r.cons = cons
+		}
+		sctx, cancel := context.WithTimeout(ctx, replayStall)
+		msg, err := next(sctx, r.cons)
+		cancel()
+		if err == nil {
+			if md, err := msg.Metadata(); err == nil {
+				r.last = md.Sequence.Stream
+			}
+			return msg, nil
+		}
+		if ctx.Err() != nil || r.restarts >= 10 {
+			return nil, err
+		}
+		r.restarts++
+		r.cons = nil
+	}
+}
+
+// RequestTimeout bounds one JetStream API request of Retry.
+var RequestTimeout = 2 * time.Second
+
+// Retry runs a JetStream API request with a short timeout each, again
+// while it times out or finds no responder and ctx lasts. On a cluster a
+// request sent while a stream or the meta group elects a leader (a node
+// died) gets no answer at all; waiting for the caller's whole deadline
+// would stall every read for nothing.
+func Retry(ctx context.Context, req func(ctx context.Context) error) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		err := req(rctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
 		case <-time.After(wait):
 		}
 	}

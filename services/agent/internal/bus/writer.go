@@ -154,11 +154,14 @@ func (e *ExpiredError) Error() string {
 // checkRetained fails with *ExpiredError when the stream holds no event
 // of the session at all (a replay would otherwise wait for one).
 func (b *Bus) checkRetained(ctx context.Context, sessionID string, from uint64) error {
-	stream, err := b.js.Stream(ctx, StreamName)
-	if err != nil {
-		return fmt.Errorf("bus: replay %s: %w", sessionID, err)
-	}
-	if _, err := stream.GetLastMsgForSubject(ctx, SessionFilter(sessionID)); err != nil {
+	if err := Retry(ctx, func(ctx context.Context) error {
+		stream, err := b.js.Stream(ctx, StreamName)
+		if err != nil {
+			return err
+		}
+		_, err = stream.GetLastMsgForSubject(ctx, SessionFilter(sessionID))
+		return err
+	}); err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return &ExpiredError{From: from}
 		}

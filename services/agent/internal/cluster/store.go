@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// LeaseTTL is the leases' lifetime without renewal (DefaultLeaseTTL
 	// when zero).
 	LeaseTTL time.Duration
+	// AwaitStartup retries the buckets' creation while the NATS servers
+	// start (bus.AwaitJetStream): an external NATS.
+	AwaitStartup bool
 	// MaxValue is the largest record kept inline in the records bucket;
 	// a bigger one goes to the object store (default: the server's max
 	// payload less room for headers).
@@ -67,7 +71,11 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	}
 	kv := func(c jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		c.Replicas, c.Storage = r, jetstream.FileStorage
-		b, err := js.CreateOrUpdateKeyValue(ctx, c)
+		var b jetstream.KeyValue
+		err := bus.AwaitJetStream(ctx, cfg.AwaitStartup, func() (err error) {
+			b, err = js.CreateOrUpdateKeyValue(ctx, c)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: bucket %s: %w", c.Bucket, err)
 		}
@@ -77,8 +85,12 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	large, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: LargeBucket, Description: "fabro agent session records over one message", Replicas: r, Storage: jetstream.FileStorage})
+	var large jetstream.ObjectStore
+	err = bus.AwaitJetStream(ctx, cfg.AwaitStartup, func() (err error) {
+		large, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: LargeBucket, Description: "fabro agent session records over one message", Replicas: r, Storage: jetstream.FileStorage})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: object store %s: %w", LargeBucket, err)
 	}
