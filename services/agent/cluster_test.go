@@ -11,8 +11,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,12 +63,24 @@ func runReplica(spec string) {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		os.Exit(2)
 	}
-	if _, err := server.Start(ctx, server.Config{GRPCAddr: addr, NoAuth: true}, logger, svc); err != nil {
+	srv, err := server.Start(ctx, server.Config{GRPCAddr: addr, NoAuth: true}, logger, svc)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		os.Exit(2)
 	}
 	fmt.Println("ready", addr)
-	select {}
+	// SIGTERM is a graceful stop: the sessions are handed over (Close
+	// releases their leases); SIGKILL is not.
+	sig, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
+	<-sig.Done()
+	logger.Info("stopping: handing the sessions over")
+	svc.Close() // first: its open Prompt streams would hold the drain
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	srv.Shutdown(sctx)
+	cancel()
+	logger.Info("stopped")
+	os.Exit(0)
 }
 
 // deps is the model gateway (with the fake provider) and the sandbox
@@ -77,7 +91,7 @@ type deps struct {
 	sandbox sandboxv1.SandboxServiceClient
 }
 
-func startDeps(t *testing.T) *deps {
+func startDeps(t testing.TB) *deps {
 	t.Helper()
 	ctx, logger := t.Context(), testLogger(t)
 	d := &deps{fake: fakeprovider.New()}
@@ -111,7 +125,7 @@ func startDeps(t *testing.T) *deps {
 	return d
 }
 
-func dial(t *testing.T, addr string) *grpc.ClientConn {
+func dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -128,12 +142,15 @@ type replicaProc struct {
 	client agentv1.AgentServiceClient
 }
 
-func startReplicaProc(t *testing.T, d *deps, natsURL, id string, ttl time.Duration) *replicaProc {
+func startReplicaProc(t testing.TB, d *deps, natsURL, id string, ttl time.Duration) *replicaProc {
 	t.Helper()
 	spec, _ := json.Marshal(replicaSpec{ID: id, LLMAddr: d.addr, SandboxAddr: d.addr, NATSURL: natsURL, DataDir: t.TempDir(), LeaseTTL: ttl})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "FABRO_AGENT_TEST_REPLICA="+string(spec))
 	cmd.Stderr = t.Output()
+	if _, ok := t.(*testing.B); ok && os.Getenv("FABRO_BENCH_REPLICA_LOGS") == "" {
+		cmd.Stderr = nil // a benchmark's output is its figures
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
