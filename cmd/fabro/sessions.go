@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+)
+
+// sessionsCommand is `fabro sessions list|show|resume|rm`, against the
+// agent of the server at --server.
+func sessionsCommand() *command {
+	return &command{
+		name: "sessions", summary: "list, inspect, resume and delete the server's agent sessions",
+		long: `The agent sessions of the server at --server: the ones fabro exec --server
+started (it prints their ids), and any other client's of yours.`,
+		examples: `  fabro sessions list
+  fabro sessions show s_0123abcd
+  fabro sessions resume s_0123abcd "now add the docs"
+  fabro sessions resume s_0123abcd --continue
+  fabro sessions rm s_0123abcd`,
+		subs: []*command{{
+			name: "list", aliases: []string{"ls"}, summary: "list sessions, newest first",
+			examples: "  fabro sessions list\n  fabro sessions list --state running --subagents",
+			define:   sessionsList,
+		}, {
+			name: "resume", args: `ID ["PROMPT"]`, summary: "load a closed or suspended session again, and run a prompt on it",
+			long: `Loads the session from its durable record (a closed one, or a suspended one
+after a server restart). With PROMPT, runs it and prints its stream as
+fabro exec does; with --continue, finishes the prompt that was left
+unfinished. A session that is already loaded is used as it is.`,
+			examples: "  fabro sessions resume s_0123abcd \"and now the README\"\n  fabro sessions resume s_0123abcd --continue\n  fabro sessions resume s_0123abcd --model openai/gpt-5",
+			define:   sessionsResume,
+		}},
+	}
+}
+
+// sessionStates are --state's words.
+var sessionStates = map[string]agentv1.SessionState{
+	"idle": agentv1.SessionState_SESSION_STATE_IDLE, "running": agentv1.SessionState_SESSION_STATE_RUNNING,
+	"parked": agentv1.SessionState_SESSION_STATE_PARKED, "closed": agentv1.SessionState_SESSION_STATE_CLOSED,
+	"suspended": agentv1.SessionState_SESSION_STATE_SUSPENDED,
+}
+
+func stateName(s agentv1.SessionState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "SESSION_STATE_"))
+}
+
+func sessionsList(fs *flag.FlagSet, e env) runner {
+	c := newClientFlags(fs, e)
+	state := fs.String("state", "", "only sessions in this state: idle, running, parked, closed or suspended")
+	subagents := fs.Bool("subagents", false, "include subagent sessions")
+	limit := fs.Int("limit", 50, "most sessions to list (0: all)")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("sessions list takes no arguments")
+		}
+		req := &agentv1.ListSessionsRequest{IncludeSubagents: *subagents}
+		if *state != "" {
+			st, ok := sessionStates[*state]
+			if !ok {
+				return usagef("--state must be idle, running, parked, closed or suspended, not %q", *state)
+			}
+			req.States = []agentv1.SessionState{st}
+		}
+		if *limit < 0 {
+			return usagef("--limit must not be negative")
+		}
+		conn, ctx, done, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		client := agentv1.NewAgentServiceClient(conn)
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SESSION\tSTATE\tMODEL\tPROMPTS\tTOKENS\tUPDATED")
+		n := 0
+		for {
+			if *limit > 0 {
+				req.PageSize = int32(min(*limit-n, 500))
+			}
+			resp, err := client.ListSessions(ctx, req)
+			if err != nil {
+				return c.rpcError(err)
+			}
+			for _, s := range resp.GetSessions() {
+				id := s.GetSessionId()
+				if s.GetParentSessionId() != "" {
+					id += " (of " + s.GetParentSessionId() + ")"
+				}
+				r := s.GetRoute()
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", id, stateName(s.GetState()), r.GetProvider()+"/"+r.GetModel(), s.GetPromptCount(),
+					s.GetUsage().GetInputTokens()+s.GetUsage().GetOutputTokens(), s.GetUpdateTime().AsTime().Local().Format(time.DateTime))
+				n++
+			}
+			if resp.GetNextPageToken() == "" || *limit > 0 && n >= *limit {
+				break
+			}
+			req.PageToken = resp.GetNextPageToken()
+		}
+		return tw.Flush()
+	}
+}
+
+func sessionsResume(fs *flag.FlagSet, e env) runner {
+	c := newClientFlags(fs, e)
+	model := fs.String("model", "", "another model for the resumed session (provider/model, id or alias); its own when empty")
+	cont := fs.Bool("continue", false, "finish the prompt that was left unfinished")
+	reattach := fs.Duration("reattach-timeout", time.Minute, "how long to keep trying to reattach to the server after the connection drops")
+	return func(ctx context.Context, args []string) error {
+		switch {
+		case len(args) == 0 || len(args) > 2:
+			return usagef(`sessions resume takes a session ID and at most one prompt: fabro sessions resume ID ["PROMPT"]`)
+		case len(args) == 2 && *cont:
+			return usagef("give a PROMPT or --continue, not both")
+		case len(args) == 2 && strings.TrimSpace(args[1]) == "":
+			return usagef("the prompt is empty")
+		}
+		id := args[0]
+		conn, err := c.dialAgent()
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		client := agentv1.NewAgentServiceClient(conn)
+		rctx, cancel := context.WithTimeout(ctx, c.timeout)
+		resp, err := client.ResumeSession(rctx, &agentv1.ResumeSessionRequest{SessionId: id, Model: *model})
+		cancel()
+		var last uint64
+		switch {
+		case err == nil:
+			last = resp.GetSession().GetLastSequence()
+			fmt.Fprintf(e.stderr, "session %s resumed (%s)\n", id, stateName(resp.GetSession().GetState()))
+		case status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "already"):
+			// Loaded already: prompt it as it is.
+			fmt.Fprintf(e.stderr, "session %s is loaded already\n", id)
+			hctx, cancel := context.WithTimeout(ctx, c.timeout)
+			h, herr := client.GetHistory(hctx, &agentv1.GetHistoryRequest{SessionId: id})
+			cancel()
+			if herr != nil {
+				return c.rpcError(herr)
+			}
+			last = h.GetSequence()
+		default:
+			return c.rpcError(err)
+		}
+		if len(args) == 1 && !*cont {
+			fmt.Fprintf(e.stderr, "run a prompt on it with `fabro sessions resume %s \"PROMPT\"`\n", id)
+			return nil
+		}
+		req := &agentv1.PromptRequest{SessionId: id, ContinueUnfinished: *cont}
+		if len(args) == 2 {
+			req.Text = args[1]
+		}
+		streamCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		defer stop()
+		w := &watcher{
+			e: e, client: client, id: id, remote: true, server: c.server, reattach: *reattach,
+			last:    map[string]uint64{id: last},
+			explain: func(err error) string { return c.rpcError(err).Error() },
+		}
+		return exitStatus(w.prompt(ctx, streamCtx, req))
+	}
+}
