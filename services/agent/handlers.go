@@ -163,7 +163,7 @@ func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionR
 		return nil, status.Error(codes.InvalidArgument, "a sandbox_id or a sandbox_spec is required")
 	}
 	if err := validateOptions(req.GetOptions()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	level := req.GetPermissionLevel()
 	info := &agentv1.Session{Depth: 0}
@@ -688,7 +688,7 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 		return nil, status.Error(codes.InvalidArgument, "session_id is required")
 	}
 	if err := validateOptions(req.GetOptions()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if sess, err := s.lookup(req.GetSessionId()); err == nil {
 		if st := sess.state(); st != agentv1.SessionState_SESSION_STATE_CLOSED && st != agentv1.SessionState_SESSION_STATE_SUSPENDED {

@@ -103,8 +103,8 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		Credential:            s.credential,
 		BraveBaseURL:          s.braveBaseURL,
 		Todos:                 sess.todos,
-		DefaultCommandTimeout: time.Duration(o.GetDefaultCommandTimeoutMs()) * time.Millisecond,
-		MaxCommandTimeout:     time.Duration(o.GetMaxCommandTimeoutMs()) * time.Millisecond,
+		DefaultCommandTimeout: o.GetDefaultCommandTimeout().AsDuration(),
+		MaxCommandTimeout:     o.GetMaxCommandTimeout().AsDuration(),
 		ShellOutput:           sess.shellOutput,
 		Extra:                 sess.extras,
 	}
