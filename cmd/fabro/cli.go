@@ -232,7 +232,7 @@ func flagMessage(err error) string {
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
 		return "flag --" + strings.TrimLeft(name, "-") + " needs a value"
 	}
-	return msg
+	return strings.Replace(msg, " for flag -", " for --", 1)
 }
 
 // helpCmd is `fabro help [COMMAND...]`.
@@ -346,6 +346,10 @@ const rootHelpHead = `fabro runs AI coding agents against your code.
 `
 
 const rootHelpTail = `
+Flags:
+  -h, --help     this help; "fabro COMMAND --help" for a command's
+  --version      the version, commit and build date
+
 Server and token:
   The client commands talk to one address, --server: the all-in-one server
   that ` + "`fabro serve`" + ` runs (every service on one port, default 127.0.0.1:7700),

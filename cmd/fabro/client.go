@@ -71,6 +71,10 @@ func (c *clientFlags) token() (string, error) {
 	c.tokenFrom = path
 	t, err := auth.ReadTokenFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		if !listening(c.server) {
+			// Neither a token nor a server: the server is what is missing.
+			return "", noServer(c.server)
+		}
 		return "", fmt.Errorf("no token: give --token-file or $%s, or start `fabro serve` once on this data directory (it writes %s)", grpcclient.EnvToken, path)
 	}
 	return t, err
@@ -140,7 +144,7 @@ func explain(err error, addr, tokenFrom string, timeout time.Duration) error {
 	case codes.Unavailable:
 		switch {
 		case strings.Contains(msg, "connection refused"):
-			return fmt.Errorf("no server at %s: start one with `fabro serve`, or pass --server with the address of a running one", addr)
+			return noServer(addr)
 		case strings.Contains(msg, "no such host"), strings.Contains(msg, "produced zero addresses"), strings.Contains(msg, "name resolver"):
 			return fmt.Errorf("cannot find the server %s: its host name does not resolve; check --server", addr)
 		case strings.Contains(msg, "server preface"), strings.Contains(msg, "first record does not look like a TLS handshake"), strings.Contains(msg, "authentication handshake failed"):
@@ -166,4 +170,18 @@ func fromNote(tokenFrom string) string {
 		return ""
 	}
 	return " (from " + tokenFrom + ")"
+}
+
+func noServer(addr string) error {
+	return fmt.Errorf("no server at %s: start one with `fabro serve`, or pass --server with the address of a running one", addr)
+}
+
+// listening reports whether anything accepts connections at addr.
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }

@@ -152,8 +152,11 @@ complete -o default -F _fabro fabro
 `)
 }
 
-func zshQuote(s string) string {
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, "'", `'\''`), ":", `\:`) + "'"
+// zshItem is one _describe item, "word:description", quoted; a colon in
+// the word is escaped, as _describe splits at the first plain one.
+func zshItem(word, help string) string {
+	s := strings.ReplaceAll(word, ":", `\:`) + ":" + help
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func writeZsh(w io.Writer, nodes []compNode) {
@@ -167,7 +170,7 @@ _fabro_subs() {
 		if len(n.subs) > 0 {
 			var items []string
 			for _, s := range n.subs {
-				items = append(items, zshQuote(s.word+":"+s.help))
+				items = append(items, zshItem(s.word, s.help))
 			}
 			fmt.Fprintf(w, "    %q) reply=(%s) ;;\n", n.path, strings.Join(items, " "))
 		}
@@ -181,7 +184,7 @@ _fabro_flags() {
 	for _, n := range nodes {
 		var items []string
 		for _, f := range n.flags {
-			items = append(items, zshQuote("--"+f.word+":"+f.help))
+			items = append(items, zshItem("--"+f.word, f.help))
 		}
 		fmt.Fprintf(w, "    %q) reply=(%s) ;;\n", n.path, strings.Join(items, " "))
 	}
@@ -218,10 +221,12 @@ _fabro() {
     _files
   fi
 }
-if (( $+functions[compdef] )); then
-  compdef _fabro fabro
-else
+# Autoloaded from $fpath, this file is the completion function itself;
+# sourced, it registers the function.
+if [[ $funcstack[1] == _fabro ]]; then
   _fabro "$@"
+else
+  compdef _fabro fabro
 fi
 `)
 }
@@ -235,8 +240,9 @@ func writeFish(w io.Writer, nodes []compNode) {
 function __fabro_path
     # The subcommands typed so far, as one string ("secret set").
     set -l tokens (commandline -opc)
+    set -e tokens[1]
     set -l path
-    for t in $tokens[2..-1]
+    for t in $tokens
         switch $t
             case '-*'
                 continue
@@ -248,6 +254,10 @@ function __fabro_path
     end
     string join ' ' $path
 end
+function __fabro_at
+    set -l p (__fabro_path)
+    test "$p" = "$argv[1]"
+end
 `)
 	var paths []string
 	for _, n := range nodes {
@@ -258,7 +268,7 @@ end
 	fmt.Fprintf(w, "set -g __fabro_paths %s\n", strings.Join(paths, " "))
 	fmt.Fprintln(w, "complete -c fabro -f")
 	for _, n := range nodes {
-		cond := fmt.Sprintf("test (__fabro_path) = %s", fishQuote(n.path))
+		cond := "__fabro_at " + fishQuote(n.path)
 		for _, s := range n.subs {
 			fmt.Fprintf(w, "complete -c fabro -n %s -a %s -d %s\n", fishQuote(cond), fishQuote(s.word), fishQuote(s.help))
 		}

@@ -79,6 +79,12 @@ func execFlags(fs *flag.FlagSet, e env) runner {
 		if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
 			return usagef(`exec takes one prompt: fabro exec [flags] "PROMPT"`)
 		}
+		if _, err := permissionLevel(o.perms); err != nil {
+			return err
+		}
+		if o.maxTurns < 0 {
+			return usagef("--max-turns must not be negative")
+		}
 		return exitStatus(o.run(ctx, args[0], e))
 	}
 }
@@ -96,15 +102,10 @@ func permissionLevel(s string) (agentv1.PermissionLevel, error) {
 	return level, nil
 }
 
-// run runs the prompt and returns the exit code; usage mistakes panic
-// into usage errors through the caller.
+// run runs the prompt and returns the exit code; the flags are valid.
 func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 	level, err := permissionLevel(o.perms)
-	if err != nil || o.maxTurns < 0 {
-		if err == nil {
-			err = usagef("--max-turns must not be negative")
-		}
-		fmt.Fprintf(e.stderr, "fabro exec: %v\n", err)
+	if err != nil {
 		return exitUsage
 	}
 	dir := o.dir
@@ -311,7 +312,7 @@ func (w *watcher) reattachStream(streamCtx context.Context, cause error) (func()
 		if err == nil {
 			var stream grpc.ServerStreamingClient[agentv1.StreamEventsResponse]
 			stream, err = w.client.StreamEvents(streamCtx, &agentv1.StreamEventsRequest{
-				SessionId: w.id, FromSequence: from, Follow: true, IncludeSubagents: true,
+				SessionId: w.id, FromSequence: from, Follow: true, IncludeSubagents: true, PromptId: w.promptID,
 			}, grpc.WaitForReady(true))
 			if err == nil {
 				fmt.Fprintf(w.e.stderr, "fabro: reattached to session %s\n", w.id)

@@ -33,7 +33,11 @@ func run(ctx context.Context, args []string, e env) int {
 
 // commands is the command tree.
 func commands() *command {
-	root := &command{subs: []*command{
+	root := &command{examples: `  fabro serve &                                   # every service, on 127.0.0.1:7700
+  fabro secret set ANTHROPIC_API_KEY              # into the server's vault
+  fabro exec --server 127.0.0.1:7700 "fix the failing test"
+  fabro exec "explain this code"                  # every service in this process
+  fabro sessions list`, subs: []*command{
 		serveCommand(),
 		execCommand(),
 		sessionsCommand(),

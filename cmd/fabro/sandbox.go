@@ -24,6 +24,7 @@ import (
 func sandboxCommand() *command {
 	return &command{
 		name: "sandbox", summary: "check sandbox driver plugins",
+		examples: "  fabro sandbox conformance ./fabro-sandbox-mine",
 		subs: []*command{{
 			name: "conformance", args: "PLUGIN", summary: "run the driver contract suite against a plugin binary",
 			long: `Runs the sandbox driver contract suite (the one the built-in drivers pass)

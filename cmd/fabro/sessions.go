@@ -31,6 +31,10 @@ started (it prints their ids), and any other client's of yours.`,
 			examples: "  fabro sessions list\n  fabro sessions list --state running --subagents",
 			define:   sessionsList,
 		}, {
+			name: "show", args: "ID", summary: "show a session: state, model, sandbox, usage",
+			examples: "  fabro sessions show s_0123abcd",
+			define:   sessionsShow,
+		}, {
 			name: "resume", args: `ID ["PROMPT"]`, summary: "load a closed or suspended session again, and run a prompt on it",
 			long: `Loads the session from its durable record (a closed one, or a suspended one
 after a server restart). With PROMPT, runs it and prints its stream as
@@ -38,6 +42,10 @@ fabro exec does; with --continue, finishes the prompt that was left
 unfinished. A session that is already loaded is used as it is.`,
 			examples: "  fabro sessions resume s_0123abcd \"and now the README\"\n  fabro sessions resume s_0123abcd --continue\n  fabro sessions resume s_0123abcd --model openai/gpt-5",
 			define:   sessionsResume,
+		}, {
+			name: "rm", aliases: []string{"delete"}, args: "ID...", summary: "delete sessions for good: their records, events and subagents",
+			examples: "  fabro sessions rm s_0123abcd\n  fabro sessions rm s_0123abcd s_4567efgh",
+			define:   sessionsRm,
 		}},
 	}
 }
@@ -167,5 +175,77 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 			explain: func(err error) string { return c.rpcError(err).Error() },
 		}
 		return exitStatus(w.prompt(ctx, streamCtx, req))
+	}
+}
+
+func sessionsShow(fs *flag.FlagSet, e env) runner {
+	c := newClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("sessions show takes one session ID (see fabro sessions list)")
+		}
+		conn, ctx, done, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		resp, err := agentv1.NewAgentServiceClient(conn).GetSession(ctx, &agentv1.GetSessionRequest{SessionId: args[0]})
+		if err != nil {
+			return c.rpcError(err)
+		}
+		s := resp.GetSession()
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+		row("session", s.GetSessionId())
+		if s.GetParentSessionId() != "" {
+			row("parent", s.GetParentSessionId())
+			row("root", s.GetRootSessionId())
+		}
+		row("state", stateName(s.GetState()))
+		if s.GetActivePromptId() != "" {
+			row("prompt running", s.GetActivePromptId())
+		}
+		row("model", s.GetRoute().GetProvider()+"/"+s.GetRoute().GetModel())
+		row("permissions", strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.GetPermissionLevel().String(), "PERMISSION_LEVEL_")), "_", "-"))
+		sandbox := s.GetSandboxId()
+		if s.GetSandboxOwned() {
+			sandbox += " (the session's own)"
+		}
+		row("sandbox", sandbox)
+		if s.GetPrincipal() != "" {
+			row("owner", s.GetPrincipal())
+		}
+		row("created", s.GetCreateTime().AsTime().Local().Format(time.DateTime))
+		row("updated", s.GetUpdateTime().AsTime().Local().Format(time.DateTime))
+		if s.GetExpireTime() != nil {
+			row("expires", s.GetExpireTime().AsTime().Local().Format(time.DateTime))
+		}
+		row("prompts", s.GetPromptCount())
+		u := s.GetUsage()
+		row("tokens", fmt.Sprintf("%d in, %d out", u.GetInputTokens()+u.GetCacheReadTokens(), u.GetOutputTokens()))
+		row("events", s.GetLastSequence())
+		return tw.Flush()
+	}
+}
+
+func sessionsRm(fs *flag.FlagSet, e env) runner {
+	c := newClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) == 0 {
+			return usagef("sessions rm takes the IDs of the sessions to delete (see fabro sessions list)")
+		}
+		conn, ctx, done, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		client := agentv1.NewAgentServiceClient(conn)
+		for _, id := range args {
+			if _, err := client.DeleteSession(ctx, &agentv1.DeleteSessionRequest{SessionId: id}); err != nil {
+				return fmt.Errorf("%s: %w", id, c.rpcError(err))
+			}
+			fmt.Fprintf(e.stdout, "deleted %s\n", id)
+		}
+		return nil
 	}
 }

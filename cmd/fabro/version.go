@@ -24,8 +24,13 @@ type buildInfo struct {
 }
 
 func currentBuild() buildInfo {
-	b := buildInfo{version: version, commit: commit, date: date, dateKind: "built", goVersion: runtime.Version()}
 	info, ok := debug.ReadBuildInfo()
+	return describeBuild(version, commit, date, info, ok)
+}
+
+// describeBuild prefers the -ldflags values, then the build information.
+func describeBuild(version, commit, date string, info *debug.BuildInfo, ok bool) buildInfo {
+	b := buildInfo{version: version, commit: commit, date: date, dateKind: "built", goVersion: runtime.Version()}
 	if ok {
 		if b.version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
 			b.version = info.Main.Version
@@ -56,8 +61,9 @@ func currentBuild() buildInfo {
 	return b
 }
 
-func versionText() string {
-	b := currentBuild()
+func versionText() string { return currentBuild().String() }
+
+func (b buildInfo) String() string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "fabro %s\n", b.version)
 	fmt.Fprintf(&s, "commit:  %s\n", b.commit)
