@@ -153,6 +153,8 @@ func explain(err error, addr, tokenFrom string, timeout time.Duration) error {
 			return fmt.Errorf("lost the connection to %s (%s): check that the server is running, then try again", addr, firstLine(msg))
 		}
 		return fmt.Errorf("the server at %s is unavailable: %s", addr, msg)
+	case codes.Unimplemented:
+		return fmt.Errorf("the server at %s does not offer this call (%s): it is older than this fabro command; upgrade it", addr, msg)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s did not answer within %s: check that --server names a running fabro server, or allow longer with --timeout", addr, timeout)
 	case codes.Unauthenticated:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,7 +124,11 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 	model := fs.String("model", "", "another model for the resumed session (provider/model, id or alias); its own when empty")
 	cont := fs.Bool("continue", false, "finish the prompt that was left unfinished")
 	reattach := fs.Duration("reattach-timeout", time.Minute, "how long to keep trying to reattach to the server after the connection drops")
+	dir := fs.String("dir", "", "directory of the replacement sandbox when the session's own is gone (default: the current directory)")
+	driver := fs.String("sandbox", "local", "driver of the replacement sandbox: local, docker or another driver of the server")
 	return func(ctx context.Context, args []string) error {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 		switch {
 		case len(args) == 0 || len(args) > 2:
 			return usagef(`sessions resume takes a session ID and at most one prompt: fabro sessions resume ID ["PROMPT"]`)
@@ -138,9 +144,37 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 		}
 		defer conn.Close()
 		client := agentv1.NewAgentServiceClient(conn)
+		spec := func() (*agentv1.ResumeSessionRequest_SandboxSpec, error) {
+			d := *dir
+			if d == "" {
+				var err error
+				if d, err = os.Getwd(); err != nil {
+					return nil, err
+				}
+			}
+			d, err := filepath.Abs(d)
+			return &agentv1.ResumeSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(*driver, d)}, err
+		}
+		req := &agentv1.ResumeSessionRequest{SessionId: id, Model: *model}
+		if given["dir"] || given["sandbox"] {
+			if req.Sandbox, err = spec(); err != nil {
+				return err
+			}
+		}
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)
-		resp, err := client.ResumeSession(rctx, &agentv1.ResumeSessionRequest{SessionId: id, Model: *model})
+		resp, err := client.ResumeSession(rctx, req)
 		cancel()
+		if st := status.Convert(err); req.Sandbox == nil && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), "sandbox") && strings.Contains(st.Message(), "gone") {
+			// A session that owned its sandbox deleted it when it closed:
+			// resume it in a new one on this directory.
+			if req.Sandbox, err = spec(); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "the sandbox of session %s is gone; resuming it in a new one (%s %s)\n", id, *driver, req.GetSandboxSpec().GetWorkingDirectory()+req.GetSandboxSpec().GetDriverOptions()["host_dir"])
+			rctx, cancel := context.WithTimeout(ctx, c.timeout)
+			resp, err = client.ResumeSession(rctx, req)
+			cancel()
+		}
 		var last uint64
 		switch {
 		case err == nil:
@@ -163,9 +197,9 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 			fmt.Fprintf(e.stderr, "run a prompt on it with `fabro sessions resume %s \"PROMPT\"`\n", id)
 			return nil
 		}
-		req := &agentv1.PromptRequest{SessionId: id, ContinueUnfinished: *cont}
+		preq := &agentv1.PromptRequest{SessionId: id, ContinueUnfinished: *cont}
 		if len(args) == 2 {
-			req.Text = args[1]
+			preq.Text = args[1]
 		}
 		streamCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		defer stop()
@@ -174,7 +208,7 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 			last:    map[string]uint64{id: last},
 			explain: func(err error) string { return c.rpcError(err).Error() },
 		}
-		return exitStatus(w.prompt(ctx, streamCtx, req))
+		return exitStatus(w.prompt(ctx, streamCtx, preq))
 	}
 }
 
@@ -242,6 +276,9 @@ func sessionsRm(fs *flag.FlagSet, e env) runner {
 		client := agentv1.NewAgentServiceClient(conn)
 		for _, id := range args {
 			if _, err := client.DeleteSession(ctx, &agentv1.DeleteSessionRequest{SessionId: id}); err != nil {
+				if len(args) == 1 {
+					return c.rpcError(err)
+				}
 				return fmt.Errorf("%s: %w", id, c.rpcError(err))
 			}
 			fmt.Fprintf(e.stdout, "deleted %s\n", id)
