@@ -271,7 +271,7 @@ func (w *watcher) prompt(ctx, streamCtx context.Context, req *agentv1.PromptRequ
 		ev, err := next()
 		if err != nil {
 			if w.remote && ctx.Err() == nil && reattachable(err) {
-				if next, err = w.reattachStream(streamCtx, err); err == nil {
+				if next, err = w.reattachStream(ctx, streamCtx, err); err == nil {
 					continue
 				}
 			}
@@ -298,7 +298,7 @@ func reattachable(err error) bool {
 
 // reattachStream watches the session again from the event after the last
 // one printed, waiting up to --reattach-timeout for the server to answer.
-func (w *watcher) reattachStream(streamCtx context.Context, cause error) (func() (*agentv1.AgentEvent, error), error) {
+func (w *watcher) reattachStream(ctx, streamCtx context.Context, cause error) (func() (*agentv1.AgentEvent, error), error) {
 	w.endLine()
 	from := w.last[w.id] + 1
 	fmt.Fprintf(w.e.stderr, "fabro: lost the stream (%s); reattaching to session %s from event %d\n", firstLine(status.Convert(cause).Message()), w.id, from)
@@ -306,7 +306,7 @@ func (w *watcher) reattachStream(streamCtx context.Context, cause error) (func()
 	for {
 		// A unary call proves the server answers (a stream may stay quiet
 		// for as long as a tool runs); then the stream has no deadline.
-		pctx, cancel := context.WithDeadline(streamCtx, deadline)
+		pctx, cancel := context.WithDeadline(ctx, deadline)
 		_, err := w.client.ListSessions(pctx, &agentv1.ListSessionsRequest{PageSize: 1}, grpc.WaitForReady(true))
 		cancel()
 		if err == nil {
@@ -322,16 +322,16 @@ func (w *watcher) reattachStream(streamCtx context.Context, cause error) (func()
 				}, nil
 			}
 		}
-		if streamCtx.Err() != nil {
-			return nil, err
+		if ctx.Err() != nil { // interrupted while waiting
+			return nil, ctx.Err()
 		}
 		if time.Now().After(deadline) || !reattachable(err) && status.Code(err) != codes.DeadlineExceeded {
 			return nil, fmt.Errorf("could not reattach within %s: %w", w.reattach, err)
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
-		case <-streamCtx.Done():
-			return nil, streamCtx.Err()
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -468,6 +468,9 @@ func credentialsOf(err error) []string {
 	return nil
 }
 
+// setItRE is the gateway's own advice, replaced by both ways.
+var setItRE = regexp.MustCompile(`:? set it with ` + "`" + `fabro secret set [A-Z0-9_]+` + "`")
+
 var missingCredentialRE = regexp.MustCompile(`needs the credential ([A-Z0-9_]+(?: or [A-Z0-9_]+)*)`)
 
 // missingKeyHint adds to a missing-credential message both ways to give
@@ -483,12 +486,14 @@ func missingKeyHint(msg string, missing []string, remote bool) string {
 		return msg
 	}
 	name := missing[0]
-	hint := fmt.Sprintf("%s\n  give the key one of two ways:\n"+
-		"    - store it in the vault of the server: fabro secret set %s (it asks for the value; with --server for a server elsewhere)\n"+
-		"    - or, for fabro exec without --server, set it in the environment: %s=... fabro exec ...", msg, name, name)
+	msg = strings.TrimRight(setItRE.ReplaceAllString(msg, ""), ".;: ")
+	env := fmt.Sprintf("in the environment of an in-process run (fabro exec without --server): %s=... fabro exec ...", name)
 	if remote {
-		hint += " (a server reads its own environment, not yours)"
+		env = fmt.Sprintf("or in the environment of the server: %s=... fabro serve (it reads its own environment, not yours)", name)
 	}
+	hint := fmt.Sprintf("%s; give it one of two ways:\n"+
+		"  - in the vault, through the running server: fabro secret set %s (it asks for the value; in-process runs read the same data directory's vault)\n"+
+		"  - %s", msg, name, env)
 	return hint
 }
 

@@ -77,14 +77,23 @@ func TestExecSessionIDAndReplay(t *testing.T) {
 	}
 }
 
-// TestExecMissingKey: without a key, exec names both ways to give one.
+// TestExecMissingKey: without a key, exec names both ways to give one, in
+// process and against a server.
 func TestExecMissingKey(t *testing.T) {
 	_, overlay := scriptedAnthropic(t, fakeprovider.Turn{Text: "unused"})
 	_, errOut, code := fabroIn(t, t.TempDir(), []string{"ANTHROPIC_API_KEY="}, "exec", "--data-dir", t.TempDir(), "--llm-catalog-overlay", overlay,
 		"--model", "anthropic/claude-sonnet-4.5", "Answer.")
-	for _, want := range []string{"ANTHROPIC_API_KEY", "fabro secret set ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY=... fabro exec"} {
+	for _, want := range []string{"needs the credential ANTHROPIC_API_KEY; give it one of two ways:", "fabro secret set ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY=... fabro exec"} {
 		if code != 1 || !strings.Contains(errOut, want) {
-			t.Errorf("exit %d, stderr lacks %q:\n%s", code, want, errOut)
+			t.Errorf("in process: exit %d, stderr lacks %q:\n%s", code, want, errOut)
+		}
+	}
+	ws := t.TempDir()
+	s := startServe(t, t.TempDir(), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=", "FABRO_SANDBOX_ALLOWED_ROOTS="+ws)
+	_, errOut, code = fabroIn(t, ws, nil, "exec", "--server", s.grpcAddr, "--model", "anthropic/claude-sonnet-4.5", "Answer.")
+	for _, want := range []string{"fabro secret set ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY=... fabro serve"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("on a server: exit %d, stderr lacks %q:\n%s", code, want, errOut)
 		}
 	}
 }

@@ -16,7 +16,7 @@ _fabro_flags() {
     "sessions") echo "--help" ;;
     "sessions list") echo "--help --config --data-dir --limit --server --state --subagents --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sessions show") echo "--help --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
-    "sessions resume") echo "--help --config --continue --data-dir --model --reattach-timeout --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sessions resume") echo "--help --config --continue --data-dir --dir --model --reattach-timeout --sandbox --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sessions rm") echo "--help --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "secret") echo "--help" ;;
     "secret set") echo "--help --config --data-dir --expected-version --llm-catalog-overlay --no-probe --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
