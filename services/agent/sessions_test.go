@@ -332,18 +332,42 @@ func TestDeleteSession(t *testing.T) {
 		t.Errorf("record after the delete: %v", err)
 	}
 	calls := map[string]func() error{
-		"GetSession":    func() error { _, err := st.agent.GetSession(t.Context(), &agentv1.GetSessionRequest{SessionId: id}); return err },
-		"GetHistory":    func() error { _, err := st.agent.GetHistory(t.Context(), &agentv1.GetHistoryRequest{SessionId: id}); return err },
-		"GetSnapshot":   func() error { _, err := st.agent.GetSnapshot(t.Context(), &agentv1.GetSnapshotRequest{SessionId: id}); return err },
-		"CloseSession":  func() error { _, err := st.agent.CloseSession(t.Context(), &agentv1.CloseSessionRequest{SessionId: id}); return err },
-		"ResumeSession": func() error { _, err := st.agent.ResumeSession(t.Context(), &agentv1.ResumeSessionRequest{SessionId: id}); return err },
-		"DeleteSession": func() error { _, err := st.agent.DeleteSession(t.Context(), &agentv1.DeleteSessionRequest{SessionId: id}); return err },
+		"GetSession": func() error {
+			_, err := st.agent.GetSession(t.Context(), &agentv1.GetSessionRequest{SessionId: id})
+			return err
+		},
+		"GetHistory": func() error {
+			_, err := st.agent.GetHistory(t.Context(), &agentv1.GetHistoryRequest{SessionId: id})
+			return err
+		},
+		"GetSnapshot": func() error {
+			_, err := st.agent.GetSnapshot(t.Context(), &agentv1.GetSnapshotRequest{SessionId: id})
+			return err
+		},
+		"CloseSession": func() error {
+			_, err := st.agent.CloseSession(t.Context(), &agentv1.CloseSessionRequest{SessionId: id})
+			return err
+		},
+		"ResumeSession": func() error {
+			_, err := st.agent.ResumeSession(t.Context(), &agentv1.ResumeSessionRequest{SessionId: id})
+			return err
+		},
+		"DeleteSession": func() error {
+			_, err := st.agent.DeleteSession(t.Context(), &agentv1.DeleteSessionRequest{SessionId: id})
+			return err
+		},
 		"StartPrompt": func() error {
 			_, err := st.agent.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: id, Text: "x"})
 			return err
 		},
-		"Steer":    func() error { _, err := st.agent.Steer(t.Context(), &agentv1.SteerRequest{SessionId: id, Text: "x"}); return err },
-		"FollowUp": func() error { _, err := st.agent.FollowUp(t.Context(), &agentv1.FollowUpRequest{SessionId: id, Text: "x"}); return err },
+		"Steer": func() error {
+			_, err := st.agent.Steer(t.Context(), &agentv1.SteerRequest{SessionId: id, Text: "x"})
+			return err
+		},
+		"FollowUp": func() error {
+			_, err := st.agent.FollowUp(t.Context(), &agentv1.FollowUpRequest{SessionId: id, Text: "x"})
+			return err
+		},
 		"Interrupt": func() error {
 			_, err := st.agent.Interrupt(t.Context(), &agentv1.InterruptRequest{SessionId: id})
 			return err
