@@ -108,6 +108,10 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			agentDataDir: filepath.Join(dataDir, "exec"),
 			llmOverlay:   overlay,
 			natsListen:   "none",
+			// Its events reach this command through its Prompt stream: an
+			// in-memory stream starts in constant time however many runs
+			// came before (the session records stay on disk).
+			memoryEvents: true,
 			// The directory it was started in is the one sandbox root it allows.
 			sandbox:      sandbox.Config{PluginDir: pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
 			settingsFile: settingsFile, // yours: this process is the agent's operator
