@@ -301,7 +301,7 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	}
 	for name := range opts.GetToolOutputLimits() {
 		if !toolNames[name] {
-			field := "options.tool_output_limits[" + name + "]"
+			field := fmt.Sprintf("options.tool_output_limits[%q]", name)
 			return nil, domain.InvalidField(field, fmt.Sprintf("options.tool_output_limits: %q is not a tool of the %s profile", name, profileName(route)))
 		}
 	}
