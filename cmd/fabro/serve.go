@@ -43,6 +43,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	fs.StringVar(&cfg.sandbox.DefaultDriver, "sandbox-driver", "local", "the sandbox driver used when a spec names none: local or docker")
 	fs.StringVar(&cfg.sandbox.DockerImage, "docker-image", docker.DefaultImage, "the docker sandbox driver's default image (built by `make sandbox-base`; never pulled)")
 	cfg.nats.RegisterFlags(fs)
+	agent.RegisterSessionFlags(fs, &cfg.sessions)
 	cfg.sandbox.Security.RegisterFlags(fs)
 	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
 		return err

@@ -130,7 +130,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SettingsFile, "agent-settings", c.SettingsFile, "the operator's tool settings file (JSON: permissions, hooks, approval_timeout, trusted_project_settings); empty: none")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
 	registerEventFlags(fs, &c.Events)
-	registerSessionFlags(fs, &c.Sessions)
+	RegisterSessionFlags(fs, &c.Sessions)
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer

@@ -22,10 +22,11 @@ const (
 	DefaultMaxPerPrincipal = 64
 )
 
-// registerSessionFlags binds -agent-idle-ttl and
+// RegisterSessionFlags binds -agent-idle-ttl and
 // -agent-max-sessions-per-principal (FABRO_AGENT_IDLE_TTL and
-// FABRO_AGENT_MAX_SESSIONS_PER_PRINCIPAL with platform/envflag).
-func registerSessionFlags(fs *flag.FlagSet, c *SessionLimits) {
+// FABRO_AGENT_MAX_SESSIONS_PER_PRINCIPAL with platform/envflag), with
+// their defaults for zero fields.
+func RegisterSessionFlags(fs *flag.FlagSet, c *SessionLimits) {
 	if c.IdleTTL == 0 {
 		c.IdleTTL = DefaultIdleTTL
 	}
