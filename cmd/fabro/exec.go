@@ -141,6 +141,10 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 			agentDataDir: filepath.Join(o.cf.dataDir, "exec"),
 			llmOverlay:   o.overlay,
 			natsListen:   "none",
+			// Its events reach this command through its Prompt stream: an
+			// in-memory stream starts in constant time however many runs
+			// came before (the session records stay on disk).
+			memoryEvents: true,
 			// The directory it was started in is the one sandbox root it allows.
 			sandbox:      sandbox.Config{PluginDir: o.pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
 			settingsFile: o.settingsFile, // yours: this process is the agent's operator

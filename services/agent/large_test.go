@@ -75,7 +75,7 @@ func TestStreamEventsPastRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := created.GetSession().GetSessionId()
-	sess, err := st.svc.lookup(id)
+	sess, err := st.svc.lookup(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ func TestRunSurvivesNATSRestart(t *testing.T) {
 			np.kill()
 			// The session goes on producing deltas while NATS is down;
 			// the writer holds them.
-			sess, _ := st.svc.lookup(id)
+			sess, _ := st.svc.lookup(t.Context(), id)
 			await(t, "events held while NATS is down", func() bool { return sess.log.Last() > sess.log.Committed()+5 })
 			np.start()
 			restarted = true
@@ -194,7 +194,7 @@ func TestRunEndsAfterNATSOutageLimit(t *testing.T) {
 			np.kill()
 		}
 	}
-	sess, _ := st.svc.lookup(id)
+	sess, _ := st.svc.lookup(t.Context(), id)
 	await(t, "the session to close", func() bool { return sess.state() == agentv1.SessionState_SESSION_STATE_CLOSED })
 }
 
