@@ -303,7 +303,11 @@ func reattachable(err error) bool {
 // reattachStream watches the session again from the event after the last
 // one printed, waiting up to --reattach-timeout for the server to answer.
 func (w *watcher) reattachStream(ctx, streamCtx context.Context, cause error) (func() (*agentv1.AgentEvent, error), error) {
-	w.endLine()
+	// The answer on stdout stays whole: the notes go to stderr, on a line
+	// of their own on a terminal that shows both.
+	if w.midLine {
+		fmt.Fprintln(w.e.stderr)
+	}
 	from := w.last[w.id] + 1
 	fmt.Fprintf(w.e.stderr, "fabro: lost the stream (%s); reattaching to session %s from event %d\n", firstLine(status.Convert(cause).Message()), w.id, from)
 	deadline := time.Now().Add(w.reattach)

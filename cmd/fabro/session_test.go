@@ -175,23 +175,25 @@ func TestExecReattaches(t *testing.T) {
 	pw.Close()
 	var stdout bytes.Buffer
 	buf := make([]byte, 4096)
-	for stdout.Len() < 40 { // a part of the answer has arrived
-		n, err := pr.Read(buf)
-		stdout.Write(buf[:n])
-		if err != nil {
-			cmd.Wait()
-			t.Fatalf("exec ended before the cut:\n%s\n%s", stdout.String(), stderr.String())
+	for _, at := range []int{40, 120} { // cut twice, once a part of the answer has arrived
+		for stdout.Len() < at {
+			n, err := pr.Read(buf)
+			stdout.Write(buf[:n])
+			if err != nil {
+				cmd.Wait()
+				t.Fatalf("exec ended before the cut:\n%s\n%s", stdout.String(), stderr.String())
+			}
 		}
+		proxy.cut()
 	}
-	proxy.cut()
 	rest, _ := io.ReadAll(pr)
 	stdout.Write(rest)
 	err := cmd.Wait()
 	if err != nil || stdout.String() != answer+"\n" {
 		t.Errorf("exec: %v\nstdout %q\nwant   %q\nstderr:\n%s", err, stdout.String(), answer+"\n", stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "reattached to session") {
-		t.Errorf("stderr does not say it reattached:\n%s", stderr.String())
+	if strings.Count(stderr.String(), "reattached to session") != 2 {
+		t.Errorf("stderr does not say it reattached twice:\n%s", stderr.String())
 	}
 }
 

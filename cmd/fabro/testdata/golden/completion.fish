@@ -36,6 +36,8 @@ complete -c fabro -n '__fabro_at \'\'' -a 'help' -d 'show the help of fabro or o
 complete -c fabro -n '__fabro_at \'\'' -l help -d 'show the help'
 complete -c fabro -n '__fabro_at \'\'' -l version -d 'print the version'
 complete -c fabro -n '__fabro_at \'serve\'' -l help -d 'show the help'
+complete -c fabro -n '__fabro_at \'serve\'' -l agent-idle-ttl -d 'close a session left idle this long (it can be resumed); 0: never'
+complete -c fabro -n '__fabro_at \'serve\'' -l agent-max-sessions-per-principal -d 'most open root sessions per principal (RESOURCE_EXHAUSTED beyond); 0: no cap'
 complete -c fabro -n '__fabro_at \'serve\'' -l anonymous-reflection -d 'allow gRPC server reflection without a credential (local development)'
 complete -c fabro -n '__fabro_at \'serve\'' -l auth-tokens-file -d 'token store (JSON, hashes only) every call is verified against; default <data-dir>/auth/tokens.json'
 complete -c fabro -n '__fabro_at \'serve\'' -l brave-base-url -d 'Brave Search API base URL for the agent\'s web_search (default https://api.search.brave.com)'
