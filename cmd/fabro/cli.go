@@ -28,7 +28,6 @@ type command struct {
 	summary  string // one line, for the parent's list
 	long     string // what it does, in help
 	examples string // indented command lines, in help
-	hidden   bool   // left out of lists and completions
 	subs     []*command
 	// define registers the leaf's flags on fs and returns what runs it
 	// with the positional arguments. It has no other effect, so help and
@@ -73,20 +72,10 @@ func (c *command) synopsis() string {
 
 func (c *command) subNames() string {
 	var names []string
-	for _, s := range c.visibleSubs() {
+	for _, s := range c.subs {
 		names = append(names, s.name)
 	}
 	return strings.Join(names, ", ")
-}
-
-func (c *command) visibleSubs() []*command {
-	var out []*command
-	for _, s := range c.subs {
-		if !s.hidden {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // usageError is a mistake in the command line: exit 2, the message, then
@@ -101,6 +90,14 @@ func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(forma
 type exitStatus int
 
 func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+
+// exitCode is the error of a command that printed its outcome: none for 0.
+func exitCode(code int) error {
+	if code == exitOK {
+		return nil
+	}
+	return exitStatus(code)
+}
 
 // configError is a bad config file or environment value: exit 2 with its
 // message, without the usage.
@@ -195,10 +192,8 @@ func (c *command) flagSet(e env) (*flag.FlagSet, runner) {
 	fs.SetOutput(io.Discard) // errors and usage are printed by dispatch
 	fs.Usage = func() {}
 	run := c.define(fs, e)
-	for _, k := range configKeys {
-		if fs.Lookup(k.flag) != nil && fs.Lookup("config") == nil {
-			fs.String("config", "", "config file (default $XDG_CONFIG_HOME/fabro/config.toml, else ~/.config/fabro/config.toml)")
-		}
+	if readsConfig(fs) {
+		fs.String("config", "", "config file (default $XDG_CONFIG_HOME/fabro/config.toml, else ~/.config/fabro/config.toml)")
 	}
 	return fs, run
 }
@@ -308,10 +303,10 @@ func writeHelp(w io.Writer, c *command, fs *flag.FlagSet, e env) {
 func writeCommands(w io.Writer, c *command) {
 	fmt.Fprintln(w, "\nCommands:")
 	width := 0
-	for _, s := range c.visibleSubs() {
+	for _, s := range c.subs {
 		width = max(width, len(strings.TrimSpace(s.name+" "+s.args)))
 	}
-	for _, s := range c.visibleSubs() {
+	for _, s := range c.subs {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, strings.TrimSpace(s.name+" "+s.args), s.summary)
 	}
 }

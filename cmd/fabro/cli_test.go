@@ -63,9 +63,7 @@ func allCommands() []*command {
 	var out []*command
 	var walk func(c *command)
 	walk = func(c *command) {
-		if !c.hidden {
-			out = append(out, c)
-		}
+		out = append(out, c)
 		for _, s := range c.subs {
 			walk(s)
 		}
@@ -158,6 +156,31 @@ func TestExitCodesDocumented(t *testing.T) {
 	for _, code := range []string{"| 0 |", "| 1 |", "| 2 |", "| 130 |"} {
 		if !strings.Contains(string(readme), code) {
 			t.Errorf("README.md lacks the exit code row %q", code)
+		}
+	}
+}
+
+// TestParseArgs: flags go before, between or after the positional
+// arguments; after "--" everything is positional.
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		args      []string
+		wantPos   []string
+		wantModel string
+	}{
+		{[]string{"--model", "m", "NAME"}, []string{"NAME"}, "m"},
+		{[]string{"NAME", "--model", "m"}, []string{"NAME"}, "m"},
+		{[]string{"A", "--model=m", "B"}, []string{"A", "B"}, "m"},
+		{[]string{"--", "--model", "x"}, []string{"--model", "x"}, ""},
+		{[]string{"A", "--", "-v"}, []string{"A", "-v"}, ""},
+		{nil, nil, ""},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		model := fs.String("model", "", "")
+		pos, err := parseArgs(fs, tt.args)
+		if err != nil || !cmp.Equal(pos, tt.wantPos) || *model != tt.wantModel {
+			t.Errorf("parseArgs(%q) = %q, model %q, %v; want %q, %q", tt.args, pos, *model, err, tt.wantPos, tt.wantModel)
 		}
 	}
 }

@@ -80,23 +80,34 @@ func (c *clientFlags) token() (string, error) {
 	return t, err
 }
 
-// connect dials the server presenting the token.
+// connect dials the server presenting the token, for calls that end
+// within --timeout.
 func (c *clientFlags) connect(ctx context.Context) (*grpc.ClientConn, context.Context, func(), error) {
-	tok, err := c.token()
+	conn, err := c.dialServer()
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	return conn, ctx, func() { cancel(); conn.Close() }, nil
+}
+
+// dialServer dials --server presenting the token, with no call timeout
+// (for streams).
+func (c *clientFlags) dialServer() (*grpc.ClientConn, error) {
+	tok, err := c.token()
+	if err != nil {
+		return nil, err
+	}
 	if !loopbackTarget(c.server) && c.dial.TLSCAFile == "" {
-		return nil, nil, nil, fmt.Errorf("refusing to send a token in plaintext to %s, which is not on this machine: give --tls-ca-file", c.server)
+		return nil, fmt.Errorf("refusing to send a token in plaintext to %s, which is not on this machine: give --tls-ca-file", c.server)
 	}
 	o := c.dial
 	o.Token = grpcclient.Static(tok)
 	conn, err := grpcclient.New(c.server, o)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to %s: %w", c.server, err)
+		return nil, fmt.Errorf("connect to %s: %w", c.server, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	return conn, ctx, func() { cancel(); conn.Close() }, nil
+	return conn, nil
 }
 
 func (c *clientFlags) vault(ctx context.Context) (vaultv1.VaultServiceClient, context.Context, func(), error) {

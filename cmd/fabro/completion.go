@@ -64,7 +64,7 @@ func completionNodes(root *command, e env) []compNode {
 	var walk func(c *command)
 	walk = func(c *command) {
 		n := compNode{path: c.path}
-		for _, s := range c.visibleSubs() {
+		for _, s := range c.subs {
 			n.subs = append(n.subs, compWord{s.name, s.summary})
 		}
 		if c.path == "" {
@@ -80,7 +80,7 @@ func completionNodes(root *command, e env) []compNode {
 			})
 		}
 		nodes = append(nodes, n)
-		for _, s := range c.visibleSubs() {
+		for _, s := range c.subs {
 			walk(s)
 		}
 	}

@@ -37,6 +37,16 @@ func (f *fileConfig) values() map[string]*string {
 	return map[string]*string{"server": f.Server, "token_file": f.TokenFile, "model": f.Model, "sandbox": f.Sandbox, "permissions": f.Permissions}
 }
 
+// readsConfig says whether a command has a flag the config file sets.
+func readsConfig(fs *flag.FlagSet) bool {
+	for _, k := range configKeys {
+		if fs.Lookup(k.flag) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func envName(flagName string) string { return envflag.EnvName("FABRO", flagName) }
 
 // defaultConfigFile is $XDG_CONFIG_HOME/fabro/config.toml, else

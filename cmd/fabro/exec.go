@@ -85,7 +85,7 @@ func execFlags(fs *flag.FlagSet, e env) runner {
 		if o.maxTurns < 0 {
 			return usagef("--max-turns must not be negative")
 		}
-		return exitStatus(o.run(ctx, args[0], e))
+		return exitCode(o.run(ctx, args[0], e))
 	}
 }
 
@@ -162,7 +162,7 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 			Dialer: st.srv.DialInProcess, Token: grpcclient.Static(st.tokens.Issue("exec", auth.RoleUser)),
 		})
 	} else {
-		conn, err = o.cf.dialAgent()
+		conn, err = o.cf.dialServer()
 	}
 	if err != nil {
 		fmt.Fprintln(e.stderr, "fabro:", err)
@@ -219,20 +219,6 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 		explain: explainErr,
 	}
 	return w.prompt(ctx, streamCtx, &agentv1.PromptRequest{SessionId: id, Text: prompt})
-}
-
-// dialAgent dials --server for a long-lived stream: no call timeout.
-func (c *clientFlags) dialAgent() (*grpc.ClientConn, error) {
-	tok, err := c.token()
-	if err != nil {
-		return nil, err
-	}
-	if !loopbackTarget(c.server) && c.dial.TLSCAFile == "" {
-		return nil, fmt.Errorf("refusing to send a token in plaintext to %s, which is not on this machine: give --tls-ca-file", c.server)
-	}
-	o := c.dial
-	o.Token = grpcclient.Static(tok)
-	return grpcclient.New(c.server, o)
 }
 
 // watcher runs a prompt on a session and prints its events, once each,

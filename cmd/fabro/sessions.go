@@ -138,7 +138,7 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 			return usagef("the prompt is empty")
 		}
 		id := args[0]
-		conn, err := c.dialAgent()
+		conn, err := c.dialServer()
 		if err != nil {
 			return err
 		}
@@ -208,7 +208,7 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 			last:    map[string]uint64{id: last},
 			explain: func(err error) string { return c.rpcError(err).Error() },
 		}
-		return exitStatus(w.prompt(ctx, streamCtx, preq))
+		return exitCode(w.prompt(ctx, streamCtx, preq))
 	}
 }
 
