@@ -57,7 +57,11 @@ func (c *clientFlags) register(fs *flag.FlagSet, server string, e env) {
 func (c *clientFlags) token() (string, error) {
 	if c.tokenFile != "" {
 		c.tokenFrom = c.tokenFile
-		return auth.ReadTokenFile(c.tokenFile)
+		t, err := auth.ReadTokenFile(c.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w; give a file holding your token (an admin issues one with `fabro token create --name NAME > FILE`)", err)
+		}
+		return t, nil
 	}
 	if t, ok := c.lookupEnv(grpcclient.EnvToken); ok && t != "" {
 		c.tokenFrom = "$" + grpcclient.EnvToken

@@ -200,3 +200,20 @@ func TestSilentServer(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1 and %q", code, errOut, want)
 	}
 }
+
+// TestTokenFileErrors: a token file that cannot be read says so, and
+// what to put there.
+func TestTokenFileErrors(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.token")
+	os.WriteFile(empty, nil, 0o600)
+	missing := filepath.Join(t.TempDir(), "missing.token")
+	for file, want := range map[string]string{
+		missing: "fabro: --token-file: read token file: open " + missing + ": no such file or directory; give a file holding your token (an admin issues one with `fabro token create --name NAME > FILE`)\n",
+		empty:   "fabro: --token-file: token file " + empty + " is empty; give a file holding your token (an admin issues one with `fabro token create --name NAME > FILE`)\n",
+	} {
+		_, errOut, code := runGolden(t, nil, "secret", "list", "--token-file", file)
+		if code != exitFailure || errOut != want {
+			t.Errorf("exit %d, stderr %q; want 1 and %q", code, errOut, want)
+		}
+	}
+}
