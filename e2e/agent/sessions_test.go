@@ -512,3 +512,44 @@ func TestSessionsPerPrincipalCap(t *testing.T) {
 	}
 	_ = second
 }
+
+// TestListSessionsUnderInserts pages through sessions while others are
+// created and one is deleted between pages: every session that was there
+// throughout is listed once, none twice.
+func TestListSessionsUnderInserts(t *testing.T) {
+	st := newStack(t)
+	_, sbID := st.workspace(t, nil)
+	var before []string
+	for range 5 {
+		before = append(before, st.create(t, sbID, nil))
+	}
+	seen := map[string]int{}
+	token := ""
+	for page := 0; ; page++ {
+		resp, err := st.agent.ListSessions(t.Context(), &agentv1.ListSessionsRequest{PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range resp.GetSessions() {
+			seen[s.GetSessionId()]++
+		}
+		if page == 0 { // newer sessions arrive, and an unseen old one goes
+			st.create(t, sbID, nil)
+			st.create(t, sbID, nil)
+			if _, err := st.agent.DeleteSession(t.Context(), &agentv1.DeleteSessionRequest{SessionId: before[0]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	for _, id := range before[1:] {
+		if seen[id] != 1 {
+			t.Errorf("session %s listed %d times, want once", id, seen[id])
+		}
+	}
+	if seen[before[0]] != 0 {
+		t.Errorf("the deleted session was listed")
+	}
+}
