@@ -47,6 +47,10 @@ func sessionNotFound(field, id string) error {
 	return domain.New(codes.NotFound, reasonSessionNotFound, fmt.Sprintf("no session %q", id), grpcerr.Meta("session_id", id, "field", field))
 }
 
+// Loaded reports whether a session is open in this process's memory;
+// closed and suspended sessions are only on record.
+func (s *Service) Loaded(sessionID string) bool { return s.loadedSession(sessionID) != nil }
+
 // loadedSession is the loaded session of that id, or nil.
 func (s *Service) loadedSession(id string) *session {
 	s.mu.Lock()

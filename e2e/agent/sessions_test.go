@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"bufio"
@@ -8,12 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -22,7 +26,7 @@ import (
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
+	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -133,8 +137,8 @@ func TestStartPromptManyWatchers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.agent.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: id, Text: "again"}); status.Code(err) != codes.FailedPrecondition || grpcerr.ReasonOf(err) != reasonPromptRunning {
-		t.Errorf("a second StartPrompt while one runs: %v, want FAILED_PRECONDITION %s", err, reasonPromptRunning)
+	if _, err := st.agent.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: id, Text: "again"}); status.Code(err) != codes.FailedPrecondition || grpcerr.ReasonOf(err) != "PROMPT_RUNNING" {
+		t.Errorf("a second StartPrompt while one runs: %v, want FAILED_PRECONDITION %s", err, "PROMPT_RUNNING")
 	}
 	const watchers = 3
 	got := make([][]*agentv1.AgentEvent, watchers)
@@ -232,6 +236,57 @@ func TestPromptOutlivesItsRESTClient(t *testing.T) {
 	}
 }
 
+// recordPath is where the file store keeps a session's record.
+func (st *stack) recordPath(id string) string {
+	return filepath.Join(st.cfg.DataDir, "agent", "sessions", id+".pb")
+}
+
+// record reads a session's durable record from its file.
+func (st *stack) record(t *testing.T, id string) *agentv1.SessionRecord {
+	t.Helper()
+	b, err := os.ReadFile(st.recordPath(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &agentv1.SessionRecord{}
+	if err := proto.Unmarshal(b, rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// storedEvents counts the stream's messages of a session, as a subscriber
+// with the embedded server's credential sees them.
+func (st *stack) storedEvents(t *testing.T, id string) uint64 {
+	t.Helper()
+	nk, err := nats.NkeyOptionFromSeed(st.natsKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(st.natsURL, nk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), eventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(sessionFilter(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
 func (st *stack) state(t *testing.T, id string) agentv1.SessionState {
 	t.Helper()
 	resp, err := st.agent.GetSession(t.Context(), &agentv1.GetSessionRequest{SessionId: id})
@@ -272,18 +327,14 @@ func TestUnfinishedPromptRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-entered
-	rec, _, err := st.svc.records.Get(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := st.record(t, id)
 	if rec.GetUnfinishedPromptId() != started.GetPromptId() {
 		t.Errorf("unfinished_prompt_id = %q, want %q", rec.GetUnfinishedPromptId(), started.GetPromptId())
 	}
 	close(release)
 	st.events(t, &agentv1.StreamEventsRequest{SessionId: id, FromSequence: started.GetFromSequence(), Follow: true, PromptId: started.GetPromptId()})
-	rec, _, err = st.svc.records.Get(t.Context(), id)
-	if err != nil || rec.GetUnfinishedPromptId() != "" {
-		t.Errorf("after the prompt: unfinished_prompt_id %q (%v), want empty", rec.GetUnfinishedPromptId(), err)
+	if rec := st.record(t, id); rec.GetUnfinishedPromptId() != "" {
+		t.Errorf("after the prompt: unfinished_prompt_id %q, want empty", rec.GetUnfinishedPromptId())
 	}
 }
 
@@ -296,7 +347,7 @@ func TestClosedSessionsLeaveMemory(t *testing.T) {
 	if _, err := st.agent.CloseSession(t.Context(), &agentv1.CloseSessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
 	}
-	if st.svc.loadedSession(id) != nil {
+	if st.svc.Loaded(id) {
 		t.Fatal("a closed session is still loaded")
 	}
 	if got := st.state(t, id); got != agentv1.SessionState_SESSION_STATE_CLOSED {
@@ -305,7 +356,7 @@ func TestClosedSessionsLeaveMemory(t *testing.T) {
 	if _, err := st.agent.ResumeSession(t.Context(), &agentv1.ResumeSessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
 	}
-	if st.svc.loadedSession(id) == nil {
+	if !st.svc.Loaded(id) {
 		t.Error("a resumed session is not loaded")
 	}
 }
@@ -319,17 +370,17 @@ func TestDeleteSession(t *testing.T) {
 	keep := st.create(t, sbID, nil)
 	st.fake.Enqueue(fakeprovider.Turn{Text: "hi"})
 	st.prompt(t, id, "hello")
-	if n, err := st.svc.bus.StoredEvents(t.Context(), id); err != nil || n == 0 {
-		t.Fatalf("stored events before the delete: %d, %v", n, err)
+	if n := st.storedEvents(t, id); n == 0 {
+		t.Fatal("no stored events before the delete")
 	}
 	if _, err := st.agent.DeleteSession(t.Context(), &agentv1.DeleteSessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.svc.bus.StoredEvents(t.Context(), id); err != nil || n != 0 {
-		t.Errorf("stored events after the delete: %d, %v; want 0", n, err)
+	if n := st.storedEvents(t, id); n != 0 {
+		t.Errorf("stored events after the delete: %d, want 0", n)
 	}
-	if _, _, err := st.svc.records.Get(t.Context(), id); !errors.Is(err, records.ErrNotFound) {
-		t.Errorf("record after the delete: %v", err)
+	if _, err := os.Stat(st.recordPath(id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("record after the delete: %v, want none", err)
 	}
 	calls := map[string]func() error{
 		"GetSession": func() error {
@@ -397,8 +448,8 @@ func TestDeleteSession(t *testing.T) {
 		},
 	}
 	for name, call := range calls {
-		if err := call(); status.Code(err) != codes.NotFound || grpcerr.ReasonOf(err) != reasonSessionNotFound {
-			t.Errorf("%s after DeleteSession: %v, want NOT_FOUND %s", name, err, reasonSessionNotFound)
+		if err := call(); status.Code(err) != codes.NotFound || grpcerr.ReasonOf(err) != "SESSION_NOT_FOUND" {
+			t.Errorf("%s after DeleteSession: %v, want NOT_FOUND %s", name, err, "SESSION_NOT_FOUND")
 		}
 	}
 	list, err := st.agent.ListSessions(t.Context(), &agentv1.ListSessionsRequest{})
@@ -413,7 +464,7 @@ func TestDeleteSession(t *testing.T) {
 // TestIdleSessionsExpire: a session idle past the TTL is closed (reason
 // IDLE_EXPIRED) and can be resumed.
 func TestIdleSessionsExpire(t *testing.T) {
-	st := newStack(t, func(c *Config) { c.Sessions.IdleTTL = 200 * time.Millisecond })
+	st := newStack(t, func(c *agent.Config) { c.Sessions.IdleTTL = 200 * time.Millisecond })
 	_, sbID := st.workspace(t, nil)
 	id := st.create(t, sbID, nil)
 	got, err := st.agent.GetSession(t.Context(), &agentv1.GetSessionRequest{SessionId: id})
@@ -437,13 +488,13 @@ func TestIdleSessionsExpire(t *testing.T) {
 // ResumeSession get RESOURCE_EXHAUSTED SESSION_LIMIT; closing one frees a
 // place.
 func TestSessionsPerPrincipalCap(t *testing.T) {
-	st := newStack(t, func(c *Config) { c.Sessions.MaxPerPrincipal = 1 })
+	st := newStack(t, func(c *agent.Config) { c.Sessions.MaxPerPrincipal = 1 })
 	_, sbID := st.workspace(t, nil)
 	first := st.create(t, sbID, nil)
 	req := &agentv1.CreateSessionRequest{Model: "anthropic/claude-sonnet-4.5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID}}
 	_, err := st.agent.CreateSession(t.Context(), req)
-	if status.Code(err) != codes.ResourceExhausted || grpcerr.ReasonOf(err) != reasonSessionLimit || grpcerr.InfoOf(err).GetMetadata()["limit"] != "1" {
-		t.Fatalf("second session: %v, want RESOURCE_EXHAUSTED %s with the limit", err, reasonSessionLimit)
+	if status.Code(err) != codes.ResourceExhausted || grpcerr.ReasonOf(err) != "SESSION_LIMIT" || grpcerr.InfoOf(err).GetMetadata()["limit"] != "1" {
+		t.Fatalf("second session: %v, want RESOURCE_EXHAUSTED %s with the limit", err, "SESSION_LIMIT")
 	}
 	if _, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{Model: req.Model, Sandbox: req.Sandbox, ParentSessionId: first}); err != nil {
 		t.Errorf("a subagent does not count against the cap: %v", err)
@@ -456,47 +507,49 @@ func TestSessionsPerPrincipalCap(t *testing.T) {
 		t.Fatalf("after a close: %v", err)
 	}
 	_, err = st.agent.ResumeSession(t.Context(), &agentv1.ResumeSessionRequest{SessionId: first})
-	if status.Code(err) != codes.ResourceExhausted || grpcerr.ReasonOf(err) != reasonSessionLimit {
+	if status.Code(err) != codes.ResourceExhausted || grpcerr.ReasonOf(err) != "SESSION_LIMIT" {
 		t.Errorf("resume beyond the cap: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	_ = second
 }
 
-// countingStore counts record reads.
-type countingStore struct {
-	records.Store
-	mu   sync.Mutex
-	gets int
-}
-
-func (c *countingStore) Get(ctx context.Context, id string) (*agentv1.SessionRecord, records.Revision, error) {
-	c.mu.Lock()
-	c.gets++
-	c.mu.Unlock()
-	return c.Store.Get(ctx, id)
-}
-
-// TestStartReadsNoRecord: start-up reads no session record; a session is
-// read when it is touched.
-func TestStartReadsNoRecord(t *testing.T) {
+// TestListSessionsUnderInserts pages through sessions while others are
+// created and one is deleted between pages: every session that was there
+// throughout is listed once, none twice.
+func TestListSessionsUnderInserts(t *testing.T) {
 	st := newStack(t)
 	_, sbID := st.workspace(t, nil)
-	ids := []string{st.create(t, sbID, nil), st.create(t, sbID, nil)}
-	st.stop()
-	inner, err := records.NewFile(st.cfg.DataDir + "/agent/sessions")
-	if err != nil {
-		t.Fatal(err)
+	var before []string
+	for range 5 {
+		before = append(before, st.create(t, sbID, nil))
 	}
-	counting := &countingStore{Store: inner}
-	st.cfg.Records = counting
-	st.startAgent(t)
-	if counting.gets != 0 {
-		t.Fatalf("start-up read %d records, want none", counting.gets)
+	seen := map[string]int{}
+	token := ""
+	for page := 0; ; page++ {
+		resp, err := st.agent.ListSessions(t.Context(), &agentv1.ListSessionsRequest{PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range resp.GetSessions() {
+			seen[s.GetSessionId()]++
+		}
+		if page == 0 { // newer sessions arrive, and an unseen old one goes
+			st.create(t, sbID, nil)
+			st.create(t, sbID, nil)
+			if _, err := st.agent.DeleteSession(t.Context(), &agentv1.DeleteSessionRequest{SessionId: before[0]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
 	}
-	if got := st.state(t, ids[0]); got != agentv1.SessionState_SESSION_STATE_SUSPENDED {
-		t.Errorf("touched after the restart: %v, want SUSPENDED", got)
+	for _, id := range before[1:] {
+		if seen[id] != 1 {
+			t.Errorf("session %s listed %d times, want once", id, seen[id])
+		}
 	}
-	if counting.gets != 1 {
-		t.Errorf("GetSession read %d records, want 1", counting.gets)
+	if seen[before[0]] != 0 {
+		t.Errorf("the deleted session was listed")
 	}
 }

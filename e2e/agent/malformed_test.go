@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -101,8 +101,8 @@ func TestMalformedInput(t *testing.T) {
 			r.Sandbox = &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "nosuchdriver"}}
 		}), codes.InvalidArgument, nil, ""},
 		invalid("CreateSession", "bad parent id", "parent_session_id", create(func(r *agentv1.CreateSessionRequest) { r.ParentSessionId = "s/../x" })),
-		{"CreateSession", "unknown parent", create(func(r *agentv1.CreateSessionRequest) { r.ParentSessionId = "s_nope" }), codes.NotFound, []string{reasonSessionNotFound}, "parent_session_id"},
-		{"CreateSession", "closed parent", create(func(r *agentv1.CreateSessionRequest) { r.ParentSessionId = closed }), codes.FailedPrecondition, []string{reasonParentNotOpen}, ""},
+		{"CreateSession", "unknown parent", create(func(r *agentv1.CreateSessionRequest) { r.ParentSessionId = "s_nope" }), codes.NotFound, []string{"SESSION_NOT_FOUND"}, "parent_session_id"},
+		{"CreateSession", "closed parent", create(func(r *agentv1.CreateSessionRequest) { r.ParentSessionId = closed }), codes.FailedPrecondition, []string{"PARENT_NOT_OPEN"}, ""},
 		{"CreateSession", "bad client tool", create(func(r *agentv1.CreateSessionRequest) {
 			r.ClientTools = []*agentv1.ClientTool{{Name: "bad name!", Description: "x"}}
 		}), codes.InvalidArgument, []string{"INVALID_CLIENT_TOOL"}, "client_tools[0]"},
@@ -118,10 +118,10 @@ func TestMalformedInput(t *testing.T) {
 		}),
 		{"Prompt", "nothing unfinished", func(ctx context.Context) error {
 			return recvErr(a.Prompt(ctx, &agentv1.PromptRequest{SessionId: open, ContinueUnfinished: true}))
-		}, codes.FailedPrecondition, []string{reasonNothingUnfinished}, ""},
+		}, codes.FailedPrecondition, []string{"NOTHING_UNFINISHED"}, ""},
 		{"Prompt", "closed session", func(ctx context.Context) error {
 			return recvErr(a.Prompt(ctx, &agentv1.PromptRequest{SessionId: closed, Text: "x"}))
-		}, codes.FailedPrecondition, []string{reasonSessionClosed}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 		invalid("StartPrompt", "empty text", "text", func(ctx context.Context) error {
 			_, err := a.StartPrompt(ctx, &agentv1.StartPromptRequest{SessionId: open})
 			return err
@@ -129,7 +129,7 @@ func TestMalformedInput(t *testing.T) {
 		{"StartPrompt", "closed session", func(ctx context.Context) error {
 			_, err := a.StartPrompt(ctx, &agentv1.StartPromptRequest{SessionId: closed, Text: "x"})
 			return err
-		}, codes.FailedPrecondition, []string{reasonSessionClosed}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 		invalid("Steer", "empty text", "text", func(ctx context.Context) error {
 			_, err := a.Steer(ctx, &agentv1.SteerRequest{SessionId: open})
 			return err
@@ -141,7 +141,7 @@ func TestMalformedInput(t *testing.T) {
 		{"Steer", "closed session", func(ctx context.Context) error {
 			_, err := a.Steer(ctx, &agentv1.SteerRequest{SessionId: closed, Text: "x"})
 			return err
-		}, codes.FailedPrecondition, []string{reasonSessionClosed}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 		invalid("FollowUp", "empty text", "text", func(ctx context.Context) error {
 			_, err := a.FollowUp(ctx, &agentv1.FollowUpRequest{SessionId: open})
 			return err
@@ -149,19 +149,19 @@ func TestMalformedInput(t *testing.T) {
 		{"FollowUp", "no running prompt", func(ctx context.Context) error {
 			_, err := a.FollowUp(ctx, &agentv1.FollowUpRequest{SessionId: open, Text: "x"})
 			return err
-		}, codes.FailedPrecondition, []string{reasonNoPrompt}, ""},
+		}, codes.FailedPrecondition, []string{"NO_RUNNING_PROMPT"}, ""},
 		{"Interrupt", "closed session", func(ctx context.Context) error {
 			_, err := a.Interrupt(ctx, &agentv1.InterruptRequest{SessionId: closed})
 			return err
-		}, codes.FailedPrecondition, []string{reasonSessionClosed}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 		{"Abort", "closed session", func(ctx context.Context) error {
 			_, err := a.Abort(ctx, &agentv1.AbortRequest{SessionId: closed})
 			return err
-		}, codes.FailedPrecondition, []string{reasonSessionClosed}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 		{"GetSnapshot", "closed session", func(ctx context.Context) error {
 			_, err := a.GetSnapshot(ctx, &agentv1.GetSnapshotRequest{SessionId: closed})
 			return err
-		}, codes.FailedPrecondition, []string{reasonSessionClosed}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 		invalid("ListSessions", "negative page_size", "page_size", func(ctx context.Context) error {
 			_, err := a.ListSessions(ctx, &agentv1.ListSessionsRequest{PageSize: -1})
 			return err
@@ -197,7 +197,7 @@ func TestMalformedInput(t *testing.T) {
 		{"ResumeSession", "loaded session", func(ctx context.Context) error {
 			_, err := a.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: open})
 			return err
-		}, codes.FailedPrecondition, []string{reasonSessionLoaded}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_LOADED"}, ""},
 		invalid("ResumeSession", "bad options", "options.max_turns", func(ctx context.Context) error {
 			_, err := a.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: closed, Options: &agentv1.AgentOptions{MaxTurns: proto.Int32(-3)}})
 			return err
@@ -208,7 +208,7 @@ func TestMalformedInput(t *testing.T) {
 		}, codes.NotFound, nil, ""},
 		{"StreamEvents", "sequence ahead", func(ctx context.Context) error {
 			return recvErr(a.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: open, FromSequence: 1 << 40}))
-		}, codes.OutOfRange, []string{reasonSequenceAhead}, "from_sequence"},
+		}, codes.OutOfRange, []string{"SEQUENCE_AHEAD"}, "from_sequence"},
 		invalid("StreamEvents", "bad prompt id", "prompt_id", func(ctx context.Context) error {
 			return recvErr(a.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: open, PromptId: "p/1"}))
 		}),
@@ -227,7 +227,7 @@ func TestMalformedInput(t *testing.T) {
 		{"Approve", "unknown approval", func(ctx context.Context) error {
 			_, err := a.Approve(ctx, &agentv1.ApproveRequest{SessionId: open, ApprovalId: "ap_1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_DENY})
 			return err
-		}, codes.NotFound, []string{reasonApprovalNotFound}, ""},
+		}, codes.NotFound, []string{"APPROVAL_NOT_FOUND"}, ""},
 		invalid("SubmitToolResult", "empty tool_call_id", "tool_call_id", func(ctx context.Context) error {
 			_, err := a.SubmitToolResult(ctx, &agentv1.SubmitToolResultRequest{SessionId: open})
 			return err
@@ -239,11 +239,11 @@ func TestMalformedInput(t *testing.T) {
 		{"SubmitToolResult", "unknown call", func(ctx context.Context) error {
 			_, err := a.SubmitToolResult(ctx, &agentv1.SubmitToolResultRequest{SessionId: open, ToolCallId: "c1"})
 			return err
-		}, codes.NotFound, []string{reasonClientToolNotFound}, ""},
+		}, codes.NotFound, []string{"TOOL_CALL_NOT_FOUND"}, ""},
 		{"SubmitToolResult", "closed session", func(ctx context.Context) error {
 			_, err := a.SubmitToolResult(ctx, &agentv1.SubmitToolResultRequest{SessionId: closed, ToolCallId: "c1"})
 			return err
-		}, codes.FailedPrecondition, []string{reasonSessionClosed}, ""},
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 	}
 	// Every RPC naming a session: bad ids, and an unknown one.
 	bySession := map[string]func(ctx context.Context, id string) error{
@@ -310,7 +310,7 @@ func TestMalformedInput(t *testing.T) {
 		for name, id := range badIDs {
 			tests = append(tests, invalid(rpc, "session_id "+name, "session_id", func(ctx context.Context) error { return call(ctx, id) }))
 		}
-		tests = append(tests, tc{rpc, "unknown session", func(ctx context.Context) error { return call(ctx, "s_unknown") }, codes.NotFound, []string{reasonSessionNotFound}, "session_id"})
+		tests = append(tests, tc{rpc, "unknown session", func(ctx context.Context) error { return call(ctx, "s_unknown") }, codes.NotFound, []string{"SESSION_NOT_FOUND"}, "session_id"})
 	}
 	covered := map[string]bool{}
 	for _, tc := range tests {
