@@ -249,9 +249,16 @@ func (w *watcher) prompt(ctx, streamCtx context.Context, req *agentv1.PromptRequ
 		fmt.Fprintln(w.e.stderr, "fabro:", w.explain(err))
 		return exitFailure
 	}
+	// An interrupt aborts the prompt; its report still arrives. The
+	// goroutine ends with the prompt's watch.
+	watching := make(chan struct{})
+	defer close(watching)
 	go func() {
-		<-ctx.Done()
-		w.client.Abort(context.WithoutCancel(streamCtx), &agentv1.AbortRequest{SessionId: w.id, Reason: "interrupted"})
+		select {
+		case <-ctx.Done():
+			w.client.Abort(context.WithoutCancel(streamCtx), &agentv1.AbortRequest{SessionId: w.id, Reason: "interrupted"})
+		case <-watching:
+		}
 	}()
 	next := func() (*agentv1.AgentEvent, error) {
 		resp, err := stream.Recv()
@@ -298,10 +305,11 @@ func (w *watcher) reattachStream(ctx, streamCtx context.Context, cause error) (f
 	fmt.Fprintf(w.e.stderr, "fabro: lost the stream (%s); reattaching to session %s from event %d\n", firstLine(status.Convert(cause).Message()), w.id, from)
 	deadline := time.Now().Add(w.reattach)
 	for {
-		// A unary call proves the server answers (a stream may stay quiet
-		// for as long as a tool runs); then the stream has no deadline.
+		// A unary call proves the server answers and still has the session
+		// (a stream may stay quiet for as long as a tool runs); then the
+		// stream has no deadline.
 		pctx, cancel := context.WithDeadline(ctx, deadline)
-		_, err := w.client.ListSessions(pctx, &agentv1.ListSessionsRequest{PageSize: 1}, grpc.WaitForReady(true))
+		_, err := w.client.GetSession(pctx, &agentv1.GetSessionRequest{SessionId: w.id}, grpc.WaitForReady(true))
 		cancel()
 		if err == nil {
 			var stream grpc.ServerStreamingClient[agentv1.StreamEventsResponse]
