@@ -105,8 +105,7 @@ func sessionsList(fs *flag.FlagSet, e env) runner {
 				if s.GetParentSessionId() != "" {
 					id += " (of " + s.GetParentSessionId() + ")"
 				}
-				r := s.GetRoute()
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", id, stateName(s.GetState()), r.GetProvider()+"/"+r.GetModel(), s.GetPromptCount(),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", id, stateName(s.GetState()), modelOf(s), s.GetPromptCount(),
 					s.GetUsage().GetInputTokens()+s.GetUsage().GetOutputTokens(), s.GetUpdateTime().AsTime().Local().Format(time.DateTime))
 				n++
 			}
@@ -239,7 +238,7 @@ func sessionsShow(fs *flag.FlagSet, e env) runner {
 		if s.GetActivePromptId() != "" {
 			row("prompt running", s.GetActivePromptId())
 		}
-		row("model", s.GetRoute().GetProvider()+"/"+s.GetRoute().GetModel())
+		row("model", modelOf(s))
 		row("permissions", strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.GetPermissionLevel().String(), "PERMISSION_LEVEL_")), "_", "-"))
 		sandbox := s.GetSandboxId()
 		if s.GetSandboxOwned() {
@@ -285,4 +284,11 @@ func sessionsRm(fs *flag.FlagSet, e env) runner {
 		}
 		return nil
 	}
+}
+
+func modelOf(s *agentv1.Session) string {
+	if r := s.GetRoute(); r.GetModel() != "" {
+		return r.GetProvider() + "/" + r.GetModel()
+	}
+	return "-"
 }
