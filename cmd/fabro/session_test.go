@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
@@ -159,7 +160,7 @@ func TestExecReattaches(t *testing.T) {
 		text.WriteString(" ")
 	}
 	answer := strings.TrimSpace(text.String())
-	_, overlay := scriptedAnthropic(t, fakeprovider.Turn{Text: answer, ChunkRunes: 5, ChunkDelay: 25 * 1e6})
+	_, overlay := scriptedAnthropic(t, fakeprovider.Turn{Text: answer, ChunkRunes: 5, ChunkDelay: 25 * time.Millisecond})
 	ws := t.TempDir()
 	s := startServe(t, t.TempDir(), "FABRO_LLM_CATALOG_OVERLAY="+overlay, "ANTHROPIC_API_KEY=test-key", "FABRO_SANDBOX_ALLOWED_ROOTS="+ws)
 	proxy := newCutProxy(t, s.grpcAddr)
@@ -185,6 +186,15 @@ func TestExecReattaches(t *testing.T) {
 			}
 		}
 		proxy.cut()
+		cutAt, before := time.Now(), stdout.Len()
+		for stdout.Len() == before { // the first text after the cut: reattached
+			n, err := pr.Read(buf)
+			stdout.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		t.Logf("text again %s after cut %d", time.Since(cutAt).Round(time.Millisecond), at)
 	}
 	rest, _ := io.ReadAll(pr)
 	stdout.Write(rest)
