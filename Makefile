@@ -15,6 +15,7 @@ BUF_VERSION := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPC_GATEWAY_VERSION := v2.33.0
+OAPI_CODEGEN_VERSION := v2.8.2
 
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -66,8 +67,11 @@ lint: tools ## gofmt, go vet in every module, buf lint and buf format
 .PHONY: generate
 generate: tools ## Regenerate gen/ from proto/
 	find gen -type f \( -name '*.pb.go' -o -name '*.pb.gw.go' \) -delete
-	rm -f gen/openapi/fabro.swagger.json
+	rm -f gen/openapi/fabro.swagger.json gen/openapi/fabro.openapi.json gen/openapi/client/client.gen.go
 	$(BUF) generate
+	@# OpenAPI 3 (merged and per service) from the v2 document, then the Go REST client from it.
+	cd gen && GOWORK=off go run ./openapi/internal/openapigen -dir openapi
+	$(BIN)/oapi-codegen -config gen/openapi/client/oapi-codegen.yaml gen/openapi/fabro.openapi.json
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when gen/ differs from what proto/ generates
@@ -151,7 +155,7 @@ bench: ## Run the benchmarks of every module
 	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
 
 .PHONY: tools
-tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## Install pinned tools into .tmp/bin
+tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen ## Install pinned tools into .tmp/bin
 
 # Each tool is rebuilt when its pinned version changes: the stamp file names the version.
 $(BUF): $(TMP)/stamps/buf-$(BUF_VERSION)
@@ -169,6 +173,11 @@ $(TMP)/stamps/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2: $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION)
 $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION):
 	GOBIN=$(BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
+	@mkdir -p $(@D) && touch $@
+
+$(BIN)/oapi-codegen: $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION)
+$(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION):
+	GOBIN=$(BIN) go install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION)
 	@mkdir -p $(@D) && touch $@
 
 # Debian packages the tests need: ripgrep for the sandbox's grep back end,
