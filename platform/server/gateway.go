@@ -45,15 +45,20 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	}
 	s.conn = conn
 
+	rs, err := newRoutes(openapi.Document)
+	if err != nil {
+		return err
+	}
 	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, ndjsonMarshaler{&runtime.HTTPBodyMarshaler{
 			Marshaler: &runtime.JSONPb{
 				MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
 				// A misspelled field or enum name is an error, not a default.
 				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 			},
-		}),
+		}}),
 		runtime.WithErrorHandler(namedFieldErrors),
+		runtime.WithRoutingErrorHandler(rs.routingErrors),
 		runtime.SetQueryParameterParser(strictQuery{}),
 	)
 	for _, svc := range services {
@@ -63,8 +68,9 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /openapi.json", s.authenticated(serveOpenAPI))
+	mux.Handle("/healthz", only(http.HandlerFunc(s.healthz), http.MethodGet))
+	mux.Handle("/openapi.json", only(s.authenticated(serveOpenAPI(openapi.Document)), http.MethodGet))
+	mux.Handle("/openapi.v3.json", only(s.authenticated(serveOpenAPI(openapi.DocumentV3)), http.MethodGet))
 	s.observeRoutes(mux)
 	mux.Handle("/", gw)
 	for _, svc := range services {
@@ -130,9 +136,11 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(openapi.Document)
+func serveOpenAPI(doc []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	}
 }
 
 // accessLog logs one line per HTTP request.
