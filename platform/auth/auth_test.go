@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -258,4 +259,42 @@ func TestInterceptor(t *testing.T) {
 		t.Errorf("anonymous reflection turned on: %v", err)
 	}
 
+}
+
+// TestUnusableStore: a token store that cannot be parsed is the server's
+// fault: UNAVAILABLE with RetryInfo (not UNAUTHENTICATED, which would tell
+// the caller to change its credential), logged once, not on every call.
+func TestUnusableStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	store := auth.OpenStore(path)
+	admin, _, _ := store.Issue("root", auth.RoleAdmin)
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	ic := &auth.Interceptor{Verifier: store, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	md := metadata.Pairs("authorization", "Bearer "+admin)
+	for range 50 {
+		_, err := ic.Authorize(metadata.NewIncomingContext(t.Context(), md), "/fabro.vault.v1.VaultService/PutSecret")
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("code = %v (%v), want UNAVAILABLE", status.Code(err), err)
+		}
+		var retry bool
+		for _, d := range status.Convert(err).Details() {
+			if _, ok := d.(*errdetails.RetryInfo); ok {
+				retry = true
+			}
+		}
+		if !retry {
+			t.Fatal("no RetryInfo")
+		}
+	}
+	if n := strings.Count(logs.String(), "token store unusable"); n != 1 {
+		t.Fatalf("logged %d times, want once:\n%s", n, logs.String())
+	}
+	// A token that is not even well-formed is still the caller's fault.
+	_, err := ic.Authorize(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer hello")), "/fabro.vault.v1.VaultService/PutSecret")
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("malformed token: %v", err)
+	}
 }

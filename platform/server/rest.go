@@ -15,12 +15,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fabro-sh/fabro-go/gen/openapi"
 )
 
 // httpErrorDomain is the google.rpc.ErrorInfo domain of the REST port's own
@@ -262,6 +265,9 @@ func newRoutes(doc []byte) (routes, error) {
 }
 
 var paramRE = regexp.MustCompile(`\{[^}]*\}`)
+
+// docRoutes are the routes of the embedded document, read once.
+var docRoutes = sync.OnceValues(func() (routes, error) { return newRoutes(openapi.Document) })
 
 // allow is the sorted set of methods some route answers for path.
 func (rs routes) allow(path string) []string {
