@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fabro-sh/fabro-go/gen/openapi"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // httpErrorDomain is the google.rpc.ErrorInfo domain of the REST port's own
@@ -167,9 +168,10 @@ var (
 
 // namedFieldErrors is the gateway's error handler: a request body with an
 // unknown field or enum name gets 400 whose google.rpc.Status carries a
-// BadRequest naming the field, and a status without an ErrorInfo (the
-// gateway's own: a body that is not JSON, a bad path parameter) gets one,
-// so every REST error has the same shape.
+// BadRequest naming the field, every body it cannot decode ErrorInfo
+// MALFORMED_REQUEST, and any other status without an ErrorInfo (the
+// gateway's own, such as a bad path parameter) gets one, so every REST
+// error has the same shape.
 func namedFieldErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	hs, custom := errors.AsType[*runtime.HTTPStatusError](err)
 	if custom {
@@ -183,11 +185,12 @@ func namedFieldErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Mars
 		} else if mm := badEnumRE.FindStringSubmatch(st.Message()); mm != nil {
 			field, desc = mm[1], fmt.Sprintf("unknown enum value %s for field %q", mm[2], mm[1])
 		}
+		// The gateway's own decode failures carry no details: they are
+		// malformed requests, with the field named when protojson names it.
 		if field != "" {
-			n := status.New(codes.InvalidArgument, desc)
-			if d, derr := n.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}}); derr == nil {
-				st = d
-			}
+			st = status.Convert(Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, desc, grpcerr.Meta("field", field), grpcerr.Field(field, desc)))
+		} else {
+			st = status.Convert(Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, "the request is not valid: "+st.Message()))
 		}
 	}
 	err = withErrorInfo(st).Err()

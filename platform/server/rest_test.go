@@ -52,7 +52,7 @@ func TestRESTErrorShape(t *testing.T) {
 		{name: "pprof as a user", method: "GET", path: "/debug/pprof/", auth: user,
 			wantStatus: 403, wantCode: 7, wantDomain: httpErrorDomain, wantReason: "ADMIN_ONLY"},
 		{name: "body that is not JSON", method: "PUT", path: "/v1/secrets/OK", auth: admin, body: "{",
-			wantStatus: 400, wantCode: 3, wantDomain: httpErrorDomain, wantReason: "INVALID_ARGUMENT"},
+			wantStatus: 400, wantCode: 3, wantDomain: string(Domain), wantReason: "MALFORMED_REQUEST"},
 		{name: "body that is not application/json", method: "PUT", path: "/v1/secrets/OK", auth: admin, body: "-",
 			wantStatus: 415, wantCode: 3, wantDomain: httpErrorDomain, wantReason: "UNSUPPORTED_MEDIA_TYPE"},
 		{name: "handler's own error", method: "GET", path: "/v1/secrets/MISSING", auth: admin,
