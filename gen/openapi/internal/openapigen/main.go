@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi2"
 	"github.com/getkin/kin-openapi/openapi2conv"
+	"github.com/getkin/kin-openapi/openapi3"
 )
 
 func main() {
@@ -54,7 +56,11 @@ func run(dir string) error {
 		if name == "" {
 			return fmt.Errorf("a tag without a name")
 		}
-		if err := write(filepath.Join(svcDir, name+".openapi.json"), perService(merged, t)); err != nil {
+		doc := perService(merged, t)
+		if err := validate(doc); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := write(filepath.Join(svcDir, name+".openapi.json"), doc); err != nil {
 			return err
 		}
 	}
@@ -70,6 +76,9 @@ func convert(v2 []byte) (map[string]any, error) {
 	doc3, err := openapi2conv.ToV3(&doc2)
 	if err != nil {
 		return nil, fmt.Errorf("convert to OpenAPI 3: %w", err)
+	}
+	if err := doc3.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("the OpenAPI 3 document is not valid: %w", err)
 	}
 	b, err := json.Marshal(doc3)
 	if err != nil {
@@ -206,6 +215,20 @@ func perService(merged, tag map[string]any) map[string]any {
 	comps["schemas"] = keep
 	doc["components"] = comps
 	return doc
+}
+
+// validate loads a generic OpenAPI 3 tree and validates it: a schema the
+// split left out would be a dangling $ref.
+func validate(tree map[string]any) error {
+	b, err := json.Marshal(tree)
+	if err != nil {
+		return err
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(b)
+	if err != nil {
+		return err
+	}
+	return doc.Validate(context.Background())
 }
 
 func obj(v any) map[string]any {
