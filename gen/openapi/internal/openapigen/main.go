@@ -89,33 +89,42 @@ func convert(v2 []byte) (map[string]any, error) {
 		return nil, err
 	}
 	errorsAsJSON(tree)
-	nameStreamResults(tree)
+	if err := nameStreamResults(tree); err != nil {
+		return nil, err
+	}
 	return tree, nil
 }
 
 // nameStreamResults moves the schema of a streaming route's line (the
 // inline {"result": X, "error": google.rpc.Status} that protoc-gen-openapiv2
 // titles "Stream result of X") into components as "X.StreamResult", so a
-// generated client has a named type to decode each NDJSON line into.
-func nameStreamResults(tree map[string]any) {
+// generated client has a named type to decode each NDJSON line into. A
+// streaming route whose answer is not application/x-ndjson is an error:
+// its method is missing from proto/fabro/openapi.yaml.
+func nameStreamResults(tree map[string]any) error {
 	schemas := obj(obj(tree["components"])["schemas"])
-	for _, item := range obj(tree["paths"]) {
-		for _, op := range obj(item) {
+	for path, item := range obj(tree["paths"]) {
+		for method, op := range obj(item) {
 			for _, resp := range obj(obj(op)["responses"]) {
-				media := obj(obj(obj(resp)["content"])[ndjson])
-				s := obj(media["schema"])
-				title, _ := s["title"].(string)
-				name, ok := strings.CutPrefix(title, "Stream result of ")
-				if !ok {
-					continue
+				for mt, media := range obj(obj(resp)["content"]) {
+					s := obj(obj(media)["schema"])
+					title, _ := s["title"].(string)
+					name, ok := strings.CutPrefix(title, "Stream result of ")
+					if !ok {
+						continue
+					}
+					if mt != ndjson {
+						return fmt.Errorf("%s %s streams but answers %s: add its method to proto/fabro/openapi.yaml (produces %s)", strings.ToUpper(method), path, mt, ndjson)
+					}
+					name += ".StreamResult"
+					s["description"] = "One line of the application/x-ndjson stream: result for each message, or error once when the stream fails."
+					schemas[name] = s
+					obj(media)["schema"] = map[string]any{"$ref": "#/components/schemas/" + name}
 				}
-				name += ".StreamResult"
-				s["description"] = "One line of the application/x-ndjson stream: result for each message, or error once when the stream fails."
-				schemas[name] = s
-				media["schema"] = map[string]any{"$ref": "#/components/schemas/" + name}
 			}
 		}
 	}
+	return nil
 }
 
 // errorsAsJSON gives the error responses of the streaming routes the
