@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -296,5 +297,43 @@ func TestUnusableStore(t *testing.T) {
 	_, err := ic.Authorize(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer hello")), "/fabro.vault.v1.VaultService/PutSecret")
 	if status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("malformed token: %v", err)
+	}
+}
+
+// growingStream is a server stream whose context gains a value once a
+// message is received, as the log-context interceptor's does.
+type growingStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+type tagKey struct{}
+
+func (s *growingStream) Context() context.Context { return s.ctx }
+func (s *growingStream) RecvMsg(any) error {
+	s.ctx = context.WithValue(s.ctx, tagKey{}, "sess-1")
+	return nil
+}
+
+// TestStreamContextFollowsInner: a streaming handler sees the principal
+// and what the inner stream's context gained after authentication.
+func TestStreamContextFollowsInner(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	user, _, _ := store.Issue("alice", auth.RoleUser)
+	ic := &auth.Interceptor{Verifier: store, Logger: slog.New(slog.DiscardHandler)}
+	inner := &growingStream{ctx: metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+user))}
+	err := ic.Stream(nil, inner, &grpc.StreamServerInfo{FullMethod: "/fabro.llm.v1.LLMGatewayService/Stream"}, func(_ any, ss grpc.ServerStream) error {
+		ss.RecvMsg(nil)
+		ctx := ss.Context()
+		if p, ok := auth.FromContext(ctx); !ok || p.Name != "alice" {
+			t.Errorf("principal = %v %v", p, ok)
+		}
+		if ctx.Value(tagKey{}) != "sess-1" {
+			t.Error("the value the inner stream's context gained is lost")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -156,15 +156,24 @@ func (a *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if err != nil {
 		return err
 	}
-	return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	p, ok := FromContext(ctx)
+	if !ok {
+		return handler(srv, ss) // an open method: no principal to add
+	}
+	return handler(srv, &principalStream{ServerStream: ss, p: p})
 }
 
+// principalStream adds the principal to the context of the stream it
+// wraps, asked anew each time: an inner stream's context can gain values
+// after authentication (the session_id its first message names).
 type principalStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	p Principal
 }
 
-func (s *principalStream) Context() context.Context { return s.ctx }
+func (s *principalStream) Context() context.Context {
+	return WithPrincipal(s.ServerStream.Context(), s.p)
+}
 
 // AuthorizeToken decides a call to method made outside gRPC with token, as
 // the gateway's OpenAI- and Anthropic-compatible HTTP APIs are, whose
