@@ -59,7 +59,7 @@ func TestTypeNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got != string(want) {
-		t.Errorf("the OpenAPI type names changed (a rename breaks generated clients); if on purpose, run `go test ./openapi -update` in gen/ and commit %s:\n%s", golden, lineDiff(string(want), got))
+		t.Errorf("the OpenAPI type names changed (a rename breaks generated clients); if on purpose, run `make openapi-names` (go test ./openapi -update in gen/) and commit %s:\n%s", golden, lineDiff(string(want), got))
 	}
 }
 
