@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fabro-sh/fabro-go/gen/openapi"
@@ -61,6 +62,10 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 		}}),
 		runtime.WithErrorHandler(namedFieldErrors),
 		runtime.WithRoutingErrorHandler(rs.routingErrors),
+		// A stream's last line, {"error": ...}, has an ErrorInfo too.
+		runtime.WithStreamErrorHandler(func(_ context.Context, err error) *status.Status {
+			return withErrorInfo(status.Convert(err))
+		}),
 	)
 	for _, svc := range services {
 		if err := svc.RegisterGateway(ctx, gw, conn); err != nil {

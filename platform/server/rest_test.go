@@ -9,7 +9,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
@@ -141,5 +144,40 @@ func TestRoutesAllow(t *testing.T) {
 		if diff := cmp.Diff(tt.want, rs.allow(tt.path)); diff != "" {
 			t.Errorf("allow(%s) (-want +got):\n%s", tt.path, diff)
 		}
+	}
+}
+
+func TestWithErrorInfo(t *testing.T) {
+	info := &errdetails.ErrorInfo{Domain: "vault.fabro.dev", Reason: "SECRET_NOT_FOUND"}
+	own, err := grpcstatus.New(codes.NotFound, "no such secret").WithDetails(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		in   *grpcstatus.Status
+		want *errdetails.ErrorInfo
+	}{
+		{"its own is kept", own, info},
+		{"a bare status gets the code's name", grpcstatus.New(codes.DeadlineExceeded, "slow"),
+			&errdetails.ErrorInfo{Domain: httpErrorDomain, Reason: "DEADLINE_EXCEEDED"}},
+		{"an unknown error too", grpcstatus.New(codes.Unknown, "?"),
+			&errdetails.ErrorInfo{Domain: httpErrorDomain, Reason: "UNKNOWN"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := withErrorInfo(tt.in)
+			var infos []*errdetails.ErrorInfo
+			for _, d := range got.Details() {
+				if i, ok := d.(*errdetails.ErrorInfo); ok {
+					infos = append(infos, i)
+				}
+			}
+			if diff := cmp.Diff([]*errdetails.ErrorInfo{tt.want}, infos, protocmp.Transform()); diff != "" {
+				t.Errorf("ErrorInfo (-want +got):\n%s", diff)
+			}
+			if got.Code() != tt.in.Code() || got.Message() != tt.in.Message() {
+				t.Errorf("status %v, want %v with an ErrorInfo", got, tt.in)
+			}
+		})
 	}
 }
