@@ -134,6 +134,21 @@ func TestGeneratedRESTClient(t *testing.T) {
 	if ended != 1 || text.String() != "Hello from the fake provider." {
 		t.Errorf("stream of %d lines: %d ended events, text %q; want 1 and the fake's text", lines, ended, text.String())
 	}
+	// A stream that fails before its first message is an ordinary error
+	// response: the code's HTTP status and one google.rpc.Status, not an
+	// NDJSON {"error": ...} line.
+	failed, err := c.LLMGatewayServiceStreamWithResponse(ctx, client.LLMGatewayServiceStreamJSONRequestBody{
+		Request: &client.FabroLlmV1Request{
+			Model:    apiPtr("nobody/no-such-model"),
+			Messages: &[]client.FabroLlmV1Message{{Role: &role, Parts: &[]client.FabroLlmV1ContentPart{{Text: &client.FabroLlmV1TextPart{Text: apiPtr("Hi.")}}}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed.StatusCode() != http.StatusNotFound || failed.JSONDefault == nil || apiVal(failed.JSONDefault.Code) != 5 || !hasErrorInfo(failed.JSONDefault) {
+		t.Errorf("a stream failing before it starts: %d %s, want 404 and a google.rpc.Status", failed.StatusCode(), failed.Body)
+	}
 	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != "sk-ant-through-the-generated-client" {
 		t.Errorf("the fake provider saw %d requests, want 1 with the key put through the client", len(reqs))
 	}

@@ -78,7 +78,7 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	mux.Handle("/openapi.json", only(s.authenticated(serveOpenAPI(openapi.Document)), http.MethodGet))
 	mux.Handle("/openapi.v3.json", only(s.authenticated(serveOpenAPI(openapi.DocumentV3)), http.MethodGet))
 	s.observeRoutes(mux)
-	mux.Handle("/", gw)
+	mux.Handle("/", bareStreamErrors(gw))
 	for _, svc := range services {
 		if m, ok := svc.(HTTPMounter); ok {
 			m.MountHTTP(mux)

@@ -333,3 +333,65 @@ type ndjsonMarshaler struct {
 }
 
 func (ndjsonMarshaler) StreamContentType(any) string { return "application/x-ndjson" }
+
+// bareStreamErrors gives a streaming route that fails before its first
+// message the same answer as any other error: the code's HTTP status and
+// a bare google.rpc.Status. grpc-gateway writes that error as a stream
+// line, {"error": <status>}, though no stream was ever started. An error
+// status is held back with its body until the handler returns, then
+// unwrapped when it is such a line; a 2xx answer passes straight through
+// (streams are flushed as they go).
+func bareStreamErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		eb := &errorBody{ResponseWriter: w}
+		next.ServeHTTP(eb, r)
+		eb.finish()
+	})
+}
+
+type errorBody struct {
+	http.ResponseWriter
+	started bool // a header or body went through
+	code    int  // an error status held back, with buf
+	buf     bytes.Buffer
+}
+
+func (e *errorBody) WriteHeader(code int) {
+	if !e.started && e.code == 0 && code >= 400 {
+		e.code = code
+		return
+	}
+	e.started = true
+	e.ResponseWriter.WriteHeader(code)
+}
+
+func (e *errorBody) Write(b []byte) (int, error) {
+	if e.code != 0 {
+		return e.buf.Write(b)
+	}
+	e.started = true
+	return e.ResponseWriter.Write(b)
+}
+
+func (e *errorBody) Flush() {
+	if e.code == 0 {
+		e.started = true
+		_ = http.NewResponseController(e.ResponseWriter).Flush()
+	}
+}
+
+func (e *errorBody) Unwrap() http.ResponseWriter { return e.ResponseWriter }
+
+func (e *errorBody) finish() {
+	if e.code == 0 {
+		return
+	}
+	body := e.buf.Bytes()
+	var line map[string]json.RawMessage
+	if json.Unmarshal(body, &line) == nil && len(line) == 1 && len(line["error"]) > 0 {
+		body = line["error"]
+		e.Header().Del("Transfer-Encoding")
+	}
+	e.ResponseWriter.WriteHeader(e.code)
+	_, _ = e.ResponseWriter.Write(body)
+}

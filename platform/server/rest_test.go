@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -177,6 +178,41 @@ func TestWithErrorInfo(t *testing.T) {
 			}
 			if got.Code() != tt.in.Code() || got.Message() != tt.in.Message() {
 				t.Errorf("status %v, want %v with an ErrorInfo", got, tt.in)
+			}
+		})
+	}
+}
+
+func TestBareStreamErrors(t *testing.T) {
+	const st = `{"code":5,"message":"unknown model","details":[]}`
+	for _, tt := range []struct {
+		name     string
+		handler  func(w http.ResponseWriter)
+		wantCode int
+		wantBody string
+	}{
+		{"a stream failing before its first message", func(w http.ResponseWriter) {
+			w.Header().Set("Transfer-Encoding", "chunked")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"error":`+st+`}`)
+			io.WriteString(w, "\n")
+		}, http.StatusNotFound, st},
+		{"an ordinary error", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, st)
+		}, http.StatusNotFound, st},
+		{"a stream failing after a message keeps its line", func(w http.ResponseWriter) {
+			io.WriteString(w, `{"result":{}}`+"\n")
+			http.NewResponseController(w).Flush()
+			io.WriteString(w, `{"error":`+st+`}`+"\n")
+		}, http.StatusOK, `{"result":{}}` + "\n" + `{"error":` + st + `}` + "\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			bareStreamErrors(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tt.handler(w) })).
+				ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/llm:stream", nil))
+			if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody {
+				t.Errorf("got %d %q, want %d %q", rec.Code, rec.Body.String(), tt.wantCode, tt.wantBody)
 			}
 		})
 	}
