@@ -6,7 +6,7 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 # Every Go module in the workspace (go.work), tested one by one with GOWORK=off
 # so that a missing require cannot hide behind the workspace.
-MODULES := gen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin
+MODULES := gen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin e2e
 # Modules that hold Go code yet (go test fails on a module with no packages).
 GO_MODULES = $(foreach m,$(MODULES),$(if $(shell find $(m) -name '*.go' -print -quit),$(m)))
 
