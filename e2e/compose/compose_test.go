@@ -1,4 +1,5 @@
-package main
+// Package compose_test runs the product as its containers (compose.yaml).
+package compose_test
 
 import (
 	"bytes"
@@ -156,7 +157,7 @@ func TestComposeStack(t *testing.T) {
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("../../..")
+	dir, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
