@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,6 +105,26 @@ func TestComposeStack(t *testing.T) {
 	if out, err := secret.CombinedOutput(); err != nil {
 		t.Fatalf("fabro secret set: %v\n%s", err, out)
 	}
+	// REST through the same front door, by path, with the same token.
+	tok, err := os.ReadFile(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/v1/secrets", httpPort), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ANTHROPIC_API_KEY"`) {
+		t.Errorf("GET /v1/secrets through the front door: %d %s", resp.StatusCode, body)
+	}
+
 	execStart := time.Now()
 	ex := exec.Command(fabro, "exec", "-server", front, "-token-file", token,
 		"--model", "anthropic/claude-sonnet-4.5", "--permissions", "full", "Make the greeting in hello.txt friendlier.")
