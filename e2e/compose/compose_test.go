@@ -98,10 +98,13 @@ func TestComposeStack(t *testing.T) {
 	token := filepath.Join(bin, "admin.token")
 	runCmd(t, root, nil, "docker", "cp", vaultID+":/issue/admin/token", token)
 
+	// The fabro commands read no configuration of this machine's user.
+	fabroEnv := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "HOME="+t.TempDir(), "FABRO_TOKEN=")
+
 	// Two subcommands, one address: the vault's and the agent's calls both
 	// go through the front door.
 	secret := exec.Command(fabro, "secret", "set", "-server", front, "-token-file", token, "--no-probe", "ANTHROPIC_API_KEY")
-	secret.Stdin = strings.NewReader("offline-e2e\n")
+	secret.Stdin, secret.Env = strings.NewReader("offline-e2e\n"), fabroEnv
 	if out, err := secret.CombinedOutput(); err != nil {
 		t.Fatalf("fabro secret set: %v\n%s", err, out)
 	}
@@ -128,7 +131,7 @@ func TestComposeStack(t *testing.T) {
 	execStart := time.Now()
 	ex := exec.Command(fabro, "exec", "-server", front, "-token-file", token,
 		"--model", "anthropic/claude-sonnet-4.5", "--permissions", "full", "Make the greeting in hello.txt friendlier.")
-	ex.Dir = project
+	ex.Dir, ex.Env = project, fabroEnv
 	out, err := ex.CombinedOutput()
 	if err != nil {
 		t.Fatalf("fabro exec: %v\n%s\n%s", err, out, logs(root, env, compose, composeArgs))
