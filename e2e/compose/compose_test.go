@@ -99,7 +99,7 @@ func TestComposeStack(t *testing.T) {
 	runCmd(t, root, nil, "docker", "cp", vaultID+":/issue/admin/token", token)
 
 	// The fabro commands read no configuration of this machine's user.
-	fabroEnv := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "HOME="+t.TempDir(), "FABRO_TOKEN=")
+	fabroEnv := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "HOME="+t.TempDir())
 
 	// Two subcommands, one address: the vault's and the agent's calls both
 	// go through the front door.
