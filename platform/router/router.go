@@ -67,6 +67,7 @@ func New(routes []GRPCRoute, logger *slog.Logger) (*Router, error) {
 	r.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	for _, rt := range routes {
 		conn, err := grpc.NewClient(rt.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMsgBytes), grpc.MaxCallSendMsgSize(MaxMsgBytes)),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}))
 		if err != nil {
 			r.closeConns()
@@ -95,11 +96,16 @@ func New(routes []GRPCRoute, logger *slog.Logger) (*Router, error) {
 // every other call forwarded. s must be made with ServerOptions.
 func (r *Router) Register(s *grpc.Server) { healthpb.RegisterHealthServer(s, r.health) }
 
+// MaxMsgBytes is the largest message forwarded either way: the services'
+// own limit (platform/server), so the front door refuses nothing they take.
+const MaxMsgBytes = 64 << 20
+
 // ServerOptions are the options of the router's gRPC server: the raw codec
 // and the forwarding handler for every service it does not serve itself.
 // Clients' keepalive pings (every 30 s, also idle) are allowed.
 func (r *Router) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMsgBytes), grpc.MaxSendMsgSize(MaxMsgBytes),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(r.forward),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),

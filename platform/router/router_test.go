@@ -127,7 +127,7 @@ func startEcho(t *testing.T) echoBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(router.MaxMsgBytes), grpc.MaxSendMsgSize(router.MaxMsgBytes))
 	testpb.RegisterTestServiceServer(s, echo{})
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(s, h)
@@ -289,6 +289,15 @@ func TestRouter(t *testing.T) {
 		}
 		if _, err := bidi.Recv(); status.Code(err) != codes.Aborted {
 			t.Errorf("bidi end: %v, want the backend's ABORTED", err)
+		}
+	})
+	t.Run("large messages", func(t *testing.T) {
+		// Past gRPC's 4 MiB default, within the services' 64 MiB limit.
+		body := make([]byte, 20<<20)
+		resp, err := testpb.NewTestServiceClient(f.conn).UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: body}},
+			grpc.MaxCallRecvMsgSize(router.MaxMsgBytes), grpc.MaxCallSendMsgSize(router.MaxMsgBytes))
+		if err != nil || len(resp.GetPayload().GetBody()) != len(body) {
+			t.Errorf("20 MiB echo: %d bytes, %v", len(resp.GetPayload().GetBody()), err)
 		}
 	})
 	t.Run("unknown service", func(t *testing.T) {
