@@ -97,16 +97,14 @@ COMPOSE_SERVICES := vault llmgateway sandbox agent
 # The compose project: override it (and FABRO_GRPC_PORT, FABRO_HTTP_PORT) to
 # run a second stack beside the first.
 COMPOSE_PROJECT_NAME ?= fabro
-export COMPOSE_PROJECT_NAME
 # The images' tag (fabro/<service>:$(FABRO_IMAGE_TAG)); the compose test builds its own.
 FABRO_IMAGE_TAG ?= dev
-export FABRO_IMAGE_TAG
 # The project the sandbox container mounts at the same path: the directory
 # `make` was started from (`cd ~/src/app && make -C ~/fabro-go up`).
 FABRO_PROJECT_DIR ?= $(or $(PWD),$(CURDIR))
 # OFFLINE=1: run the fake provider (profile offline) and point the catalog at it.
 OFFLINE ?=
-COMPOSE_ENV = PWD=$(FABRO_PROJECT_DIR) $(if $(OFFLINE),COMPOSE_PROFILES=offline FABRO_LLM_CATALOG_OVERLAY=/etc/fabro/offline-overlay.json)
+COMPOSE_ENV = PWD=$(FABRO_PROJECT_DIR) FABRO_IMAGE_TAG=$(FABRO_IMAGE_TAG) $(if $(OFFLINE),COMPOSE_PROFILES=offline FABRO_LLM_CATALOG_OVERLAY=/etc/fabro/offline-overlay.json)
 COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p $(COMPOSE_PROJECT_NAME)
 .PHONY: images
 images: ## Build the service images offline (FROM scratch) for compose.yaml
@@ -119,7 +117,7 @@ images: ## Build the service images offline (FROM scratch) for compose.yaml
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$n/app ./$${b#*:}; done
 	@$(MAKE) docker-daemon
 	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
-	COMPOSE_PROFILES=offline $(COMPOSE) build
+	FABRO_IMAGE_TAG=$(FABRO_IMAGE_TAG) COMPOSE_PROFILES=offline $(COMPOSE) build
 
 # The sandbox image's base: a minimal Debian root filesystem with bash and
 # ripgrep, made with debootstrap from Debian's mirror and imported, since no

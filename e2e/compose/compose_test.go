@@ -34,7 +34,7 @@ import (
 func TestComposeStack(t *testing.T) {
 	root := repoRoot(t)
 	compose := composeCommand(t)
-	tag := os.Getenv("FABRO_IMAGE_TAG")
+	tag := os.Getenv("FABRO_E2E_IMAGE_TAG")
 	if tag == "" {
 		tag = "e2e" // never the dev images a running `make up` uses
 	}
