@@ -7,8 +7,14 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // HTTPRoute sends the REST requests under some path prefixes to one
@@ -45,9 +51,8 @@ func (r *Router) HTTPHandler(routes []HTTPRoute) (http.Handler, error) {
 			FlushInterval: -1,
 			ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
 				r.logger.WarnContext(req.Context(), "REST backend unreachable", "backend", target.Host, "path", req.URL.Path, "error", err)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadGateway)
-				fmt.Fprintln(w, `{"code":14,"message":"the service behind this path is unreachable"}`)
+				restError(w, http.StatusBadGateway, domain.Status(codes.Unavailable, "BACKEND_UNREACHABLE",
+					"the service behind this path is unreachable", grpcerr.RetryAfter(time.Second)))
 			},
 		}
 		for _, pre := range rt.Prefixes {
@@ -69,9 +74,7 @@ func (r *Router) HTTPHandler(routes []HTTPRoute) (http.Handler, error) {
 				return
 			}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprintln(w, `{"code":5,"message":"no service serves this path"}`)
+		restError(w, http.StatusNotFound, domain.Status(codes.NotFound, "NO_ROUTE", "no service serves this path"))
 	}), nil
 }
 
@@ -93,4 +96,16 @@ func (r *Router) healthz(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// restError writes st as the REST errors of the services are written: a
+// google.rpc.Status in JSON, details included.
+func restError(w http.ResponseWriter, code int, st *status.Status) {
+	body, err := protojson.Marshal(st.Proto())
+	if err != nil {
+		body = []byte(`{"code":13,"message":"router: cannot encode an error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
 }

@@ -26,8 +26,13 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
+
+// domain is the ErrorInfo domain of the router's own errors; a backend's
+// pass through untouched.
+const domain grpcerr.Domain = "router.fabro.dev"
 
 // GRPCRoute sends the calls of some gRPC services to one backend.
 type GRPCRoute struct {
@@ -210,11 +215,12 @@ var bothWays = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 func (r *Router) forward(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
-		return status.Error(codes.Internal, "router: no method name in the stream")
+		return domain.Internal("router: no method name in the stream")
 	}
 	b := r.byName[serviceOf(method)]
 	if b == nil {
-		return status.Errorf(codes.Unimplemented, "unknown service %s", serviceOf(method))
+		return domain.New(codes.Unimplemented, "UNKNOWN_SERVICE", "unknown service "+serviceOf(method),
+			grpcerr.Meta("service", serviceOf(method)))
 	}
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()

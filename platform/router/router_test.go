@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/platform/router"
 	"github.com/fabro-sh/fabro-go/platform/server"
 )
@@ -206,7 +207,10 @@ func TestRouter(t *testing.T) {
 			{Services: []string{"fabro.vault.v1.VaultService"}, Addr: v.GRPCAddr()},
 			{Services: []string{"grpc.testing.TestService"}, Addr: e.addr},
 		},
-		[]router.HTTPRoute{{Prefixes: []string{"/v1/secrets", "/v1/tokens"}, Backend: vaultREST}})
+		[]router.HTTPRoute{
+			{Prefixes: []string{"/v1/secrets"}, Backend: vaultREST},
+			{Prefixes: []string{"/v1/tokens"}, Backend: &url.URL{Scheme: "http", Host: closedAddr(t)}},
+		})
 	awaitHealth(t, f.conn, "", healthpb.HealthCheckResponse_SERVING)
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer tok_1")
 
@@ -302,8 +306,8 @@ func TestRouter(t *testing.T) {
 	})
 	t.Run("unknown service", func(t *testing.T) {
 		_, err := testpb.NewUnimplementedServiceClient(f.conn).UnimplementedCall(ctx, &testpb.Empty{})
-		if status.Code(err) != codes.Unimplemented {
-			t.Errorf("unrouted service: %v, want UNIMPLEMENTED", err)
+		if status.Code(err) != codes.Unimplemented || grpcerr.ReasonOf(err) != "UNKNOWN_SERVICE" {
+			t.Errorf("unrouted service: %v (reason %q), want UNIMPLEMENTED, UNKNOWN_SERVICE", err, grpcerr.ReasonOf(err))
 		}
 	})
 	t.Run("REST", func(t *testing.T) {
@@ -316,8 +320,9 @@ func TestRouter(t *testing.T) {
 			{"routed error", "/v1/secrets/MISSING", "", http.StatusNotFound, "SECRET_NOT_FOUND"},
 			// The backend judges the caller's Host, not the router's.
 			{"foreign host", "/v1/secrets/KEY", "evil.example", http.StatusMisdirectedRequest, "MISDIRECTED_HOST"},
-			{"no route", "/v1/sessions", "", http.StatusNotFound, "no service serves this path"},
-			{"prefix is a path segment", "/v1/secretsX", "", http.StatusNotFound, "no service serves this path"},
+			{"no route", "/v1/sessions", "", http.StatusNotFound, `"reason":"NO_ROUTE"`},
+			{"prefix is a path segment", "/v1/secretsX", "", http.StatusNotFound, `"reason":"NO_ROUTE"`},
+			{"backend down", "/v1/tokens", "", http.StatusBadGateway, `"reason":"BACKEND_UNREACHABLE"`},
 			{"router health", "/healthz", "", http.StatusOK, "ok"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
@@ -372,4 +377,16 @@ func TestNewRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// closedAddr is an address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
