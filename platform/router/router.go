@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
@@ -233,7 +234,7 @@ func (r *Router) forward(_ any, ss grpc.ServerStream) error {
 	}
 	cs, err := b.conn.NewStream(metadata.NewOutgoingContext(ctx, out), bothWays, method, grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
-		return err
+		return unreachable(serviceOf(method), err)
 	}
 	// Caller to backend, until the caller half-closes; this goroutine ends
 	// then, or when the call ends (cancel) and RecvMsg or SendMsg fails.
@@ -268,7 +269,7 @@ func (r *Router) forward(_ any, ss grpc.ServerStream) error {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return err // the backend's status, details and all
+			return unreachable(serviceOf(method), err) // else the backend's status, details and all
 		}
 		if err := ss.SendMsg(f); err != nil {
 			return err
@@ -282,4 +283,16 @@ func (r *Router) forward(_ any, ss grpc.ServerStream) error {
 		default:
 		}
 	}
+}
+
+// unreachable names a connection failure to the backend as such. Every
+// status a service returns carries ErrorInfo (platform/grpcerr), so an
+// UNAVAILABLE without details is the client's own: no connection.
+func unreachable(service string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable || len(st.Details()) > 0 {
+		return err
+	}
+	return domain.New(codes.Unavailable, "BACKEND_UNREACHABLE", "the service "+service+" is unreachable: "+st.Message(),
+		grpcerr.Meta("service", service), grpcerr.RetryAfter(time.Second))
 }

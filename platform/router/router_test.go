@@ -365,6 +365,16 @@ func TestRouter(t *testing.T) {
 	})
 }
 
+// TestBackendDown checks that a call to a service whose backend does not
+// answer says so: UNAVAILABLE, BACKEND_UNREACHABLE, with RetryInfo.
+func TestBackendDown(t *testing.T) {
+	f := startRouter(t, []router.GRPCRoute{{Services: []string{"grpc.testing.TestService"}, Addr: closedAddr(t)}}, nil)
+	_, err := testpb.NewTestServiceClient(f.conn).UnaryCall(t.Context(), &testpb.SimpleRequest{})
+	if d, ok := grpcerr.RetryDelayOf(err); status.Code(err) != codes.Unavailable || grpcerr.ReasonOf(err) != "BACKEND_UNREACHABLE" || !ok || d <= 0 {
+		t.Errorf("call to a down backend: %v (reason %q), want UNAVAILABLE, BACKEND_UNREACHABLE, a retry delay", err, grpcerr.ReasonOf(err))
+	}
+}
+
 func TestNewRefuses(t *testing.T) {
 	for name, routes := range map[string][]router.GRPCRoute{
 		"no route":     nil,
