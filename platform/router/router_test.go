@@ -1,13 +1,16 @@
 package router_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -363,6 +366,42 @@ func TestRouter(t *testing.T) {
 			t.Errorf("/healthz with a backend down: %d, want 503", resp.StatusCode)
 		}
 	})
+}
+
+// TestRESTStreamsThrough checks that a streaming REST response (the
+// newline-delimited JSON of a streaming route) reaches the caller line by
+// line, not when the backend finishes.
+func TestRESTStreamsThrough(t *testing.T) {
+	release := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fmt.Fprintln(w, `{"result":{"n":1}}`)
+		w.(http.Flusher).Flush()
+		<-release // the second line only once the caller has read the first
+		fmt.Fprintln(w, `{"result":{"n":2}}`)
+	}))
+	defer backend.Close()
+	defer close(release)
+	u, _ := url.Parse(backend.URL)
+	e := startEcho(t)
+	f := startRouter(t, []router.GRPCRoute{{Services: []string{"grpc.testing.TestService"}, Addr: e.addr}},
+		[]router.HTTPRoute{{Prefixes: []string{"/v1/sessions"}, Backend: u}})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.restURL+"/v1/sessions/s_1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || lines.Text() != `{"result":{"n":1}}` {
+		t.Fatalf("first line %q, %v (held back until the stream ends?)", lines.Text(), lines.Err())
+	}
+	release <- struct{}{}
+	if !lines.Scan() || lines.Text() != `{"result":{"n":2}}` {
+		t.Errorf("second line %q, %v", lines.Text(), lines.Err())
+	}
 }
 
 // TestBackendDown checks that a call to a service whose backend does not
