@@ -46,13 +46,15 @@ func (i interceptors) fromREST(ctx context.Context) bool {
 }
 
 // The chains run, outermost first: panic recovery, request log,
-// authentication and authorization, error sanitizing.
+// authentication and authorization, the request check (malformed bytes,
+// unknown enum values: INVALID_ARGUMENT before the handler), error
+// sanitizing.
 func (i interceptors) unary() []grpc.UnaryServerInterceptor {
 	c := []grpc.UnaryServerInterceptor{i.recoverUnary, i.logUnary}
 	if i.auth != nil {
 		c = append(c, i.auth.Unary)
 	}
-	return append(c, i.sanitizeUnary)
+	return append(c, checkUnary, i.sanitizeUnary)
 }
 
 func (i interceptors) stream() []grpc.StreamServerInterceptor {
@@ -60,7 +62,7 @@ func (i interceptors) stream() []grpc.StreamServerInterceptor {
 	if i.auth != nil {
 		c = append(c, i.auth.Stream)
 	}
-	return append(c, i.sanitizeStream)
+	return append(c, checkStream, i.sanitizeStream)
 }
 
 // recovered logs a recovered panic with its stack and returns the generic

@@ -113,7 +113,9 @@ func (s *Service) startReplica(ctx context.Context, cfg Config) error {
 	}
 	r.stop = cancel
 	s.replica = r
-	s.records = store.Records()
+	if cfg.Records == nil {
+		s.records = store.Records()
+	}
 	go r.watch(wctx, free)
 	s.logger.InfoContext(ctx, "agent replica joined the cluster", "replica_id", r.id, "advertise_addr", cc.AdvertiseAddr)
 	return nil
@@ -285,7 +287,7 @@ func (r *replica) conn(addr string) (*grpc.ClientConn, error) {
 // its own id, with no client attached: the events go to the stream, where
 // the prompt's watchers (reconnecting to any replica) find them.
 func (s *Service) continueDetached(ctx context.Context, id, promptID string) error {
-	sess, err := s.lookup(id)
+	sess, err := s.lookup(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -27,4 +27,9 @@ const (
 	reasonNATSUnavailable      = "NATS_UNAVAILABLE"
 	reasonEventsExpired        = "EVENTS_EXPIRED"
 	reasonSequenceAhead        = "SEQUENCE_AHEAD"
+	reasonRecordsUnavailable   = "RECORDS_UNAVAILABLE"
+	reasonClientToolNotFound   = "TOOL_CALL_NOT_FOUND"
+	reasonClientToolResolved   = "TOOL_CALL_RESOLVED"
+	reasonApprovalNotFound     = "APPROVAL_NOT_FOUND"
+	reasonApprovalResolved     = "APPROVAL_RESOLVED"
 )

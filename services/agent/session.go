@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -28,9 +29,6 @@ import (
 	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
-
-// recordFormatVersion is the SessionRecord layout this service writes.
-const recordFormatVersion = 1
 
 // session is one agent session.
 type session struct {
@@ -81,6 +79,26 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// lastIDTime is the time part of the newest session id, in Unix
+// microseconds.
+var lastIDTime atomic.Int64
+
+// newSessionID is a session id that begins with its creation time (13 hex
+// digits of Unix microseconds, strictly increasing in this process), so
+// that ids sort oldest first and a listing by id is a listing by age.
+func newSessionID() string {
+	now := time.Now().UnixMicro()
+	for {
+		last := lastIDTime.Load()
+		t := max(now, last+1)
+		if lastIDTime.CompareAndSwap(last, t) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			return fmt.Sprintf("s_%013x%s", t, hex.EncodeToString(b[:]))
+		}
+	}
+}
+
 // build wires the session's tools, log and loop.
 func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message) {
 	info := sess.info
@@ -105,6 +123,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		Summarize:             s.summarizer(info.GetRoute()),
 		Credential:            s.credential,
 		BraveBaseURL:          s.braveBaseURL,
+		AllowPrivateNetwork:   s.fetchPrivate,
 		Todos:                 sess.todos,
 		DefaultCommandTimeout: o.GetDefaultCommandTimeout().AsDuration(),
 		MaxCommandTimeout:     o.GetMaxCommandTimeout().AsDuration(),
@@ -337,6 +356,9 @@ func (sess *session) snapshotInfo() *agentv1.Session {
 	if sess.log != nil {
 		info.LastSequence = sess.log.Committed()
 	}
+	if ttl := sess.svc.limits.IdleTTL; ttl > 0 && info.GetState() == agentv1.SessionState_SESSION_STATE_IDLE && info.GetParentSessionId() == "" {
+		info.ExpireTime = timestamppb.New(info.GetUpdateTime().AsTime().Add(ttl))
+	}
 	return info
 }
 
@@ -378,14 +400,15 @@ func (sess *session) touch() {
 // reports false when the session was already closed.
 func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, aerr *agentv1.AgentError) bool {
 	sess.mu.Lock()
-	if sess.info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || sess.fenced {
-		// A fenced session is another replica's now, its sandbox too.
-		sess.mu.Unlock()
+	fenced := sess.fenced
+	sess.mu.Unlock()
+	if fenced {
+		return false // another replica's now, its sandbox too
+	}
+	done, ok := sess.markClosed()
+	if !ok {
 		return false
 	}
-	sess.info.State = agentv1.SessionState_SESSION_STATE_CLOSED
-	done := sess.done
-	sess.mu.Unlock()
 	if done != nil {
 		sess.agent.Abort("the session is closing")
 		select {
@@ -402,6 +425,7 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	sess.log.Close()
 	sess.writeRecord()
 	sess.svc.release(ctx, sess.info.GetSessionId())
+	sess.svc.unload(sess) // its record holds it from now on
 	sess.svc.forgetApprovals(sess.info.GetSessionId())
 	if sess.info.GetParentSessionId() == "" {
 		sess.svc.mu.Lock()
@@ -419,7 +443,8 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	return true
 }
 
-// writeRecord stores the durable SessionRecord.
+// writeRecord stores the durable SessionRecord: the only writer of a
+// loaded session's record.
 func (sess *session) writeRecord() {
 	if sess.agent == nil {
 		return
@@ -433,8 +458,9 @@ func (sess *session) writeRecord() {
 		return // the new owner's record now
 	}
 	info := sess.snapshotInfo()
+	info.ExpireTime = nil
 	rec := &agentv1.SessionRecord{
-		FormatVersion:  recordFormatVersion,
+		FormatVersion:  records.FormatVersion,
 		Session:        info,
 		RequestedModel: sess.requestedModel,
 		Options:        sess.requestedOpts,
@@ -443,65 +469,15 @@ func (sess *session) writeRecord() {
 		WriteTime:      timestamppb.Now(),
 		Settings:       sess.ext.request,
 
+		UnfinishedPromptId:            info.GetActivePromptId(),
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 		ClientTools:                   sess.ext.clientTools,
 	}
-	if st := info.GetState(); st == agentv1.SessionState_SESSION_STATE_RUNNING || st == agentv1.SessionState_SESSION_STATE_PARKED {
-		rec.UnfinishedPromptId = info.GetActivePromptId()
-	}
-	if _, err := sess.svc.records.Put(context.Background(), rec, records.Any); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sess.svc.records.Put(ctx, rec, records.Any); err != nil {
 		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
 	}
-}
-
-// readRecord loads a session's record.
-func (s *Service) readRecord(id string) (*agentv1.SessionRecord, error) {
-	rec, _, err := s.records.Get(context.Background(), id)
-	switch {
-	case errors.Is(err, records.ErrNotFound):
-		return nil, fmt.Errorf("%w: %w", os.ErrNotExist, err)
-	case errors.Is(err, records.ErrCorrupt):
-		return nil, fmt.Errorf("%w: %w", errCorruptRecord, err)
-	}
-	return rec, err
-}
-
-var errCorruptRecord = errors.New("corrupt session record")
-
-// loadSuspended lists the sessions a previous run left open as SUSPENDED.
-// On a cluster the records are every replica's: none is listed here.
-func (s *Service) loadSuspended() error {
-	if s.replica != nil {
-		return nil
-	}
-	var ids []string
-	for before := ""; ; {
-		page, err := s.records.List(context.Background(), before, 500)
-		if err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
-		ids = append(ids, page...)
-		if len(page) < 500 {
-			break
-		}
-		before = page[len(page)-1]
-	}
-	slices.Reverse(ids) // oldest first: the creation order
-	for _, id := range ids {
-		rec, err := s.readRecord(id)
-		if err != nil {
-			s.logger.Warn("skip session record", "session_id", id, "error", err)
-			continue
-		}
-		info := rec.GetSession()
-		if info.GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
-			info.State = agentv1.SessionState_SESSION_STATE_SUSPENDED
-		}
-		info.ActivePromptId = ""
-		s.order++
-		s.sessions[id] = &session{svc: s, order: s.order, info: info, requestedModel: rec.GetRequestedModel(), requestedOpts: rec.GetOptions()}
-	}
-	return nil
 }
 
 // readSandboxFile reads a whole file through the sandbox service; a

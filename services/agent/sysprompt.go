@@ -140,7 +140,7 @@ func validateOptions(o *agentv1.AgentOptions) error {
 		return domain.InvalidField("options.reasoning_effort", fmt.Sprintf("options.reasoning_effort: unknown value %d", e))
 	}
 	for name, l := range o.GetToolOutputLimits() {
-		field := "options.tool_output_limits[" + name + "]"
+		field := fmt.Sprintf("options.tool_output_limits[%q]", name)
 		if l.GetMaxChars() < 0 || l.GetMaxLines() < 0 {
 			return domain.InvalidField(field, field+" must not be negative")
 		}

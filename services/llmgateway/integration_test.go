@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,107 +14,14 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
-	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
-	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/server"
-	"github.com/fabro-sh/fabro-go/services/vault"
 )
-
-// startVault runs the real vault service over bufconn, authenticating as
-// the served one does, and returns an admin client, a connection without a
-// credential, and the gateway's service token.
-func startVault(t *testing.T, env map[string]string) (vaultv1.VaultServiceClient, *grpc.ClientConn, string) {
-	t.Helper()
-	dir := t.TempDir()
-	v, err := vault.New(t.Context(), vault.Config{DataDir: dir, LookupEnv: func(k string) (string, bool) {
-		val, ok := env[k]
-		return val, ok
-	}}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = v.Close() })
-	lis := bufconn.Listen(1 << 20)
-	fx := authtest.New(t)
-	gs := grpc.NewServer(fx.ServerOptions()...)
-	v.RegisterGRPC(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	dialVault := func(opts ...grpc.DialOption) *grpc.ClientConn {
-		conn, err := grpc.NewClient("passthrough:///vault", append(opts,
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close() })
-		return conn
-	}
-	admin := dialVault(authtest.Bearer(fx.Token("admin", auth.RoleAdmin)))
-	return vaultv1.NewVaultServiceClient(admin), dialVault(), fx.Token(ServiceName, auth.RoleService)
-}
-
-func TestVaultCredentials(t *testing.T) {
-	admin, conn, token := startVault(t, map[string]string{"BACKUP_API_KEY": "sk-from-vault-env"})
-	if _, err := admin.PutSecret(t.Context(), &vaultv1.PutSecretRequest{Name: "FAKE_API_KEY", Value: "sk-vault-1"}); err != nil {
-		t.Fatal(err)
-	}
-	u := newUpstream(t, textTurn("a"), textTurn("b"), turn{status: 401}, textTurn("c"))
-	creds := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), grpcclient.Static(token))
-	client := dial(t, newGateway(t, u, func(c *Config) {
-		c.Credentials = creds
-		c.LookupEnv = func(string) (string, bool) { return "", false } // the vault is the only source
-	}))
-
-	if _, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "x")}); err != nil {
-		t.Fatal(err)
-	}
-	// Rotate: the next attempt resolves the new value.
-	if _, err := admin.PutSecret(t.Context(), &vaultv1.PutSecretRequest{Name: "FAKE_API_KEY", Value: "sk-vault-2"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "x")}); err != nil {
-		t.Fatal(err)
-	}
-	// 401 on fake fails over to backup, whose key is the vault's environment fallback.
-	if _, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "x")}); err != nil {
-		t.Fatal(err)
-	}
-	var auths []string
-	for _, r := range u.requests() {
-		auths = append(auths, r.Auth)
-	}
-	want := []string{"Bearer sk-vault-1", "Bearer sk-vault-2", "Bearer sk-vault-2", "Bearer sk-from-vault-env"}
-	if !slices.Equal(auths, want) {
-		t.Errorf("upstream saw %q, want %q", auths, want)
-	}
-
-	// A name the vault has nowhere is FAILED_PRECONDITION naming it.
-	if _, err := admin.DeleteSecret(t.Context(), &vaultv1.DeleteSecretRequest{Name: "FAKE_API_KEY"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: &llmv1.Request{Model: "f1", DisableFallbacks: true, Messages: []*llmv1.Message{userText("x")}}})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "fabro secret set FAKE_API_KEY") {
-		t.Errorf("missing credential: %v", err)
-	}
-
-	// A wrong service token is refused by the vault.
-	bad := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), func() (string, error) { return "not-the-token-at-all", nil })
-	if _, _, err := bad.Resolve(t.Context(), []string{"FAKE_API_KEY"}); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("wrong token: %v", err)
-	}
-}
 
 func TestSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()

@@ -9,6 +9,7 @@ package agentv1
 import (
 	v11 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	v1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -293,8 +294,8 @@ type PromptRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// Required unless continue_unfinished. The user's input. A leading
-	// "/name" expands the skill of that name.
+	// Optional. The user's input, required unless continue_unfinished. A
+	// leading "/name" expands the skill of that name.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// Optional. True continues the unfinished prompt on the history as it
 	// stands (after ResumeSession) instead of starting one; text must then be
@@ -421,7 +422,8 @@ type StartPromptRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// Required unless continue_unfinished. The user's input, as for Prompt.
+	// Optional. The user's input, required unless continue_unfinished, as
+	// for Prompt.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// Optional. True continues the unfinished prompt, as for Prompt.
 	ContinueUnfinished bool `protobuf:"varint,3,opt,name=continue_unfinished,json=continueUnfinished,proto3" json:"continue_unfinished,omitempty"`
@@ -2125,7 +2127,7 @@ var File_fabro_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\"\x8e\x04\n" +
+	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\"\x8e\x04\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1f\n" +
 	"\n" +
@@ -2139,27 +2141,27 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientToolsB\t\n" +
 	"\asandbox\"J\n" +
 	"\x15CreateSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xa5\x01\n" +
-	"\rPromptRequest\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xaa\x01\n" +
+	"\rPromptRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12/\n" +
 	"\x13continue_unfinished\x18\x03 \x01(\bR\x12continueUnfinished\x120\n" +
 	"\x14cancel_on_disconnect\x18\x04 \x01(\bR\x12cancelOnDisconnect\"B\n" +
 	"\x0ePromptResponse\x120\n" +
-	"\x05event\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentEventR\x05event\"x\n" +
-	"\x12StartPromptRequest\x12\x1d\n" +
+	"\x05event\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentEventR\x05event\"}\n" +
+	"\x12StartPromptRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12/\n" +
-	"\x13continue_unfinished\x18\x03 \x01(\bR\x12continueUnfinished\"W\n" +
-	"\x13StartPromptResponse\x12\x1b\n" +
-	"\tprompt_id\x18\x01 \x01(\tR\bpromptId\x12#\n" +
-	"\rfrom_sequence\x18\x02 \x01(\x04R\ffromSequence\"\x9d\x01\n" +
-	"\fSteerRequest\x12\x1d\n" +
+	"\x13continue_unfinished\x18\x03 \x01(\bR\x12continueUnfinished\"a\n" +
+	"\x13StartPromptResponse\x12 \n" +
+	"\tprompt_id\x18\x01 \x01(\tB\x03\xe0A\x03R\bpromptId\x12(\n" +
+	"\rfrom_sequence\x18\x02 \x01(\x04B\x03\xe0A\x03R\ffromSequence\"\xa7\x01\n" +
+	"\fSteerRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12-\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x17\n" +
+	"\x04text\x18\x02 \x01(\tB\x03\xe0A\x02R\x04text\x12-\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x19.fabro.agent.v1.SteerModeR\x04mode\x12+\n" +
 	"\x05actor\x18\x04 \x01(\v2\x15.fabro.agent.v1.ActorR\x05actor\"x\n" +
 	"\rSteerResponse\x12\x1f\n" +
@@ -2167,41 +2169,41 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"steeringId\x12\x1f\n" +
 	"\vqueue_depth\x18\x02 \x01(\x05R\n" +
 	"queueDepth\x12%\n" +
-	"\x0eevicted_oldest\x18\x03 \x01(\bR\revictedOldest\"q\n" +
-	"\x0fFollowUpRequest\x12\x1d\n" +
+	"\x0eevicted_oldest\x18\x03 \x01(\bR\revictedOldest\"{\n" +
+	"\x0fFollowUpRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12+\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x17\n" +
+	"\x04text\x18\x02 \x01(\tB\x03\xe0A\x02R\x04text\x12+\n" +
 	"\x05actor\x18\x03 \x01(\v2\x15.fabro.agent.v1.ActorR\x05actor\"U\n" +
 	"\x10FollowUpResponse\x12 \n" +
 	"\ffollow_up_id\x18\x01 \x01(\tR\n" +
 	"followUpId\x12\x1f\n" +
 	"\vqueue_depth\x18\x02 \x01(\x05R\n" +
-	"queueDepth\"1\n" +
-	"\x10InterruptRequest\x12\x1d\n" +
+	"queueDepth\"6\n" +
+	"\x10InterruptRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"U\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"U\n" +
 	"\x11InterruptResponse\x12 \n" +
 	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
-	"generation\"E\n" +
-	"\fAbortRequest\x12\x1d\n" +
+	"generation\"J\n" +
+	"\fAbortRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"F\n" +
 	"\rAbortResponse\x12\x18\n" +
 	"\aaborted\x18\x01 \x01(\bR\aaborted\x12\x1b\n" +
-	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\"2\n" +
-	"\x11GetHistoryRequest\x12\x1d\n" +
+	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\"7\n" +
+	"\x11GetHistoryRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"c\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"c\n" +
 	"\x12GetHistoryResponse\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.fabro.llm.v1.MessageR\bmessages\x12\x1a\n" +
-	"\bsequence\x18\x02 \x01(\x04R\bsequence\"3\n" +
-	"\x12GetSnapshotRequest\x12\x1d\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\"8\n" +
+	"\x12GetSnapshotRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xb8\x01\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"\xb8\x01\n" +
 	"\x0fEnvironmentInfo\x12+\n" +
 	"\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x1a\n" +
 	"\bplatform\x18\x02 \x01(\tR\bplatform\x12\x1d\n" +
@@ -2224,12 +2226,12 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\bsequence\x18\n" +
 	" \x01(\x04R\bsequence\"R\n" +
 	"\x13GetSnapshotResponse\x12;\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x1f.fabro.agent.v1.SessionSnapshotR\bsnapshot\"2\n" +
-	"\x11GetSessionRequest\x12\x1d\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x1f.fabro.agent.v1.SessionSnapshotR\bsnapshot\"7\n" +
+	"\x11GetSessionRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"G\n" +
-	"\x12GetSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xe0\x01\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"L\n" +
+	"\x12GetSessionResponse\x126\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionB\x03\xe0A\x03R\asession\"\xe0\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -2239,19 +2241,19 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\x11include_subagents\x18\x05 \x01(\bR\x10includeSubagents\"s\n" +
 	"\x14ListSessionsResponse\x123\n" +
 	"\bsessions\x18\x01 \x03(\v2\x17.fabro.agent.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"4\n" +
-	"\x13CloseSessionRequest\x12\x1d\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"9\n" +
+	"\x13CloseSessionRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"I\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"I\n" +
 	"\x14CloseSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"5\n" +
-	"\x14DeleteSessionRequest\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\":\n" +
+	"\x14DeleteSessionRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x17\n" +
-	"\x15DeleteSessionResponse\"\xf3\x01\n" +
-	"\x14ResumeSessionRequest\x12\x1d\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"\x17\n" +
+	"\x15DeleteSessionResponse\"\xf8\x01\n" +
+	"\x14ResumeSessionRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
 	"\n" +
 	"sandbox_id\x18\x03 \x01(\tH\x00R\tsandboxId\x12B\n" +
@@ -2259,10 +2261,10 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\aoptions\x18\x05 \x01(\v2\x1c.fabro.agent.v1.AgentOptionsR\aoptionsB\t\n" +
 	"\asandbox\"J\n" +
 	"\x15ResumeSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xbb\x01\n" +
-	"\x13StreamEventsRequest\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xc0\x01\n" +
+	"\x13StreamEventsRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12#\n" +
 	"\rfrom_sequence\x18\x02 \x01(\x04R\ffromSequence\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\x12+\n" +
 	"\x11include_subagents\x18\x04 \x01(\bR\x10includeSubagents\x12\x1b\n" +

@@ -163,8 +163,9 @@ type AgentServiceClient interface {
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
 	// GetSnapshot returns the session's identity, model route, tools, memory,
 	// skills, todo lists and effective options, as of its last committed
-	// event. FAILED_PRECONDITION for a suspended session (only its Session is
-	// known until ResumeSession).
+	// event. FAILED_PRECONDITION for a session that is not loaded, closed
+	// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+	// history are on record until ResumeSession.
 	GetSnapshot(ctx context.Context, in *GetSnapshotRequest, opts ...grpc.CallOption) (*GetSnapshotResponse, error)
 	// GetSession returns a session's identity and state, loaded or not
 	// (closed and suspended sessions from their record). DATA_LOSS when its
@@ -541,8 +542,9 @@ type AgentServiceServer interface {
 	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
 	// GetSnapshot returns the session's identity, model route, tools, memory,
 	// skills, todo lists and effective options, as of its last committed
-	// event. FAILED_PRECONDITION for a suspended session (only its Session is
-	// known until ResumeSession).
+	// event. FAILED_PRECONDITION for a session that is not loaded, closed
+	// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+	// history are on record until ResumeSession.
 	GetSnapshot(context.Context, *GetSnapshotRequest) (*GetSnapshotResponse, error)
 	// GetSession returns a session's identity and state, loaded or not
 	// (closed and suspended sessions from their record). DATA_LOSS when its

@@ -8,6 +8,7 @@ package agentv1
 
 import (
 	v1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -2063,7 +2064,7 @@ var File_fabro_agent_v1_types_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/types.proto\x12\x0efabro.agent.v1\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x01\n" +
+	"\x1afabro/agent/v1/types.proto\x12\x0efabro.agent.v1\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x01\n" +
 	"\x0fToolOutputLimit\x12 \n" +
 	"\tmax_chars\x18\x01 \x01(\x03H\x00R\bmaxChars\x88\x01\x01\x12 \n" +
 	"\tmax_lines\x18\x02 \x01(\x05H\x01R\bmaxLines\x88\x01\x01\x122\n" +
@@ -2120,31 +2121,31 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\aprofile\x18\x04 \x01(\x0e2\x1a.fabro.llm.v1.AgentProfileR\aprofile\x12)\n" +
 	"\x05codec\x18\x05 \x01(\x0e2\x13.fabro.llm.v1.CodecR\x05codec\x122\n" +
 	"\x15context_window_tokens\x18\x06 \x01(\x03R\x13contextWindowTokens\x12*\n" +
-	"\x11max_output_tokens\x18\a \x01(\x03R\x0fmaxOutputTokens\"\xa2\x06\n" +
-	"\aSession\x12\x1d\n" +
+	"\x11max_output_tokens\x18\a \x01(\x03R\x0fmaxOutputTokens\"\xfc\x06\n" +
+	"\aSession\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
-	"\x11parent_session_id\x18\x02 \x01(\tR\x0fparentSessionId\x12&\n" +
-	"\x0froot_session_id\x18\x03 \x01(\tR\rrootSessionId\x12\x14\n" +
-	"\x05depth\x18\x04 \x01(\x05R\x05depth\x122\n" +
-	"\x05state\x18\x05 \x01(\x0e2\x1c.fabro.agent.v1.SessionStateR\x05state\x120\n" +
-	"\x05route\x18\x06 \x01(\v2\x1a.fabro.agent.v1.ModelRouteR\x05route\x12J\n" +
-	"\x10permission_level\x18\a \x01(\x0e2\x1f.fabro.agent.v1.PermissionLevelR\x0fpermissionLevel\x12\x1d\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x03R\tsessionId\x12/\n" +
+	"\x11parent_session_id\x18\x02 \x01(\tB\x03\xe0A\x03R\x0fparentSessionId\x12+\n" +
+	"\x0froot_session_id\x18\x03 \x01(\tB\x03\xe0A\x03R\rrootSessionId\x12\x19\n" +
+	"\x05depth\x18\x04 \x01(\x05B\x03\xe0A\x03R\x05depth\x127\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x1c.fabro.agent.v1.SessionStateB\x03\xe0A\x03R\x05state\x125\n" +
+	"\x05route\x18\x06 \x01(\v2\x1a.fabro.agent.v1.ModelRouteB\x03\xe0A\x03R\x05route\x12O\n" +
+	"\x10permission_level\x18\a \x01(\x0e2\x1f.fabro.agent.v1.PermissionLevelB\x03\xe0A\x03R\x0fpermissionLevel\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\b \x01(\tR\tsandboxId\x12#\n" +
-	"\rsandbox_owned\x18\t \x01(\bR\fsandboxOwned\x12;\n" +
+	"sandbox_id\x18\b \x01(\tB\x03\xe0A\x03R\tsandboxId\x12(\n" +
+	"\rsandbox_owned\x18\t \x01(\bB\x03\xe0A\x03R\fsandboxOwned\x12@\n" +
 	"\vcreate_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x12;\n" +
-	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\x12#\n" +
-	"\rlast_sequence\x18\f \x01(\x04R\flastSequence\x12!\n" +
-	"\fprompt_count\x18\r \x01(\x05R\vpromptCount\x12)\n" +
-	"\x05usage\x18\x0e \x01(\v2\x13.fabro.llm.v1.UsageR\x05usage\x12&\n" +
-	"\x04cost\x18\x0f \x01(\v2\x12.fabro.llm.v1.CostR\x04cost\x12(\n" +
-	"\x10active_prompt_id\x18\x10 \x01(\tR\x0eactivePromptId\x12\x1c\n" +
-	"\tprincipal\x18\x11 \x01(\tR\tprincipal\x12;\n" +
-	"\vexpire_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
+	"createTime\x12@\n" +
+	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
+	"updateTime\x12(\n" +
+	"\rlast_sequence\x18\f \x01(\x04B\x03\xe0A\x03R\flastSequence\x12&\n" +
+	"\fprompt_count\x18\r \x01(\x05B\x03\xe0A\x03R\vpromptCount\x12.\n" +
+	"\x05usage\x18\x0e \x01(\v2\x13.fabro.llm.v1.UsageB\x03\xe0A\x03R\x05usage\x12+\n" +
+	"\x04cost\x18\x0f \x01(\v2\x12.fabro.llm.v1.CostB\x03\xe0A\x03R\x04cost\x12-\n" +
+	"\x10active_prompt_id\x18\x10 \x01(\tB\x03\xe0A\x03R\x0eactivePromptId\x12!\n" +
+	"\tprincipal\x18\x11 \x01(\tB\x03\xe0A\x03R\tprincipal\x12@\n" +
+	"\vexpire_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
 	"expireTime\"\xa8\x02\n" +
 	"\vSessionTool\x12<\n" +
 	"\n" +

@@ -104,6 +104,9 @@ type Config struct {
 	// Replicas is how many servers of a NATS cluster keep the events
 	// stream (1 when zero; 3 for a three-node cluster).
 	Replicas int
+	// MemoryStorage keeps the events stream in memory (with an embedded
+	// server in a fresh StoreDir, nothing is recovered at start).
+	MemoryStorage bool
 }
 
 // Bus is a NATS connection with the agent events stream.
@@ -198,6 +201,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
 	storage := jetstream.FileStorage
+	if cfg.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
 	if err := AwaitJetStream(ctx, cfg.URL != "", func() error {
 		_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        StreamName,
@@ -231,22 +237,22 @@ func (b *Bus) ClientURL() string { return b.url }
 
 // Publish sends ev asynchronously to its subject with its message id.
 // Publishes are stored in call order; the future reports the ack.
-// The message carries ctx's trace context (traceparent) as a header.
+// Every message carries the envelope headers (encoding.go) and ctx's trace
+// context (traceparent). The JSON copy, when someone may read it, goes out
+// on the JSON subject tree right after.
 func (b *Bus) Publish(ctx context.Context, ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
 	data, err := proto.Marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("bus: marshal event: %w: %w", ErrMarshal, err)
 	}
-	if len(data) > b.chunkLimit() {
-		return b.publishChunks(ctx, Subject(ev.GetSessionId(), EventType(ev)), MsgID(ev.GetSessionId(), ev.GetSequence()), data)
-	}
-	m := nats.NewMsg(Subject(ev.GetSessionId(), EventType(ev)))
-	m.Data = data
-	m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.GetSessionId(), ev.GetSequence()))
-	injectTrace(ctx, m.Header)
-	f, err := b.js.PublishMsgAsync(m)
+	typ, id := EventType(ev), MsgID(ev.GetSessionId(), ev.GetSequence())
+	msgs := chunkMsgs(ctx, Subject(ev.GetSessionId(), typ), ContentTypeProtobuf, typ, id, data, b.chunkLimit())
+	f, err := b.publishAll(msgs)
 	if err != nil {
-		return nil, fmt.Errorf("bus: publish %s: %w", m.Subject, err)
+		return nil, err
+	}
+	if err := b.publishJSON(ctx, ev, typ, id); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

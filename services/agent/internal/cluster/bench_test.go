@@ -18,7 +18,7 @@ import (
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/natstest"
+	"github.com/fabro-sh/fabro-go/services/agent/natstest"
 )
 
 // The test binary doubles as a subscriber in another process: with

@@ -17,7 +17,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/cluster"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/natstest"
+	"github.com/fabro-sh/fabro-go/services/agent/natstest"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/records/recordstest"
 )
