@@ -17,9 +17,9 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/cluster"
-	"github.com/fabro-sh/fabro-go/services/agent/natstest"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/records/recordstest"
+	"github.com/fabro-sh/fabro-go/services/agent/natstest"
 )
 
 func logger(t *testing.T) *slog.Logger {
