@@ -171,20 +171,30 @@ func TestComposeCluster(t *testing.T) {
 		return err
 	})
 	sid := created.GetSession().GetSessionId()
+	agents := map[string]agentv1.AgentServiceClient{"agent1": agent1, "agent2": agent2}
 
 	natsCut := id("nats3")
 	faults := []struct {
 		name   string
-		inject func(t *testing.T)
-		after  func(t *testing.T) // once the prompt completed
+		inject func(t *testing.T) (follow string) // the replica to read the events through
+		after  func(t *testing.T)                 // once the prompt completed
 	}{
-		{"a NATS node killed", func(t *testing.T) { docker(t, "kill", id("nats2")) }, func(t *testing.T) { docker(t, "start", id("nats2")) }},
-		{"a NATS node cut off and back", func(t *testing.T) {
+		{"a NATS node killed", func(t *testing.T) string { docker(t, "kill", id("nats2")); return "agent2" }, func(t *testing.T) { docker(t, "start", id("nats2")) }},
+		{"a NATS node cut off and back", func(t *testing.T) string {
 			docker(t, "network", "disconnect", "cluster-nats", natsCut)
 			time.Sleep(3 * time.Second) // the cut lasts: what is being tested
 			docker(t, "network", "connect", "--alias", "nats3", "cluster-nats", natsCut)
+			return "agent2"
 		}, nil},
-		{"the owning agent replica killed", func(t *testing.T) { docker(t, "kill", "-s", "KILL", id(owner(t, c, sid))) }, nil},
+		{"the owning agent replica killed", func(t *testing.T) string {
+			o := owner(t, c, sid)
+			docker(t, "kill", "-s", "KILL", id(o))
+			t.Logf("killed %s, the owner", o)
+			if o == "agent1" {
+				return "agent2"
+			}
+			return "agent1"
+		}, nil},
 	}
 	// FABRO_CLUSTER_FAULT runs only the faults whose name has it;
 	// FABRO_CLUSTER_DEBUG prints the agents' logs after each.
@@ -194,9 +204,9 @@ func TestComposeCluster(t *testing.T) {
 				return
 			}
 			promptID, seen := startPrompt(t, agent2, sid)
-			f.inject(t)
+			survivor := f.inject(t)
 			fault := time.Now()
-			evs := follow(t, agent2, sid, promptID)
+			evs := follow(t, agents[survivor], sid, promptID)
 			checkOnce(t, evs)
 			last := evs[len(evs)-1]
 			if st := last.GetPromptCompleted().GetReport().GetStatus(); st != agentv1.PromptStatus_PROMPT_STATUS_COMPLETED {
