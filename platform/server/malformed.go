@@ -197,6 +197,13 @@ func badUTF8MapEntry(b []byte, fd protoreflect.FieldDescriptor, path string) str
 	return ""
 }
 
+// unknownMethod answers a method no service registered: UNIMPLEMENTED with
+// ErrorInfo, where grpc's own answer has none.
+func unknownMethod(_ any, ss grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(ss)
+	return Domain.New(codes.Unimplemented, "UNKNOWN_METHOD", "this server has no method "+method, grpcerr.Meta("method", method))
+}
+
 // checkedStream checks every message a client stream sends.
 type checkedStream struct {
 	grpc.ServerStream

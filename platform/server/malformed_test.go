@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
@@ -386,4 +387,19 @@ func statusFromJSON(t *testing.T, b []byte) error {
 		t.Fatalf("body is not a google.rpc.Status: %v: %s", err, b)
 	}
 	return status.FromProto(&st).Err()
+}
+
+// A method no service has is UNIMPLEMENTED with ErrorInfo, like every
+// other answer; so is a registered method its server does not implement.
+func TestUnimplementedCarriesErrorInfo(t *testing.T) {
+	h := start(t, Config{})
+	in, out := []byte{}, []byte(nil)
+	err := h.conn.Invoke(t.Context(), "/fabro.nope.v1.Nope/Do", &in, &out, grpc.ForceCodecV2(rawCodec{}))
+	if status.Code(err) != codes.Unimplemented || grpcerr.ReasonOf(err) != "UNKNOWN_METHOD" || grpcerr.InfoOf(err).GetDomain() != string(Domain) {
+		t.Errorf("unknown method: %v (%v)", err, grpcerr.InfoOf(err))
+	}
+	_, err = h.vaultClient().ListSecrets(t.Context(), &vaultv1.ListSecretsRequest{})
+	if status.Code(err) != codes.Unimplemented || grpcerr.ReasonOf(err) != "UNIMPLEMENTED" {
+		t.Errorf("unimplemented method: %v (%v)", err, grpcerr.InfoOf(err))
+	}
 }
