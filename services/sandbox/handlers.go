@@ -139,6 +139,9 @@ func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxe
 
 // DeleteSandbox implements SandboxService.
 func (s *Service) DeleteSandbox(ctx context.Context, req *sandboxv1.DeleteSandboxRequest) (*sandboxv1.DeleteSandboxResponse, error) {
+	if req.GetSandboxId() == "" {
+		return nil, errNoSandboxID()
+	}
 	existed, err := s.deleteSandbox(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -153,8 +156,11 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if req.GetOffset() < 0 || req.GetLimit() < 0 {
-		return nil, domain.InvalidField("offset", "offset and limit must not be negative")
+	if req.GetOffset() < 0 {
+		return nil, domain.InvalidField("offset", "offset must not be negative")
+	}
+	if req.GetLimit() < 0 {
+		return nil, domain.InvalidField("limit", "limit must not be negative")
 	}
 	first := max(req.GetOffset(), 1)
 	limit := cmp.Or(req.GetLimit(), defaultReadLines)
@@ -205,8 +211,11 @@ func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc
 	if err != nil {
 		return err
 	}
-	if req.GetOffset() < 0 || req.GetLength() < 0 {
-		return domain.InvalidField("offset", "offset and length must not be negative")
+	if req.GetOffset() < 0 {
+		return domain.InvalidField("offset", "offset must not be negative")
+	}
+	if req.GetLength() < 0 {
+		return domain.InvalidField("length", "length must not be negative")
 	}
 	rc, size, err := sb.Open(ctx, req.GetPath(), req.GetOffset())
 	if err != nil {
@@ -443,6 +452,9 @@ func (s *Service) CancelExec(ctx context.Context, req *sandboxv1.CancelExecReque
 	if err != nil {
 		return nil, err
 	}
+	if req.GetExecId() == "" {
+		return nil, domain.InvalidField("exec_id", "name the command to stop: the exec_id ExecStream's started event gave")
+	}
 	if !sb.Info().Capabilities.Cancel {
 		return nil, domain.New(codes.FailedPrecondition, "CAPABILITY_UNSUPPORTED", "this sandbox's driver cannot stop a running command", grpcerr.Meta("capability", "cancel"))
 	}
@@ -585,6 +597,10 @@ func errSandboxFailed(id, reason string, retry bool) error {
 
 func errSandboxNotFound(id string) error {
 	return domain.New(codes.NotFound, "SANDBOX_NOT_FOUND", fmt.Sprintf("no sandbox %q", id), grpcerr.Meta("sandbox_id", id))
+}
+
+func errNoSandboxID() error {
+	return domain.InvalidField("sandbox_id", "a sandbox_id is required (CreateSandbox returns it)")
 }
 
 func errExecIDInUse(id string) error {

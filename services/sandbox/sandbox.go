@@ -378,6 +378,9 @@ func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, co
 
 // get returns the sandbox id, whatever its state.
 func (s *Service) get(id string) (*entry, error) {
+	if id == "" {
+		return nil, errNoSandboxID()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.sandboxes[id]
