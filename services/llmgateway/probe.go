@@ -22,7 +22,7 @@ const (
 func (s *Service) Probe(ctx context.Context, req *llmv1.ProbeRequest) (*llmv1.ProbeResponse, error) {
 	route, err := s.resolve(req.GetModel())
 	if err != nil {
-		return nil, catalogError(err).statusErr()
+		return nil, catalogError("model", err).statusErr()
 	}
 	timeout := defaultProbeTimeout
 	if d := req.GetTimeout(); d != nil && d.AsDuration() > 0 {
