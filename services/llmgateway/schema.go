@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -295,6 +296,14 @@ func invalid(field, format string, args ...any) *gwError {
 // validateRequest rejects what no provider could accept: unset roles, bad
 // tool names or schemas, a tool choice naming no tool, a bad response format.
 func validateRequest(req *llmv1.Request) error {
+	switch {
+	case len(req.GetMessages()) == 0:
+		return invalid("request.messages", "at least one message is required")
+	case req.MaxOutputTokens != nil && req.GetMaxOutputTokens() <= 0:
+		return invalid("request.max_output_tokens", "max_output_tokens must be positive when set, not %d", req.GetMaxOutputTokens())
+	case req.Temperature != nil && (math.IsInf(req.GetTemperature(), 0) || !(req.GetTemperature() >= 0)): // NaN too
+		return invalid("request.temperature", "temperature must be a non-negative number, not %v", req.GetTemperature())
+	}
 	for i, m := range req.GetMessages() {
 		if m.GetRole() == llmv1.Role_ROLE_UNSPECIFIED {
 			return invalid(fmt.Sprintf("request.messages[%d].role", i), "messages[%d]: role is required", i)
