@@ -75,7 +75,10 @@ func TestMalformedInput(t *testing.T) {
 		}
 	}
 	exec := func(spec *sandboxv1.ExecSpec) call {
-		return func(ctx context.Context) error { _, err := c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: spec}); return err }
+		return func(ctx context.Context) error {
+			_, err := c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: spec})
+			return err
+		}
 	}
 	execStream := func(sid string, spec *sandboxv1.ExecSpec) call {
 		return func(ctx context.Context) error {
