@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -45,6 +46,7 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	}
 	s.conn = conn
 
+	installQueryParser()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
 			Marshaler: &runtime.JSONPb{
@@ -54,7 +56,6 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 			},
 		}),
 		runtime.WithErrorHandler(namedFieldErrors),
-		runtime.SetQueryParameterParser(strictQuery{}),
 	)
 	for _, svc := range services {
 		if err := svc.RegisterGateway(ctx, gw, conn); err != nil {
@@ -190,3 +191,13 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// grpc-gateway keeps the query parameter parser in a package variable that
+// runtime.SetQueryParameterParser writes from NewServeMux: set it once per
+// process, before any mux serves, so that servers started concurrently (in
+// one test binary) do not race on it.
+var queryParserOnce sync.Once
+
+func installQueryParser() {
+	queryParserOnce.Do(func() { runtime.NewServeMux(runtime.SetQueryParameterParser(strictQuery{})) })
+}
