@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
@@ -401,5 +403,53 @@ func TestUnimplementedCarriesErrorInfo(t *testing.T) {
 	_, err = h.vaultClient().ListSecrets(t.Context(), &vaultv1.ListSecretsRequest{})
 	if status.Code(err) != codes.Unimplemented || grpcerr.ReasonOf(err) != "UNIMPLEMENTED" {
 		t.Errorf("unimplemented method: %v (%v)", err, grpcerr.InfoOf(err))
+	}
+}
+
+// Over REST an enum given by number passes protojson; the request check
+// refuses an undefined one like over gRPC, and a name that is no value is
+// refused by the gateway's decoder: both 400 with the field named.
+func TestUnknownEnumOverREST(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	srv, err := Start(t.Context(), Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, slog.New(slog.DiscardHandler), auth.NewTokenService(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	tests := []struct {
+		body, reason, domain, field string
+	}{
+		{`{"name": "ci", "role": 99}`, ReasonUnknownEnumValue, string(Domain), "role"},
+		{`{"name": "ci", "role": "ROLE_GOD"}`, grpcerr.ReasonMalformedRequest, string(Domain), "role"},
+		{`{"name": "ci"}`, grpcerr.ReasonInvalidArgument, auth.ErrorDomain, "role"}, // zero: ROLE_UNSPECIFIED
+	}
+	for _, tt := range tests {
+		t.Run(tt.body, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+srv.HTTPAddr()+"/v1/tokens", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status = %d, want 400: %s", resp.StatusCode, b)
+			}
+			err = statusFromJSON(t, b)
+			if info := grpcerr.InfoOf(err); info.GetReason() != tt.reason || info.GetDomain() != tt.domain {
+				t.Errorf("ErrorInfo = %v, want %s/%s", info, tt.domain, tt.reason)
+			}
+			if v := grpcerr.ViolationsOf(err); len(v) != 1 || v[0].GetField() != tt.field {
+				t.Errorf("violations = %v, want %s", v, tt.field)
+			}
+		})
 	}
 }
