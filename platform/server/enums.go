@@ -19,9 +19,13 @@ import (
 // fields that are or can lead to an enum (a per-type plan, built once), so a
 // request type without enums costs one map lookup.
 
-// enumPlan lists the fields of one message type worth visiting.
+// enumPlan lists the fields of one message type worth visiting: fields
+// outside a oneof, and the oneofs with a member worth visiting (one
+// WhichOneof instead of a Has per member).
 type enumPlan struct {
 	fields []protoreflect.FieldDescriptor
+	oneofs []protoreflect.OneofDescriptor
+	visit  []bool // by field index: the field is or can lead to an enum
 }
 
 var enumPlans sync.Map // protoreflect.MessageDescriptor → *enumPlan
@@ -30,21 +34,32 @@ func planFor(md protoreflect.MessageDescriptor) *enumPlan {
 	if p, ok := enumPlans.Load(md); ok {
 		return p.(*enumPlan)
 	}
-	p := &enumPlan{}
 	fields := md.Fields()
+	p := &enumPlan{visit: make([]bool, fields.Len())}
+	seenOneof := map[protoreflect.FullName]bool{}
 	for i := range fields.Len() {
 		fd := fields.Get(i)
+		vd := fd
 		if fd.IsMap() {
-			fd = fd.MapValue()
+			vd = fd.MapValue()
 		}
-		switch fd.Kind() {
+		switch vd.Kind() {
 		case protoreflect.EnumKind:
-			p.fields = append(p.fields, fields.Get(i))
+			p.visit[i] = true
 		case protoreflect.MessageKind, protoreflect.GroupKind:
-			if reachesEnum(fd.Message()) {
-				p.fields = append(p.fields, fields.Get(i))
-			}
+			p.visit[i] = reachesEnum(vd.Message())
 		}
+		if !p.visit[i] {
+			continue
+		}
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			if !seenOneof[od.FullName()] {
+				seenOneof[od.FullName()] = true
+				p.oneofs = append(p.oneofs, od)
+			}
+			continue
+		}
+		p.fields = append(p.fields, fd)
 	}
 	actual, _ := enumPlans.LoadOrStore(md, p)
 	return actual.(*enumPlan)
@@ -100,7 +115,13 @@ func unknownEnums(m protoreflect.Message) error {
 
 // hasUnknownEnum is the walk without paths: what every request pays.
 func hasUnknownEnum(m protoreflect.Message) bool {
-	for _, fd := range planFor(m.Descriptor()).fields {
+	p := planFor(m.Descriptor())
+	for _, od := range p.oneofs {
+		if fd := m.WhichOneof(od); fd != nil && p.visit[fd.Index()] && unknownValue(fd, m.Get(fd)) {
+			return true
+		}
+	}
+	for _, fd := range p.fields {
 		if !m.Has(fd) {
 			continue
 		}
@@ -165,7 +186,14 @@ func (p *pathNode) String() string {
 }
 
 func walkEnums(m protoreflect.Message, up *pathNode, bad []enumViolation) []enumViolation {
-	for _, fd := range planFor(m.Descriptor()).fields {
+	p := planFor(m.Descriptor())
+	fields := p.fields
+	for _, od := range p.oneofs {
+		if fd := m.WhichOneof(od); fd != nil && p.visit[fd.Index()] {
+			fields = append(fields[:len(fields):len(fields)], fd)
+		}
+	}
+	for _, fd := range fields {
 		if !m.Has(fd) {
 			continue
 		}
