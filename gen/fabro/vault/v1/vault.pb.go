@@ -7,6 +7,7 @@
 package vaultv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -345,7 +346,7 @@ func (x *PutSecretResponse) GetSecret() *SecretMetadata {
 // GetSecretRequest names a secret.
 type GetSecretRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The secret's name.
+	// Required. The secret's name.
 	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -824,7 +825,7 @@ var File_fabro_vault_v1_vault_proto protoreflect.FileDescriptor
 
 const file_fabro_vault_v1_vault_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/vault/v1/vault.proto\x12\x0efabro.vault.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
+	"\x1afabro/vault/v1/vault.proto\x12\x0efabro.vault.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
 	"\x0eSecretMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\x03R\x0ecurrentVersion\x129\n" +
@@ -847,9 +848,9 @@ const file_fabro_vault_v1_vault_proto_rawDesc = "" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
 	"\x11_expected_version\"K\n" +
 	"\x11PutSecretResponse\x126\n" +
-	"\x06secret\x18\x01 \x01(\v2\x1e.fabro.vault.v1.SecretMetadataR\x06secret\"&\n" +
-	"\x10GetSecretRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"K\n" +
+	"\x06secret\x18\x01 \x01(\v2\x1e.fabro.vault.v1.SecretMetadataR\x06secret\"+\n" +
+	"\x10GetSecretRequest\x12\x17\n" +
+	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\"K\n" +
 	"\x11GetSecretResponse\x126\n" +
 	"\x06secret\x18\x01 \x01(\v2\x1e.fabro.vault.v1.SecretMetadataR\x06secret\",\n" +
 	"\x12ListSecretsRequest\x12\x16\n" +

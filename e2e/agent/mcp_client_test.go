@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools/mcptest"
+	"github.com/fabro-sh/fabro-go/services/agent/mcptest"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 

@@ -1,10 +1,12 @@
-package tools
+package tools_test
 
 import (
 	"context"
 	"strings"
 	"sync"
 	"testing"
+
+	. "github.com/fabro-sh/fabro-go/services/agent/tooltest"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 )
@@ -30,10 +32,10 @@ func TestShellLiveOutputCapped(t *testing.T) {
 	check(t, r, "", "END")
 	mu.Lock()
 	defer mu.Unlock()
-	if want := MaxLiveOutput + len(liveOutputCapped); live != want {
+	if want := MaxLiveOutput + len(LiveOutputCapped); live != want {
 		t.Errorf("live output %d bytes in %d chunks, want %d", live, chunks, want)
 	}
-	if last != liveOutputCapped {
+	if last != LiveOutputCapped {
 		t.Errorf("last live chunk %q, want the cap marker", last)
 	}
 }

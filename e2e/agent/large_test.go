@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"os"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -67,7 +68,7 @@ func TestLargeEventsEndToEnd(t *testing.T) {
 // -events-max-bytes flag) and checks that StreamEvents from a
 // sequence the stream dropped is OUT_OF_RANGE with an ErrorInfo.
 func TestStreamEventsPastRetention(t *testing.T) {
-	st := newStack(t, func(c *Config) { c.Events.MaxBytes = 64 << 10 })
+	st := newStack(t, func(c *agent.Config) { c.Events.MaxBytes = 64 << 10 })
 	_, sbID := st.workspace(t, nil)
 	created, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
 		Model: "anthropic/claude-sonnet-4.5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID}})
@@ -75,18 +76,10 @@ func TestStreamEventsPastRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := created.GetSession().GetSessionId()
-	sess, err := st.svc.lookup(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 200 {
-		if _, err := sess.log.Emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_TextDelta{TextDelta: &agentv1.TextDelta{Delta: strings.Repeat("x", 1000)}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sess.log.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	// 100 text deltas of 400 characters, then the message with all of
+	// them: over 80 KB of events through a stream that keeps 64 KB.
+	st.fake.Enqueue(fakeprovider.Turn{Text: strings.Repeat("x", 40_000), ChunkRunes: 400})
+	st.prompt(t, id, "say a lot")
 	resp, err := st.agent.StreamEvents(t.Context(), &agentv1.StreamEventsRequest{SessionId: id, FromSequence: 1})
 	if err != nil {
 		t.Fatal(err)

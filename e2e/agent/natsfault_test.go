@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -104,9 +104,9 @@ func slowTurn() fakeprovider.Turn {
 // pauses, then completes, and the stream holds 1..N exactly once.
 func TestRunSurvivesNATSRestart(t *testing.T) {
 	np := startNATSProcess(t)
-	st := newStack(t, func(c *Config) {
+	st := newStack(t, func(c *agent.Config) {
 		c.NATSURL = np.url()
-		c.Events = bus.WriterConfig{AckTimeout: 300 * time.Millisecond, OutageLimit: time.Minute}
+		c.Events.AckTimeout, c.Events.OutageLimit = 300*time.Millisecond, time.Minute
 	})
 	_, sbID := st.workspace(t, nil)
 	st.fake.Enqueue(slowTurn())
@@ -131,9 +131,10 @@ func TestRunSurvivesNATSRestart(t *testing.T) {
 		if !restarted && len(live) == 20 {
 			np.kill()
 			// The session goes on producing deltas while NATS is down;
-			// the writer holds them.
-			sess, _ := st.svc.lookup(id)
-			await(t, "events held while NATS is down", func() bool { return sess.log.Last() > sess.log.Committed()+5 })
+			// the writer holds them, and says so.
+			await(t, "events held while NATS is down", func() bool {
+				return st.logs.logged("session events not acknowledged by NATS; holding them")
+			})
 			np.start()
 			restarted = true
 		}
@@ -159,9 +160,9 @@ func TestRunSurvivesNATSRestart(t *testing.T) {
 // session waits out the bound, then ends with an error naming NATS.
 func TestRunEndsAfterNATSOutageLimit(t *testing.T) {
 	np := startNATSProcess(t)
-	st := newStack(t, func(c *Config) {
+	st := newStack(t, func(c *agent.Config) {
 		c.NATSURL = np.url()
-		c.Events = bus.WriterConfig{AckTimeout: 200 * time.Millisecond, OutageLimit: time.Second}
+		c.Events.AckTimeout, c.Events.OutageLimit = 200*time.Millisecond, time.Second
 	})
 	_, sbID := st.workspace(t, nil)
 	st.fake.Enqueue(slowTurn())
@@ -194,8 +195,10 @@ func TestRunEndsAfterNATSOutageLimit(t *testing.T) {
 			np.kill()
 		}
 	}
-	sess, _ := st.svc.lookup(id)
-	await(t, "the session to close", func() bool { return sess.state() == agentv1.SessionState_SESSION_STATE_CLOSED })
+	await(t, "the session to close", func() bool {
+		snap, err := st.agent.GetSnapshot(t.Context(), &agentv1.GetSnapshotRequest{SessionId: id})
+		return err == nil && snap.GetSnapshot().GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED
+	})
 }
 
 func sessionMsgs(t *testing.T, url, id string) uint64 {
@@ -209,11 +212,11 @@ func sessionMsgs(t *testing.T, url, id string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(t.Context(), bus.StreamName)
+	s, err := js.Stream(t.Context(), eventStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(bus.SessionFilter(id)))
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(sessionFilter(id)))
 	if err != nil {
 		t.Fatal(err)
 	}

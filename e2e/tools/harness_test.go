@@ -1,4 +1,4 @@
-package tools
+package tools_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	. "github.com/fabro-sh/fabro-go/services/agent/tooltest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"

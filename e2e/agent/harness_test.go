@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
@@ -31,23 +33,67 @@ type stack struct {
 	fake     *fakeprovider.Server
 	agent    agentv1.AgentServiceClient
 	sandbox  sandboxv1.SandboxServiceClient
-	svc      *Service
+	svc      *agent.Service
 	httpAddr string // the agent's REST gateway
 	grpcAddr string // the agent's gRPC address
 	natsURL  string
 	natsKey  string // the subscriber's nkey seed file
-	sbDeps   *sandbox.Service
+	// settingsFile is the operator's settings file (Config.SettingsFile),
+	// absent until a test writes it.
+	settingsFile string
+	sbDeps       *sandbox.Service
+	logs         *logRecorder // every service's log
 }
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func newStack(t testing.TB, opts ...func(*Config)) *stack {
+// logRecorder is the services' log handler in a stack: it writes to the
+// test's output and keeps every message, for a test that waits on what
+// the service tells its operator (the log is its observable behaviour).
+type logRecorder struct {
+	slog.Handler
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func newLogRecorder(t testing.TB) *logRecorder {
+	return &logRecorder{Handler: testLogger(t).Handler(), mu: new(sync.Mutex), msgs: new([]string)}
+}
+
+func (r *logRecorder) Handle(ctx context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	*r.msgs = append(*r.msgs, rec.Message)
+	r.mu.Unlock()
+	return r.Handler.Handle(ctx, rec)
+}
+
+func (r *logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecorder{Handler: r.Handler.WithAttrs(as), mu: r.mu, msgs: r.msgs}
+}
+
+func (r *logRecorder) WithGroup(name string) slog.Handler {
+	return &logRecorder{Handler: r.Handler.WithGroup(name), mu: r.mu, msgs: r.msgs}
+}
+
+// logged reports whether a message containing text was logged.
+func (r *logRecorder) logged(text string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range *r.msgs {
+		if strings.Contains(m, text) {
+			return true
+		}
+	}
+	return false
+}
+
+func newStack(t testing.TB, opts ...func(*agent.Config)) *stack {
 	t.Helper()
 	ctx := t.Context()
-	logger := testLogger(t)
-	st := &stack{fake: fakeprovider.New()}
+	st := &stack{fake: fakeprovider.New(), logs: newLogRecorder(t)}
+	logger := slog.New(st.logs)
 	hs := httptest.NewServer(st.fake)
 	t.Cleanup(hs.Close)
 
@@ -91,21 +137,22 @@ func newStack(t testing.TB, opts ...func(*Config)) *stack {
 	}
 	t.Cleanup(func() { deps.Shutdown(context.Background()) })
 
-	cfg := Config{
+	cfg := agent.Config{
 		LLMAddr:       deps.GRPCAddr(),
 		SandboxAddr:   deps.GRPCAddr(),
 		NATSListen:    "127.0.0.1:-1",
 		DataDir:       filepath.Join(dir, "data"),
 		ReplayBackoff: func(int) time.Duration { return time.Millisecond },
+		SettingsFile:  filepath.Join(dir, "operator-settings.json"),
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	svc, err := New(ctx, cfg, logger)
+	svc, err := agent.New(ctx, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.svc = svc
+	st.svc, st.settingsFile = svc, cfg.SettingsFile
 	st.natsURL, st.natsKey = svc.NATSURL(), svc.NATSSubscriberKeyFile()
 	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, svc)
 	if err != nil {

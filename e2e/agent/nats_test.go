@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"bufio"
@@ -17,8 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools/mcptest"
+	"github.com/fabro-sh/fabro-go/services/agent/mcptest"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -61,7 +60,7 @@ func subscribe(a []string) error {
 	if len(a) > 2 {
 		count, _ = strconv.Atoi(a[2])
 	}
-	cons, err := js.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{
+	cons, err := js.OrderedConsumer(ctx, eventStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{"fabro.agent.v1.sessions." + a[1] + ".events.>"},
 	})
 	if err != nil {
@@ -151,7 +150,7 @@ func TestEventsInAnotherProcess(t *testing.T) {
 	all := st.streamEvents(t, id, 1)
 	var want []string
 	for _, ev := range all {
-		want = append(want, fmt.Sprintf("%d %s %s:%d", ev.GetSequence(), bus.Subject(id, eventType(ev)), id, ev.GetSequence()))
+		want = append(want, fmt.Sprintf("%d %s %s:%d", ev.GetSequence(), eventSubject(id, eventType(ev)), id, ev.GetSequence()))
 	}
 	if len(want) == 0 || !strings.Contains(want[len(want)-1], ".events.session_ended ") {
 		t.Fatalf("the log does not end with session_ended: %v", want)
@@ -159,32 +158,5 @@ func TestEventsInAnotherProcess(t *testing.T) {
 	checkGapless(t, all, 1)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events seen by the other process (-want +got):\n%s", diff)
-	}
-}
-
-// BenchmarkEventsToAnotherProcess measures events per second from a
-// session's log through the embedded NATS server (JetStream, file storage)
-// to a subscriber in another process.
-func BenchmarkEventsToAnotherProcess(b *testing.B) {
-	st := newStack(b)
-	const n = 20000
-	for b.Loop() {
-		id := newID("bench_")
-		cmd, sc := subscriber(b, st, id, n)
-		log := bus.NewLog(st.svc.bus, id, "", id, 0, nil)
-		start := time.Now()
-		for range n {
-			if _, err := log.Emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_TextDelta{TextDelta: &agentv1.TextDelta{Delta: "some streamed text"}}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if !sc.Scan() || sc.Text() != "done" {
-			b.Fatalf("subscriber: %q", sc.Text())
-		}
-		elapsed := time.Since(start)
-		if err := cmd.Wait(); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	}
 }

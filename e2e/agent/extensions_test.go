@@ -1,8 +1,10 @@
-package agent
+package agent_test
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -20,7 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
+	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -59,7 +61,7 @@ func (st *stack) session(t *testing.T, sbID string, ts *agentv1.ToolSettings, ap
 // INVALID_ARGUMENT naming the file, the line and the rule.
 func TestSettingsErrors(t *testing.T) {
 	st := newStack(t)
-	opFile := filepath.Join(t.TempDir(), "settings.json")
+	opFile := st.settingsFile
 	tests := []struct {
 		name     string
 		operator string // the operator's file
@@ -80,22 +82,21 @@ func TestSettingsErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st.svc.settingsFile = ""
+			os.Remove(opFile)
 			if tc.operator != "" {
 				if err := os.WriteFile(opFile, []byte(tc.operator), 0o600); err != nil {
 					t.Fatal(err)
 				}
-				st.svc.settingsFile = opFile
 			}
 			files := map[string]string{}
 			approved := ""
 			if tc.project != "" {
-				files[settings.ProjectFile] = tc.project
-				approved = settings.Hash([]byte(tc.project))
+				files[agent.ProjectSettingsFile] = tc.project
+				approved = settingsHash(tc.project)
 			}
 			dir, sbID := st.workspace(t, files)
 			if tc.project != "" {
-				tc.want["file"] = filepath.Join(dir, settings.ProjectFile)
+				tc.want["file"] = filepath.Join(dir, agent.ProjectSettingsFile)
 			}
 			_, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
 				Model: "openai/gpt-5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID},
@@ -115,7 +116,7 @@ func TestSettingsErrors(t *testing.T) {
 			}
 		})
 	}
-	st.svc.settingsFile = ""
+	os.Remove(opFile)
 }
 
 // TestRulesInSession: a deny rule's message reaches the model, a bare deny
@@ -435,7 +436,7 @@ func TestProjectSettingsNeedApproval(t *testing.T) {
 	// may have written the file) cannot bring a host-side hook with it.
 	_, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
 		Model: "openai/gpt-5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID},
-		PermissionLevel: agentv1.PermissionLevel_PERMISSION_LEVEL_FULL, ApprovedProjectSettingsSha256: settings.Hash([]byte(evil)),
+		PermissionLevel: agentv1.PermissionLevel_PERMISSION_LEVEL_FULL, ApprovedProjectSettingsSha256: settingsHash(evil),
 	})
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "host-side hook") {
 		t.Fatalf("CreateSession approving a project file with a host-side hook = %v; want PERMISSION_DENIED naming it", err)
@@ -448,34 +449,34 @@ func TestProjectSettingsNeedApproval(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".fabro/settings.json"), []byte(evil+" "), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fourth := st.session(t, sbID, nil, settings.Hash([]byte(evil)))
+	fourth := st.session(t, sbID, nil, settingsHash(evil))
 	runShell(fourth)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a changed project file took effect under the old approval")
 	}
 	// The operator's trusted_project_settings approve it too.
-	op := filepath.Join(t.TempDir(), "settings.json")
-	if err := os.WriteFile(op, []byte(`{"trusted_project_settings": ["`+settings.Hash([]byte(evil+" "))+`"]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	st.svc.settingsFile = op
-	defer func() { st.svc.settingsFile = "" }()
+	st.operatorSettings(t, `{"trusted_project_settings": ["`+settingsHash(evil+" ")+`"]}`)
 	runShell(st.session(t, sbID, nil, ""))
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the operator-trusted project file's hook did not run: %v", err)
 	}
 }
 
-// operatorSettings writes the operator's settings file for the rest of
-// the test.
+// operatorSettings writes the operator's settings file (Config.SettingsFile,
+// read on every CreateSession) for the rest of the test.
 func (st *stack) operatorSettings(t *testing.T, data string) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "settings.json")
-	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+	if err := os.WriteFile(st.settingsFile, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st.svc.settingsFile = p
-	t.Cleanup(func() { st.svc.settingsFile = "" })
+	t.Cleanup(func() { os.Remove(st.settingsFile) })
+}
+
+// settingsHash is what ApprovedProjectSettingsSha256 and
+// trusted_project_settings name: the hex SHA-256 of the file's bytes.
+func settingsHash(data string) string {
+	h := sha256.Sum256([]byte(data))
+	return hex.EncodeToString(h[:])
 }
 
 // TestNoHostExtensionsFromCreateSession: an API caller cannot make the

@@ -1,11 +1,15 @@
-package agent
+package agent_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -152,15 +156,42 @@ func TestProfileAndPermissionsInPrompt(t *testing.T) {
 // TestWebFetchPromptUsesSmallModel: web_fetch's prompt is answered by the
 // provider's cheapest model, not the session's.
 func TestWebFetchPromptUsesSmallModel(t *testing.T) {
-	st := newStack(t)
-	st.fake.Enqueue(fakeprovider.Turn{Text: "the page says hi"})
-	route := &agentv1.ModelRoute{Provider: "anthropic", Model: "claude-opus-4.1"}
-	got, err := st.svc.summarizer(route)(t.Context(), "what does it say?", "hi")
-	if err != nil || got != "the page says hi" {
-		t.Fatalf("summarize = %q, %v", got, err)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, "hi")
+	}))
+	t.Cleanup(page.Close)
+	st := newStack(t, func(c *agent.Config) { c.WebFetchPrivateNetwork = true }) // the page is on 127.0.0.1
+	_, sbID := st.workspace(t, nil)
+	st.fake.Enqueue(
+		fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "c1", Name: "web_fetch", Arguments: args(map[string]any{"url": page.URL, "prompt": "what does it say?"})}}},
+		fakeprovider.Turn{Text: "the page says hi"}, // the summary
+		fakeprovider.Turn{Text: "done"},
+	)
+	created, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
+		Model: "anthropic/claude-opus-4.1", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID},
+		PermissionLevel: agentv1.PermissionLevel_PERMISSION_LEVEL_FULL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := st.prompt(t, created.GetSession().GetSessionId(), "fetch it")
+	var out string
+	for _, ev := range evs {
+		if c := ev.GetToolCallCompleted(); c != nil {
+			out = c.GetOutput()
+		}
+	}
+	if !strings.Contains(out, "the page says hi") {
+		t.Fatalf("web_fetch output %q, want the summary", out)
 	}
 	reqs := st.fake.Requests()
-	if body := string(reqs[len(reqs)-1].Body); !strings.Contains(body, "claude-haiku-4-5") || strings.Contains(body, "claude-opus") {
+	if len(reqs) != 3 {
+		t.Fatalf("%d provider requests, want 3 (turn, summary, turn)", len(reqs))
+	}
+	if body := string(reqs[1].Body); !strings.Contains(body, "claude-haiku-4-5") || strings.Contains(body, "claude-opus") {
 		t.Errorf("the summary request went to %s, want the small model claude-haiku-4-5", body[:min(len(body), 200)])
+	}
+	if body := string(reqs[2].Body); !strings.Contains(body, "claude-opus") {
+		t.Errorf("the session's next turn went to %s, want its own model", body[:min(len(body), 200)])
 	}
 }
