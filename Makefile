@@ -141,18 +141,30 @@ plugins: ## Build the sandbox plugins into bin/plugins with their SHA256SUMS (-s
 
 # Static binaries, one build context each, for deploy/Dockerfile.
 COMPOSE_SERVICES := vault llmgateway sandbox agent
-COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p fabro
+# The compose project: override it (and FABRO_GRPC_PORT, FABRO_HTTP_PORT) to
+# run a second stack beside the first.
+COMPOSE_PROJECT_NAME ?= fabro
+# The images' tag (fabro/<service>:$(FABRO_IMAGE_TAG)); the compose test builds its own.
+FABRO_IMAGE_TAG ?= dev
+# The project the sandbox container mounts at the same path: the directory
+# `make` was started from (`cd ~/src/app && make -C ~/fabro-go up`).
+FABRO_PROJECT_DIR ?= $(or $(PWD),$(CURDIR))
+# OFFLINE=1: run the fake provider (profile offline) and point the catalog at it.
+OFFLINE ?=
+COMPOSE_ENV = PWD=$(FABRO_PROJECT_DIR) FABRO_IMAGE_TAG=$(FABRO_IMAGE_TAG) $(if $(OFFLINE),COMPOSE_PROFILES=offline FABRO_LLM_CATALOG_OVERLAY=/etc/fabro/offline-overlay.json)
+COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p $(COMPOSE_PROJECT_NAME)
 .PHONY: images
 images: ## Build the service images offline (FROM scratch) for compose.yaml
 	@for s in $(COMPOSE_SERVICES); do \
 	  mkdir -p $(addprefix .tmp/images/$$s/rootfs/,data auth run/fabro issue/admin issue/llmgateway issue/agent issue/sandbox) && \
 	  cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$s/ && \
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$s/app ./services/$$s/cmd/$$s; done
-	@mkdir -p .tmp/images/otlpsink/data && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/otlpsink/ && \
-	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/otlpsink/app ./platform/cmd/otlpsink
+	@for b in otlpsink:platform/cmd/otlpsink router:platform/cmd/router fakeprovider:services/llmgateway/cmd/fakeprovider; do \
+	  n=$${b%%:*}; mkdir -p .tmp/images/$$n/rootfs && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$n/ && \
+	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$n/app ./$${b#*:}; done
 	@$(MAKE) docker-daemon
 	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
-	$(COMPOSE) build
+	FABRO_IMAGE_TAG=$(FABRO_IMAGE_TAG) COMPOSE_PROFILES=offline $(COMPOSE) build
 
 # The sandbox image's base: a minimal Debian root filesystem with bash and
 # ripgrep, made with debootstrap from Debian's mirror and imported, since no
@@ -186,12 +198,19 @@ docker-daemon: ## Start the Docker engine when it is installed but not running
 	  tail -20 /var/log/docker.log $(TMP)/dockerd.log 2>/dev/null; exit 1; }
 
 .PHONY: up
-up: images ## Run the services as containers (compose.yaml)
-	$(COMPOSE) up -d
+up: images ## Run the services as containers (compose.yaml) behind one front door, 127.0.0.1:7700 / :7780
+	$(COMPOSE_ENV) $(COMPOSE) up -d
+	@echo "the stack's front door: -server 127.0.0.1:$${FABRO_GRPC_PORT:-7700}; admin token: make admin-token"
+
+.PHONY: admin-token
+admin-token: ## Copy the compose stack's admin token to ./admin.token (0600)
+	@id=$$($(COMPOSE_ENV) $(COMPOSE) ps -q vault); [ -n "$$id" ] || { echo "the vault container is not running: make up"; exit 1; }; \
+	  for i in $$(seq 30); do docker cp $$id:/issue/admin/token admin.token 2>/dev/null && chmod 600 admin.token && echo "admin.token" && exit 0; sleep 1; done; \
+	  echo "the vault has not issued the admin token yet: see $(COMPOSE) logs vault"; exit 1
 
 .PHONY: down
 down: ## Stop the containers
-	$(COMPOSE) down
+	$(COMPOSE_ENV) COMPOSE_PROFILES=offline $(COMPOSE) down
 
 .PHONY: bench
 bench: ## Run the benchmarks of every module
