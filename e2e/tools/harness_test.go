@@ -34,7 +34,14 @@ type box struct {
 func newBox(t *testing.T) *box {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := sandbox.New(sandbox.Config{Drivers: []driver.Driver{local.New(local.Config{WorkspaceRoot: t.TempDir()})}}, logger)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox's working directory is an allowed root, as the operator
+	// lists it with -sandbox-allowed-roots.
+	svc, err := sandbox.New(sandbox.Config{Drivers: []driver.Driver{local.New(local.Config{WorkspaceRoot: t.TempDir()})},
+		Security: sandbox.Security{AllowedRoots: []string{dir}}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +61,6 @@ func newBox(t *testing.T) *box {
 		svc.Close(context.Background())
 	})
 	client := sandboxv1.NewSandboxServiceClient(conn)
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	resp, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: dir}})
 	if err != nil {
 		t.Fatalf("CreateSandbox: %v", err)

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -137,5 +138,41 @@ func TestTodoToolsAtReadWrite(t *testing.T) {
 		if r := s.Run(t.Context(), tc.call); r.IsError {
 			t.Errorf("%s at read-write: %s", tc.call.Name, r.Output)
 		}
+	}
+}
+
+// TestExtraToolFullSchema: a caller's schema is validated with every
+// keyword ($ref, oneOf, allOf, const, ...) and offered to the model as it
+// was given.
+func TestExtraToolFullSchema(t *testing.T) {
+	params := `{"type":"object","$defs":{"n":{"type":"integer","minimum":1}},
+	  "properties":{"count":{"$ref":"#/$defs/n"},"mode":{"oneOf":[{"const":"fast"},{"const":"slow"}]},
+	    "tag":{"allOf":[{"type":"string"},{"maxLength":3}]}},
+	  "required":["count"],"additionalProperties":false}`
+	var ran []string
+	s := NewSet("openai", Full, Env{Extra: []Extra{{Name: "job", Description: "runs a job", Parameters: params,
+		Run: func(_ context.Context, _ string, args []byte) (string, bool) {
+			ran = append(ran, string(args))
+			return "ok", false
+		}}}}, nil)
+	for _, d := range s.Definitions() {
+		if d.GetName() == "job" && d.GetParameters() != params {
+			t.Errorf("definition parameters %s, want the caller's schema as given", d.GetParameters())
+		}
+	}
+	tests := []struct {
+		args, kind, want string
+	}{
+		{`{"count":2,"mode":"fast","tag":"a"}`, "", "ok"},
+		{`{"count":0}`, KindInvalidArguments, "arguments.count: must be at least 1, got 0"},
+		{`{"count":1,"mode":"medium"}`, KindInvalidArguments, "arguments.mode: matches none of oneOf"},
+		{`{"count":1,"tag":"long"}`, KindInvalidArguments, "arguments.tag: must be at most 3 characters long, got 4"},
+		{`{"count":1,"x":1}`, KindInvalidArguments, `arguments: unknown property "x" (allowed: count, mode, tag)`},
+	}
+	for _, tt := range tests {
+		check(t, s.Run(t.Context(), Call{ID: "c", Name: "job", Arguments: tt.args}), tt.kind, tt.want)
+	}
+	if len(ran) != 1 {
+		t.Errorf("the tool ran %d times, want once (for the valid call)", len(ran))
 	}
 }
