@@ -7,18 +7,19 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of authentication and
 // authorization errors.
 const ErrorDomain = "auth.fabro.dev"
+
+const domain grpcerr.Domain = ErrorDomain
 
 // Verifier turns a token into the principal it names; *Store is one.
 type Verifier interface {
@@ -47,16 +48,9 @@ var (
 	errPermissionDenied = refusal(codes.PermissionDenied, "the credential presented does not allow this call", "PERMISSION_DENIED")
 	// A store that cannot be read is the server's fault, not the caller's:
 	// UNAVAILABLE, worth a retry once the operator has fixed it.
-	errStoreUnavailable = retryable(refusal(codes.Unavailable, "the server cannot check credentials now: its token store is unusable (the operator is told in its log)", "CREDENTIAL_STORE_UNAVAILABLE"))
+	errStoreUnavailable = domain.New(codes.Unavailable, "CREDENTIAL_STORE_UNAVAILABLE",
+		"the server cannot check credentials now: its token store is unusable (the operator is told in its log)", grpcerr.RetryAfter(5*time.Second))
 )
-
-func retryable(err error) error {
-	st, _ := status.FromError(err)
-	if d, e := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(5 * time.Second)}); e == nil {
-		return d.Err()
-	}
-	return err
-}
 
 // logLimiter lets one line through per interval and counts the rest.
 type logLimiter struct {
@@ -80,11 +74,7 @@ func (l *logLimiter) allow(now time.Time) (bool, int) {
 }
 
 func refusal(code codes.Code, msg, reason string) error {
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: ErrorDomain, Reason: reason}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return domain.New(code, reason, msg)
 }
 
 // Authorize decides one call to method: it returns ctx carrying the caller's

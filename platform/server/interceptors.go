@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
@@ -20,7 +19,7 @@ import (
 
 // errInternal is the only text a client sees for a panic or an error that
 // was not deliberately turned into a status.
-var errInternal = status.Error(codes.Internal, "internal error")
+var errInternal = Domain.Internal("internal error")
 
 // interceptors bundles the server-side middleware.
 type interceptors struct {
@@ -207,7 +206,8 @@ func camelToSnake(s string) string {
 
 // sanitize decides what a handler error looks like on the wire:
 //   - an error whose own type implements GRPCStatus (a status error made on
-//     purpose) passes through unchanged, details included;
+//     purpose) passes through, details included, and gains an ErrorInfo of
+//     this domain if it has none (grpc's own Unimplemented, a bare status);
 //   - a context error becomes Canceled or DeadlineExceeded with the bare
 //     context message;
 //   - anything else, a wrapped status included, becomes Internal "internal
@@ -217,15 +217,11 @@ func (i interceptors) sanitize(ctx context.Context, method string, err error) er
 		return nil
 	}
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
-		return err
+		return Domain.Ensure(err)
 	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		i.logger.DebugContext(ctx, "grpc handler canceled", "method", method, "error", err)
-		return status.FromContextError(context.Canceled).Err()
-	case errors.Is(err, context.DeadlineExceeded):
-		i.logger.DebugContext(ctx, "grpc handler deadline exceeded", "method", method, "error", err)
-		return status.FromContextError(context.DeadlineExceeded).Err()
+	if e := Domain.FromContext(err); e != nil {
+		i.logger.DebugContext(ctx, "grpc handler ended by its context", "method", method, "error", err)
+		return e
 	}
 	i.logger.ErrorContext(ctx, "grpc handler error", "method", method, "error", err)
 	return errInternal

@@ -73,6 +73,8 @@ func (f *fakeVault) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest
 		return nil, fmt.Errorf("read %s: %w", leak, status.Error(codes.NotFound, "nope"))
 	case "MISSING":
 		return nil, notFound().Err()
+	case "BARE":
+		return nil, status.Error(codes.NotFound, "bare")
 	case "CTX":
 		return nil, fmt.Errorf("query %s: %w", leak, context.DeadlineExceeded)
 	case "WHOAMI":
@@ -87,6 +89,34 @@ func (f *fakeVault) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest
 		return nil, status.Error(codes.Aborted, "released")
 	}
 	return &vaultv1.GetSecretResponse{Secret: &vaultv1.SecretMetadata{Name: req.GetName(), CurrentVersion: 3}}, nil
+}
+
+// untilCleanup is t.Output() until the test's cleanup: a handler that
+// ignores cancellation (STUCK) may log after its test ended, which t.Output
+// refuses with a panic.
+func untilCleanup(t *testing.T) io.Writer {
+	w := &cleanupWriter{w: t.Output()}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.done = true
+	})
+	return w
+}
+
+type cleanupWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (c *cleanupWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return len(p), nil
+	}
+	return c.w.Write(p)
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -123,7 +153,7 @@ func start(t *testing.T, cfg Config) *harness {
 		cfg.NoAuth = true // authentication has its own tests (auth_test.go)
 	}
 	h := &harness{vault: newFakeVault(t), logs: new(syncBuffer)}
-	logger := slog.New(slog.NewTextHandler(io.MultiWriter(h.logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(h.logs, untilCleanup(t)), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := Start(t.Context(), cfg, logger, h.vault)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -217,12 +247,13 @@ func TestErrorMapping(t *testing.T) {
 		want *status.Status // nil: success
 	}{
 		{name: "OK"},
-		{name: "PANIC", want: status.New(codes.Internal, "internal error")},
+		{name: "PANIC", want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "OK"}, // still serving after the panic
-		{name: "PLAIN", want: status.New(codes.Internal, "internal error")},
-		{name: "WRAPPED", want: status.New(codes.Internal, "internal error")},
+		{name: "PLAIN", want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
+		{name: "WRAPPED", want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "MISSING", want: notFound()},
-		{name: "CTX", want: status.New(codes.DeadlineExceeded, "context deadline exceeded")},
+		{name: "CTX", want: Domain.Status(codes.DeadlineExceeded, "DEADLINE_EXCEEDED", "the deadline passed")},
+		{name: "BARE", want: Domain.Status(codes.NotFound, "NOT_FOUND", "bare")}, // gains ErrorInfo
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,13 +305,13 @@ func TestStreamInterceptors(t *testing.T) {
 		want    *status.Status // nil: success
 	}{
 		{name: "ok", handler: func(any, grpc.ServerStream) error { return nil }},
-		{name: "panic", handler: func(any, grpc.ServerStream) error { panic(leak) }, want: status.New(codes.Internal, "internal error")},
+		{name: "panic", handler: func(any, grpc.ServerStream) error { panic(leak) }, want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "wrapped", handler: func(any, grpc.ServerStream) error {
 			return fmt.Errorf("%s: %w", leak, status.Error(codes.NotFound, "x"))
-		}, want: status.New(codes.Internal, "internal error")},
+		}, want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "canceled", handler: func(any, grpc.ServerStream) error {
 			return fmt.Errorf("%s: %w", leak, context.Canceled)
-		}, want: status.New(codes.Canceled, "context canceled")},
+		}, want: Domain.Status(codes.Canceled, "CANCELLED", "the call was cancelled")},
 		{name: "status", handler: func(any, grpc.ServerStream) error { return notFound().Err() }, want: notFound()},
 	}
 	for _, tt := range tests {

@@ -236,7 +236,7 @@ func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, co
 func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingServer[llmv1.StreamResponse]) error {
 	ctx := stream.Context()
 	if req.GetRequest() == nil {
-		return invalid("request is required").statusErr()
+		return invalid("request", "request is required").statusErr()
 	}
 	var failed *llmv1.StreamError
 	_, err := s.call(ctx, req.GetRequest(), func(ev *llmv1.StreamEvent) error {
@@ -256,7 +256,7 @@ func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingSe
 // Complete implements LLMGatewayService.Complete.
 func (s *Service) Complete(ctx context.Context, req *llmv1.CompleteRequest) (*llmv1.CompleteResponse, error) {
 	if req.GetRequest() == nil {
-		return nil, invalid("request is required").statusErr()
+		return nil, invalid("request", "request is required").statusErr()
 	}
 	resp, err := s.call(ctx, req.GetRequest(), nil)
 	if err != nil {
@@ -268,14 +268,14 @@ func (s *Service) Complete(ctx context.Context, req *llmv1.CompleteRequest) (*ll
 // CompleteObject implements LLMGatewayService.CompleteObject.
 func (s *Service) CompleteObject(ctx context.Context, req *llmv1.CompleteObjectRequest) (*llmv1.CompleteObjectResponse, error) {
 	if req.GetRequest() == nil {
-		return nil, invalid("request is required").statusErr()
+		return nil, invalid("request", "request is required").statusErr()
 	}
 	if !schemaNameRE.MatchString(req.GetSchemaName()) {
-		return nil, invalid("schema_name %q must be 1-64 letters, digits, '_' or '-'", req.GetSchemaName()).statusErr()
+		return nil, invalid("schema_name", "schema_name %q must be 1-64 letters, digits, '_' or '-'", req.GetSchemaName()).statusErr()
 	}
 	sch, err := compileSchema(req.GetSchema())
 	if err != nil {
-		return nil, invalid("malformed schema: %v", err).statusErr()
+		return nil, invalid("schema", "malformed schema: %v", err).statusErr()
 	}
 	r := cloneRequest(req.GetRequest())
 	r.ResponseFormat = &llmv1.ResponseFormat{Type: llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA, Name: req.GetSchemaName(), Schema: req.GetSchema()}
@@ -319,7 +319,7 @@ func jsonText(resp *llmv1.Response) string {
 func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
 	if p := req.GetProvider(); p != "" {
 		if _, ok := s.cat.Provider(p); !ok {
-			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).statusErr()
+			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).withReason("PROVIDER_UNKNOWN").statusErr()
 		}
 	}
 	models, warnings := s.listModels(ctx, req.GetProvider(), req.GetIncludeDisabled())
@@ -338,7 +338,7 @@ func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) 
 func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error) {
 	r, err := s.resolve(req.GetSelector())
 	if err != nil {
-		return nil, catalogError(err).statusErr()
+		return nil, catalogError("selector", err).statusErr()
 	}
 	return &llmv1.ResolveModelResponse{Canonical: r.Canonical(), Provider: r.Provider, Model: r.Model, Passthrough: r.Passthrough}, nil
 }
