@@ -267,34 +267,59 @@ func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn 
 		return err
 	}
 	var asm reassembler
-	first := true
 	cons := &replayConsumer{js: b.js, filters: []string{SessionFilter(sessionID)}}
+	// The events are handed on in sequence order, whatever their order in
+	// the stream: when a cluster's stream leader fails over, the writer's
+	// republished events can land after later ones it had in flight.
+	next, oldest := from, uint64(0)
+	held := map[uint64]*agentv1.AgentEvent{}
 	for {
 		msg, err := cons.next(ctx)
 		if err != nil {
 			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
 		}
+		left := uint64(1)
+		if md, err := msg.Metadata(); err == nil {
+			left = md.NumPending
+		}
 		ev, err := asm.add(msg)
 		if err != nil {
 			return fmt.Errorf("bus: replay %s: %w", sessionID, err)
 		}
-		if ev == nil {
-			continue // a chunk of an event not yet whole
-		}
-		if first && ev.GetSequence() > from {
-			return &ExpiredError{From: from, Oldest: ev.GetSequence()}
-		}
-		first = false
-		if ev.GetSequence() >= from {
-			if err := fn(ev); err != nil {
-				return err
+		if ev != nil {
+			seq := ev.GetSequence()
+			if oldest == 0 || seq < oldest {
+				oldest = seq
+			}
+			if seq >= next {
+				held[seq] = ev
+			}
+			for e, ok := held[next]; ok; e, ok = held[next] {
+				delete(held, next)
+				if err := fn(e); err != nil {
+					return err
+				}
+				if next >= to {
+					return nil
+				}
+				next++
 			}
 		}
-		if ev.GetSequence() >= to {
-			return nil
+		// Everything stored was read (or far more than any reordering)
+		// and the next event is not among it: the stream no longer
+		// retains it.
+		if left == 0 || len(held) > maxReorder {
+			if next == from && oldest > from {
+				return &ExpiredError{From: from, Oldest: oldest}
+			}
+			return fmt.Errorf("bus: replay %s: event %d is not in the stream", sessionID, next)
 		}
 	}
 }
+
+// maxReorder bounds the events a replay holds back waiting for an
+// earlier one: more than the writer can have in flight.
+const maxReorder = 2 * MaxPendingAcks
 
 // ReplayMany calls fn with the stored events of the given sessions, in the
 // order they were stored, up to the last one stored when it was called.

@@ -25,33 +25,68 @@ func (l *Log) Fence(err error) {
 	l.failLocked(fmt.Errorf("%w: %w", ErrFenced, err))
 }
 
-// LastSequence is the sequence of the last event of the session the
-// stream holds, 0 when none: where a replica taking the session over
-// continues, whatever the record it reads says.
+// LastSequence is the greatest sequence of the session's events in the
+// stream, 0 when none: where a replica taking the session over continues,
+// whatever the record it reads says. It is not always the stream's last
+// message of the session: after a cluster's leader failover, events held
+// through it are republished after later ones that were stored. Those
+// land within an outage limit (plus acks) of each other, so the session's
+// messages of that span before its last one are read.
 func (b *Bus) LastSequence(ctx context.Context, sessionID string) (uint64, error) {
-	var m *jetstream.RawStreamMsg
+	var (
+		last, lastMsg uint64 // the greatest event sequence; the stream sequence of the last message
+		from          time.Time
+	)
 	err := Retry(ctx, func(ctx context.Context) error {
 		stream, err := b.js.Stream(ctx, StreamName)
 		if err != nil {
 			return err
 		}
-		m, err = stream.GetLastMsgForSubject(ctx, SessionFilter(sessionID))
-		return err
+		m, err := stream.GetLastMsgForSubject(ctx, SessionFilter(sessionID))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if last, err = msgSequence(sessionID, m.Header); err != nil {
+			return err
+		}
+		lastMsg, from = m.Sequence, m.Time.Add(-b.wcfg.OutageLimit-2*b.wcfg.AckTimeout)
+		return nil
 	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+	if err == nil && lastMsg > 0 {
+		cons := &replayConsumer{js: b.js, filters: []string{SessionFilter(sessionID)}, startTime: &from}
+		for cons.last < lastMsg {
+			msg, rerr := cons.next(ctx)
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			seq, rerr := msgSequence(sessionID, msg.Headers())
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			last = max(last, seq)
+		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("bus: last sequence of %s: %w", sessionID, err)
 	}
-	id := m.Header.Get(HeaderEventMsgID) // a chunk names its event
+	return last, nil
+}
+
+// msgSequence is the event sequence a message's id names.
+func msgSequence(sessionID string, h nats.Header) (uint64, error) {
+	id := h.Get(HeaderEventMsgID) // a chunk names its event
 	if id == "" {
-		id = m.Header.Get(jetstream.MsgIDHeader)
+		id = h.Get(jetstream.MsgIDHeader)
 	}
 	n, ok := strings.CutPrefix(id, sessionID+":")
 	seq, err := strconv.ParseUint(n, 10, 64)
 	if !ok || err != nil {
-		return 0, fmt.Errorf("bus: last sequence of %s: message id %q", sessionID, id)
+		return 0, fmt.Errorf("message id %q", id)
 	}
 	return seq, nil
 }
@@ -105,19 +140,23 @@ var replayStall = 5 * time.Second
 // died, and a pull request then waits for nothing) it recreates the
 // ordered consumer just after the last message it read.
 type replayConsumer struct {
-	js       jetstream.JetStream
-	filters  []string
-	cons     jetstream.Consumer
-	last     uint64 // stream sequence of the last message read
-	restarts int
+	js        jetstream.JetStream
+	filters   []string
+	cons      jetstream.Consumer
+	last      uint64     // stream sequence of the last message read
+	startTime *time.Time // where a consumer starts before the first message (nil: the start)
+	restarts  int
 }
 
 func (r *replayConsumer) next(ctx context.Context) (jetstream.Msg, error) {
 	for {
 		if r.cons == nil {
 			cfg := jetstream.OrderedConsumerConfig{FilterSubjects: r.filters, DeliverPolicy: jetstream.DeliverAllPolicy}
-			if r.last > 0 {
+			switch {
+			case r.last > 0:
 				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.last+1
+			case r.startTime != nil:
+				cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, r.startTime
 			}
 			var cons jetstream.Consumer
 			err := Retry(ctx, func(ctx context.Context) (err error) {
