@@ -132,7 +132,12 @@ func secretList(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer done()
-	resp, err := client.ListSecrets(ctx, &vaultv1.ListSecretsRequest{Prefix: *prefix})
+	resp, err := allPages(func(tok string) (*vaultv1.ListSecretsResponse, error) {
+		return client.ListSecrets(ctx, &vaultv1.ListSecretsRequest{Prefix: *prefix, PageSize: 1000, PageToken: tok})
+	}, func(all, page *vaultv1.ListSecretsResponse) {
+		all.Secrets = append(all.Secrets, page.GetSecrets()...)
+		all.CorruptNames = append(all.CorruptNames, page.GetCorruptNames()...)
+	})
 	if err != nil {
 		return rpcError(err)
 	}

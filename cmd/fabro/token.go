@@ -50,7 +50,7 @@ func tokenCreate(ctx context.Context, args []string, e env) error {
 	// The value alone on stdout, so it can be redirected into a file.
 	fmt.Fprintln(e.stdout, resp.GetValue())
 	fmt.Fprintf(e.stderr, "created token %s for %s (%s); it is shown only this once\n",
-		resp.GetToken().GetId(), resp.GetToken().GetName(), *role)
+		resp.GetToken().GetTokenId(), resp.GetToken().GetName(), *role)
 	return nil
 }
 
@@ -67,7 +67,11 @@ func tokenList(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer done()
-	resp, err := client.ListTokens(ctx, &authv1.ListTokensRequest{})
+	resp, err := allPages(func(tok string) (*authv1.ListTokensResponse, error) {
+		return client.ListTokens(ctx, &authv1.ListTokensRequest{PageSize: 1000, PageToken: tok})
+	}, func(all, page *authv1.ListTokensResponse) {
+		all.Tokens = append(all.Tokens, page.GetTokens()...)
+	})
 	if err != nil {
 		return rpcError(err)
 	}
@@ -75,7 +79,7 @@ func tokenList(ctx context.Context, args []string, e env) error {
 	fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED")
 	roles := map[authv1.Role]string{authv1.Role_ROLE_USER: "user", authv1.Role_ROLE_ADMIN: "admin", authv1.Role_ROLE_SERVICE: "service"}
 	for _, t := range resp.GetTokens() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.GetId(), t.GetName(), roles[t.GetRole()], t.GetCreateTime().AsTime().Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.GetTokenId(), t.GetName(), roles[t.GetRole()], t.GetCreateTime().AsTime().Local().Format(time.DateTime))
 	}
 	return tw.Flush()
 }
@@ -100,7 +104,7 @@ func tokenRevoke(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer done()
-	if _, err := client.RevokeToken(ctx, &authv1.RevokeTokenRequest{Id: rest[0]}); err != nil {
+	if _, err := client.RevokeToken(ctx, &authv1.RevokeTokenRequest{TokenId: rest[0]}); err != nil {
 		return rpcError(err)
 	}
 	fmt.Fprintf(e.stdout, "revoked %s\n", rest[0])

@@ -80,8 +80,8 @@ func fromCodecError(ce *codec.Error, route catalog.Route) *gwError {
 	d := &llmv1.ErrorDetail{
 		Kind:              ce.Kind,
 		Message:           fmt.Sprintf("%s: %s", route.Canonical(), ce.Message),
-		Provider:          route.Provider.GetId(),
-		Model:             route.Model.GetId(),
+		Provider:          route.Provider.GetProviderId(),
+		Model:             route.Model.GetModelId(),
 		Retryable:         pol.retryable,
 		FailoverEligible:  pol.failover,
 		StatusCode:        int32(ce.StatusCode),

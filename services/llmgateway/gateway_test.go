@@ -37,9 +37,9 @@ func toolPart(id, name, args string) *llmv1.ContentPart {
 }
 
 // collect reads a stream to its end.
-func collect(t *testing.T, st grpc.ServerStreamingClient[llmv1.StreamResponse]) ([]*llmv1.StreamEvent, error) {
+func collect(t *testing.T, st grpc.ServerStreamingClient[llmv1.StreamResponse]) ([]*llmv1.StreamResponse, error) {
 	t.Helper()
-	var evs []*llmv1.StreamEvent
+	var evs []*llmv1.StreamResponse
 	for {
 		r, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -48,7 +48,7 @@ func collect(t *testing.T, st grpc.ServerStreamingClient[llmv1.StreamResponse]) 
 		if err != nil {
 			return evs, err
 		}
-		evs = append(evs, r.GetEvent())
+		evs = append(evs, r)
 	}
 }
 
@@ -103,31 +103,31 @@ func TestStreamAssembly(t *testing.T) {
 		Cost:     &llmv1.Cost{InputUsdMicros: 3000, OutputUsdMicros: 7500, CacheReadUsdMicros: 600, CacheWriteUsdMicros: 375, TotalUsdMicros: 11475, Source: llmv1.CostSource_COST_SOURCE_CATALOG},
 		Attempts: 1,
 	}
-	ev := func(e any) *llmv1.StreamEvent {
+	ev := func(e any) *llmv1.StreamResponse {
 		switch e := e.(type) {
 		case *llmv1.Started:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Started{Started: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Started{Started: e}}
 		case *llmv1.RateLimits:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_RateLimits{RateLimits: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_RateLimits{RateLimits: e}}
 		case *llmv1.ContentBlockStart:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockStart{ContentBlockStart: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockStart{ContentBlockStart: e}}
 		case *llmv1.ReasoningDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ReasoningDelta{ReasoningDelta: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ReasoningDelta{ReasoningDelta: e}}
 		case *llmv1.TextDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_TextDelta{TextDelta: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_TextDelta{TextDelta: e}}
 		case *llmv1.ToolCallDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ToolCallDelta{ToolCallDelta: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ToolCallDelta{ToolCallDelta: e}}
 		case *llmv1.ContentBlockEnd:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockEnd{ContentBlockEnd: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockEnd{ContentBlockEnd: e}}
 		case *llmv1.Usage:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Usage{Usage: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Usage{Usage: e}}
 		case *llmv1.Ended:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Ended{Ended: e}}
 		}
 		panic("unknown event")
 	}
 	n := func(v int64) *int64 { return &v }
-	want := []*llmv1.StreamEvent{
+	want := []*llmv1.StreamResponse{
 		ev(&llmv1.Started{Id: "msg_1", Model: "fake-1", Provider: "fake"}),
 		ev(&llmv1.RateLimits{RequestsLimit: n(500), RequestsRemaining: n(499)}),
 		ev(&llmv1.ContentBlockStart{Index: 0, Kind: kReason}),
@@ -299,7 +299,7 @@ func TestRetryAndFailover(t *testing.T) {
 			}
 			all, err := collect(t, st)
 			// A retry before visible output is reported as a Retrying event.
-			var evs []*llmv1.StreamEvent
+			var evs []*llmv1.StreamResponse
 			retries := 0
 			for _, ev := range all {
 				if r := ev.GetRetrying(); r != nil {
@@ -468,7 +468,7 @@ func TestCancelClosesUpstream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.GetEvent().GetTextDelta() != nil {
+		if r.GetTextDelta() != nil {
 			break
 		}
 	}

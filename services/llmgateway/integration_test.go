@@ -217,7 +217,7 @@ func TestREST(t *testing.T) {
 		if err := protojson.Unmarshal(line.Result, &sr); err != nil {
 			t.Fatal(err)
 		}
-		kinds = append(kinds, string(sr.GetEvent().ProtoReflect().WhichOneof(sr.GetEvent().ProtoReflect().Descriptor().Oneofs().Get(0)).Name()))
+		kinds = append(kinds, string(sr.ProtoReflect().WhichOneof(sr.ProtoReflect().Descriptor().Oneofs().Get(0)).Name()))
 	}
 	want := []string{"started", "content_block_start", "text_delta", "content_block_end", "usage", "ended"}
 	if !slices.Equal(kinds, want) {
@@ -236,7 +236,7 @@ func TestREST(t *testing.T) {
 	}
 
 	// ListModels over REST.
-	lreq, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/models?provider=fake", nil)
+	lreq, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/models?provider_id=fake", nil)
 	lreq.Header.Set("Authorization", "Bearer "+token)
 	lr, err := http.DefaultClient.Do(lreq)
 	if err == nil {

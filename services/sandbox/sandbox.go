@@ -377,6 +377,9 @@ func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, co
 
 // get returns the sandbox id, whatever its state.
 func (s *Service) get(id string) (*entry, error) {
+	if id == "" {
+		return nil, domain.InvalidField("sandbox_id", "sandbox_id is required")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.sandboxes[id]

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -13,12 +15,17 @@ import (
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/services/vault/internal/audit"
 	"github.com/fabro-sh/fabro-go/services/vault/internal/store"
 )
 
 // errorDomain is the google.rpc.ErrorInfo domain of every vault error.
 const errorDomain = "vault.fabro.dev"
+
+// domain builds the vault's statuses.
+const domain grpcerr.Domain = errorDomain
 
 // PutSecret implements VaultService.
 func (s *Service) PutSecret(ctx context.Context, req *vaultv1.PutSecretRequest) (*vaultv1.PutSecretResponse, error) {
@@ -35,6 +42,9 @@ func (s *Service) PutSecret(ctx context.Context, req *vaultv1.PutSecretRequest) 
 // GetSecret implements VaultService.
 func (s *Service) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest) (*vaultv1.GetSecretResponse, error) {
 	e := audit.Entry{Op: "get", Caller: s.caller(ctx), Names: []string{req.GetName()}}
+	if req.GetName() == "" {
+		return nil, s.fail(ctx, e, domain.InvalidField("name", "name is required"))
+	}
 	md, err := s.store.Get(req.GetName())
 	if err != nil {
 		return nil, s.fail(ctx, e, err)
@@ -43,12 +53,38 @@ func (s *Service) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest) 
 	return &vaultv1.GetSecretResponse{Secret: toProto(md)}, nil
 }
 
-// ListSecrets implements VaultService.
+// ListSecrets implements VaultService: one page of the secrets and corrupt
+// records, merged by name, continuing after the page token's name.
 func (s *Service) ListSecrets(ctx context.Context, req *vaultv1.ListSecretsRequest) (*vaultv1.ListSecretsResponse, error) {
 	secrets, corrupt := s.store.List(req.GetPrefix())
-	resp := &vaultv1.ListSecretsResponse{CorruptNames: corrupt}
-	for _, md := range secrets {
-		resp.Secrets = append(resp.Secrets, toProto(md))
+	type item struct {
+		name string
+		md   *store.Metadata // nil for a corrupt record
+	}
+	items := make([]item, 0, len(secrets)+len(corrupt))
+	for i := range secrets {
+		items = append(items, item{name: secrets[i].Name, md: &secrets[i]})
+	}
+	for _, n := range corrupt {
+		items = append(items, item{name: n})
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.name, b.name) })
+	key := func(it item) []string { return []string{it.name} }
+	page, next, err := paging.Page(items, req, paging.Filter(req.GetPrefix()), key, paging.Ascending(key))
+	if err != nil {
+		field := "page_token"
+		if errors.Is(err, paging.ErrInvalidSize) {
+			field = "page_size"
+		}
+		return nil, domain.InvalidField(field, err.Error())
+	}
+	resp := &vaultv1.ListSecretsResponse{NextPageToken: next}
+	for _, it := range page {
+		if it.md == nil {
+			resp.CorruptNames = append(resp.CorruptNames, it.name)
+			continue
+		}
+		resp.Secrets = append(resp.Secrets, toProto(*it.md))
 	}
 	s.record(ctx, audit.Entry{Op: "list", Caller: s.caller(ctx), Outcome: codes.OK.String()})
 	return resp, nil
@@ -57,6 +93,9 @@ func (s *Service) ListSecrets(ctx context.Context, req *vaultv1.ListSecretsReque
 // DeleteSecret implements VaultService.
 func (s *Service) DeleteSecret(ctx context.Context, req *vaultv1.DeleteSecretRequest) (*vaultv1.DeleteSecretResponse, error) {
 	e := audit.Entry{Op: "delete", Caller: s.caller(ctx), Names: []string{req.GetName()}, Version: req.GetVersion()}
+	if req.GetName() == "" {
+		return nil, s.fail(ctx, e, domain.InvalidField("name", "name is required"))
+	}
 	n, err := s.store.Delete(req.GetName(), req.Version, req.ExpectedVersion)
 	if err != nil {
 		return nil, s.fail(ctx, e, err)

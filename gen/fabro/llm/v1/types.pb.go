@@ -7,6 +7,7 @@
 package llmv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -1367,34 +1368,34 @@ func (x *ResponseFormat) GetSchema() string {
 // RPCs send upstream.
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model selector: "provider/model", a model id, an alias, or a provider id
+	// Required. Model selector: "provider/model", a model id, an alias, or a provider id
 	// (its default model). Ids never contain '/'.
 	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// The system prompt.
+	// Optional. The system prompt.
 	System string `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
-	// The conversation, oldest first.
+	// Optional. The conversation, oldest first.
 	Messages []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
-	// Tools the model may call.
+	// Optional. Tools the model may call.
 	Tools []*ToolDefinition `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
-	// Constraint on tool calling; auto when unset.
+	// Optional. Constraint on tool calling; auto when unset.
 	ToolChoice *ToolChoice `protobuf:"bytes,5,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
-	// Upper bound on output tokens; the model's max output when unset.
+	// Optional. Upper bound on output tokens; the model's max output when unset.
 	MaxOutputTokens *int32 `protobuf:"varint,6,opt,name=max_output_tokens,json=maxOutputTokens,proto3,oneof" json:"max_output_tokens,omitempty"`
-	// Sampling temperature; the provider's default when unset.
+	// Optional. Sampling temperature; the provider's default when unset.
 	Temperature *float64 `protobuf:"fixed64,7,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
-	// Reasoning effort, for models with the reasoning capability.
+	// Optional. Reasoning effort, for models with the reasoning capability.
 	ReasoningEffort ReasoningEffort `protobuf:"varint,8,opt,name=reasoning_effort,json=reasoningEffort,proto3,enum=fabro.llm.v1.ReasoningEffort" json:"reasoning_effort,omitempty"`
-	// Shape of the reply; text when unset.
+	// Optional. Shape of the reply; text when unset.
 	ResponseFormat *ResponseFormat `protobuf:"bytes,9,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
-	// Caller labels (run id, stage ...), recorded on spans and logs, never
+	// Optional. Caller labels (run id, stage ...), recorded on spans and logs, never
 	// sent upstream.
 	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Selectors to fail over to, in order, replacing the model's configured
+	// Optional. Selectors to fail over to, in order, replacing the model's configured
 	// fallback routes. Empty means the configured ones.
 	Fallbacks []string `protobuf:"bytes,11,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
-	// True disables failover for this request, configured routes included.
+	// Optional. True disables failover for this request, configured routes included.
 	DisableFallbacks bool `protobuf:"varint,12,opt,name=disable_fallbacks,json=disableFallbacks,proto3" json:"disable_fallbacks,omitempty"`
-	// Sequences that end the output when the model produces one (at most 16,
+	// Optional. Sequences that end the output when the model produces one (at most 16,
 	// each 1-256 bytes). A route whose protocol cannot carry them fails with
 	// INVALID_REQUEST rather than ignoring them.
 	StopSequences []string `protobuf:"bytes,13,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
@@ -2015,7 +2016,7 @@ var File_fabro_llm_v1_types_proto protoreflect.FileDescriptor
 
 const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x18fabro/llm/v1/types.proto\x12\ffabro.llm.v1\x1a\x1egoogle/protobuf/duration.proto\"v\n" +
+	"\x18fabro/llm/v1/types.proto\x12\ffabro.llm.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\"v\n" +
 	"\aMessage\x12&\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x12.fabro.llm.v1.RoleR\x04role\x12/\n" +
 	"\x05parts\x18\x02 \x03(\v2\x19.fabro.llm.v1.ContentPartR\x05parts\x12\x12\n" +
@@ -2074,9 +2075,9 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x0eResponseFormat\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .fabro.llm.v1.ResponseFormatTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xee\x05\n" +
-	"\aRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xf3\x05\n" +
+	"\aRequest\x12\x19\n" +
+	"\x05model\x18\x01 \x01(\tB\x03\xe0A\x02R\x05model\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x121\n" +
 	"\bmessages\x18\x03 \x03(\v2\x15.fabro.llm.v1.MessageR\bmessages\x122\n" +
 	"\x05tools\x18\x04 \x03(\v2\x1c.fabro.llm.v1.ToolDefinitionR\x05tools\x129\n" +
