@@ -5,17 +5,19 @@ import (
 	"errors"
 	"log/slog"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of authentication and
 // authorization errors.
 const ErrorDomain = "auth.fabro.dev"
+
+const domain grpcerr.Domain = ErrorDomain
 
 // Verifier turns a token into the principal it names; *Store is one.
 type Verifier interface {
@@ -41,11 +43,7 @@ var (
 )
 
 func refusal(code codes.Code, msg, reason string) error {
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: ErrorDomain, Reason: reason}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return domain.New(code, reason, msg)
 }
 
 // Authorize decides one call to method: it returns ctx carrying the caller's

@@ -7,10 +7,8 @@ import (
 	"slices"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/fabro-sh/fabro-go/gen/fabro/auth/v1"
@@ -39,9 +37,6 @@ func (t *TokenService) RegisterGateway(ctx context.Context, mux *runtime.ServeMu
 	return authv1.RegisterTokenServiceHandler(ctx, mux, conn)
 }
 
-// domain builds the token service's statuses.
-const domain grpcerr.Domain = ErrorDomain
-
 var roleOf = map[authv1.Role]Role{authv1.Role_ROLE_USER: RoleUser, authv1.Role_ROLE_ADMIN: RoleAdmin}
 
 func toProtoRole(r Role) authv1.Role {
@@ -64,10 +59,10 @@ func toProto(e Entry) *authv1.Token {
 func (t *TokenService) CreateToken(_ context.Context, req *authv1.CreateTokenRequest) (*authv1.CreateTokenResponse, error) {
 	role, ok := roleOf[req.GetRole()]
 	if !ok {
-		return nil, badRequest("role", "role must be ROLE_USER or ROLE_ADMIN")
+		return nil, domain.InvalidField("role", "role must be ROLE_USER or ROLE_ADMIN")
 	}
 	if !ValidName(req.GetName()) {
-		return nil, badRequest("name", "name must be 1 to 64 letters, digits, '.', '-', '_' or '@', starting with a letter or digit")
+		return nil, domain.InvalidField("name", "name must be 1 to 64 letters, digits, '.', '-', '_' or '@', starting with a letter or digit")
 	}
 	value, e, err := t.store.Issue(req.GetName(), role)
 	if err != nil {
@@ -120,23 +115,13 @@ func (t *TokenService) GetToken(_ context.Context, req *authv1.GetTokenRequest) 
 // RevokeToken implements TokenService.
 func (t *TokenService) RevokeToken(_ context.Context, req *authv1.RevokeTokenRequest) (*authv1.RevokeTokenResponse, error) {
 	if req.GetTokenId() == "" {
-		return nil, badRequest("token_id", "name the token's id (see ListTokens)")
+		return nil, domain.InvalidField("token_id", "name the token's id (see ListTokens)")
 	}
 	switch err := t.store.Revoke(req.GetTokenId()); {
 	case errors.Is(err, ErrNotFound):
-		st, _ := status.New(codes.NotFound, "no token has this id").WithDetails(
-			&errdetails.ErrorInfo{Domain: ErrorDomain, Reason: "TOKEN_NOT_FOUND", Metadata: map[string]string{"token_id": req.GetTokenId()}})
-		return nil, st.Err()
+		return nil, domain.New(codes.NotFound, "TOKEN_NOT_FOUND", "no token has this id", grpcerr.Meta("token_id", req.GetTokenId()))
 	case err != nil:
 		return nil, err
 	}
 	return &authv1.RevokeTokenResponse{}, nil
-}
-
-func badRequest(field, msg string) error {
-	st := status.New(codes.InvalidArgument, msg)
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
-		st = d
-	}
-	return st.Err()
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -172,6 +173,24 @@ func (d Domain) Upstream(service string, err error) error {
 	}
 	p := st.Proto()
 	p.Message = msg
+	return status.FromProto(p).Err()
+}
+
+// Ensure returns err unchanged when it has an ErrorInfo or is not a status;
+// a status without one keeps its code, message and details and gains this
+// domain's ErrorInfo, its reason spelled from the code (NOT_FOUND). The
+// server runtime applies it to every answer, so no error leaves without one.
+func (d Domain) Ensure(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || err == nil || InfoOf(err) != nil {
+		return err
+	}
+	p := st.Proto()
+	info, aerr := anypb.New(&errdetails.ErrorInfo{Domain: string(d), Reason: codeReason(st.Code())})
+	if aerr != nil {
+		return err
+	}
+	p.Details = append([]*anypb.Any{info}, p.Details...)
 	return status.FromProto(p).Err()
 }
 

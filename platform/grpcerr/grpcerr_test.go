@@ -76,3 +76,31 @@ func TestUpstream(t *testing.T) {
 		t.Fatal("nil in, non-nil out")
 	}
 }
+
+func TestEnsure(t *testing.T) {
+	withInfo := there.New(codes.NotFound, "THING_NOT_FOUND", "no thing")
+	bare := status.Error(codes.Unimplemented, "method X not implemented")
+	if got := here.Ensure(withInfo); got != withInfo {
+		t.Errorf("Ensure changed an error with ErrorInfo: %v", got)
+	}
+	if got := here.Ensure(nil); got != nil {
+		t.Errorf("Ensure(nil) = %v", got)
+	}
+	plain := errors.New("not a status")
+	if got := here.Ensure(plain); got != plain {
+		t.Errorf("Ensure changed a non-status: %v", got)
+	}
+	got := here.Ensure(bare)
+	if status.Code(got) != codes.Unimplemented || status.Convert(got).Message() != "method X not implemented" {
+		t.Fatalf("Ensure = %v", got)
+	}
+	if info := grpcerr.InfoOf(got); info.GetDomain() != string(here) || info.GetReason() != "UNIMPLEMENTED" {
+		t.Errorf("info = %v", info)
+	}
+	detailed := here.Status(codes.InvalidArgument, "X", "m", grpcerr.Field("f", "bad")).Proto()
+	detailed.Details = detailed.Details[1:] // BadRequest only
+	got = there.Ensure(status.FromProto(detailed).Err())
+	if grpcerr.ReasonOf(got) != "INVALID_ARGUMENT" || len(grpcerr.ViolationsOf(got)) != 1 {
+		t.Errorf("Ensure lost a detail or added no ErrorInfo: %v", status.Convert(got).Details())
+	}
+}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
@@ -20,7 +19,7 @@ import (
 
 // errInternal is the only text a client sees for a panic or an error that
 // was not deliberately turned into a status.
-var errInternal = status.Error(codes.Internal, "internal error")
+var errInternal = Domain.Internal("internal error")
 
 // interceptors bundles the server-side middleware.
 type interceptors struct {
@@ -46,13 +45,15 @@ func (i interceptors) fromREST(ctx context.Context) bool {
 }
 
 // The chains run, outermost first: panic recovery, request log,
-// authentication and authorization, error sanitizing.
+// authentication and authorization, the request check (malformed bytes,
+// unknown enum values: INVALID_ARGUMENT before the handler), error
+// sanitizing.
 func (i interceptors) unary() []grpc.UnaryServerInterceptor {
 	c := []grpc.UnaryServerInterceptor{i.recoverUnary, i.logUnary}
 	if i.auth != nil {
 		c = append(c, i.auth.Unary)
 	}
-	return append(c, i.sanitizeUnary)
+	return append(c, checkUnary, i.sanitizeUnary)
 }
 
 func (i interceptors) stream() []grpc.StreamServerInterceptor {
@@ -60,7 +61,7 @@ func (i interceptors) stream() []grpc.StreamServerInterceptor {
 	if i.auth != nil {
 		c = append(c, i.auth.Stream)
 	}
-	return append(c, i.sanitizeStream)
+	return append(c, checkStream, i.sanitizeStream)
 }
 
 // recovered logs a recovered panic with its stack and returns the generic
@@ -205,7 +206,8 @@ func camelToSnake(s string) string {
 
 // sanitize decides what a handler error looks like on the wire:
 //   - an error whose own type implements GRPCStatus (a status error made on
-//     purpose) passes through unchanged, details included;
+//     purpose) passes through, details included, and gains an ErrorInfo of
+//     this domain if it has none (grpc's own Unimplemented, a bare status);
 //   - a context error becomes Canceled or DeadlineExceeded with the bare
 //     context message;
 //   - anything else, a wrapped status included, becomes Internal "internal
@@ -215,15 +217,11 @@ func (i interceptors) sanitize(ctx context.Context, method string, err error) er
 		return nil
 	}
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
-		return err
+		return Domain.Ensure(err)
 	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		i.logger.DebugContext(ctx, "grpc handler canceled", "method", method, "error", err)
-		return status.FromContextError(context.Canceled).Err()
-	case errors.Is(err, context.DeadlineExceeded):
-		i.logger.DebugContext(ctx, "grpc handler deadline exceeded", "method", method, "error", err)
-		return status.FromContextError(context.DeadlineExceeded).Err()
+	if e := Domain.FromContext(err); e != nil {
+		i.logger.DebugContext(ctx, "grpc handler ended by its context", "method", method, "error", err)
+		return e
 	}
 	i.logger.ErrorContext(ctx, "grpc handler error", "method", method, "error", err)
 	return errInternal

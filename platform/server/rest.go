@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // httpErrorDomain is the google.rpc.ErrorInfo domain of the REST port's own
@@ -162,7 +164,8 @@ var (
 
 // namedFieldErrors is the gateway's error handler: a request body with an
 // unknown field or enum name gets 400 whose google.rpc.Status carries a
-// BadRequest naming the field; everything else is the default.
+// BadRequest naming the field, and every body it cannot decode ErrorInfo
+// MALFORMED_REQUEST; everything else is the default.
 func namedFieldErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	st, ok := status.FromError(err)
 	if ok && st.Code() == codes.InvalidArgument && len(st.Details()) == 0 {
@@ -172,11 +175,12 @@ func namedFieldErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Mars
 		} else if mm := badEnumRE.FindStringSubmatch(st.Message()); mm != nil {
 			field, desc = mm[1], fmt.Sprintf("unknown enum value %s for field %q", mm[2], mm[1])
 		}
+		// The gateway's own decode failures carry no details: they are
+		// malformed requests, with the field named when protojson names it.
 		if field != "" {
-			n := status.New(codes.InvalidArgument, desc)
-			if d, derr := n.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}}); derr == nil {
-				err = d.Err()
-			}
+			err = Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, desc, grpcerr.Meta("field", field), grpcerr.Field(field, desc))
+		} else {
+			err = Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, "the request is not valid: "+st.Message())
 		}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)

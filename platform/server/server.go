@@ -235,6 +235,10 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 		ic.auth = &auth.Interceptor{Verifier: cfg.Auth, Logger: logger, AnonymousReflection: cfg.AnonymousReflection}
 	}
 	s.grpc = grpc.NewServer(
+		// Undecodable requests become INVALID_ARGUMENT, not grpc's INTERNAL
+		// (malformed.go).
+		grpc.ForceServerCodecV2(newLenientCodec()),
+		grpc.UnknownServiceHandler(unknownMethod),
 		// Reused workers keep their grown stacks: no stack growth per RPC.
 		grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),

@@ -73,6 +73,8 @@ func (f *fakeVault) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest
 		return nil, fmt.Errorf("read %s: %w", leak, status.Error(codes.NotFound, "nope"))
 	case "MISSING":
 		return nil, notFound().Err()
+	case "BARE":
+		return nil, status.Error(codes.NotFound, "bare")
 	case "CTX":
 		return nil, fmt.Errorf("query %s: %w", leak, context.DeadlineExceeded)
 	case "WHOAMI":
@@ -217,12 +219,13 @@ func TestErrorMapping(t *testing.T) {
 		want *status.Status // nil: success
 	}{
 		{name: "OK"},
-		{name: "PANIC", want: status.New(codes.Internal, "internal error")},
+		{name: "PANIC", want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "OK"}, // still serving after the panic
-		{name: "PLAIN", want: status.New(codes.Internal, "internal error")},
-		{name: "WRAPPED", want: status.New(codes.Internal, "internal error")},
+		{name: "PLAIN", want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
+		{name: "WRAPPED", want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "MISSING", want: notFound()},
-		{name: "CTX", want: status.New(codes.DeadlineExceeded, "context deadline exceeded")},
+		{name: "CTX", want: Domain.Status(codes.DeadlineExceeded, "DEADLINE_EXCEEDED", "the deadline passed")},
+		{name: "BARE", want: Domain.Status(codes.NotFound, "NOT_FOUND", "bare")}, // gains ErrorInfo
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,13 +277,13 @@ func TestStreamInterceptors(t *testing.T) {
 		want    *status.Status // nil: success
 	}{
 		{name: "ok", handler: func(any, grpc.ServerStream) error { return nil }},
-		{name: "panic", handler: func(any, grpc.ServerStream) error { panic(leak) }, want: status.New(codes.Internal, "internal error")},
+		{name: "panic", handler: func(any, grpc.ServerStream) error { panic(leak) }, want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "wrapped", handler: func(any, grpc.ServerStream) error {
 			return fmt.Errorf("%s: %w", leak, status.Error(codes.NotFound, "x"))
-		}, want: status.New(codes.Internal, "internal error")},
+		}, want: Domain.Status(codes.Internal, "INTERNAL", "internal error")},
 		{name: "canceled", handler: func(any, grpc.ServerStream) error {
 			return fmt.Errorf("%s: %w", leak, context.Canceled)
-		}, want: status.New(codes.Canceled, "context canceled")},
+		}, want: Domain.Status(codes.Canceled, "CANCELLED", "the call was cancelled")},
 		{name: "status", handler: func(any, grpc.ServerStream) error { return notFound().Err() }, want: notFound()},
 	}
 	for _, tt := range tests {

@@ -50,7 +50,7 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 	}
 	primary, err := s.resolve(req.GetModel())
 	if err != nil {
-		return nil, catalogError(err)
+		return nil, catalogError("request.model", err)
 	}
 	selectors := req.GetFallbacks()
 	if len(selectors) == 0 {
@@ -308,7 +308,7 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	cd, ok := s.codecs[route.Provider.GetCodec()]
 	if !ok {
 		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED,
-			"provider %s speaks %s, which this gateway has no codec for", route.Provider.GetProviderId(), route.Provider.GetCodec())
+			"provider %s speaks %s, which this gateway has no codec for", route.Provider.GetProviderId(), route.Provider.GetCodec()).withReason("CODEC_UNSUPPORTED")
 	}
 	creds, err := credentialsFor(ctx, s.creds, route.Provider)
 	if err != nil {

@@ -65,17 +65,26 @@ func (v *VaultCredentials) Resolve(ctx context.Context, names []string) (map[str
 	case err == nil:
 		return values, missing, nil
 	case errors.Is(err, vaultclient.ErrNoToken):
-		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION, "llmgateway has no vault service token: %v", err)
+		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION, "llmgateway has no vault service token: %v", err).withReason("VAULT_TOKEN_MISSING")
 	}
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.Canceled, codes.DeadlineExceeded:
 		return nil, nil, err
-	case codes.PermissionDenied, codes.Unauthenticated:
-		return nil, nil, newError(codes.PermissionDenied, llmv1.ErrorKind_ERROR_KIND_PERMISSION,
+	}
+	// The vault's answer passes through, its ErrorInfo (vault.fabro.dev or
+	// auth.fabro.dev) and details included, beside the gateway's
+	// ErrorDetail. A vault that cannot be reached is UPSTREAM_UNAVAILABLE
+	// with RetryInfo. Only the code of a refusal changes: the gateway's
+	// credential, not the caller's, was refused.
+	up := status.Convert(domain.Upstream("vault", err))
+	e := newError(up.Code(), llmv1.ErrorKind_ERROR_KIND_NETWORK, "resolve credentials from the vault: %s", st.Message())
+	if c := up.Code(); c == codes.PermissionDenied || c == codes.Unauthenticated {
+		e = newError(codes.PermissionDenied, llmv1.ErrorKind_ERROR_KIND_PERMISSION,
 			"the vault refused llmgateway the credentials %s", strings.Join(names, ", "))
 	}
-	return nil, nil, newError(codes.Unavailable, llmv1.ErrorKind_ERROR_KIND_NETWORK, "resolve credentials from the vault: %s", st.Message())
+	e.upstream = up
+	return nil, nil, e
 }
 
 // credentialsFor resolves the credentials a provider needs for one attempt.
@@ -118,5 +127,6 @@ func credentialsFor(ctx context.Context, creds Credentials, p *llmv1.Provider) (
 		"provider %s needs the credential %s: set it with `fabro secret set %s`", p.GetProviderId(), strings.Join(need, " or "), need[0])
 	e.detail.Provider = p.GetProviderId()
 	e.detail.MissingCredentials = need
+	e.reason = "CREDENTIAL_MISSING"
 	return nil, e
 }

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 )
@@ -47,22 +51,78 @@ var kindPolicies = map[llmv1.ErrorKind]kindPolicy{
 // not fix (billing exhausted): not retryable, but another route may work.
 var quotaCodes = map[string]bool{"insufficient_quota": true, "ServiceQuotaExceededException": true}
 
+// domain is the google.rpc.ErrorInfo domain of every gateway error.
+const domain grpcerr.Domain = "llmgateway.fabro.dev"
+
 // gwError is a failure with its public detail and gRPC code. Everything the
 // gateway returns to a caller is built from one.
 type gwError struct {
 	code   codes.Code
 	detail *llmv1.ErrorDetail
+	reason string // ErrorInfo reason; "" means the kind's name
+	field  string // the request field at fault, for BadRequest; "" if none
+	// upstream is the status of the service that failed (the vault), whose
+	// details pass through; nil for the gateway's own errors.
+	upstream *status.Status
 }
 
 func (e *gwError) Error() string { return e.detail.GetMessage() }
 
-// GRPCStatus lets status.FromError see the code and details.
+// GRPCStatus lets status.FromError see the code and details: ErrorInfo,
+// BadRequest for a field, RetryInfo when the call may succeed again, and
+// the ErrorDetail. An upstream's status keeps its own details, and gains
+// the ErrorDetail.
 func (e *gwError) GRPCStatus() *status.Status {
-	st := status.New(e.code, e.detail.GetMessage())
-	if ds, err := st.WithDetails(e.detail); err == nil {
-		return ds
+	if e.upstream != nil {
+		p := e.upstream.Proto()
+		p.Code, p.Message = int32(e.code), e.detail.GetMessage()
+		if d, err := anypb.New(e.detail); err == nil {
+			p.Details = append(p.Details, d)
+		}
+		return status.FromProto(p)
 	}
-	return st
+	md := map[string]string{}
+	for k, v := range map[string]string{"provider": e.detail.GetProvider(), "model": e.detail.GetModel(),
+		"provider_error_code": e.detail.GetProviderErrorCode(), "missing_credentials": strings.Join(e.detail.GetMissingCredentials(), ","), "field": e.field} {
+		if v != "" {
+			md[k] = v
+		}
+	}
+	if c := e.detail.GetStatusCode(); c != 0 {
+		md["http_status"] = strconv.Itoa(int(c))
+	}
+	opts := []grpcerr.Option{grpcerr.Metadata(md), grpcerr.Detail(e.detail)}
+	if e.field != "" {
+		opts = append(opts, grpcerr.Field(e.field, e.detail.GetMessage()))
+	}
+	if e.detail.GetRetryable() {
+		opts = append(opts, grpcerr.RetryAfter(max(e.retryAfter(), time.Second)))
+	}
+	return domain.Status(e.code, e.reasonName(), e.detail.GetMessage(), opts...)
+}
+
+// reasonName is the ErrorInfo reason: the one set, or the kind's name
+// (RATE_LIMIT), INTERNAL for no kind.
+func (e *gwError) reasonName() string {
+	if e.reason != "" {
+		return e.reason
+	}
+	if e.detail.GetKind() == llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED {
+		return codeReason(e.code)
+	}
+	return strings.TrimPrefix(e.detail.GetKind().String(), "ERROR_KIND_")
+}
+
+// codeReason spells a code as a reason (FailedPrecondition:
+// FAILED_PRECONDITION).
+func codeReason(c codes.Code) string {
+	return grpcerr.ReasonOf(domain.Ensure(status.Error(c, "")))
+}
+
+// withReason sets the ErrorInfo reason.
+func (e *gwError) withReason(reason string) *gwError {
+	e.reason = reason
+	return e
 }
 
 // statusErr returns the error the RPC handlers return: a plain status error,
@@ -88,13 +148,16 @@ func fromCodecError(ce *codec.Error, route catalog.Route) *gwError {
 		ProviderErrorCode: ce.Code,
 		ProviderRequestId: ce.RequestID,
 	}
+	// A provider's failure: PROVIDER_RATE_LIMIT, PROVIDER_OVERLOADED...
+	reason := "PROVIDER_" + strings.TrimPrefix(ce.Kind.String(), "ERROR_KIND_")
 	if quotaCodes[ce.Code] {
 		d.Retryable = false
+		reason = "PROVIDER_QUOTA_EXHAUSTED"
 	}
 	if ce.RetryAfter > 0 {
 		d.RetryAfter = durationpb.New(ce.RetryAfter)
 	}
-	return &gwError{code: pol.code, detail: d}
+	return &gwError{code: pol.code, detail: d, reason: reason}
 }
 
 // classify turns any error of an attempt into a gateway error: codec errors
@@ -111,17 +174,22 @@ func classify(ctx context.Context, err error, route catalog.Route) *gwError {
 	kind := llmv1.ErrorKind_ERROR_KIND_NETWORK
 	msg := "upstream connection failed"
 	var ne net.Error
+	reason := ""
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
-		kind, msg = llmv1.ErrorKind_ERROR_KIND_TIMEOUT, "deadline exceeded"
+		kind, msg, reason = llmv1.ErrorKind_ERROR_KIND_TIMEOUT, "deadline exceeded", grpcerr.ReasonDeadlineExceeded
 	case ctx.Err() != nil, errors.Is(err, context.Canceled):
-		kind, msg = llmv1.ErrorKind_ERROR_KIND_CANCELLED, "the call was cancelled"
+		kind, msg, reason = llmv1.ErrorKind_ERROR_KIND_CANCELLED, "the call was cancelled", grpcerr.ReasonCancelled
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		kind, msg = llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, "upstream closed the stream before its end"
 	case errors.As(err, &ne) && ne.Timeout():
 		kind, msg = llmv1.ErrorKind_ERROR_KIND_TIMEOUT, "upstream timed out"
 	}
-	return fromCodecError(&codec.Error{Kind: kind, Message: msg}, route)
+	e := fromCodecError(&codec.Error{Kind: kind, Message: msg}, route)
+	if reason != "" {
+		e.reason = reason
+	}
+	return e
 }
 
 // retryAfter is the provider's hint, 0 when none.
@@ -132,19 +200,20 @@ func (e *gwError) retryAfter() time.Duration {
 	return 0
 }
 
-// catalogError maps a selector resolution failure to a gateway error.
-func catalogError(err error) *gwError {
+// catalogError maps a selector resolution failure to a gateway error; field
+// is where the request gave the selector.
+func catalogError(field string, err error) *gwError {
 	var nf *catalog.NotFoundError
 	var de *catalog.DisabledError
 	switch {
 	case errors.Is(err, catalog.ErrEmptySelector):
-		return newError(codes.InvalidArgument, llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST, "a model selector is required")
+		return invalid(field, "a model selector is required")
 	case errors.As(err, &nf):
-		e := newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "%s", nf.Error())
+		e := newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "%s", nf.Error()).withReason("MODEL_NOT_FOUND")
 		e.detail.Hints = nf.Hints
 		return e
 	case errors.As(err, &de):
-		e := newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED, "%s", de.Error())
+		e := newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED, "%s", de.Error()).withReason("MODEL_DISABLED")
 		e.detail.Provider, e.detail.Model = de.Provider, de.Model
 		return e
 	}
@@ -162,8 +231,8 @@ func toStatus(ctx context.Context, err error) error {
 	if errors.As(err, &ge) {
 		return ge.statusErr()
 	}
-	if ctx.Err() != nil {
-		return status.FromContextError(ctx.Err()).Err()
+	if e := domain.FromContext(ctx.Err()); e != nil {
+		return e
 	}
 	return newError(codes.Internal, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED, "internal error").statusErr()
 }

@@ -23,12 +23,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/protoadapt"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
-	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
@@ -37,9 +35,6 @@ import (
 )
 
 // Defaults for zero Config fields.
-// domain builds the gateway's statuses.
-const domain grpcerr.Domain = "llmgateway.fabro.dev"
-
 const (
 	DefaultMaxAttempts   = 3
 	DefaultMaxRetryAfter = 30 * time.Second
@@ -242,7 +237,7 @@ func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, co
 func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingServer[llmv1.StreamResponse]) error {
 	ctx := stream.Context()
 	if req.GetRequest() == nil {
-		return invalid("request is required").statusErr()
+		return invalid("request", "request is required").statusErr()
 	}
 	var failed *llmv1.StreamError
 	_, err := s.call(ctx, req.GetRequest(), func(ev *llmv1.StreamResponse) error {
@@ -262,7 +257,7 @@ func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingSe
 // Complete implements LLMGatewayService.Complete.
 func (s *Service) Complete(ctx context.Context, req *llmv1.CompleteRequest) (*llmv1.CompleteResponse, error) {
 	if req.GetRequest() == nil {
-		return nil, invalid("request is required").statusErr()
+		return nil, invalid("request", "request is required").statusErr()
 	}
 	resp, err := s.call(ctx, req.GetRequest(), nil)
 	if err != nil {
@@ -274,14 +269,14 @@ func (s *Service) Complete(ctx context.Context, req *llmv1.CompleteRequest) (*ll
 // CompleteObject implements LLMGatewayService.CompleteObject.
 func (s *Service) CompleteObject(ctx context.Context, req *llmv1.CompleteObjectRequest) (*llmv1.CompleteObjectResponse, error) {
 	if req.GetRequest() == nil {
-		return nil, invalid("request is required").statusErr()
+		return nil, invalid("request", "request is required").statusErr()
 	}
 	if !schemaNameRE.MatchString(req.GetSchemaName()) {
-		return nil, invalid("schema_name %q must be 1-64 letters, digits, '_' or '-'", req.GetSchemaName()).statusErr()
+		return nil, invalid("schema_name", "schema_name %q must be 1-64 letters, digits, '_' or '-'", req.GetSchemaName()).statusErr()
 	}
 	sch, err := compileSchema(req.GetSchema())
 	if err != nil {
-		return nil, invalid("malformed schema: %v", err).statusErr()
+		return nil, invalid("schema", "malformed schema: %v", err).statusErr()
 	}
 	r := cloneRequest(req.GetRequest())
 	r.ResponseFormat = &llmv1.ResponseFormat{Type: llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA, Name: req.GetSchemaName(), Schema: req.GetSchema()}
@@ -326,7 +321,7 @@ func jsonText(resp *llmv1.Response) string {
 func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
 	if p := req.GetProviderId(); p != "" {
 		if _, ok := s.cat.Provider(p); !ok {
-			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).statusErr()
+			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).withReason("PROVIDER_UNKNOWN").statusErr()
 		}
 	}
 	filter := paging.Filter(req.GetProviderId(), strconv.FormatBool(req.GetIncludeDisabled()))
@@ -360,7 +355,7 @@ func (s *Service) GetModel(ctx context.Context, req *llmv1.GetModelRequest) (*ll
 		return nil, invalidField("model_id", "model_id is required")
 	}
 	if _, ok := s.cat.Provider(req.GetProviderId()); !ok {
-		return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", req.GetProviderId()).statusErr()
+		return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", req.GetProviderId()).withReason("PROVIDER_UNKNOWN").statusErr()
 	}
 	models, _ := s.listModels(ctx, req.GetProviderId(), true)
 	for _, m := range models {
@@ -368,7 +363,7 @@ func (s *Service) GetModel(ctx context.Context, req *llmv1.GetModelRequest) (*ll
 			return &llmv1.GetModelResponse{Model: m}, nil
 		}
 	}
-	return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "provider %q has no model %q", req.GetProviderId(), req.GetModelId()).statusErr()
+	return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "provider %q has no model %q", req.GetProviderId(), req.GetModelId()).withReason("MODEL_NOT_FOUND").statusErr()
 }
 
 // pageErr answers a paging error on the field it is about.
@@ -379,18 +374,15 @@ func pageErr(err error) error {
 	return invalidField("page_token", err.Error())
 }
 
-// invalidField is INVALID_ARGUMENT naming field, with the gateway's
-// ErrorDetail beside the BadRequest.
-func invalidField(field, msg string) error {
-	return domain.InvalidField(field, msg, grpcerr.Detail(protoadapt.MessageV1Of(
-		&llmv1.ErrorDetail{Kind: llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST, Message: msg})))
-}
+// invalidField is INVALID_ARGUMENT naming field, built like every other
+// gateway error (ErrorDetail beside the BadRequest).
+func invalidField(field, msg string) error { return invalid(field, "%s", msg).statusErr() }
 
 // ResolveModel implements LLMGatewayService.ResolveModel.
 func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error) {
 	r, err := s.resolve(req.GetSelector())
 	if err != nil {
-		return nil, catalogError(err).statusErr()
+		return nil, catalogError("selector", err).statusErr()
 	}
 	return &llmv1.ResolveModelResponse{Canonical: r.Canonical(), Provider: r.Provider, Model: r.Model, Passthrough: r.Passthrough}, nil
 }

@@ -22,7 +22,10 @@ const (
 func (s *Service) Probe(ctx context.Context, req *llmv1.ProbeRequest) (*llmv1.ProbeResponse, error) {
 	route, err := s.resolve(req.GetModel())
 	if err != nil {
-		return nil, catalogError(err).statusErr()
+		return nil, catalogError("model", err).statusErr()
+	}
+	if d := req.GetTimeout(); d != nil && (!d.IsValid() || d.AsDuration() < 0) {
+		return nil, invalid("timeout", "timeout must be a valid, non-negative duration").statusErr()
 	}
 	timeout := defaultProbeTimeout
 	if d := req.GetTimeout(); d != nil && d.AsDuration() > 0 {

@@ -48,7 +48,7 @@ func (s *Service) GetProvider(ctx context.Context, req *llmv1.GetProviderRequest
 	}
 	p, ok := s.cat.Provider(req.GetProviderId())
 	if !ok {
-		return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", req.GetProviderId()).statusErr()
+		return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", req.GetProviderId()).withReason("PROVIDER_UNKNOWN").statusErr()
 	}
 	return &llmv1.GetProviderResponse{Provider: p, Readiness: s.readiness(ctx, p, false)}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // schema is a compiled JSON Schema of the subset the gateway checks: type,
@@ -283,40 +285,52 @@ var (
 	schemaNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 )
 
-func invalid(format string, args ...any) *gwError {
-	return newError(codes.InvalidArgument, llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST, format, args...)
+// invalid is INVALID_ARGUMENT for the request field named (its path in the
+// RPC's request, "request.tools[2].name").
+func invalid(field, format string, args ...any) *gwError {
+	e := newError(codes.InvalidArgument, llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST, format, args...).withReason(grpcerr.ReasonInvalidArgument)
+	e.field = field
+	return e
 }
 
 // validateRequest rejects what no provider could accept: unset roles, bad
 // tool names or schemas, a tool choice naming no tool, a bad response format.
 func validateRequest(req *llmv1.Request) error {
+	switch {
+	case len(req.GetMessages()) == 0:
+		return invalid("request.messages", "at least one message is required")
+	case req.MaxOutputTokens != nil && req.GetMaxOutputTokens() <= 0:
+		return invalid("request.max_output_tokens", "max_output_tokens must be positive when set, not %d", req.GetMaxOutputTokens())
+	case req.Temperature != nil && (math.IsInf(req.GetTemperature(), 0) || !(req.GetTemperature() >= 0)): // NaN too
+		return invalid("request.temperature", "temperature must be a non-negative number, not %v", req.GetTemperature())
+	}
 	for i, m := range req.GetMessages() {
 		if m.GetRole() == llmv1.Role_ROLE_UNSPECIFIED {
-			return invalid("messages[%d]: role is required", i)
+			return invalid(fmt.Sprintf("request.messages[%d].role", i), "messages[%d]: role is required", i)
 		}
 	}
 	names := map[string]bool{}
 	for i, t := range req.GetTools() {
 		if !toolNameRE.MatchString(t.GetName()) {
-			return invalid("tools[%d]: name %q must be 1-64 letters, digits, '_' or '-'", i, t.GetName())
+			return invalid(fmt.Sprintf("request.tools[%d].name", i), "tools[%d]: name %q must be 1-64 letters, digits, '_' or '-'", i, t.GetName())
 		}
 		if names[t.GetName()] {
-			return invalid("tools[%d]: duplicate tool name %q", i, t.GetName())
+			return invalid(fmt.Sprintf("request.tools[%d].name", i), "tools[%d]: duplicate tool name %q", i, t.GetName())
 		}
 		names[t.GetName()] = true
 		if err := validateToolSchema(t.GetParameters()); err != nil {
-			return invalid("tools[%d] %s: malformed parameters schema: %v", i, t.GetName(), err)
+			return invalid(fmt.Sprintf("request.tools[%d].parameters", i), "tools[%d] %s: malformed parameters schema: %v", i, t.GetName(), err)
 		}
 	}
 	if tc := req.GetToolChoice(); tc.GetMode() == llmv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL && !names[tc.GetToolName()] {
-		return invalid("tool_choice names %q, which is not among the tools", tc.GetToolName())
+		return invalid("request.tool_choice.tool_name", "tool_choice names %q, which is not among the tools", tc.GetToolName())
 	}
 	if rf := req.GetResponseFormat(); rf.GetType() == llmv1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA {
 		if !schemaNameRE.MatchString(rf.GetName()) {
-			return invalid("response_format: schema name %q must be 1-64 letters, digits, '_' or '-'", rf.GetName())
+			return invalid("request.response_format.name", "response_format: schema name %q must be 1-64 letters, digits, '_' or '-'", rf.GetName())
 		}
 		if _, err := compileSchema(rf.GetSchema()); err != nil {
-			return invalid("response_format: malformed schema: %v", err)
+			return invalid("request.response_format.schema", "response_format: malformed schema: %v", err)
 		}
 	}
 	return nil

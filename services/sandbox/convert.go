@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
@@ -52,11 +53,11 @@ func (e *entry) toProto() *sandboxv1.Sandbox {
 func limitsFromProto(l *sandboxv1.ResourceLimits) (driver.Limits, error) {
 	switch {
 	case l.GetMemoryBytes() < 0:
-		return driver.Limits{}, badRequest("spec.limits.memory_bytes", "memory_bytes must not be negative")
+		return driver.Limits{}, domain.InvalidField("spec.limits.memory_bytes", "memory_bytes must not be negative")
 	case l.GetMaxProcesses() < 0:
-		return driver.Limits{}, badRequest("spec.limits.max_processes", "max_processes must not be negative")
+		return driver.Limits{}, domain.InvalidField("spec.limits.max_processes", "max_processes must not be negative")
 	case l.GetCpus() < 0 || math.IsNaN(l.GetCpus()) || math.IsInf(l.GetCpus(), 0) || l.GetCpus() > 1024:
-		return driver.Limits{}, badRequest("spec.limits.cpus", "cpus must be between 0 and 1024")
+		return driver.Limits{}, domain.InvalidField("spec.limits.cpus", "cpus must be between 0 and 1024")
 	}
 	out := driver.Limits{MemoryBytes: l.GetMemoryBytes(), Processes: int(l.GetMaxProcesses()), CPU: l.GetCpus(), BestEffort: l.GetBestEffort()}
 	switch l.GetNetwork() {
@@ -66,7 +67,7 @@ func limitsFromProto(l *sandboxv1.ResourceLimits) (driver.Limits, error) {
 	case sandboxv1.NetworkPolicy_NETWORK_POLICY_ALLOW:
 		out.Network = driver.NetworkAllow
 	default:
-		return driver.Limits{}, badRequest("spec.limits.network", fmt.Sprintf("unknown network policy %d", l.GetNetwork()))
+		return driver.Limits{}, domain.InvalidField("spec.limits.network", fmt.Sprintf("unknown network policy %d", l.GetNetwork()))
 	}
 	return out, nil
 }
@@ -91,9 +92,7 @@ func checkLimits(name string, sup driver.LimitSupport, l driver.Limits) error {
 		return nil
 	}
 	list := strings.Join(missing, ", ")
-	return withInfo(codes.FailedPrecondition,
-		fmt.Sprintf("the %s driver cannot enforce the limit %s here; set limits.best_effort to run without it", name, list),
-		"LIMIT_UNSUPPORTED", map[string]string{"driver": name, "limits": list})
+	return domain.New(codes.FailedPrecondition, "LIMIT_UNSUPPORTED", fmt.Sprintf("the %s driver cannot enforce the limit %s here; set limits.best_effort to run without it", name, list), grpcerr.Meta("driver", name, "limits", list))
 }
 
 func infoToProto(fi driver.FileInfo) *sandboxv1.FileInfo {

@@ -40,7 +40,7 @@ func TestEveryErrorCarriesErrorInfo(t *testing.T) {
 		{context.Canceled, codes.Canceled, "CANCELLED"},
 		{errors.New("a bug"), codes.Internal, "INTERNAL"},
 		// A driver's own status passes through, even wrapped.
-		{fmt.Errorf("create: %w", withInfo(codes.ResourceExhausted, "slow down", "RATE_LIMITED", nil)), codes.ResourceExhausted, "RATE_LIMITED"},
+		{fmt.Errorf("create: %w", domain.New(codes.ResourceExhausted, "RATE_LIMITED", "slow down")), codes.ResourceExhausted, "RATE_LIMITED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {
@@ -54,13 +54,13 @@ func TestEveryErrorCarriesErrorInfo(t *testing.T) {
 					got = info.GetDomain() + "/" + info.GetReason()
 				}
 			}
-			if want := errorDomain + "/" + tt.reason; got != want {
+			if want := string(domain) + "/" + tt.reason; got != want {
 				t.Errorf("ErrorInfo %q; want %q", got, want)
 			}
 		})
 	}
-	if r := reasonOf(badRequest("spec.command", "empty")); r != "INVALID_ARGUMENT" {
-		t.Errorf("badRequest's ErrorInfo reason %q; want INVALID_ARGUMENT", r)
+	if r := reasonOf(domain.InvalidField("spec.command", "empty")); r != "INVALID_ARGUMENT" {
+		t.Errorf("InvalidField's ErrorInfo reason %q; want INVALID_ARGUMENT", r)
 	}
 }
 

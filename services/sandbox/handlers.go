@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,9 +25,6 @@ import (
 )
 
 // Limits from the contract.
-// domain builds the sandbox service's statuses.
-const domain grpcerr.Domain = errorDomain
-
 const (
 	defaultReadLines   = 2000
 	readChunkBytes     = 1 << 20
@@ -36,11 +32,13 @@ const (
 	maxTimeout         = 10 * time.Minute
 	maxRetainedBytes   = 1 << 20
 	maxGrepResults     = 10000
-	errorDomain        = "sandbox.fabro.dev"
 	defaultListDepth   = 1
 	readFileLineWidth  = 3
 	execIDAllowedChars = "A-Za-z0-9._-"
 )
+
+// domain is the google.rpc.ErrorInfo domain of every sandbox error.
+const domain grpcerr.Domain = "sandbox.fabro.dev"
 
 var execIDRe = regexp.MustCompile(`^[` + execIDAllowedChars + `]{1,128}$`)
 
@@ -105,12 +103,12 @@ func required(field, value string) error {
 func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandboxRequest) (*sandboxv1.CreateSandboxResponse, error) {
 	spec := req.GetSpec()
 	if spec == nil {
-		return nil, badRequest("spec", "a spec is required")
+		return nil, domain.InvalidField("spec", "a spec is required")
 	}
 	name := cmp.Or(spec.GetDriver(), s.defaultDriver)
 	d, ok := s.drivers[name]
 	if !ok {
-		return nil, badRequest("spec.driver", fmt.Sprintf("unknown driver %q; ListDrivers names the drivers", spec.GetDriver()))
+		return nil, domain.InvalidField("spec.driver", fmt.Sprintf("unknown driver %q; ListDrivers names the drivers", spec.GetDriver()))
 	}
 	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
 		return nil, err
@@ -193,8 +191,8 @@ func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxe
 
 // DeleteSandbox implements SandboxService.
 func (s *Service) DeleteSandbox(ctx context.Context, req *sandboxv1.DeleteSandboxRequest) (*sandboxv1.DeleteSandboxResponse, error) {
-	if err := required("sandbox_id", req.GetSandboxId()); err != nil {
-		return nil, err
+	if req.GetSandboxId() == "" {
+		return nil, errNoSandboxID()
 	}
 	existed, err := s.deleteSandbox(ctx, req.GetSandboxId())
 	if err != nil {
@@ -213,8 +211,11 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 	if err := required("path", req.GetPath()); err != nil {
 		return nil, err
 	}
-	if req.GetOffset() < 0 || req.GetLimit() < 0 {
-		return nil, badRequest("offset", "offset and limit must not be negative")
+	if req.GetOffset() < 0 {
+		return nil, domain.InvalidField("offset", "offset must not be negative")
+	}
+	if req.GetLimit() < 0 {
+		return nil, domain.InvalidField("limit", "limit must not be negative")
 	}
 	first := max(req.GetOffset(), 1)
 	limit := cmp.Or(req.GetLimit(), defaultReadLines)
@@ -268,8 +269,11 @@ func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc
 	if err := required("path", req.GetPath()); err != nil {
 		return err
 	}
-	if req.GetOffset() < 0 || req.GetLength() < 0 {
-		return badRequest("offset", "offset and length must not be negative")
+	if req.GetOffset() < 0 {
+		return domain.InvalidField("offset", "offset must not be negative")
+	}
+	if req.GetLength() < 0 {
+		return domain.InvalidField("length", "length must not be negative")
 	}
 	rc, size, err := sb.Open(ctx, req.GetPath(), req.GetOffset())
 	if err != nil {
@@ -357,7 +361,7 @@ func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirector
 		return nil, err
 	}
 	if req.GetDepth() < 0 {
-		return nil, badRequest("depth", "depth must not be negative")
+		return nil, domain.InvalidField("depth", "depth must not be negative")
 	}
 	depth := int(cmp.Or(req.GetDepth(), defaultListDepth))
 	filter := paging.Filter(req.GetPath(), strconv.Itoa(depth))
@@ -460,16 +464,13 @@ func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec,
 	}
 	ctx, span := startExecSpan(ctx, e, spec.GetCommand())
 	defer func() { endExecSpan(ctx, span, e.driver, res, err) }()
-	if spec == nil {
-		return nil, domain.InvalidField("spec", "spec is required")
-	}
 	ds, execID, err := execSpec(spec)
 	if err != nil {
 		return nil, err
 	}
 	caps := sb.Info().Capabilities
 	if len(ds.Stdin) > 0 && !caps.Stdin {
-		return nil, withInfo(codes.FailedPrecondition, "this sandbox's driver cannot give a command stdin", "CAPABILITY_UNSUPPORTED", map[string]string{"capability": "stdin"})
+		return nil, domain.New(codes.FailedPrecondition, "CAPABILITY_UNSUPPORTED", "this sandbox's driver cannot give a command stdin", grpcerr.Meta("capability", "stdin"))
 	}
 	ctx, kill, done, err := e.startExec(ctx, execID)
 	if err != nil {
@@ -493,15 +494,15 @@ func (s *Service) exec(ctx context.Context, id string, spec *sandboxv1.ExecSpec,
 func execSpec(spec *sandboxv1.ExecSpec) (driver.ExecSpec, string, error) {
 	switch {
 	case spec.GetCommand() == "":
-		return driver.ExecSpec{}, "", badRequest("spec.command", "the command is empty")
+		return driver.ExecSpec{}, "", domain.InvalidField("spec.command", "the command is empty")
 	case spec.GetTimeout().AsDuration() < 0:
-		return driver.ExecSpec{}, "", badRequest("spec.timeout", "the timeout must not be negative")
+		return driver.ExecSpec{}, "", domain.InvalidField("spec.timeout", "the timeout must not be negative")
 	case spec.GetRetainedOutputLimitBytes() < 0:
-		return driver.ExecSpec{}, "", badRequest("spec.retained_output_limit_bytes", "the output limit must not be negative")
+		return driver.ExecSpec{}, "", domain.InvalidField("spec.retained_output_limit_bytes", "the output limit must not be negative")
 	case spec.GetExecId() != "" && !execIDRe.MatchString(spec.GetExecId()):
-		return driver.ExecSpec{}, "", badRequest("spec.exec_id", "exec_id must be 1 to 128 characters from ["+execIDAllowedChars+"]")
+		return driver.ExecSpec{}, "", domain.InvalidField("spec.exec_id", "exec_id must be 1 to 128 characters from ["+execIDAllowedChars+"]")
 	case strings.ContainsRune(spec.GetCommand(), 0):
-		return driver.ExecSpec{}, "", badRequest("spec.command", "the command contains NUL")
+		return driver.ExecSpec{}, "", domain.InvalidField("spec.command", "the command contains NUL")
 	}
 	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
 		return driver.ExecSpec{}, "", err
@@ -523,10 +524,10 @@ func execSpec(spec *sandboxv1.ExecSpec) (driver.ExecSpec, string, error) {
 func validateEnv(field string, env map[string]string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return badRequest(field, fmt.Sprintf("environment variable name %q must be non-empty without '=' or NUL", k))
+			return domain.InvalidField(field, fmt.Sprintf("environment variable name %q must be non-empty without '=' or NUL", k))
 		}
 		if strings.ContainsRune(v, 0) {
-			return badRequest(field, fmt.Sprintf("the value of %s contains NUL", k))
+			return domain.InvalidField(field, fmt.Sprintf("the value of %s contains NUL", k))
 		}
 	}
 	return nil
@@ -538,11 +539,11 @@ func (s *Service) CancelExec(ctx context.Context, req *sandboxv1.CancelExecReque
 	if err != nil {
 		return nil, err
 	}
-	if err := required("exec_id", req.GetExecId()); err != nil {
-		return nil, err
+	if req.GetExecId() == "" {
+		return nil, domain.InvalidField("exec_id", "name the command to stop: the exec_id ExecStream's started event gave")
 	}
 	if !sb.Info().Capabilities.Cancel {
-		return nil, withInfo(codes.FailedPrecondition, "this sandbox's driver cannot stop a running command", "CAPABILITY_UNSUPPORTED", map[string]string{"capability": "cancel"})
+		return nil, domain.New(codes.FailedPrecondition, "CAPABILITY_UNSUPPORTED", "this sandbox's driver cannot stop a running command", grpcerr.Meta("capability", "cancel"))
 	}
 	return &sandboxv1.CancelExecResponse{Stopping: e.cancelExec(req.GetExecId(), req.GetKill())}, nil
 }
@@ -553,9 +554,6 @@ func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandbo
 	if err != nil {
 		return nil, err
 	}
-	if err := required("pattern", req.GetPattern()); err != nil {
-		return nil, err
-	}
 	if err := driver.ValidatePattern(req.GetPattern()); err != nil {
 		return nil, s.callErr(ctx, e, err)
 	}
@@ -563,7 +561,7 @@ func (s *Service) Grep(ctx context.Context, req *sandboxv1.GrepRequest) (*sandbo
 		return nil, s.callErr(ctx, e, err)
 	}
 	if req.GetMaxResults() < 0 {
-		return nil, badRequest("max_results", "max_results must not be negative")
+		return nil, domain.InvalidField("max_results", "max_results must not be negative")
 	}
 	max := int(req.GetMaxResults())
 	if max == 0 || max > maxGrepResults {
@@ -592,9 +590,6 @@ func (s *Service) Glob(ctx context.Context, req *sandboxv1.GlobRequest) (*sandbo
 	if err != nil {
 		return nil, err
 	}
-	if err := required("pattern", req.GetPattern()); err != nil {
-		return nil, err
-	}
 	if err := driver.ValidateGlob(req.GetPattern()); err != nil {
 		return nil, s.callErr(ctx, e, err)
 	}
@@ -612,7 +607,7 @@ func (s *Service) Walk(ctx context.Context, req *sandboxv1.WalkRequest) (*sandbo
 		return nil, err
 	}
 	if req.GetMaxDepth() < 0 {
-		return nil, badRequest("max_depth", "max_depth must not be negative")
+		return nil, domain.InvalidField("max_depth", "max_depth must not be negative")
 	}
 	files, err := sb.Walk(ctx, req.GetPath(), int(req.GetMaxDepth()), req.GetExcludeDirs())
 	if err != nil {
@@ -628,80 +623,75 @@ func (s *Service) Walk(ctx context.Context, req *sandboxv1.WalkRequest) (*sandbo
 // toStatus maps driver errors to statuses once, at the edge. Driver error
 // texts name paths and programs the client gave or may see, never secrets.
 func (s *Service) toStatus(ctx context.Context, err error) error {
-	// A driver may give its own status (a remote API's 401 or 429); it
-	// must carry an ErrorInfo like every other.
+	// A driver may give its own status (a remote API's 401 or 429, a
+	// plugin's own reason): it passes through, details included, and
+	// gains an ErrorInfo if it has none.
 	var se interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &se) {
-		return se.GRPCStatus().Err()
+		return domain.Ensure(se.GRPCStatus().Err())
 	}
 	msg := err.Error()
 	switch {
 	case errors.Is(err, driver.ErrPathEscapes):
-		return withInfo(codes.PermissionDenied, msg, "PATH_ESCAPES_ROOT", nil)
+		return domain.New(codes.PermissionDenied, "PATH_ESCAPES_ROOT", msg)
 	case errors.Is(err, driver.ErrNotFound):
-		return withInfo(codes.NotFound, msg, "FILE_NOT_FOUND", nil)
+		return domain.New(codes.NotFound, "FILE_NOT_FOUND", msg)
 	case errors.Is(err, driver.ErrInvalidPattern):
-		return withInfo(codes.InvalidArgument, msg, "INVALID_PATTERN", nil)
+		return domain.New(codes.InvalidArgument, "INVALID_PATTERN", msg)
 	case errors.Is(err, driver.ErrInvalid):
-		return withInfo(codes.InvalidArgument, msg, "INVALID_ARGUMENT", nil)
+		return domain.New(codes.InvalidArgument, "INVALID_ARGUMENT", msg)
 	case errors.Is(err, driver.ErrBashMissing):
-		return withInfo(codes.FailedPrecondition, msg, "BASH_MISSING", nil)
+		return domain.New(codes.FailedPrecondition, "BASH_MISSING", msg)
 	case errors.Is(err, driver.ErrUnsupported):
-		return withInfo(codes.FailedPrecondition, msg, "CAPABILITY_UNSUPPORTED", nil)
+		return domain.New(codes.FailedPrecondition, "CAPABILITY_UNSUPPORTED", msg)
 	case errors.Is(err, driver.ErrLimitUnsupported):
-		return withInfo(codes.FailedPrecondition, msg, "LIMIT_UNSUPPORTED", nil)
+		return domain.New(codes.FailedPrecondition, "LIMIT_UNSUPPORTED", msg)
 	case errors.Is(err, driver.ErrImageMissing):
-		return withInfo(codes.FailedPrecondition, msg, "IMAGE_MISSING", nil)
+		return domain.New(codes.FailedPrecondition, "IMAGE_MISSING", msg)
 	case errors.Is(err, driver.ErrGone):
-		return withInfo(codes.FailedPrecondition, msg, "SANDBOX_GONE", nil)
+		return domain.New(codes.FailedPrecondition, "SANDBOX_GONE", msg)
 	case errors.Is(err, driver.ErrIsDirectory):
-		return withInfo(codes.FailedPrecondition, msg, "IS_A_DIRECTORY", nil)
+		return domain.New(codes.FailedPrecondition, "IS_A_DIRECTORY", msg)
 	case errors.Is(err, driver.ErrNotDirectory):
-		return withInfo(codes.FailedPrecondition, msg, "NOT_A_DIRECTORY", nil)
+		return domain.New(codes.FailedPrecondition, "NOT_A_DIRECTORY", msg)
 	case errors.Is(err, driver.ErrNotEmpty):
-		return withInfo(codes.FailedPrecondition, msg, "DIRECTORY_NOT_EMPTY", nil)
+		return domain.New(codes.FailedPrecondition, "DIRECTORY_NOT_EMPTY", msg)
 	case errors.Is(err, driver.ErrNotUTF8):
-		return withInfo(codes.FailedPrecondition, msg, "NOT_UTF8", nil)
+		return domain.New(codes.FailedPrecondition, "NOT_UTF8", msg)
 	case errors.Is(err, driver.ErrExists):
-		return withInfo(codes.AlreadyExists, msg, "EXISTS_AS_NON_DIRECTORY", nil)
+		return domain.New(codes.AlreadyExists, "EXISTS_AS_NON_DIRECTORY", msg)
 	case errors.Is(err, driver.ErrUnavailable):
-		return withInfo(codes.Unavailable, msg, "DRIVER_UNAVAILABLE", nil)
+		return domain.New(codes.Unavailable, "DRIVER_UNAVAILABLE", msg)
 	case errors.Is(err, context.DeadlineExceeded):
-		return withInfo(codes.DeadlineExceeded, msg, "DEADLINE_EXCEEDED", nil)
+		return domain.New(codes.DeadlineExceeded, grpcerr.ReasonDeadlineExceeded, msg)
 	case errors.Is(err, context.Canceled):
-		return withInfo(codes.Canceled, msg, "CANCELLED", nil)
+		return domain.New(codes.Canceled, grpcerr.ReasonCancelled, msg)
 	}
 	s.logger.ErrorContext(ctx, "sandbox driver failure", "error", err)
-	return withInfo(codes.Internal, "internal error", "INTERNAL", nil)
+	return domain.Internal("internal error")
 }
 
-func errSandboxFailed(id, reason string) error {
-	return withInfo(codes.FailedPrecondition, fmt.Sprintf("sandbox %q has FAILED: %s; only DeleteSandbox works on it", id, reason), "SANDBOX_FAILED", map[string]string{"sandbox_id": id})
+// errSandboxFailed is a sandbox that cannot be used. One whose driver was
+// unavailable when it was reopened (retry) is tried again after
+// reviveEvery: RetryInfo says so.
+func errSandboxFailed(id, reason string, retry bool) error {
+	if retry {
+		return domain.New(codes.FailedPrecondition, "SANDBOX_FAILED", fmt.Sprintf("sandbox %q has FAILED: %s; it is reopened on use once its driver is back, or DeleteSandbox removes it", id, reason),
+			grpcerr.Meta("sandbox_id", id), grpcerr.RetryAfter(reviveEvery))
+	}
+	return domain.New(codes.FailedPrecondition, "SANDBOX_FAILED", fmt.Sprintf("sandbox %q has FAILED: %s; only DeleteSandbox works on it", id, reason), grpcerr.Meta("sandbox_id", id))
 }
 
 func errSandboxNotFound(id string) error {
-	return withInfo(codes.NotFound, fmt.Sprintf("no sandbox %q", id), "SANDBOX_NOT_FOUND", map[string]string{"sandbox_id": id})
+	return domain.New(codes.NotFound, "SANDBOX_NOT_FOUND", fmt.Sprintf("no sandbox %q", id), grpcerr.Meta("sandbox_id", id))
+}
+
+func errNoSandboxID() error {
+	return domain.InvalidField("sandbox_id", "a sandbox_id is required (CreateSandbox returns it)")
 }
 
 func errExecIDInUse(id string) error {
-	return withInfo(codes.AlreadyExists, fmt.Sprintf("exec id %q names a running command", id), "EXEC_ID_IN_USE", map[string]string{"exec_id": id})
-}
-
-func badRequest(field, msg string) error {
-	st := status.New(codes.InvalidArgument, msg)
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}},
-		&errdetails.ErrorInfo{Domain: errorDomain, Reason: "INVALID_ARGUMENT", Metadata: map[string]string{"field": field}}); err == nil {
-		st = d
-	}
-	return st.Err()
-}
-
-func withInfo(code codes.Code, msg, reason string, md map[string]string) error {
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return domain.New(codes.AlreadyExists, "EXEC_ID_IN_USE", fmt.Sprintf("exec id %q names a running command", id), grpcerr.Meta("exec_id", id))
 }
 
 func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {

@@ -125,9 +125,7 @@ func (p rootPolicy) checkPath(given, path string) error {
 	inWorkspaces := p.workspaces != "" && path != p.workspaces && within(path, p.workspaces)
 	for _, data := range p.protected {
 		if within(data, path) || (within(path, data) && !inWorkspaces) {
-			return withInfo(codes.PermissionDenied,
-				fmt.Sprintf("working_directory %s is, holds or lies in the service's data directory: sandboxes may not reach it", given),
-				"ROOT_NOT_ALLOWED", nil)
+			return domain.New(codes.PermissionDenied, "ROOT_NOT_ALLOWED", fmt.Sprintf("working_directory %s is, holds or lies in the service's data directory: sandboxes may not reach it", given))
 		}
 	}
 	if inWorkspaces {
@@ -138,9 +136,7 @@ func (p rootPolicy) checkPath(given, path string) error {
 			return nil
 		}
 	}
-	return withInfo(codes.PermissionDenied,
-		fmt.Sprintf("working_directory %s is outside the directories this service allows sandboxes in (the operator lists them with -sandbox-allowed-roots)", given),
-		"ROOT_NOT_ALLOWED", nil)
+	return domain.New(codes.PermissionDenied, "ROOT_NOT_ALLOWED", fmt.Sprintf("working_directory %s is outside the directories this service allows sandboxes in (the operator lists them with -sandbox-allowed-roots)", given))
 }
 
 // defaultWorkspaceRoot is where managed workspaces go without a data

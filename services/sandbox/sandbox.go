@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/daytona"
@@ -378,7 +379,7 @@ func (s *Service) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, co
 // get returns the sandbox id, whatever its state.
 func (s *Service) get(id string) (*entry, error) {
 	if id == "" {
-		return nil, domain.InvalidField("sandbox_id", "sandbox_id is required")
+		return nil, errNoSandboxID()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -431,7 +432,7 @@ func (e *entry) use() (driver.Sandbox, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.sb == nil {
-		return nil, errSandboxFailed(e.id, e.failed)
+		return nil, errSandboxFailed(e.id, e.failed, e.retry)
 	}
 	return e.sb, nil
 }
@@ -474,9 +475,9 @@ func (s *Service) callErr(ctx context.Context, e *entry, err error) error {
 			// exited) makes the call UNAVAILABLE; from now on the sandbox
 			// is FAILED.
 			if errors.Is(err, driver.ErrUnavailable) {
-				return withInfo(codes.Unavailable, err.Error(), "DRIVER_UNAVAILABLE", map[string]string{"sandbox_id": e.id})
+				return domain.New(codes.Unavailable, "DRIVER_UNAVAILABLE", err.Error(), grpcerr.Meta("sandbox_id", e.id))
 			}
-			return errSandboxFailed(e.id, msg)
+			return errSandboxFailed(e.id, msg, false)
 		}
 	}
 	return s.toStatus(ctx, err)

@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,15 +21,15 @@ import (
 	"github.com/fabro-sh/fabro-go/services/vault/internal/store"
 )
 
-// errorDomain is the google.rpc.ErrorInfo domain of every vault error.
-const errorDomain = "vault.fabro.dev"
-
-// domain builds the vault's statuses.
-const domain grpcerr.Domain = errorDomain
+// domain is the google.rpc.ErrorInfo domain of every vault error.
+const domain grpcerr.Domain = "vault.fabro.dev"
 
 // PutSecret implements VaultService.
 func (s *Service) PutSecret(ctx context.Context, req *vaultv1.PutSecretRequest) (*vaultv1.PutSecretResponse, error) {
 	caller := s.caller(ctx)
+	if err := checkVersion("expected_version", req.ExpectedVersion, 0); err != nil {
+		return nil, s.fail(ctx, audit.Entry{Op: "put", Caller: caller, Names: []string{req.GetName()}}, err)
+	}
 	md, err := s.store.Put(req.GetName(), []byte(req.GetValue()), req.ExpectedVersion, caller)
 	e := audit.Entry{Op: "put", Caller: caller, Names: []string{req.GetName()}, Version: md.Current}
 	if err != nil {
@@ -42,8 +42,8 @@ func (s *Service) PutSecret(ctx context.Context, req *vaultv1.PutSecretRequest) 
 // GetSecret implements VaultService.
 func (s *Service) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest) (*vaultv1.GetSecretResponse, error) {
 	e := audit.Entry{Op: "get", Caller: s.caller(ctx), Names: []string{req.GetName()}}
-	if req.GetName() == "" {
-		return nil, s.fail(ctx, e, domain.InvalidField("name", "name is required"))
+	if err := checkName("name", req.GetName()); err != nil {
+		return nil, s.fail(ctx, e, err)
 	}
 	md, err := s.store.Get(req.GetName())
 	if err != nil {
@@ -93,8 +93,8 @@ func (s *Service) ListSecrets(ctx context.Context, req *vaultv1.ListSecretsReque
 // DeleteSecret implements VaultService.
 func (s *Service) DeleteSecret(ctx context.Context, req *vaultv1.DeleteSecretRequest) (*vaultv1.DeleteSecretResponse, error) {
 	e := audit.Entry{Op: "delete", Caller: s.caller(ctx), Names: []string{req.GetName()}, Version: req.GetVersion()}
-	if req.GetName() == "" {
-		return nil, s.fail(ctx, e, domain.InvalidField("name", "name is required"))
+	if err := cmp.Or(checkName("name", req.GetName()), checkVersion("version", req.Version, 1), checkVersion("expected_version", req.ExpectedVersion, 1)); err != nil {
+		return nil, s.fail(ctx, e, err)
 	}
 	n, err := s.store.Delete(req.GetName(), req.Version, req.ExpectedVersion)
 	if err != nil {
@@ -115,7 +115,12 @@ func (s *Service) ResolveCredentials(ctx context.Context, req *vaultv1.ResolveCr
 	}
 	e := audit.Entry{Op: "resolve", Caller: cmp.Or(service, "anonymous"), Names: req.GetNames()}
 	if len(req.GetNames()) == 0 {
-		return nil, s.fail(ctx, e, invalidArgument("names", "name at least one credential to resolve"))
+		return nil, s.fail(ctx, e, domain.InvalidField("names", "name at least one credential to resolve"))
+	}
+	for i, name := range req.GetNames() {
+		if err := checkName("names["+strconv.Itoa(i)+"]", name); err != nil {
+			return nil, s.fail(ctx, e, err)
+		}
 	}
 	// Policy first, for every name, before the store is consulted: a denied
 	// caller learns nothing about which secrets exist.
@@ -123,7 +128,7 @@ func (s *Service) ResolveCredentials(ctx context.Context, req *vaultv1.ResolveCr
 		if service == "" || !s.policy.Allows(service, name) {
 			e.Outcome = codes.PermissionDenied.String()
 			s.record(ctx, e)
-			return nil, withInfo(codes.PermissionDenied, "caller may not resolve the requested credentials", "DENIED", nil)
+			return nil, domain.New(codes.PermissionDenied, "DENIED", "caller may not resolve the requested credentials")
 		}
 	}
 	resp := &vaultv1.ResolveCredentialsResponse{}
@@ -176,19 +181,39 @@ func (s *Service) record(ctx context.Context, e audit.Entry) {
 	}
 }
 
+// checkName refuses a name no secret can have (Put's store check says the
+// same): an empty one is a missing field, not a missing secret.
+func checkName(field, name string) error {
+	switch {
+	case name == "":
+		return domain.InvalidField(field, "a secret name is required")
+	case !store.ValidName(name):
+		return domain.InvalidField(field, fmt.Sprintf("%q is not a secret name: use upper-case letters, digits and underscores, starting with a letter", name))
+	}
+	return nil
+}
+
+// checkVersion refuses a version below least when one is given.
+func checkVersion(field string, v *int64, least int64) error {
+	if v != nil && *v < least {
+		return domain.InvalidField(field, fmt.Sprintf("%s must be at least %d, not %d", field, least, *v))
+	}
+	return nil
+}
+
 // fail audits a failed operation and turns err into a gRPC status.
 func (s *Service) fail(ctx context.Context, e audit.Entry, err error) error {
-	st := s.toStatus(ctx, err)
-	e.Outcome = st.Code().String()
+	err = s.toStatus(ctx, err)
+	e.Outcome = status.Code(err).String()
 	s.record(ctx, e)
-	return st.Err()
+	return err
 }
 
 // toStatus maps store errors to gRPC statuses with details. Store errors
 // carry names and versions, never values, so their text is safe to return.
-func (s *Service) toStatus(ctx context.Context, err error) *status.Status {
-	if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
-		return st.GRPCStatus()
+func (s *Service) toStatus(ctx context.Context, err error) error {
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return err
 	}
 	var (
 		conflict *store.ConflictError
@@ -196,44 +221,24 @@ func (s *Service) toStatus(ctx context.Context, err error) *status.Status {
 	)
 	switch {
 	case errors.Is(err, store.ErrInvalidName):
-		return badRequest("name", err.Error()+": use upper-case letters, digits and underscores, starting with a letter")
+		return domain.InvalidField("name", err.Error()+": use upper-case letters, digits and underscores, starting with a letter")
 	case errors.Is(err, store.ErrEmptyValue), errors.Is(err, store.ErrTooLarge):
-		return badRequest("value", err.Error())
+		return domain.InvalidField("value", err.Error())
 	case errors.Is(err, store.ErrNotFound):
-		return statusWithInfo(codes.NotFound, err.Error(), "SECRET_NOT_FOUND", nil)
+		return domain.New(codes.NotFound, "SECRET_NOT_FOUND", err.Error())
 	case errors.As(err, &conflict):
-		return statusWithInfo(codes.Aborted, err.Error(), "VERSION_CONFLICT", map[string]string{
-			"name": conflict.Name, "expected_version": strconv.FormatInt(conflict.Expected, 10),
-			"current_version": strconv.FormatInt(conflict.Current, 10),
-		})
+		return domain.New(codes.Aborted, "VERSION_CONFLICT", err.Error(), grpcerr.Meta(
+			"name", conflict.Name, "expected_version", strconv.FormatInt(conflict.Expected, 10),
+			"current_version", strconv.FormatInt(conflict.Current, 10)))
 	case errors.As(err, &corrupt):
-		return statusWithInfo(codes.DataLoss, err.Error(), "RECORD_CORRUPT", map[string]string{"name": corrupt.Name})
+		return domain.New(codes.DataLoss, "RECORD_CORRUPT", err.Error(), grpcerr.Meta("name", corrupt.Name))
 	default:
+		if e := domain.FromContext(err); e != nil {
+			return e
+		}
 		s.logger.ErrorContext(ctx, "vault internal error", "err", err)
-		return status.New(codes.Internal, "internal error")
+		return domain.Internal("internal error")
 	}
-}
-
-func invalidArgument(field, msg string) error { return badRequest(field, msg).Err() }
-
-func badRequest(field, msg string) *status.Status {
-	st := status.New(codes.InvalidArgument, msg)
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
-		return d
-	}
-	return st
-}
-
-func withInfo(code codes.Code, msg, reason string, md map[string]string) error {
-	return statusWithInfo(code, msg, reason, md).Err()
-}
-
-func statusWithInfo(code codes.Code, msg, reason string, md map[string]string) *status.Status {
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md}); err == nil {
-		return d
-	}
-	return st
 }
 
 func toProto(md store.Metadata) *vaultv1.SecretMetadata {

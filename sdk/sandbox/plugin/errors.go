@@ -52,6 +52,12 @@ func toStatus(err error) error {
 			return st.Err()
 		}
 	}
+	// A driver's own status with details (a remote API's reason) crosses
+	// as it is: the host passes it on to the client.
+	var own interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &own) && len(own.GRPCStatus().Details()) > 0 {
+		return own.GRPCStatus().Err()
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
@@ -71,6 +77,13 @@ type remoteError struct {
 func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.kind }
 
+// remoteStatus is a plugin driver's own status, with its details (a remote
+// API's reason): the host's service returns it as it is, not flattened.
+type remoteStatus struct{ st *status.Status }
+
+func (e *remoteStatus) Error() string              { return "plugin: " + e.st.Message() }
+func (e *remoteStatus) GRPCStatus() *status.Status { return e.st }
+
 // fromStatus turns a status from the plugin back into a driver error. A
 // status naming no driver error stays a plain error with the plugin's text.
 func fromStatus(err error) error {
@@ -89,7 +102,12 @@ func fromStatus(err error) error {
 			}
 		}
 	}
+	if len(st.Details()) > 0 {
+		return &remoteStatus{st: st}
+	}
 	switch st.Code() {
+	case codes.Unavailable:
+		return &remoteError{msg: "plugin: " + st.Message(), kind: driver.ErrUnavailable}
 	case codes.DeadlineExceeded:
 		return &remoteError{msg: "plugin: " + st.Message(), kind: context.DeadlineExceeded}
 	case codes.Canceled:

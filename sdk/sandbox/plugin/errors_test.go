@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,5 +35,27 @@ func TestErrorsRoundTrip(t *testing.T) {
 	// A status naming no driver error stays a plain error.
 	if back := fromStatus(status.Error(codes.Internal, "boom")); errors.Is(back, driver.ErrNotFound) || back.Error() != "plugin: boom" {
 		t.Errorf("plain: %v", back)
+	}
+}
+
+// A plugin driver's own status with details crosses to the host intact, so
+// the service can pass it on; a bare UNAVAILABLE is the driver unavailable.
+func TestPluginStatusPassesThrough(t *testing.T) {
+	own, err := status.New(codes.ResourceExhausted, "slow down").WithDetails(&errdetails.ErrorInfo{Domain: "remote.example", Reason: "RATE_LIMITED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := toStatus(fmt.Errorf("create: %w", own.Err()))
+	back := fromStatus(wire)
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(back, &se) {
+		t.Fatalf("back = %v: no status", back)
+	}
+	got := se.GRPCStatus()
+	if got.Code() != codes.ResourceExhausted || len(got.Details()) != 1 || got.Details()[0].(*errdetails.ErrorInfo).GetReason() != "RATE_LIMITED" {
+		t.Errorf("status = %v %v", got, got.Details())
+	}
+	if back := fromStatus(status.Error(codes.Unavailable, "conn reset")); !errors.Is(back, driver.ErrUnavailable) {
+		t.Errorf("bare unavailable = %v", back)
 	}
 }

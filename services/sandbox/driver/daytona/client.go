@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
@@ -27,8 +27,8 @@ const (
 	URLName = "DAYTONA_API_URL"
 )
 
-// errorDomain is the sandbox service's ErrorInfo domain.
-const errorDomain = "sandbox.fabro.dev"
+// domain is the sandbox service's ErrorInfo domain.
+const domain grpcerr.Domain = "sandbox.fabro.dev"
 
 // Credentials resolves names from the vault; *vaultclient.Client is one.
 type Credentials interface {
@@ -45,6 +45,8 @@ type apiError struct {
 	code    string // Daytona's error code, such as SANDBOX_NOT_FOUND
 	message string
 	kind    error // driver.ErrGone, ErrNotFound, ...; nil for none
+	// retryAfter is Daytona's Retry-After on a 429 or 5xx, 0 when none.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string {
@@ -63,7 +65,8 @@ func (e *apiError) Unwrap() error { return e.kind }
 // GRPCStatus maps Daytona's status codes: 401 and 403 to PERMISSION_DENIED
 // naming the credential (never its value), 404 to NOT_FOUND, 429 (after
 // the retries) to RESOURCE_EXHAUSTED, 5xx (after the retries) to
-// UNAVAILABLE, and a bad request to INVALID_ARGUMENT.
+// UNAVAILABLE, both with RetryInfo (Daytona's Retry-After, or 1s), and a
+// bad request to INVALID_ARGUMENT.
 func (e *apiError) GRPCStatus() *status.Status {
 	code, reason := codes.Unknown, "DAYTONA_ERROR"
 	msg := e.Error()
@@ -89,11 +92,11 @@ func (e *apiError) GRPCStatus() *status.Status {
 	case e.status == http.StatusConflict:
 		code, reason = codes.FailedPrecondition, "DAYTONA_CONFLICT"
 	}
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md}); err == nil {
-		st = d
+	opts := []grpcerr.Option{grpcerr.Metadata(md)}
+	if transient(e.status) {
+		opts = append(opts, grpcerr.RetryAfter(max(e.retryAfter, time.Second)))
 	}
-	return st
+	return domain.Status(code, reason, msg, opts...)
 }
 
 // goneError is a sandbox that Daytona reports failed, destroyed or missing.
@@ -112,12 +115,8 @@ func (e *goneError) Error() string {
 func (e *goneError) Unwrap() error { return driver.ErrGone }
 
 func (e *goneError) GRPCStatus() *status.Status {
-	st := status.New(codes.FailedPrecondition, e.Error()+"; create a new sandbox")
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: "SANDBOX_GONE",
-		Metadata: map[string]string{"daytona_sandbox_id": e.id, "daytona_state": e.state}}); err == nil {
-		st = d
-	}
-	return st
+	return domain.Status(codes.FailedPrecondition, "SANDBOX_GONE", e.Error()+"; create a new sandbox",
+		grpcerr.Meta("daytona_sandbox_id", e.id, "daytona_state", e.state))
 }
 
 // Retry bounds transient failures (429, 5xx, connection errors).
@@ -243,6 +242,9 @@ func (c *client) do(ctx context.Context, r request) error {
 		default:
 			err = c.failure(resp, r)
 			retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
+			if ae, ok := err.(*apiError); ok {
+				ae.retryAfter = retryAfter
+			}
 			// A 429 was refused before anything was done; a 5xx of a
 			// call that is not safe to repeat may have done it.
 			if !transient(resp.StatusCode) || (r.once && resp.StatusCode != http.StatusTooManyRequests) {
