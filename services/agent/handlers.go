@@ -21,6 +21,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
@@ -98,7 +99,8 @@ func (s *Service) resolveRoute(ctx context.Context, selector string) (*agentv1.M
 	m := res.GetModel()
 	profile, err := profileByName(m.GetAgentProfile())
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "model %q: %v", selector, err)
+		return nil, grpcerr.Domain("agent.fabro.dev").New(codes.FailedPrecondition, "AGENT_PROFILE_UNKNOWN",
+			fmt.Sprintf("model %q: %v", selector, err), grpcerr.Meta("model", selector, "agent_profile", m.GetAgentProfile()))
 	}
 	route := &agentv1.ModelRoute{
 		Selector:            selector,
