@@ -3,7 +3,10 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -161,5 +164,15 @@ func TestGetDriver(t *testing.T) {
 	}
 	if diff := cmp.Diff(list.GetDrivers()[0], got.GetDriver(), protocmp.Transform()); diff != "" {
 		t.Errorf("GetDriver(local) (-listed +got):\n%s", diff)
+	}
+	// Over REST, by its route.
+	resp, err := http.Get(h.http + "/v1/sandboxDrivers/local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"driverId":"local"`) {
+		t.Errorf("GET /v1/sandboxDrivers/local: %d %s", resp.StatusCode, body)
 	}
 }
