@@ -6,7 +6,7 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 # Every Go module in the workspace (go.work), tested one by one with GOWORK=off
 # so that a missing require cannot hide behind the workspace.
-MODULES := gen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin
+MODULES := gen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin e2e
 # Modules that hold Go code yet (go test fails on a module with no packages).
 GO_MODULES = $(foreach m,$(MODULES),$(if $(shell find $(m) -name '*.go' -print -quit),$(m)))
 
@@ -15,6 +15,7 @@ BUF_VERSION := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPC_GATEWAY_VERSION := v2.33.0
+OAPI_CODEGEN_VERSION := v2.8.2
 
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -47,7 +48,7 @@ demo: ## Run an agent offline: fabro exec against the fake provider on a scratch
 	  echo "--- hello.txt is now:"; cat hello.txt
 
 .PHONY: test
-test: tools lint checkgenerate test-go ## Run every check and every test (what CI runs)
+test: tools lint checkgenerate breaking test-go ## Run every check and every test (what CI runs)
 
 .PHONY: test-go
 test-go: sandbox-image ## go test -race in every module, each with GOWORK=off
@@ -66,14 +67,60 @@ lint: tools ## gofmt, go vet in every module, buf lint and buf format
 .PHONY: generate
 generate: tools ## Regenerate gen/ from proto/
 	find gen -type f \( -name '*.pb.go' -o -name '*.pb.gw.go' \) -delete
-	rm -f gen/openapi/fabro.swagger.json
+	rm -f gen/openapi/fabro.swagger.json gen/openapi/fabro.openapi.json gen/openapi/client/client.gen.go
 	$(BUF) generate
+	@# OpenAPI 3 (merged and per service) from the v2 document, then the Go REST client from it.
+	cd gen && GOWORK=off go run ./openapi/internal/openapigen -dir openapi
+	$(BIN)/oapi-codegen -config gen/openapi/client/oapi-codegen.yaml gen/openapi/fabro.openapi.json
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when gen/ differs from what proto/ generates
 	@git add --intent-to-add gen
 	@if ! git diff --quiet -- gen; then \
 	  echo "gen/ is stale: run 'make generate' and commit the result"; git diff --stat -- gen; exit 1; fi
+
+# The contracts of the last release, as a buf image committed in the tree
+# (CI's fresh clone has no tags to compare with). `make release-contracts`
+# cuts it at a release; `make breaking` (in `make test`) compares proto/
+# with it under buf.yaml's breaking rules (WIRE_JSON).
+RELEASED_CONTRACTS := proto/released/v1.binpb
+# The v1 packages the self-check removes a field from (every one is checked:
+# none is an unstable package, which buf.yaml's ignore_unstable_packages skips).
+BREAKING_SELFCHECK := fabro/agent/v1 fabro/llm/v1 fabro/sandbox/v1 fabro/sandbox/plugin/v1 fabro/vault/v1 fabro/auth/v1
+# A top-level message's field: "  [repeated ]type name = N;" (not an enum value).
+FIELD_LINE := '^  (repeated |optional )?(map<[^>]*>|[A-Za-z][A-Za-z0-9_.]*) [a-z][a-z0-9_]* = [0-9]+( \[|;)'
+
+.PHONY: breaking
+breaking: tools ## buf breaking: proto/ against the released contracts (proto/released/v1.binpb)
+	$(BUF) breaking --against $(RELEASED_CONTRACTS)
+	@# The check must be able to fail: proto/ with one field of a v1 package
+	@# removed is breaking against proto/ as it is, in every package.
+	@d=$(TMP)/breaking-selfcheck; rm -rf $$d && mkdir -p $$d && \
+	  $(BUF) build --exclude-source-info -o $$d/now.binpb && \
+	  for pkg in $(BREAKING_SELFCHECK); do \
+	    rm -rf $$d/tree && mkdir -p $$d/tree && cp -r buf.yaml proto $$d/tree/ && rm -rf $$d/tree/proto/released; \
+	    f=$$(grep -lE $(FIELD_LINE) $$d/tree/proto/$$pkg/*.proto | sed -n 1p); \
+	    [ -n "$$f" ] || { echo "breaking self-check: no field in $$pkg"; exit 1; }; \
+	    line=$$(grep -n -m1 -E $(FIELD_LINE) $$f | cut -d: -f1); \
+	    sed -i "$${line}d" $$f; \
+	    if (cd $$d/tree && $(BUF) breaking --error-format json --against $$d/now.binpb >$$d/out 2>&1); then \
+	      echo "breaking self-check: removing line $$line of $${f#$$d/tree/} is not reported by buf breaking"; exit 1; fi; \
+	    grep -q "\"type\":\"FIELD_NO_DELETE" $$d/out || { echo "breaking self-check: unexpected output for $$pkg:"; cat $$d/out; exit 1; }; \
+	  done; echo "breaking self-check: a field removed from any of $(words $(BREAKING_SELFCHECK)) v1 packages fails buf breaking"
+
+.PHONY: openapi-names
+openapi-names: ## Accept the OpenAPI type names as generated now (after a deliberate change; review the golden's diff)
+	cd gen && GOWORK=off go test -count=1 ./openapi -run TestTypeNames -update
+
+.PHONY: release-contracts
+release-contracts: tools ## Cut the released contracts (proto/released/v1.binpb) from proto/ at a release; commit it
+	$(BUF) lint
+	@mkdir -p $(dir $(RELEASED_CONTRACTS))
+	$(BUF) build --exclude-source-info -o $(RELEASED_CONTRACTS).tmp#format=binpb
+	@# The new image must be readable and proto/ compatible with it, before it replaces the old one.
+	$(BUF) breaking --against $(RELEASED_CONTRACTS).tmp#format=binpb
+	mv -f $(RELEASED_CONTRACTS).tmp $(RELEASED_CONTRACTS)
+	@echo "released contracts cut: commit $(RELEASED_CONTRACTS)"
 
 .PHONY: tidy
 tidy: ## go mod tidy in every module, then go work sync
@@ -94,18 +141,30 @@ plugins: ## Build the sandbox plugins into bin/plugins with their SHA256SUMS (-s
 
 # Static binaries, one build context each, for deploy/Dockerfile.
 COMPOSE_SERVICES := vault llmgateway sandbox agent
-COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p fabro
+# The compose project: override it (and FABRO_GRPC_PORT, FABRO_HTTP_PORT) to
+# run a second stack beside the first.
+COMPOSE_PROJECT_NAME ?= fabro
+# The images' tag (fabro/<service>:$(FABRO_IMAGE_TAG)); the compose test builds its own.
+FABRO_IMAGE_TAG ?= dev
+# The project the sandbox container mounts at the same path: the directory
+# `make` was started from (`cd ~/src/app && make -C ~/fabro-go up`).
+FABRO_PROJECT_DIR ?= $(or $(PWD),$(CURDIR))
+# OFFLINE=1: run the fake provider (profile offline) and point the catalog at it.
+OFFLINE ?=
+COMPOSE_ENV = PWD=$(FABRO_PROJECT_DIR) FABRO_IMAGE_TAG=$(FABRO_IMAGE_TAG) $(if $(OFFLINE),COMPOSE_PROFILES=offline FABRO_LLM_CATALOG_OVERLAY=/etc/fabro/offline-overlay.json)
+COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p $(COMPOSE_PROJECT_NAME)
 .PHONY: images
 images: ## Build the service images offline (FROM scratch) for compose.yaml
 	@for s in $(COMPOSE_SERVICES); do \
 	  mkdir -p $(addprefix .tmp/images/$$s/rootfs/,data auth run/fabro issue/admin issue/llmgateway issue/agent issue/sandbox) && \
 	  cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$s/ && \
 	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$s/app ./services/$$s/cmd/$$s; done
-	@mkdir -p .tmp/images/otlpsink/data && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/otlpsink/ && \
-	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/otlpsink/app ./platform/cmd/otlpsink
+	@for b in otlpsink:platform/cmd/otlpsink router:platform/cmd/router fakeprovider:services/llmgateway/cmd/fakeprovider; do \
+	  n=$${b%%:*}; mkdir -p .tmp/images/$$n/rootfs && cp /etc/ssl/certs/ca-certificates.crt .tmp/images/$$n/ && \
+	  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .tmp/images/$$n/app ./$${b#*:}; done
 	@$(MAKE) docker-daemon
 	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
-	$(COMPOSE) build
+	FABRO_IMAGE_TAG=$(FABRO_IMAGE_TAG) COMPOSE_PROFILES=offline $(COMPOSE) build
 
 # The sandbox image's base: a minimal Debian root filesystem with bash and
 # ripgrep, made with debootstrap from Debian's mirror and imported, since no
@@ -139,19 +198,26 @@ docker-daemon: ## Start the Docker engine when it is installed but not running
 	  tail -20 /var/log/docker.log $(TMP)/dockerd.log 2>/dev/null; exit 1; }
 
 .PHONY: up
-up: images ## Run the services as containers (compose.yaml)
-	$(COMPOSE) up -d
+up: images ## Run the services as containers (compose.yaml) behind one front door, 127.0.0.1:7700 / :7780
+	$(COMPOSE_ENV) $(COMPOSE) up -d
+	@echo "the stack's front door: -server 127.0.0.1:$${FABRO_GRPC_PORT:-7700}; admin token: make admin-token"
+
+.PHONY: admin-token
+admin-token: ## Copy the compose stack's admin token to ./admin.token (0600)
+	@id=$$($(COMPOSE_ENV) $(COMPOSE) ps -q vault); [ -n "$$id" ] || { echo "the vault container is not running: make up"; exit 1; }; \
+	  for i in $$(seq 30); do docker cp $$id:/issue/admin/token admin.token 2>/dev/null && chmod 600 admin.token && echo "admin.token" && exit 0; sleep 1; done; \
+	  echo "the vault has not issued the admin token yet: see $(COMPOSE) logs vault"; exit 1
 
 .PHONY: down
 down: ## Stop the containers
-	$(COMPOSE) down
+	$(COMPOSE_ENV) COMPOSE_PROFILES=offline $(COMPOSE) down
 
 .PHONY: bench
 bench: ## Run the benchmarks of every module
 	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
 
 .PHONY: tools
-tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## Install pinned tools into .tmp/bin
+tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen ## Install pinned tools into .tmp/bin
 
 # Each tool is rebuilt when its pinned version changes: the stamp file names the version.
 $(BUF): $(TMP)/stamps/buf-$(BUF_VERSION)
@@ -169,6 +235,11 @@ $(TMP)/stamps/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2: $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION)
 $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION):
 	GOBIN=$(BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
+	@mkdir -p $(@D) && touch $@
+
+$(BIN)/oapi-codegen: $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION)
+$(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION):
+	GOBIN=$(BIN) go install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION)
 	@mkdir -p $(@D) && touch $@
 
 # Debian packages the tests need: ripgrep for the sandbox's grep back end,

@@ -246,7 +246,7 @@ func TestSecretsOverREST(t *testing.T) {
 		{"GET", "/v1/secrets/NOPE_API_KEY", "", 404, "SECRET_NOT_FOUND"},
 		{"PUT", "/v1/secrets/bad-name", `{"value":"x"}`, 400, "invalid secret name"},
 		// Values leave the vault over gRPC only: there is no such route.
-		{"POST", "/v1/credentials:resolve", `{"names":["GROQ_API_KEY"]}`, 404, "Not Found"},
+		{"POST", "/v1/credentials:resolve", `{"names":["GROQ_API_KEY"]}`, 404, "ROUTE_NOT_FOUND"},
 		{"DELETE", "/v1/secrets/GROQ_API_KEY", "", 200, `"deletedVersions":1`},
 		{"GET", "/v1/secrets/GROQ_API_KEY", "", 404, "not found"},
 		{"GET", "/openapi.json", "", 200, `"/v1/secrets/{name}"`},

@@ -70,7 +70,10 @@ func callRoute(t *testing.T, addr, token, method, path string) string {
 	var st struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
-		Error   *struct {
+		Details []struct {
+			Reason string `json:"reason"`
+		} `json:"details"`
+		Error *struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
@@ -80,7 +83,7 @@ func callRoute(t *testing.T, addr, token, method, path string) string {
 		st.Code, st.Message = st.Error.Code, st.Error.Message
 	}
 	switch {
-	case st.Code == 5 && st.Message == "Not Found":
+	case st.Code == 5 && len(st.Details) > 0 && st.Details[0].Reason == "ROUTE_NOT_FOUND":
 		return "no route"
 	case st.Code == 12 || resp.StatusCode == http.StatusNotImplemented:
 		return "unimplemented"

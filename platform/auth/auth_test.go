@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -258,4 +260,80 @@ func TestInterceptor(t *testing.T) {
 		t.Errorf("anonymous reflection turned on: %v", err)
 	}
 
+}
+
+// TestUnusableStore: a token store that cannot be parsed is the server's
+// fault: UNAVAILABLE with RetryInfo (not UNAUTHENTICATED, which would tell
+// the caller to change its credential), logged once, not on every call.
+func TestUnusableStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	store := auth.OpenStore(path)
+	admin, _, _ := store.Issue("root", auth.RoleAdmin)
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	ic := &auth.Interceptor{Verifier: store, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	md := metadata.Pairs("authorization", "Bearer "+admin)
+	for range 50 {
+		_, err := ic.Authorize(metadata.NewIncomingContext(t.Context(), md), "/fabro.vault.v1.VaultService/PutSecret")
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("code = %v (%v), want UNAVAILABLE", status.Code(err), err)
+		}
+		var retry bool
+		for _, d := range status.Convert(err).Details() {
+			if _, ok := d.(*errdetails.RetryInfo); ok {
+				retry = true
+			}
+		}
+		if !retry {
+			t.Fatal("no RetryInfo")
+		}
+	}
+	if n := strings.Count(logs.String(), "token store unusable"); n != 1 {
+		t.Fatalf("logged %d times, want once:\n%s", n, logs.String())
+	}
+	// A token that is not even well-formed is still the caller's fault.
+	_, err := ic.Authorize(metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer hello")), "/fabro.vault.v1.VaultService/PutSecret")
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("malformed token: %v", err)
+	}
+}
+
+// growingStream is a server stream whose context gains a value once a
+// message is received, as the log-context interceptor's does.
+type growingStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+type tagKey struct{}
+
+func (s *growingStream) Context() context.Context { return s.ctx }
+func (s *growingStream) RecvMsg(any) error {
+	s.ctx = context.WithValue(s.ctx, tagKey{}, "sess-1")
+	return nil
+}
+
+// TestStreamContextFollowsInner: a streaming handler sees the principal
+// and what the inner stream's context gained after authentication.
+func TestStreamContextFollowsInner(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	user, _, _ := store.Issue("alice", auth.RoleUser)
+	ic := &auth.Interceptor{Verifier: store, Logger: slog.New(slog.DiscardHandler)}
+	inner := &growingStream{ctx: metadata.NewIncomingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+user))}
+	err := ic.Stream(nil, inner, &grpc.StreamServerInfo{FullMethod: "/fabro.llm.v1.LLMGatewayService/Stream"}, func(_ any, ss grpc.ServerStream) error {
+		ss.RecvMsg(nil)
+		ctx := ss.Context()
+		if p, ok := auth.FromContext(ctx); !ok || p.Name != "alice" {
+			t.Errorf("principal = %v %v", p, ok)
+		}
+		if ctx.Value(tagKey{}) != "sess-1" {
+			t.Error("the value the inner stream's context gained is lost")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

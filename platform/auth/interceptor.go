@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,6 +35,10 @@ type Interceptor struct {
 	AnonymousReflection bool
 	// Table overrides the package Table (tests).
 	Table map[string]Grant
+
+	// storeLog rate-limits the log line of an unusable token store, which
+	// every call would otherwise repeat.
+	storeLog logLimiter
 }
 
 // The two refusals. Their text is the same whatever the cause, so a caller
@@ -40,7 +46,32 @@ type Interceptor struct {
 var (
 	errUnauthenticated  = refusal(codes.Unauthenticated, "missing or invalid credential: present \"authorization: Bearer <token>\"", "UNAUTHENTICATED")
 	errPermissionDenied = refusal(codes.PermissionDenied, "the credential presented does not allow this call", "PERMISSION_DENIED")
+	// A store that cannot be read is the server's fault, not the caller's:
+	// UNAVAILABLE, worth a retry once the operator has fixed it.
+	errStoreUnavailable = domain.New(codes.Unavailable, "CREDENTIAL_STORE_UNAVAILABLE",
+		"the server cannot check credentials now: its token store is unusable (the operator is told in its log)", grpcerr.RetryAfter(5*time.Second))
 )
+
+// logLimiter lets one line through per interval and counts the rest.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now, and how many lines were held back
+// since the last one.
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < time.Minute {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
+}
 
 func refusal(code codes.Code, msg, reason string) error {
 	return domain.New(code, reason, msg)
@@ -71,10 +102,13 @@ func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Con
 			p, err = a.Verifier.Verify(tok)
 		}
 	}
-	if err != nil {
-		if !errors.Is(err, ErrInvalidToken) {
-			a.Logger.ErrorContext(ctx, "token store unusable: every call is refused", "error", err)
+	if err != nil && !errors.Is(err, ErrInvalidToken) {
+		if ok, held := a.storeLog.allow(time.Now()); ok {
+			a.Logger.ErrorContext(ctx, "token store unusable: every call is refused", "error", err, "refusals_not_logged", held)
 		}
+		return nil, errStoreUnavailable
+	}
+	if err != nil {
 		a.refused(ctx, method, "", codes.Unauthenticated)
 		return nil, errUnauthenticated
 	}
@@ -112,15 +146,24 @@ func (a *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if err != nil {
 		return err
 	}
-	return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	p, ok := FromContext(ctx)
+	if !ok {
+		return handler(srv, ss) // an open method: no principal to add
+	}
+	return handler(srv, &principalStream{ServerStream: ss, p: p})
 }
 
+// principalStream adds the principal to the context of the stream it
+// wraps, asked anew each time: an inner stream's context can gain values
+// after authentication (the session_id its first message names).
 type principalStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	p Principal
 }
 
-func (s *principalStream) Context() context.Context { return s.ctx }
+func (s *principalStream) Context() context.Context {
+	return WithPrincipal(s.ServerStream.Context(), s.p)
+}
 
 // AuthorizeToken decides a call to method made outside gRPC with token, as
 // the gateway's OpenAI- and Anthropic-compatible HTTP APIs are, whose

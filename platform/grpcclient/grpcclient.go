@@ -49,8 +49,9 @@ type Options struct {
 	// verify clients (mTLS).
 	TLSCertFile, TLSKeyFile string
 	// Token returns the bearer token presented on every call; nil presents
-	// none. It is asked per call until it succeeds, then cached, so a token
-	// file written after this process started is still picked up.
+	// none. It is asked on every call (TokenFile re-reads its file only when
+	// the file changed), so a token file written or rotated after this
+	// process started is picked up.
 	Token func() (string, error)
 	// MaxMsgBytes bounds messages both ways (default DefaultMaxMsgBytes).
 	MaxMsgBytes int
@@ -137,9 +138,33 @@ func Static(token string) func() (string, error) {
 	return func() (string, error) { return token, nil }
 }
 
-// TokenFile returns a token source reading the first line of path.
+// TokenFile returns a token source reading the first line of path. The file
+// is read again whenever it changes (a stat per call), so a token the vault
+// re-issues, or an operator rotates, is presented from the next call on
+// without a restart.
 func TokenFile(path string) func() (string, error) {
-	return func() (string, error) { return auth.ReadTokenFile(path) }
+	var (
+		mu     sync.Mutex
+		cached string
+		seen   os.FileInfo
+	)
+	return func() (string, error) {
+		info, err := os.Stat(path)
+		if err != nil {
+			return "", fmt.Errorf("read token file: %w", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if cached != "" && seen != nil && os.SameFile(seen, info) && seen.ModTime().Equal(info.ModTime()) && seen.Size() == info.Size() {
+			return cached, nil
+		}
+		tok, err := auth.ReadTokenFile(path)
+		if err != nil {
+			return "", err
+		}
+		cached, seen = tok, info
+		return tok, nil
+	}
 }
 
 // ErrNoToken wraps the reason a connection has no token to present.
@@ -150,21 +175,16 @@ var ErrNoToken = errors.New("no token")
 // server refuses plaintext on non-loopback addresses unless -insecure).
 type tokenCreds struct {
 	source func() (string, error)
-	mu     sync.Mutex
-	cached string
 }
 
+// GetRequestMetadata asks the source on every call: a file source caches
+// what it read until the file changes.
 func (c *tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cached == "" {
-		tok, err := c.source()
-		if err != nil {
-			return nil, status.Errorf(codes.Unauthenticated, "%v: %v", ErrNoToken, err)
-		}
-		c.cached = tok
+	tok, err := c.source()
+	if err != nil {
+		return nil, status.Errorf(codes.Unauthenticated, "%v: %v", ErrNoToken, err)
 	}
-	return map[string]string{"authorization": "Bearer " + c.cached}, nil
+	return map[string]string{"authorization": "Bearer " + tok}, nil
 }
 
 func (*tokenCreds) RequireTransportSecurity() bool { return false }

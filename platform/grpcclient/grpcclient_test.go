@@ -55,6 +55,17 @@ func TestTokenPerCall(t *testing.T) {
 	if got := status.Convert(err).Message(); got != "Bearer fabro_tok" {
 		t.Errorf("server saw %q", got)
 	}
+	// A re-issued token replaces the file (write and rename, as the vault
+	// does): the next call presents it, with no restart.
+	tmp := file + ".new"
+	os.WriteFile(tmp, []byte("fabro_rotated\n"), 0o600)
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if got := status.Convert(err).Message(); got != "Bearer fabro_rotated" {
+		t.Errorf("after rotation the server saw %q", got)
+	}
 
 	env := func(k string) (string, bool) { return "from-env", k == grpcclient.EnvToken }
 	if tok, _ := grpcclient.TokenFileOrEnv("", env)(); tok != "from-env" {

@@ -19,35 +19,80 @@ import (
 // fields that are or can lead to an enum (a per-type plan, built once), so a
 // request type without enums costs one map lookup.
 
-// enumPlan lists the fields of one message type worth visiting.
+// enumPlan lists the fields of one message type worth visiting: fields
+// outside a oneof, and the oneofs with a member worth visiting (one
+// WhichOneof instead of a Has per member).
 type enumPlan struct {
 	fields []protoreflect.FieldDescriptor
+	oneofs []protoreflect.OneofDescriptor
+	visit  []bool      // by field index: the field is or can lead to an enum
+	child  []*enumPlan // by field index: the plan of a visited message field's type
 }
 
-var enumPlans sync.Map // protoreflect.MessageDescriptor → *enumPlan
+var (
+	enumPlans    sync.Map // protoreflect.MessageDescriptor → *enumPlan, complete
+	enumPlanning sync.Mutex
+)
 
+// planFor returns md's plan, building it and the plans below it once.
+// Plans are published complete: a cycle is closed inside the build, under
+// the lock, never seen half-built by a request.
 func planFor(md protoreflect.MessageDescriptor) *enumPlan {
 	if p, ok := enumPlans.Load(md); ok {
 		return p.(*enumPlan)
 	}
-	p := &enumPlan{}
+	enumPlanning.Lock()
+	defer enumPlanning.Unlock()
+	if p, ok := enumPlans.Load(md); ok {
+		return p.(*enumPlan)
+	}
+	built := map[protoreflect.MessageDescriptor]*enumPlan{}
+	p := buildPlan(md, built)
+	for d, bp := range built {
+		enumPlans.Store(d, bp)
+	}
+	return p
+}
+
+func buildPlan(md protoreflect.MessageDescriptor, built map[protoreflect.MessageDescriptor]*enumPlan) *enumPlan {
+	if p, ok := built[md]; ok {
+		return p
+	}
+	if p, ok := enumPlans.Load(md); ok {
+		return p.(*enumPlan)
+	}
 	fields := md.Fields()
+	p := &enumPlan{visit: make([]bool, fields.Len()), child: make([]*enumPlan, fields.Len())}
+	built[md] = p
+	seenOneof := map[protoreflect.FullName]bool{}
 	for i := range fields.Len() {
 		fd := fields.Get(i)
+		vd := fd
 		if fd.IsMap() {
-			fd = fd.MapValue()
+			vd = fd.MapValue()
 		}
-		switch fd.Kind() {
+		switch vd.Kind() {
 		case protoreflect.EnumKind:
-			p.fields = append(p.fields, fields.Get(i))
+			p.visit[i] = true
 		case protoreflect.MessageKind, protoreflect.GroupKind:
-			if reachesEnum(fd.Message()) {
-				p.fields = append(p.fields, fields.Get(i))
-			}
+			p.visit[i] = reachesEnum(vd.Message())
 		}
+		if !p.visit[i] {
+			continue
+		}
+		if vd.Kind() != protoreflect.EnumKind {
+			p.child[i] = buildPlan(vd.Message(), built)
+		}
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			if !seenOneof[od.FullName()] {
+				seenOneof[od.FullName()] = true
+				p.oneofs = append(p.oneofs, od)
+			}
+			continue
+		}
+		p.fields = append(p.fields, fd)
 	}
-	actual, _ := enumPlans.LoadOrStore(md, p)
-	return actual.(*enumPlan)
+	return p
 }
 
 // reachesEnum reports whether a message of type md can hold an enum field,
@@ -100,30 +145,39 @@ func unknownEnums(m protoreflect.Message) error {
 
 // hasUnknownEnum is the walk without paths: what every request pays.
 func hasUnknownEnum(m protoreflect.Message) bool {
-	for _, fd := range planFor(m.Descriptor()).fields {
+	return unknownIn(m, planFor(m.Descriptor()))
+}
+
+func unknownIn(m protoreflect.Message, p *enumPlan) bool {
+	for _, od := range p.oneofs {
+		if fd := m.WhichOneof(od); fd != nil && p.visit[fd.Index()] && unknownValue(fd, m.Get(fd), p.child[fd.Index()]) {
+			return true
+		}
+	}
+	for _, fd := range p.fields {
 		if !m.Has(fd) {
 			continue
 		}
-		v := m.Get(fd)
+		v, child := m.Get(fd), p.child[fd.Index()]
 		switch {
 		case fd.IsList():
 			l := v.List()
 			for i := range l.Len() {
-				if unknownValue(fd, l.Get(i)) {
+				if unknownValue(fd, l.Get(i), child) {
 					return true
 				}
 			}
 		case fd.IsMap():
 			vd, found := fd.MapValue(), false
 			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-				found = unknownValue(vd, mv)
+				found = unknownValue(vd, mv, child)
 				return !found
 			})
 			if found {
 				return true
 			}
 		default:
-			if unknownValue(fd, v) {
+			if unknownValue(fd, v, child) {
 				return true
 			}
 		}
@@ -131,9 +185,11 @@ func hasUnknownEnum(m protoreflect.Message) bool {
 	return false
 }
 
-func unknownValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+// unknownValue checks one value of fd (the map value's descriptor for a
+// map); child is the plan of a message value's type.
+func unknownValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, child *enumPlan) bool {
 	if fd.Kind() != protoreflect.EnumKind {
-		return hasUnknownEnum(v.Message())
+		return unknownIn(v.Message(), child)
 	}
 	return fd.Enum().Values().ByNumber(v.Enum()) == nil
 }
@@ -165,7 +221,14 @@ func (p *pathNode) String() string {
 }
 
 func walkEnums(m protoreflect.Message, up *pathNode, bad []enumViolation) []enumViolation {
-	for _, fd := range planFor(m.Descriptor()).fields {
+	p := planFor(m.Descriptor())
+	fields := p.fields
+	for _, od := range p.oneofs {
+		if fd := m.WhichOneof(od); fd != nil && p.visit[fd.Index()] {
+			fields = append(fields[:len(fields):len(fields)], fd)
+		}
+	}
+	for _, fd := range fields {
 		if !m.Has(fd) {
 			continue
 		}

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fabro-sh/fabro-go/gen/openapi"
@@ -45,16 +47,25 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	}
 	s.conn = conn
 
+	installQueryParser()
+	rs, err := docRoutes()
+	if err != nil {
+		return err
+	}
 	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, ndjsonMarshaler{&runtime.HTTPBodyMarshaler{
 			Marshaler: &runtime.JSONPb{
 				MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
 				// A misspelled field or enum name is an error, not a default.
 				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 			},
-		}),
+		}}),
 		runtime.WithErrorHandler(namedFieldErrors),
-		runtime.SetQueryParameterParser(strictQuery{}),
+		runtime.WithRoutingErrorHandler(rs.routingErrors),
+		// A stream's last line, {"error": ...}, has an ErrorInfo too.
+		runtime.WithStreamErrorHandler(func(_ context.Context, err error) *status.Status {
+			return withErrorInfo(status.Convert(err))
+		}),
 	)
 	for _, svc := range services {
 		if err := svc.RegisterGateway(ctx, gw, conn); err != nil {
@@ -63,10 +74,11 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /openapi.json", s.authenticated(serveOpenAPI))
+	mux.Handle("/healthz", only(http.HandlerFunc(s.healthz), http.MethodGet))
+	mux.Handle("/openapi.json", only(s.authenticated(serveOpenAPI(openapi.Document)), http.MethodGet))
+	mux.Handle("/openapi.v3.json", only(s.authenticated(serveOpenAPI(openapi.DocumentV3)), http.MethodGet))
 	s.observeRoutes(mux)
-	mux.Handle("/", gw)
+	mux.Handle("/", bareStreamErrors(gw))
 	for _, svc := range services {
 		if m, ok := svc.(HTTPMounter); ok {
 			m.MountHTTP(mux)
@@ -130,9 +142,11 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(openapi.Document)
+func serveOpenAPI(doc []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	}
 }
 
 // accessLog logs one line per HTTP request.
@@ -190,3 +204,13 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// grpc-gateway keeps the query parameter parser in a package variable that
+// runtime.SetQueryParameterParser writes from NewServeMux: set it once per
+// process, before any mux serves, so that servers started concurrently (in
+// one test binary) do not race on it.
+var queryParserOnce sync.Once
+
+func installQueryParser() {
+	queryParserOnce.Do(func() { runtime.NewServeMux(runtime.SetQueryParameterParser(strictQuery{})) })
+}

@@ -40,6 +40,7 @@ type Build func(ctx context.Context, logger *slog.Logger, srv Config) (svcs []Se
 // SIGINT or SIGTERM; drains; and runs the cleanup build returned. On error
 // it prints "name: error" and exits 1. Without -auth-tokens-file the token
 // store is <data-dir>/auth/tokens.json when register added -data-dir.
+// With -healthcheck it only asks the running server's health (HealthCheck).
 func Main(name string, defaults Config, register func(*flag.FlagSet), build Build) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := runMain(ctx, name, os.Args[1:], defaults, register, build)
@@ -59,8 +60,12 @@ func runMain(ctx context.Context, name string, args []string, defaults Config, r
 	srvCfg.RegisterFlags(fs, defaults)
 	logCfg.RegisterFlags(fs)
 	register(fs)
+	check := fs.Bool("healthcheck", false, "ask the running server at -grpc-addr for its health (grpc.health.v1) and exit 0 when SERVING, 1 otherwise; for container healthchecks")
 	if err := envflag.Parse(fs, args, "FABRO", nil); err != nil {
 		return err
+	}
+	if *check {
+		return HealthCheck(ctx, srvCfg.GRPCAddr, srvCfg.TLS.CertFile != "")
 	}
 	if f := fs.Lookup("data-dir"); srvCfg.TokensFile == "" && f != nil && f.Value.String() != "" {
 		srvCfg.TokensFile = DefaultTokensFile(f.Value.String())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
@@ -70,8 +71,11 @@ func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
+// utf8Err reports a protobuf decode error for invalid UTF-8 (its text is
+// all protobuf-go gives: "string field contains invalid UTF-8", or "field
+// X contains invalid UTF-8").
 func utf8Err(err error) bool {
-	return bytes.Contains([]byte(err.Error()), []byte("invalid UTF-8"))
+	return strings.Contains(err.Error(), "invalid UTF-8")
 }
 
 // malformed returns the INVALID_ARGUMENT for a message the codec marked, or

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
@@ -38,7 +40,7 @@ import (
 // nested once and in a repeated message, and strings at each level.
 //
 //	enum Level { LEVEL_UNSPECIFIED = 0; LEVEL_LOW = 1; LEVEL_HIGH = 2; }
-//	message Inner { Level level = 1; string text = 2; }
+//	message Inner { Level level = 1; string text = 2; oneof choice { Level picked = 3; Inner nested = 4; } }
 //	message Req {
 //	  string name = 1; Level level = 2; repeated Level levels = 3;
 //	  map<string, Level> by_name = 4; Inner inner = 5; repeated Inner inners = 6;
@@ -60,6 +62,10 @@ var testFile = func() protoreflect.FileDescriptor {
 		}
 		return f
 	}
+	inOneof := func(f *descriptorpb.FieldDescriptorProto) *descriptorpb.FieldDescriptorProto {
+		f.OneofIndex = proto.Int32(0)
+		return f
+	}
 	entry := func(name string, vt *descriptorpb.FieldDescriptorProto_Type, vtn string) *descriptorpb.DescriptorProto {
 		return &descriptorpb.DescriptorProto{Name: s(name), Options: &descriptorpb.MessageOptions{MapEntry: proto.Bool(true)},
 			Field: []*descriptorpb.FieldDescriptorProto{field("key", 1, opt, str, ""), field("value", 2, opt, vt, vtn)}}
@@ -70,7 +76,10 @@ var testFile = func() protoreflect.FileDescriptor {
 			{Name: s("LEVEL_UNSPECIFIED"), Number: proto.Int32(0)}, {Name: s("LEVEL_LOW"), Number: proto.Int32(1)}, {Name: s("LEVEL_HIGH"), Number: proto.Int32(2)},
 		}}},
 		MessageType: []*descriptorpb.DescriptorProto{
-			{Name: s("Inner"), Field: []*descriptorpb.FieldDescriptorProto{field("level", 1, opt, enum, ".fabrotest.v1.Level"), field("text", 2, opt, str, "")}},
+			{Name: s("Inner"), Field: []*descriptorpb.FieldDescriptorProto{
+				field("level", 1, opt, enum, ".fabrotest.v1.Level"), field("text", 2, opt, str, ""),
+				inOneof(field("picked", 3, opt, enum, ".fabrotest.v1.Level")), inOneof(field("nested", 4, opt, msg, ".fabrotest.v1.Inner")),
+			}, OneofDecl: []*descriptorpb.OneofDescriptorProto{{Name: s("choice")}}},
 			{Name: s("Req"), Field: []*descriptorpb.FieldDescriptorProto{
 				field("name", 1, opt, str, ""), field("level", 2, opt, enum, ".fabrotest.v1.Level"),
 				field("levels", 3, rep, enum, ".fabrotest.v1.Level"), field("by_name", 4, rep, msg, ".fabrotest.v1.Req.ByNameEntry"),
@@ -243,6 +252,10 @@ func TestMalformedRequests(t *testing.T) {
 			wantReason: ReasonUnknownEnumValue, wantFields: []string{"inners[1].level"}},
 		{name: "unknown enum in a map of messages", body: wire(nil).msg(8, wire(nil).str(1, "k").msg(2, wire(nil).varint(1, 3))),
 			wantReason: ReasonUnknownEnumValue, wantFields: []string{`inner_by_name["k"].level`}},
+		{name: "unknown enum in a oneof", body: wire(nil).msg(5, wire(nil).varint(3, 5)), wantReason: ReasonUnknownEnumValue, wantFields: []string{"inner.picked"}},
+		{name: "unknown enum below a oneof, recursively", body: wire(nil).msg(5, wire(nil).msg(4, wire(nil).msg(4, wire(nil).varint(1, 6)))),
+			wantReason: ReasonUnknownEnumValue, wantFields: []string{"inner.nested.nested.level"}},
+		{name: "valid oneof", body: wire(nil).msg(5, wire(nil).varint(3, 2))},
 		{name: "every unknown enum is named", body: wire(nil).varint(2, 7).msg(5, wire(nil).varint(1, 8)),
 			wantReason: ReasonUnknownEnumValue, wantFields: []string{"level", "inner.level"}},
 	}
@@ -401,5 +414,53 @@ func TestUnimplementedCarriesErrorInfo(t *testing.T) {
 	_, err = h.vaultClient().ListSecrets(t.Context(), &vaultv1.ListSecretsRequest{})
 	if status.Code(err) != codes.Unimplemented || grpcerr.ReasonOf(err) != "UNIMPLEMENTED" {
 		t.Errorf("unimplemented method: %v (%v)", err, grpcerr.InfoOf(err))
+	}
+}
+
+// Over REST an enum given by number passes protojson; the request check
+// refuses an undefined one like over gRPC, and a name that is no value is
+// refused by the gateway's decoder: both 400 with the field named.
+func TestUnknownEnumOverREST(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	srv, err := Start(t.Context(), Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, slog.New(slog.DiscardHandler), auth.NewTokenService(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	tests := []struct {
+		body, reason, domain, field string
+	}{
+		{`{"name": "ci", "role": 99}`, ReasonUnknownEnumValue, string(Domain), "role"},
+		{`{"name": "ci", "role": "ROLE_GOD"}`, grpcerr.ReasonMalformedRequest, string(Domain), "role"},
+		{`{"name": "ci"}`, grpcerr.ReasonInvalidArgument, auth.ErrorDomain, "role"}, // zero: ROLE_UNSPECIFIED
+	}
+	for _, tt := range tests {
+		t.Run(tt.body, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+srv.HTTPAddr()+"/v1/tokens", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status = %d, want 400: %s", resp.StatusCode, b)
+			}
+			err = statusFromJSON(t, b)
+			if info := grpcerr.InfoOf(err); info.GetReason() != tt.reason || info.GetDomain() != tt.domain {
+				t.Errorf("ErrorInfo = %v, want %s/%s", info, tt.domain, tt.reason)
+			}
+			if v := grpcerr.ViolationsOf(err); len(v) != 1 || v[0].GetField() != tt.field {
+				t.Errorf("violations = %v, want %s", v, tt.field)
+			}
+		})
 	}
 }

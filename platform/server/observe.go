@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -24,14 +25,14 @@ import (
 // address without one when Config.MetricsLoopbackOpen says so.
 func (s *Server) observeRoutes(mux *http.ServeMux) {
 	if s.cfg.Metrics != nil {
-		mux.Handle("GET /metrics", s.adminOnly(s.cfg.Metrics, s.cfg.MetricsLoopbackOpen))
+		mux.Handle("/metrics", only(s.adminOnly(s.cfg.Metrics, s.cfg.MetricsLoopbackOpen), http.MethodGet))
 	}
 	if s.cfg.Pprof {
 		for path, h := range map[string]http.HandlerFunc{
 			"/debug/pprof/": pprof.Index, "/debug/pprof/cmdline": pprof.Cmdline, "/debug/pprof/profile": pprof.Profile,
 			"/debug/pprof/symbol": pprof.Symbol, "/debug/pprof/trace": pprof.Trace,
 		} {
-			mux.Handle("GET "+path, s.adminOnly(h, false))
+			mux.Handle(path, only(s.adminOnly(h, false), http.MethodGet))
 		}
 	}
 }
@@ -48,19 +49,21 @@ func (s *Server) adminOnly(next http.Handler, loopbackOpen bool) http.Handler {
 			return
 		}
 		tok, ok := auth.ParseBearer(r.Header.Get("Authorization"))
+		var p auth.Principal
+		if ok {
+			var err error
+			p, err = s.cfg.Auth.Verify(tok)
+			ok = err == nil
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "missing or invalid credential: present \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
-			return
-		}
-		p, err := s.cfg.Auth.Verify(tok)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "missing or invalid credential: present \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
+			restError(w, http.StatusUnauthorized, codes.Unauthenticated, "UNAUTHENTICATED",
+				"missing or invalid credential: present \"Authorization: Bearer <token>\"")
 			return
 		}
 		if p.Role != auth.RoleAdmin {
-			http.Error(w, "the credential presented does not allow this call (admin only)", http.StatusForbidden)
+			restError(w, http.StatusForbidden, codes.PermissionDenied, "ADMIN_ONLY",
+				"the credential presented does not allow this call (admin only)")
 			return
 		}
 		next.ServeHTTP(w, r)

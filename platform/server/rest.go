@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +12,10 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -20,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/fabro-sh/fabro-go/gen/openapi"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
@@ -164,11 +168,17 @@ var (
 
 // namedFieldErrors is the gateway's error handler: a request body with an
 // unknown field or enum name gets 400 whose google.rpc.Status carries a
-// BadRequest naming the field, and every body it cannot decode ErrorInfo
-// MALFORMED_REQUEST; everything else is the default.
+// BadRequest naming the field, every body it cannot decode ErrorInfo
+// MALFORMED_REQUEST, and any other status without an ErrorInfo (the
+// gateway's own, such as a bad path parameter) gets one, so every REST
+// error has the same shape.
 func namedFieldErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
-	st, ok := status.FromError(err)
-	if ok && st.Code() == codes.InvalidArgument && len(st.Details()) == 0 {
+	hs, custom := errors.AsType[*runtime.HTTPStatusError](err)
+	if custom {
+		err = hs.Err
+	}
+	st := status.Convert(err)
+	if st.Code() == codes.InvalidArgument && len(st.Details()) == 0 {
 		var field, desc string
 		if mm := unknownFieldRE.FindStringSubmatch(st.Message()); mm != nil {
 			field, desc = mm[1], fmt.Sprintf("unknown field %q", mm[1])
@@ -178,10 +188,210 @@ func namedFieldErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Mars
 		// The gateway's own decode failures carry no details: they are
 		// malformed requests, with the field named when protojson names it.
 		if field != "" {
-			err = Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, desc, grpcerr.Meta("field", field), grpcerr.Field(field, desc))
+			st = status.Convert(Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, desc, grpcerr.Meta("field", field), grpcerr.Field(field, desc)))
 		} else {
-			err = Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, "the request is not valid: "+st.Message())
+			st = status.Convert(Domain.New(codes.InvalidArgument, grpcerr.ReasonMalformedRequest, "the request is not valid: "+st.Message()))
 		}
 	}
+	err = withErrorInfo(st).Err()
+	if custom {
+		err = &runtime.HTTPStatusError{HTTPStatus: hs.HTTPStatus, Err: err}
+	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+// withErrorInfo adds an ErrorInfo of the REST port's domain, whose reason
+// is the code's name (INVALID_ARGUMENT), to a status that has none.
+func withErrorInfo(st *status.Status) *status.Status {
+	for _, d := range st.Details() {
+		if _, ok := d.(*errdetails.ErrorInfo); ok {
+			return st
+		}
+	}
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: httpErrorDomain, Reason: codeReason(st.Code())}); err == nil {
+		return d
+	}
+	return st
+}
+
+// codeReason spells a code's name in UPPER_SNAKE: InvalidArgument is
+// INVALID_ARGUMENT.
+func codeReason(c codes.Code) string {
+	var b strings.Builder
+	for i, r := range c.String() {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+// routes knows, for every REST route of the OpenAPI document, which
+// methods its path template answers: a wrong method gets 405 with the
+// Allow header these give.
+type routes []route
+
+type route struct {
+	re      *regexp.Regexp
+	methods []string
+}
+
+// newRoutes reads the path templates of an OpenAPI v2 document: a
+// "{field}" segment matches one non-empty path segment (with a ":verb"
+// suffix when the template has one), as in grpc-gateway.
+func newRoutes(doc []byte) (routes, error) {
+	var d struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("server: read the OpenAPI document: %w", err)
+	}
+	var rs routes
+	for tmpl, ops := range d.Paths {
+		var re strings.Builder
+		re.WriteString("^")
+		for i, part := range paramRE.Split(tmpl, -1) {
+			if i > 0 {
+				re.WriteString("[^/]+")
+			}
+			re.WriteString(regexp.QuoteMeta(part))
+		}
+		re.WriteString("$")
+		r := route{re: regexp.MustCompile(re.String())}
+		for m := range ops {
+			r.methods = append(r.methods, strings.ToUpper(m))
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+var paramRE = regexp.MustCompile(`\{[^}]*\}`)
+
+// docRoutes are the routes of the embedded document, read once.
+var docRoutes = sync.OnceValues(func() (routes, error) { return newRoutes(openapi.Document) })
+
+// allow is the sorted set of methods some route answers for path.
+func (rs routes) allow(path string) []string {
+	var ms []string
+	for _, r := range rs {
+		if r.re.MatchString(path) {
+			ms = append(ms, r.methods...)
+		}
+	}
+	slices.Sort(ms)
+	return slices.Compact(ms)
+}
+
+// routingErrors is the gateway's routing error handler: every answer is a
+// google.rpc.Status with an ErrorInfo, like every other REST error; a
+// method the path does not take gets 405 with Allow (grpc-gateway's
+// default is 501), an unknown path 404.
+func (rs routes) routingErrors(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, httpStatus int) {
+	switch httpStatus {
+	case http.StatusMethodNotAllowed:
+		methodNotAllowed(w, r, rs.allow(r.URL.Path)...)
+	case http.StatusNotFound:
+		restError(w, http.StatusNotFound, codes.NotFound, "ROUTE_NOT_FOUND",
+			"no route "+r.URL.Path+": see GET /openapi.json for the routes")
+	default:
+		restError(w, httpStatus, codes.InvalidArgument, "BAD_REQUEST", http.StatusText(httpStatus))
+	}
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow ...string) {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	restError(w, http.StatusMethodNotAllowed, codes.Unimplemented, "METHOD_NOT_ALLOWED",
+		r.Method+" is not a method of "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "))
+}
+
+// only serves h to the given methods (GET also admits HEAD) and answers
+// any other with 405 in the REST error shape. The REST port's own routes
+// (/healthz, /openapi.json, /metrics ...) are registered through it
+// without a method in their pattern: with one, ServeMux would hand a
+// wrong method to the gateway's "/" and answer 404.
+func only(h http.Handler, methods ...string) http.Handler {
+	if slices.Contains(methods, http.MethodGet) && !slices.Contains(methods, http.MethodHead) {
+		methods = append(methods, http.MethodHead)
+	}
+	slices.Sort(methods)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(methods, r.Method) {
+			methodNotAllowed(w, r, methods...)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ndjsonMarshaler is the gateway's marshaler, which labels a streamed
+// response application/x-ndjson: one JSON object per line, each
+// {"result": ...} or, last, {"error": google.rpc.Status}.
+type ndjsonMarshaler struct {
+	*runtime.HTTPBodyMarshaler
+}
+
+func (ndjsonMarshaler) StreamContentType(any) string { return "application/x-ndjson" }
+
+// bareStreamErrors gives a streaming route that fails before its first
+// message the same answer as any other error: the code's HTTP status and
+// a bare google.rpc.Status. grpc-gateway writes that error as a stream
+// line, {"error": <status>}, though no stream was ever started. An error
+// status is held back with its body until the handler returns, then
+// unwrapped when it is such a line; a 2xx answer passes straight through
+// (streams are flushed as they go).
+func bareStreamErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		eb := &errorBody{ResponseWriter: w}
+		next.ServeHTTP(eb, r)
+		eb.finish()
+	})
+}
+
+type errorBody struct {
+	http.ResponseWriter
+	started bool // a header or body went through
+	code    int  // an error status held back, with buf
+	buf     bytes.Buffer
+}
+
+func (e *errorBody) WriteHeader(code int) {
+	if !e.started && e.code == 0 && code >= 400 {
+		e.code = code
+		return
+	}
+	e.started = true
+	e.ResponseWriter.WriteHeader(code)
+}
+
+func (e *errorBody) Write(b []byte) (int, error) {
+	if e.code != 0 {
+		return e.buf.Write(b)
+	}
+	e.started = true
+	return e.ResponseWriter.Write(b)
+}
+
+func (e *errorBody) Flush() {
+	if e.code == 0 {
+		e.started = true
+		_ = http.NewResponseController(e.ResponseWriter).Flush()
+	}
+}
+
+func (e *errorBody) Unwrap() http.ResponseWriter { return e.ResponseWriter }
+
+func (e *errorBody) finish() {
+	if e.code == 0 {
+		return
+	}
+	body := e.buf.Bytes()
+	var line map[string]json.RawMessage
+	if json.Unmarshal(body, &line) == nil && len(line) == 1 && len(line["error"]) > 0 {
+		body = line["error"]
+		e.Header().Del("Transfer-Encoding")
+	}
+	e.ResponseWriter.WriteHeader(e.code)
+	_, _ = e.ResponseWriter.Write(body)
 }

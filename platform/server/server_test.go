@@ -91,6 +91,34 @@ func (f *fakeVault) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest
 	return &vaultv1.GetSecretResponse{Secret: &vaultv1.SecretMetadata{Name: req.GetName(), CurrentVersion: 3}}, nil
 }
 
+// untilCleanup is t.Output() until the test's cleanup: a handler that
+// ignores cancellation (STUCK) may log after its test ended, which t.Output
+// refuses with a panic.
+func untilCleanup(t *testing.T) io.Writer {
+	w := &cleanupWriter{w: t.Output()}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.done = true
+	})
+	return w
+}
+
+type cleanupWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (c *cleanupWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return len(p), nil
+	}
+	return c.w.Write(p)
+}
+
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -125,7 +153,7 @@ func start(t *testing.T, cfg Config) *harness {
 		cfg.NoAuth = true // authentication has its own tests (auth_test.go)
 	}
 	h := &harness{vault: newFakeVault(t), logs: new(syncBuffer)}
-	logger := slog.New(slog.NewTextHandler(io.MultiWriter(h.logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(h.logs, untilCleanup(t)), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := Start(t.Context(), cfg, logger, h.vault)
 	if err != nil {
 		t.Fatalf("Start: %v", err)

@@ -75,6 +75,10 @@ type Config struct {
 	// BraveBaseURL is the Brave Search API web_search calls (default
 	// https://api.search.brave.com), for a proxy or a test double.
 	BraveBaseURL string
+	// WebFetchPrivateNetwork turns web_fetch's guard against private,
+	// loopback and link-local addresses off. For tests, whose pages are on
+	// 127.0.0.1 (e2e/agent); no flag sets it.
+	WebFetchPrivateNetwork bool
 	// Vault overrides VaultAddr with a ready client (an in-process vault).
 	Vault *vaultclient.Client
 	// LookupEnv reads the environment when no vault is configured (default
@@ -136,6 +140,7 @@ type Service struct {
 	hub           hub // tree subscriptions: Prompt, StreamEvents(include_subagents)
 	credential    func(ctx context.Context, name string) (string, error)
 	braveBaseURL  string
+	fetchPrivate  bool
 	settingsFile  string
 	taskLists     map[string]*tools.TodoStore // by root session id; under mu
 	approvalsState
@@ -224,6 +229,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	}
 	s.credential = credentialFunc(vc, lookupEnv)
 	s.braveBaseURL = cfg.BraveBaseURL
+	s.fetchPrivate = cfg.WebFetchPrivateNetwork
 	listen := cfg.NATSListen
 	if listen == "none" {
 		listen = ""

@@ -102,6 +102,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		Summarize:             s.summarizer(info.GetRoute()),
 		Credential:            s.credential,
 		BraveBaseURL:          s.braveBaseURL,
+		AllowPrivateNetwork:   s.fetchPrivate,
 		Todos:                 sess.todos,
 		DefaultCommandTimeout: time.Duration(o.GetDefaultCommandTimeoutMs()) * time.Millisecond,
 		MaxCommandTimeout:     time.Duration(o.GetMaxCommandTimeoutMs()) * time.Millisecond,

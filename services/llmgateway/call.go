@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 )
@@ -422,9 +423,9 @@ func checkSchemaReply(rf *llmv1.ResponseFormat, resp *llmv1.Response) error {
 	if err != nil {
 		return err // validated with the request; unreachable
 	}
-	v, err := decodeJSON(jsonText(resp))
+	v, err := jsonschema.Decode([]byte(jsonText(resp)))
 	if err == nil {
-		err = sch.validate(v, "#")
+		err = sch.Validate(v, "reply")
 	}
 	if err != nil {
 		return &codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE,

@@ -207,8 +207,9 @@ func (d *discovery) lookup(provider, id string) *llmv1.Model {
 	return nil
 }
 
-// fetch lists a provider's models in its discovery protocol.
-func (d *discovery) fetch(ctx context.Context, p *llmv1.Provider) ([]*llmv1.Model, error) {
+// fetch lists a provider's models in its discovery protocol. Its error
+// never carries a credential the provider echoed.
+func (d *discovery) fetch(ctx context.Context, p *llmv1.Provider) (_ []*llmv1.Model, err error) {
 	base, err := url.Parse(p.GetBaseUrl())
 	if err != nil {
 		return nil, err
@@ -228,10 +229,11 @@ func (d *discovery) fetch(ctx context.Context, p *llmv1.Provider) ([]*llmv1.Mode
 		return nil, err
 	}
 	if p.GetAuth().GetScheme() == llmv1.AuthScheme_AUTH_SCHEME_BEARER || p.GetAuth().GetScheme() == llmv1.AuthScheme_AUTH_SCHEME_HEADER {
-		creds, err := d.creds(ctx, p)
-		if err != nil {
-			return nil, err
+		creds, cerr := d.creds(ctx, p)
+		if cerr != nil {
+			return nil, cerr
 		}
+		defer func() { err = redactPlainError(err, creds) }()
 		for _, n := range p.GetAuth().GetCredentialNames() {
 			if v := creds[n]; v != "" {
 				if p.GetAuth().GetScheme() == llmv1.AuthScheme_AUTH_SCHEME_BEARER {

@@ -27,6 +27,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
+	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
@@ -290,11 +291,11 @@ func (s *Service) CompleteObject(ctx context.Context, req *llmv1.CompleteObjectR
 		e.detail.Provider, e.detail.Model, e.detail.Attempts = resp.GetProvider(), resp.GetModel(), resp.GetAttempts()
 		return e.statusErr()
 	}
-	v, err := decodeJSON(text)
+	v, err := jsonschema.Decode([]byte(text))
 	if err != nil {
 		return nil, fail("the reply is not valid JSON: %v", err)
 	}
-	if err := sch.validate(v, "#"); err != nil {
+	if err := sch.Validate(v, "reply"); err != nil {
 		return nil, fail("the reply does not match schema %s: %v", req.GetSchemaName(), err)
 	}
 	return &llmv1.CompleteObjectResponse{Object: text, Response: resp}, nil

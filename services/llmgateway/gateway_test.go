@@ -528,6 +528,40 @@ func TestCompleteObject(t *testing.T) {
 	}
 }
 
+// TestCompleteObjectComposedSchema: a reply is held to $ref, oneOf and
+// allOf too (platform/jsonschema), and the error says where and why.
+func TestCompleteObjectComposedSchema(t *testing.T) {
+	schema := `{"type":"object","$defs":{"id":{"type":"string","pattern":"^[a-z]+$"}},
+	  "properties":{"id":{"$ref":"#/$defs/id"},
+	    "size":{"oneOf":[{"type":"integer","maximum":9},{"enum":["big"]}]},
+	    "note":{"allOf":[{"type":"string"},{"maxLength":5}]}},
+	  "required":["id"]}`
+	tests := []struct {
+		name, reply, want string // want: "" valid, else in the error
+	}{
+		{"valid", `{"id":"abc","size":3,"note":"hi"}`, ""},
+		{"$ref", `{"id":"ABC"}`, `reply.id: "ABC" does not match the pattern ^[a-z]+$`},
+		{"oneOf", `{"id":"a","size":"small"}`, "reply.size: matches none of oneOf"},
+		{"allOf", `{"id":"a","note":"too long"}`, "reply.note: must be at most 5 characters long, got 8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := dial(t, newGateway(t, newUpstream(t, textTurn(tt.reply)))).CompleteObject(t.Context(), &llmv1.CompleteObjectRequest{
+				Request: userReq("f1", "give"), SchemaName: "thing", Schema: schema,
+			})
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), tt.want) {
+				t.Errorf("CompleteObject = %v, want INTERNAL containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestProbe(t *testing.T) {
 	t.Run("basic", func(t *testing.T) {
 		u := newUpstream(t, textTurn("ready"))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,171 +16,14 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
-	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
-	"github.com/fabro-sh/fabro-go/platform/grpcclient"
-	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/platform/server"
-	"github.com/fabro-sh/fabro-go/services/vault"
 )
-
-// startVault runs the real vault service over bufconn, authenticating as
-// the served one does, and returns an admin client, a connection without a
-// credential, and the gateway's service token.
-func startVault(t *testing.T, env map[string]string) (vaultv1.VaultServiceClient, *grpc.ClientConn, string) {
-	t.Helper()
-	dir := t.TempDir()
-	v, err := vault.New(t.Context(), vault.Config{DataDir: dir, LookupEnv: func(k string) (string, bool) {
-		val, ok := env[k]
-		return val, ok
-	}}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = v.Close() })
-	lis := bufconn.Listen(1 << 20)
-	fx := authtest.New(t)
-	gs := grpc.NewServer(fx.ServerOptions()...)
-	v.RegisterGRPC(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	dialVault := func(opts ...grpc.DialOption) *grpc.ClientConn {
-		conn, err := grpc.NewClient("passthrough:///vault", append(opts,
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close() })
-		return conn
-	}
-	admin := dialVault(authtest.Bearer(fx.Token("admin", auth.RoleAdmin)))
-	return vaultv1.NewVaultServiceClient(admin), dialVault(), fx.Token(ServiceName, auth.RoleService)
-}
-
-func TestVaultCredentials(t *testing.T) {
-	admin, conn, token := startVault(t, map[string]string{"BACKUP_API_KEY": "sk-from-vault-env"})
-	if _, err := admin.PutSecret(t.Context(), &vaultv1.PutSecretRequest{Name: "FAKE_API_KEY", Value: "sk-vault-1"}); err != nil {
-		t.Fatal(err)
-	}
-	u := newUpstream(t, textTurn("a"), textTurn("b"), turn{status: 401}, textTurn("c"))
-	creds := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), grpcclient.Static(token))
-	client := dial(t, newGateway(t, u, func(c *Config) {
-		c.Credentials = creds
-		c.LookupEnv = func(string) (string, bool) { return "", false } // the vault is the only source
-	}))
-
-	if _, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "x")}); err != nil {
-		t.Fatal(err)
-	}
-	// Rotate: the next attempt resolves the new value.
-	if _, err := admin.PutSecret(t.Context(), &vaultv1.PutSecretRequest{Name: "FAKE_API_KEY", Value: "sk-vault-2"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "x")}); err != nil {
-		t.Fatal(err)
-	}
-	// 401 on fake fails over to backup, whose key is the vault's environment fallback.
-	if _, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: userReq("f1", "x")}); err != nil {
-		t.Fatal(err)
-	}
-	var auths []string
-	for _, r := range u.requests() {
-		auths = append(auths, r.Auth)
-	}
-	want := []string{"Bearer sk-vault-1", "Bearer sk-vault-2", "Bearer sk-vault-2", "Bearer sk-from-vault-env"}
-	if !slices.Equal(auths, want) {
-		t.Errorf("upstream saw %q, want %q", auths, want)
-	}
-
-	// A name the vault has nowhere is FAILED_PRECONDITION naming it.
-	if _, err := admin.DeleteSecret(t.Context(), &vaultv1.DeleteSecretRequest{Name: "FAKE_API_KEY"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := client.Complete(t.Context(), &llmv1.CompleteRequest{Request: &llmv1.Request{Model: "f1", DisableFallbacks: true, Messages: []*llmv1.Message{userText("x")}}})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "fabro secret set FAKE_API_KEY") {
-		t.Errorf("missing credential: %v", err)
-	}
-
-	// A wrong service token is refused by the vault.
-	bad := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), func() (string, error) { return "not-the-token-at-all", nil })
-	if _, _, err := bad.Resolve(t.Context(), []string{"FAKE_API_KEY"}); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("wrong token: %v", err)
-	}
-}
-
-// The vault's answer passes through the gateway with its ErrorInfo and
-// details, beside the gateway's ErrorDetail, not flattened to UNAVAILABLE;
-// a vault that cannot be reached is UPSTREAM_UNAVAILABLE with RetryInfo.
-func TestVaultErrorsPassThrough(t *testing.T) {
-	_, conn, token := startVault(t, nil)
-	creds := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), grpcclient.Static(token))
-	bad := NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), func() (string, error) { return "not-the-token-at-all", nil })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := lis.Addr().String()
-	lis.Close()
-	gone, err := grpc.NewClient(closed, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gone.Close() })
-	unreachable := NewVaultCredentials(vaultv1.NewVaultServiceClient(gone), grpcclient.Static(token))
-	tests := []struct {
-		name          string
-		creds         *VaultCredentials
-		names         []string
-		code          codes.Code
-		domain        string
-		reason, field string
-		retry         bool
-	}{
-		{"outside the policy", creds, []string{"GITHUB_TOKEN"}, codes.PermissionDenied, "vault.fabro.dev", "DENIED", "", false},
-		{"not a secret name", creds, []string{"bad name"}, codes.InvalidArgument, "vault.fabro.dev", grpcerr.ReasonInvalidArgument, "names[0]", false},
-		{"token refused", bad, []string{"FAKE_API_KEY"}, codes.PermissionDenied, "auth.fabro.dev", "UNAUTHENTICATED", "", false},
-		{"vault unreachable", unreachable, []string{"FAKE_API_KEY"}, codes.Unavailable, "llmgateway.fabro.dev", grpcerr.ReasonUpstreamUnavailable, "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := tt.creds.Resolve(t.Context(), tt.names)
-			st := status.Convert(err)
-			if st.Code() != tt.code {
-				t.Fatalf("code = %v, want %v (%v)", st.Code(), tt.code, err)
-			}
-			if info := grpcerr.InfoOf(err); info.GetDomain() != tt.domain || info.GetReason() != tt.reason {
-				t.Errorf("ErrorInfo = %v, want %s/%s", info, tt.domain, tt.reason)
-			}
-			if tt.field != "" {
-				if v := grpcerr.ViolationsOf(err); len(v) != 1 || v[0].GetField() != tt.field {
-					t.Errorf("violations = %v, want %s", v, tt.field)
-				}
-			}
-			if _, ok := grpcerr.RetryDelayOf(err); ok != tt.retry {
-				t.Errorf("RetryInfo present = %v, want %v", ok, tt.retry)
-			}
-			found := false
-			for _, d := range st.Details() {
-				_, isDetail := d.(*llmv1.ErrorDetail)
-				found = found || isDetail
-			}
-			if !found {
-				t.Errorf("no gateway ErrorDetail beside the vault's: %v", st.Details())
-			}
-		})
-	}
-}
 
 func TestSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()

@@ -18,8 +18,36 @@ func redactError(err error, creds map[string]string) error {
 	if err == nil || len(creds) == 0 || !errors.As(err, &ce) {
 		return err
 	}
-	r := redact.New(slices.Collect(maps.Values(creds))...)
+	r := redactorOf(creds)
 	out := *ce
 	out.Message, out.Code, out.RequestID = r.String(ce.Message), r.String(ce.Code), r.String(ce.RequestID)
 	return &out
+}
+
+// notSecret names the credentials resolved beside the secrets that are
+// settings, not secrets: masking a region would only mangle messages.
+var notSecret = map[string]bool{"AWS_REGION": true, "AWS_DEFAULT_REGION": true}
+
+// redactorOf masks the secret values among creds.
+func redactorOf(creds map[string]string) *redact.Redactor {
+	var secrets []string
+	for _, name := range slices.Sorted(maps.Keys(creds)) {
+		if !notSecret[name] {
+			secrets = append(secrets, creds[name])
+		}
+	}
+	return redact.New(secrets...)
+}
+
+// redactPlainError masks the secret values of creds in any error's text
+// (model discovery's, which are logged and shown as warnings).
+func redactPlainError(err error, creds map[string]string) error {
+	if err == nil || len(creds) == 0 {
+		return err
+	}
+	r := redactorOf(creds)
+	if msg := r.String(err.Error()); msg != err.Error() {
+		return errors.New(msg)
+	}
+	return err
 }

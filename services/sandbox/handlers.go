@@ -138,6 +138,10 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
+	if err := s.roots.checkCreated(ds.WorkingDirectory, sb.Info()); err != nil {
+		sb.Delete(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	e := &entry{id: ds.ID, driver: d.Name(), spec: ds, sb: sb, info: sb.Info(), created: time.Now()}
 	if err := s.add(e); err != nil {
 		sb.Delete(context.WithoutCancel(ctx))

@@ -45,7 +45,19 @@ const sumsFile = "SHA256SUMS"
 // fabro-sandbox-NAME, with its checksum from the directory's SHA256SUMS. A
 // binary SHA256SUMS does not name is still listed, with no checksum, so
 // that it shows as unavailable rather than vanishing.
+//
+// SHA256SUMS vouches for binaries beside it, so whoever can write the
+// directory can replace both: the directory, its parents and SHA256SUMS
+// must be owned by root or this service's user and writable by no one else
+// (a parent may be a sticky directory such as /tmp), as ssh demands of its
+// keys.
 func ReadPluginDir(dir string) ([]PluginConfig, error) {
+	if err := checkTrusted(dir); err != nil {
+		return nil, fmt.Errorf("plugin directory: %w", err)
+	}
+	if err := checkWritableByOwnerOnly(filepath.Join(dir, sumsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("plugin directory: %w", err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("plugin directory: %w", err)
@@ -68,6 +80,9 @@ func ReadPluginDir(dir string) ([]PluginConfig, error) {
 		name, ok := strings.CutPrefix(e.Name(), pluginPrefix)
 		if !ok || name == "" || e.IsDir() {
 			continue
+		}
+		if err := checkWritableByOwnerOnly(filepath.Join(dir, e.Name())); err != nil {
+			return nil, fmt.Errorf("plugin directory: %w", err)
 		}
 		out = append(out, PluginConfig{Name: name, Path: filepath.Join(dir, e.Name()), SHA256: sums[e.Name()]})
 	}
@@ -135,4 +150,51 @@ func checkGone(sb driver.Sandbox) (reason string, gone bool) {
 		return err.Error(), true
 	}
 	return "", false
+}
+
+// checkTrusted checks dir and every directory above it as ReadPluginDir
+// requires.
+func checkTrusted(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return err
+	}
+	if err := checkWritableByOwnerOnly(real); err != nil {
+		return err
+	}
+	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		// A sticky directory lets no one rename or remove another's entry.
+		if fi.Mode()&os.ModeSticky == 0 {
+			if err := checkWritableByOwnerOnly(p); err != nil {
+				return err
+			}
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
+}
+
+// checkWritableByOwnerOnly refuses a file that its group or others may
+// write, or whose owner is neither root nor this process's user.
+func checkWritableByOwnerOnly(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by its group or others (mode %v): anyone who can write it can replace a plugin and its checksum", path, fi.Mode().Perm())
+	}
+	if uid, ok := ownerOf(fi); ok && uid != 0 && uid != os.Getuid() {
+		return fmt.Errorf("%s is owned by uid %d, neither root nor this service's user", path, uid)
+	}
+	return nil
 }

@@ -358,6 +358,16 @@ func TestPluginDir(t *testing.T) {
 	if err != nil || len(cfgs) != 2 {
 		t.Fatalf("ReadPluginDir = %+v, %v; want bwrap and stray", cfgs, err)
 	}
+	// Whoever may write the directory, SHA256SUMS or a binary could
+	// replace a binary and its checksum: such a directory is refused.
+	for _, p := range []string{filepath.Join(dir, "SHA256SUMS"), bwrapBin, dir} {
+		fi, _ := os.Stat(p)
+		os.Chmod(p, fi.Mode().Perm()|0o020)
+		if _, err := sandbox.ReadPluginDir(dir); err == nil || !strings.Contains(err.Error(), "writable by its group or others") {
+			t.Errorf("%s group-writable: ReadPluginDir = %v", p, err)
+		}
+		os.Chmod(p, fi.Mode().Perm())
+	}
 	c, _ := startPlugins(t, cfgs...)
 	d := listedDriver(t, c, "bwrap")
 	if !d.GetAvailable() || d.GetVersion() == "" || d.GetCapabilities().GetIsolation() != sandboxv1.Isolation_ISOLATION_NAMESPACE ||

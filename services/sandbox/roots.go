@@ -3,7 +3,6 @@ package sandbox
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -139,6 +138,15 @@ func (p rootPolicy) checkPath(given, path string) error {
 	return domain.New(codes.PermissionDenied, "ROOT_NOT_ALLOWED", fmt.Sprintf("working_directory %s is outside the directories this service allows sandboxes in (the operator lists them with -sandbox-allowed-roots)", given))
 }
 
-// defaultWorkspaceRoot is where managed workspaces go without a data
-// directory: the local driver's default.
-func defaultWorkspaceRoot() string { return os.TempDir() }
+// checkCreated checks the root a driver actually opened: the path was
+// checked before the driver resolved it again, and a link swapped in
+// between must not redirect the sandbox. Managed workspaces and sandboxes
+// not on this host are the driver's own, as is a root the caller did not
+// name (given is the spec's working_directory).
+func (p rootPolicy) checkCreated(given string, info driver.Info) error {
+	iso := info.Capabilities.Isolation
+	if given == "" || info.ManagedWorkspace || iso == driver.IsolationVM || iso == driver.IsolationContainer || !filepath.IsAbs(info.RootDirectory) {
+		return nil
+	}
+	return p.checkPath(info.RootDirectory, canonical(info.RootDirectory))
+}

@@ -17,7 +17,9 @@ import (
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
 // startWith runs the service with its default local driver on a data
@@ -137,5 +139,109 @@ func TestSandboxRootsAreConfined(t *testing.T) {
 	strict := startWith(t, sandbox.Config{DataDir: filepath.Join(base, "data2")})
 	if _, err := strict.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: project}}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a project without allowed roots: %v, want PermissionDenied", err)
+	}
+}
+
+// TestNoDataDirExemptsOnlyItsWorkspaces: without a data directory the
+// managed workspaces live in a directory of their own; the exemption does
+// not reach the rest of the system's temporary directory.
+func TestNoDataDirExemptsOnlyItsWorkspaces(t *testing.T) {
+	client := startWith(t, sandbox.Config{})
+	managed, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := managed.GetSandbox().GetWorkingDirectory()
+	if filepath.Dir(ws) == filepath.Clean(os.TempDir()) {
+		t.Fatalf("managed workspace %s lies directly in the temporary directory", ws)
+	}
+	_, err = client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: t.TempDir()}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a directory under the temporary directory: %v, want PermissionDenied", err)
+	}
+}
+
+// swapDriver is the local driver with a link swapped between the
+// service's check and the driver's own resolution of the path.
+type swapDriver struct {
+	driver.Driver
+	link, to string
+}
+
+func (d swapDriver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, error) {
+	if spec.WorkingDirectory == d.link {
+		os.Remove(d.link)
+		if err := os.Symlink(d.to, d.link); err != nil {
+			return nil, err
+		}
+	}
+	return d.Driver.Create(ctx, spec)
+}
+
+// TestSwappedLinkIsRefused: a link that pointed into an allowed root when
+// checked, and into the data directory when the driver opened it, is
+// refused and the sandbox is not kept.
+func TestSwappedLinkIsRefused(t *testing.T) {
+	base := t.TempDir()
+	dataDir := filepath.Join(base, "data")
+	projects := filepath.Join(base, "projects")
+	for _, d := range []string{filepath.Join(dataDir, "vault"), filepath.Join(projects, "real")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(projects, "link")
+	if err := os.Symlink(filepath.Join(projects, "real"), link); err != nil {
+		t.Fatal(err)
+	}
+	d := swapDriver{Driver: local.New(local.Config{WorkspaceRoot: filepath.Join(dataDir, "sandbox", "workspaces")}), link: link, to: filepath.Join(dataDir, "vault")}
+	client := startWith(t, sandbox.Config{DataDir: dataDir, Drivers: []driver.Driver{d}, Security: sandbox.Security{AllowedRoots: []string{projects}}})
+	_, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: link}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a link swapped into the data directory: %v, want PermissionDenied", err)
+	}
+	list, err := client.ListSandboxes(t.Context(), &sandboxv1.ListSandboxesRequest{})
+	if err != nil || len(list.GetSandboxes()) != 0 {
+		t.Fatalf("sandboxes kept: %v %v", list.GetSandboxes(), err)
+	}
+}
+
+// TestReopenRechecksRoots: a sandbox whose root a narrowed policy no longer
+// allows comes back FAILED after a restart, with the reason.
+func TestReopenRechecksRoots(t *testing.T) {
+	base := t.TempDir()
+	dataDir := filepath.Join(base, "data")
+	project := filepath.Join(base, "projects", "p")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	first, err := sandbox.New(sandbox.Config{DataDir: dataDir, Security: sandbox.Security{AllowedRoots: []string{filepath.Dir(project)}}}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", NoAuth: true}, logger, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := sandboxv1.NewSandboxServiceClient(conn).CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: project}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	srv.Shutdown(context.Background())
+	first.Close(context.Background())
+
+	client := startWith(t, sandbox.Config{DataDir: dataDir})
+	got, err := client.GetSandbox(t.Context(), &sandboxv1.GetSandboxRequest{SandboxId: resp.GetSandbox().GetSandboxId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetSandbox().GetState() != sandboxv1.SandboxState_SANDBOX_STATE_FAILED {
+		t.Fatalf("state = %v, want FAILED", got.GetSandbox().GetState())
 	}
 }

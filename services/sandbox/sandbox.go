@@ -76,6 +76,7 @@ type Service struct {
 	reg           *registry        // nil without DataDir
 	plugins       []*plugin.Driver // killed on Close
 	roots         rootPolicy
+	tmpWorkspaces string // the managed workspace root made without a data directory; removed on Close
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -168,9 +169,23 @@ const startupTimeout = 2 * time.Minute
 func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	initMetrics()
 	s := &Service{logger: logger, drivers: map[string]driver.Driver{}, sandboxes: map[string]*entry{}, defaultDriver: cfg.DefaultDriver}
-	workspaces := defaultWorkspaceRoot()
+	// Without a data directory the managed workspaces get a directory of
+	// their own, so that what the policy exempts is only them, not every
+	// path under the system's temporary directory.
+	var workspaces string
 	if cfg.DataDir != "" {
 		workspaces = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
+	} else {
+		dir, err := os.MkdirTemp("", "fabro-sandbox-workspaces-")
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: workspace root: %w", err)
+		}
+		// Traversable, as the temporary directory was, by the user commands
+		// run as; each workspace carries its own permissions.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: workspace root: %w", err)
+		}
+		workspaces, s.tmpWorkspaces = dir, dir
 	}
 	s.roots = newRootPolicy(cfg, workspaces)
 	if err := harden(cfg.DataDir); err != nil {
@@ -184,7 +199,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		}
 	}
 	if len(cfg.Drivers) == 0 {
-		lc := local.Config{User: cfg.Security.User}
+		lc := local.Config{User: cfg.Security.User, WorkspaceRoot: workspaces}
 		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner}
 		if cfg.DataDir != "" {
 			abs, _ := filepath.Abs(cfg.DataDir)
@@ -290,6 +305,15 @@ func (s *Service) reopen(ctx context.Context, rec record) (driver.Sandbox, strin
 	if !ok {
 		return nil, "", fmt.Errorf("its driver %q is not configured any more", rec.Driver)
 	}
+	// The policy may have narrowed since the sandbox was made.
+	if err := s.roots.checkCreated(rec.Spec.WorkingDirectory, rec.Info); err != nil {
+		return nil, "", fmt.Errorf("its root is no longer allowed: %s", status.Convert(err).Message())
+	}
+	if hostDir, ok := rec.Spec.Options["host_dir"]; ok {
+		if err := s.roots.checkHostDir(hostDir); err != nil {
+			return nil, "", fmt.Errorf("its host directory is no longer allowed: %s", status.Convert(err).Message())
+		}
+	}
 	if ro, ok := d.(driver.Reopener); ok {
 		sb, err := ro.Reopen(ctx, rec.Spec, rec.Info)
 		return sb, "", err
@@ -353,6 +377,10 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	for _, p := range s.plugins {
 		p.Close()
+	}
+	if s.tmpWorkspaces != "" {
+		// Its sandboxes were deleted above: only what they left remains.
+		os.RemoveAll(s.tmpWorkspaces)
 	}
 	if err := s.reg.close(); err != nil {
 		errs = append(errs, err)

@@ -44,7 +44,8 @@ func start(t testing.TB, drivers ...driver.Driver) *harness {
 	if len(drivers) == 0 {
 		drivers = []driver.Driver{local.New(local.Config{WorkspaceRoot: t.TempDir()})}
 	}
-	svc, err := sandbox.New(sandbox.Config{Drivers: drivers}, logger)
+	// The tests root sandboxes in their own temporary directories.
+	svc, err := sandbox.New(sandbox.Config{Drivers: drivers, Security: sandbox.Security{AllowedRoots: []string{os.TempDir()}}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/fabro-sh/fabro-go/platform/telemetry/otlpsink"
 )
@@ -36,8 +39,12 @@ func run(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http-addr", "127.0.0.1:4318", "OTLP/HTTP and query API listen address")
 	maxSpans := fs.Int("max-spans", 100000, "spans kept in memory (the oldest go first)")
 	quiet := fs.Bool("quiet", false, "do not print each span")
+	check := fs.Bool("healthcheck", false, "ask the running sink's query API at -http-addr and exit 0 when it answers (container healthchecks)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *check {
+		return healthcheck(ctx, *httpAddr)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var onSpan func(otlpsink.Span)
@@ -58,5 +65,32 @@ func run(ctx context.Context, args []string) error {
 	defer l.Close()
 	logger.Info("otlpsink serving", "grpc_addr", l.GRPCAddr, "http_addr", l.HTTPAddr)
 	<-ctx.Done()
+	return nil
+}
+
+// healthcheck GETs the query API of the sink listening at addr (an
+// unspecified host means this host).
+func healthcheck(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/api/traces", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s", resp.Status)
+	}
 	return nil
 }

@@ -17,7 +17,8 @@ import (
 // never leaves the process; the subscriber's seed is kept in a file (0600)
 // that the operator hands to the processes allowed to read events.
 
-// subscriberPermissions let a client read the events, live or through
+// subscriberPermissions let a client read the events, live (either
+// encoding) or through
 // JetStream consumers of the events stream, and nothing more: it cannot
 // publish an event, purge or delete messages, delete consumers, or change
 // or remove the stream.
@@ -42,10 +43,10 @@ func subscriberPermissions() *server.Permissions {
 				"$JS.FC." + StreamName + ".>",
 			},
 			// Belt and braces: an allow above can never widen into these.
-			Deny: []string{AllSubjects, api("STREAM.PURGE.>"), api("STREAM.DELETE.>"), api("STREAM.MSG.DELETE.>"),
+			Deny: []string{AllSubjects, AllJSONSubjects, api("STREAM.PURGE.>"), api("STREAM.DELETE.>"), api("STREAM.MSG.DELETE.>"),
 				api("STREAM.UPDATE.>"), api("CONSUMER.DELETE.>")},
 		},
-		Subscribe: &server.SubjectPermission{Allow: []string{AllSubjects, "_INBOX.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{AllSubjects, AllJSONSubjects, "_INBOX.>"}},
 	}
 }
 

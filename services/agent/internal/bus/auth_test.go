@@ -177,6 +177,13 @@ func TestEmbeddedServerRequiresCredentials(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}},
+		{"core publish on a JSON event subject", JSONSubject("s_1", "session_ended"), func(ctx context.Context) error {
+			if err := nc.Publish(JSONSubject("s_1", "session_ended"), []byte(`{"forged":true}`)); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}},
 		{"purge", api + "STREAM.PURGE." + StreamName, func(ctx context.Context) error { return stream.Purge(ctx) }},
 		{"purge one session", api + "STREAM.PURGE." + StreamName, func(ctx context.Context) error {
 			return stream.Purge(ctx, jetstream.WithPurgeSubject(SessionFilter("s_1")))

@@ -220,22 +220,22 @@ func (b *Bus) ClientURL() string { return b.url }
 
 // Publish sends ev asynchronously to its subject with its message id.
 // Publishes are stored in call order; the future reports the ack.
-// The message carries ctx's trace context (traceparent) as a header.
+// Every message carries the envelope headers (encoding.go) and ctx's trace
+// context (traceparent). The JSON copy, when someone may read it, goes out
+// on the JSON subject tree right after.
 func (b *Bus) Publish(ctx context.Context, ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
 	data, err := proto.Marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("bus: marshal event: %w: %w", ErrMarshal, err)
 	}
-	if len(data) > b.chunkLimit() {
-		return b.publishChunks(ctx, Subject(ev.GetSessionId(), EventType(ev)), MsgID(ev.GetSessionId(), ev.GetSequence()), data)
-	}
-	m := nats.NewMsg(Subject(ev.GetSessionId(), EventType(ev)))
-	m.Data = data
-	m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.GetSessionId(), ev.GetSequence()))
-	injectTrace(ctx, m.Header)
-	f, err := b.js.PublishMsgAsync(m)
+	typ, id := EventType(ev), MsgID(ev.GetSessionId(), ev.GetSequence())
+	msgs := chunkMsgs(ctx, Subject(ev.GetSessionId(), typ), ContentTypeProtobuf, typ, id, data, b.chunkLimit())
+	f, err := b.publishAll(msgs)
 	if err != nil {
-		return nil, fmt.Errorf("bus: publish %s: %w", m.Subject, err)
+		return nil, err
+	}
+	if err := b.publishJSON(ctx, ev, typ, id); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

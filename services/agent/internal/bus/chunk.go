@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,8 +15,9 @@ import (
 
 // An event whose encoding is larger than the server's maximum payload is
 // stored as consecutive chunk messages on the event's subject. Each chunk
-// carries these headers; its Nats-Msg-Id is "<session_id>:<sequence>#<index>"
-// so JetStream deduplicates every chunk of a republished event.
+// carries these headers besides the envelope (encoding.go); its Nats-Msg-Id
+// is "<session_id>:<sequence>#<index>" so JetStream deduplicates every chunk
+// of a republished event.
 const (
 	// HeaderChunkIndex is the chunk's index, from 0.
 	HeaderChunkIndex = "Fabro-Chunk-Index"
@@ -25,7 +25,8 @@ const (
 	HeaderChunkCount = "Fabro-Chunk-Count"
 	// HeaderChunkTotal is the size in bytes of the whole encoded event.
 	HeaderChunkTotal = "Fabro-Chunk-Total"
-	// HeaderEventMsgID is the event's own message id, "<session_id>:<sequence>".
+	// HeaderEventMsgID is the event's own message id, "<session_id>:<sequence>",
+	// on every message of the event (whole or chunk, either encoding).
 	HeaderEventMsgID = "Fabro-Event-Msg-Id"
 
 	// chunkHeadroom is left under the maximum payload for the headers.
@@ -47,26 +48,22 @@ func (b *Bus) chunkLimit() int {
 	return mp - chunkHeadroom
 }
 
-// publishChunks publishes data as chunk messages, in order, and returns a
-// future that resolves when every chunk is acknowledged or one fails.
-func (b *Bus) publishChunks(ctx context.Context, subject, msgID string, data []byte) (jetstream.PubAckFuture, error) {
-	size := b.chunkLimit()
-	count := (len(data) + size - 1) / size
-	fs := make([]jetstream.PubAckFuture, 0, count)
-	for i := range count {
-		m := nats.NewMsg(subject)
-		m.Data = data[i*size : min(len(data), (i+1)*size)]
-		m.Header.Set(jetstream.MsgIDHeader, msgID+"#"+strconv.Itoa(i))
-		m.Header.Set(HeaderEventMsgID, msgID)
-		m.Header.Set(HeaderChunkIndex, strconv.Itoa(i))
-		m.Header.Set(HeaderChunkCount, strconv.Itoa(count))
-		m.Header.Set(HeaderChunkTotal, strconv.Itoa(len(data)))
-		injectTrace(ctx, m.Header)
+// publishAll publishes the messages of one event, in order, and returns a
+// future that resolves when every one is acknowledged or one fails.
+func (b *Bus) publishAll(msgs []*nats.Msg) (jetstream.PubAckFuture, error) {
+	fs := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for i, m := range msgs {
 		f, err := b.js.PublishMsgAsync(m)
 		if err != nil {
-			return nil, fmt.Errorf("bus: publish %s chunk %d/%d: %w", subject, i, count, err)
+			if len(msgs) == 1 {
+				return nil, fmt.Errorf("bus: publish %s: %w", m.Subject, err)
+			}
+			return nil, fmt.Errorf("bus: publish %s chunk %d/%d: %w", m.Subject, i, len(msgs), err)
 		}
 		fs = append(fs, f)
+	}
+	if len(fs) == 1 {
+		return fs[0], nil
 	}
 	return joinFutures(fs), nil
 }

@@ -41,6 +41,9 @@ type WriterConfig struct {
 	// default, negative keeps events forever; MaxBytes 0 is unlimited.
 	MaxAge   time.Duration
 	MaxBytes int64
+	// NoJSON turns off the JSON copy of each event on the JSON subject tree
+	// (encoding.go).
+	NoJSON bool
 	// ChunkSize, when set, overrides the largest single message (tests).
 	ChunkSize int
 }
@@ -132,10 +135,13 @@ type inProcess struct {
 }
 
 func (p *inProcess) InProcessConn() (net.Conn, error) {
+	return p.server().InProcessConn()
+}
+
+func (p *inProcess) server() *server.Server {
 	p.mu.Lock()
-	ns := p.ns
-	p.mu.Unlock()
-	return ns.InProcessConn()
+	defer p.mu.Unlock()
+	return p.ns
 }
 
 // ExpiredError is a replay from a sequence the stream no longer retains.

@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -199,8 +199,7 @@ func (s *server) extra(t *mcp.Tool) (tools.Extra, error) {
 	if err != nil {
 		return tools.Extra{}, fmt.Errorf("its input schema: %v", err)
 	}
-	resolved, err := Compile(raw)
-	if err != nil {
+	if _, err := Compile(raw); err != nil {
 		return tools.Extra{}, err
 	}
 	return tools.Extra{
@@ -209,33 +208,23 @@ func (s *server) extra(t *mcp.Tool) (tools.Extra, error) {
 		Parameters:  string(raw),
 		Category:    tools.CategoryShell,
 		Limit:       tools.Limit{MaxChars: OutputLimit, Mode: tools.HeadTail},
+		// The tool set validated args against Parameters (platform/jsonschema).
 		RunImages: func(ctx context.Context, _ string, args []byte) (string, []tools.Image, bool) {
-			var v any
-			if err := json.Unmarshal(args, &v); err != nil {
-				return "Tool argument validation failed: " + err.Error(), nil, true
-			}
-			if err := resolved.Validate(v); err != nil {
-				return "Tool argument validation failed: " + err.Error(), nil, true
-			}
 			return s.call(ctx, t.Name, json.RawMessage(args))
 		},
 	}, nil
 }
 
 // Compile checks that raw is a valid JSON Schema of an object.
-func Compile(raw []byte) (*jsonschema.Resolved, error) {
-	var sc jsonschema.Schema
-	if err := json.Unmarshal(raw, &sc); err != nil {
-		return nil, fmt.Errorf("its input schema is not valid JSON Schema: %v", err)
-	}
-	if sc.Type != "object" {
-		return nil, fmt.Errorf("its input schema is not an object schema (type %q)", sc.Type)
-	}
-	r, err := sc.Resolve(nil)
+func Compile(raw []byte) (*jsonschema.Schema, error) {
+	sc, err := jsonschema.CompileCached(raw)
 	if err != nil {
 		return nil, fmt.Errorf("its input schema is not valid JSON Schema: %v", err)
 	}
-	return r, nil
+	if t := sc.Types(); len(t) != 1 || t[0] != "object" {
+		return nil, fmt.Errorf("its input schema is not an object schema (type %q)", strings.Join(t, ","))
+	}
+	return sc, nil
 }
 
 // call runs one tool call; a crash restarts the server once.

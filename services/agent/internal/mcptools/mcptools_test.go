@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools/mcptest"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
+	"github.com/fabro-sh/fabro-go/services/agent/mcptest"
 )
 
 func TestMain(m *testing.M) {

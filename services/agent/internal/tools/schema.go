@@ -1,18 +1,19 @@
 package tools
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 )
 
-// schema is the subset of JSON Schema the tools' parameters use: type,
+// schema builds the JSON Schema of a built-in tool's parameters (type,
 // description, properties, required, items, enum, minimum, maximum and
-// additionalProperties false. An empty type accepts any value.
+// additionalProperties false); an extra tool's schema is the caller's text
+// as it is (raw). Either is validated by platform/jsonschema, the validator
+// the gateway uses too.
 type schema struct {
 	Type                 string             `json:"type,omitempty"`
 	Description          string             `json:"description,omitempty"`
@@ -23,6 +24,9 @@ type schema struct {
 	Minimum              *float64           `json:"minimum,omitempty"`
 	Maximum              *float64           `json:"maximum,omitempty"`
 	AdditionalProperties *bool              `json:"additionalProperties,omitempty"`
+
+	raw      string             // an extra tool's schema text, compiled
+	compiled *jsonschema.Schema // set with raw, or on the first validation
 
 	once sync.Once
 	text string
@@ -57,140 +61,40 @@ func enum(desc string, values ...string) *schema {
 // json returns the schema as JSON text, computed once.
 func (sc *schema) json() string {
 	sc.once.Do(func() {
+		if sc.raw != "" {
+			sc.text = sc.raw
+			return
+		}
 		b, err := json.Marshal(sc)
 		if err != nil {
 			panic(fmt.Sprintf("tools: schema does not marshal: %v", err))
 		}
 		sc.text = string(b)
+		// Built-in schemas are the same text in every session: compiled once
+		// per process.
+		sc.compiled = jsonschema.MustCompileCached(sc.text)
 	})
 	return sc.text
 }
 
 // validateJSON parses the model's arguments and checks them against the
 // schema. It returns the arguments as JSON text ("{}" for empty or null
-// input).
+// input). Errors read "<path>: <what is wrong>", the path from
+// "arguments".
 func (sc *schema) validateJSON(args string) ([]byte, error) {
 	raw := []byte(strings.TrimSpace(args))
 	if len(raw) == 0 || string(raw) == "null" { // some providers send null for no arguments
 		raw = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonschema.Decode(raw)
+	if err != nil {
 		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("arguments are not valid JSON: extra data after the object")
-	}
-	if err := sc.validate(v, "arguments"); err != nil {
+	sc.json()
+	if err := sc.compiled.Validate(v, "arguments"); err != nil {
 		return nil, err
 	}
 	return raw, nil
-}
-
-// validate checks v at path. Error text: "<path>: <what is wrong>".
-func (sc *schema) validate(v any, path string) error {
-	if sc == nil {
-		return nil
-	}
-	switch sc.Type {
-	case "object":
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%s: expected object, got %s", path, kindOf(v))
-		}
-		for _, name := range sc.Required {
-			if _, ok := m[name]; !ok {
-				return fmt.Errorf("%s: missing required property %q", path, name)
-			}
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			p, ok := sc.Properties[k]
-			if !ok {
-				if sc.AdditionalProperties != nil && !*sc.AdditionalProperties {
-					return fmt.Errorf("%s: unknown property %q (allowed: %s)", path, k, strings.Join(sc.propertyNames(), ", "))
-				}
-				continue
-			}
-			if err := p.validate(m[k], path+"."+k); err != nil {
-				return err
-			}
-		}
-	case "array":
-		a, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("%s: expected array, got %s", path, kindOf(v))
-		}
-		for i, e := range a {
-			if err := sc.Items.validate(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-	case "string":
-		s, ok := v.(string)
-		if !ok {
-			return fmt.Errorf("%s: expected string, got %s", path, kindOf(v))
-		}
-		if len(sc.Enum) > 0 && !slices.Contains(sc.Enum, s) {
-			return fmt.Errorf("%s: %q is not one of %s", path, s, strings.Join(sc.Enum, ", "))
-		}
-	case "boolean":
-		if _, ok := v.(bool); !ok {
-			return fmt.Errorf("%s: expected boolean, got %s", path, kindOf(v))
-		}
-	case "integer", "number":
-		n, ok := v.(json.Number)
-		if !ok {
-			return fmt.Errorf("%s: expected %s, got %s", path, sc.Type, kindOf(v))
-		}
-		f, err := n.Float64()
-		if err != nil {
-			return fmt.Errorf("%s: expected %s, got %s", path, sc.Type, n)
-		}
-		if _, err := n.Int64(); sc.Type == "integer" && err != nil {
-			return fmt.Errorf("%s: expected integer, got %s", path, n)
-		}
-		if sc.Minimum != nil && f < *sc.Minimum {
-			return fmt.Errorf("%s: must be at least %v, got %s", path, *sc.Minimum, n)
-		}
-		if sc.Maximum != nil && f > *sc.Maximum {
-			return fmt.Errorf("%s: must be at most %v, got %s", path, *sc.Maximum, n)
-		}
-	}
-	return nil
-}
-
-func (sc *schema) propertyNames() []string {
-	names := make([]string, 0, len(sc.Properties))
-	for k := range sc.Properties {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return names
-}
-
-func kindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "object"
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case json.Number:
-		return "number"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // decode unmarshals validated arguments into a tool's parameter struct.

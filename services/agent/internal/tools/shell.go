@@ -73,7 +73,7 @@ func runShell(ctx context.Context, s *Set, c Call, raw []byte) (output, error) {
 				live += len(data)
 				s.env.ShellOutput(c.ID, ev.Output.GetStream(), data)
 				if live == MaxLiveOutput {
-					s.env.ShellOutput(c.ID, ev.Output.GetStream(), []byte(liveOutputCapped))
+					s.env.ShellOutput(c.ID, ev.Output.GetStream(), []byte(LiveOutputCapped))
 				}
 			}
 		case *sandboxv1.ExecStreamResponse_Finished:
@@ -87,7 +87,8 @@ func runShell(ctx context.Context, s *Set, c Call, raw []byte) (output, error) {
 // Env.ShellOutput; the result still keeps the head and tail of the rest.
 const MaxLiveOutput = 1 << 20
 
-const liveOutputCapped = "\n[live output capped at 1 MiB; the result keeps its head and tail]\n"
+// LiveOutputCapped is the marker the live output ends with once capped.
+const LiveOutputCapped = "\n[live output capped at 1 MiB; the result keeps its head and tail]\n"
 
 // renderExec is the shell tool's text: how the command ended, then its
 // streams.

@@ -22,6 +22,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 )
 
 // Sandbox is the part of the sandbox service the tools use.
@@ -108,9 +109,9 @@ const (
 type Extra struct {
 	Name        string
 	Description string
-	// Parameters is the JSON schema of the arguments (the subset this
-	// package validates: type, properties, required, items, enum,
-	// minimum, maximum, additionalProperties false).
+	// Parameters is the JSON Schema of the arguments (any draft 2020-12
+	// keyword, validated by platform/jsonschema); one that does not
+	// compile or names no type accepts any object.
 	Parameters string
 	Category   Category
 	// Run performs a call whose arguments passed the schema. A failure is
@@ -532,12 +533,12 @@ func (s *Set) finish(name string, out output) Result {
 	return r
 }
 
-// extraTool wraps a caller's tool; a schema that does not parse accepts
-// any object.
+// extraTool wraps a caller's tool; a schema that does not compile, or
+// names no type, accepts any object.
 func extraTool(x Extra) *tool {
-	sc := &schema{}
-	if err := json.Unmarshal([]byte(x.Parameters), sc); err != nil || sc.Type == "" {
-		sc = &schema{Type: "object"}
+	sc := &schema{Type: "object"}
+	if c, err := jsonschema.CompileCached([]byte(x.Parameters)); err == nil && c.Types() != nil {
+		sc = &schema{raw: x.Parameters, compiled: c}
 	}
 	cat := catShell
 	if x.Category == CategorySubagent {

@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,8 +35,12 @@ func run(ctx context.Context, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:7790", "listen address")
 	script := fs.String("script", "", "JSON file with a list of turns, answered in order; then the demo reply")
 	printOverlay := fs.Bool("print-overlay", false, "print a gateway catalog overlay pointing every provider here, then serve")
+	check := fs.Bool("healthcheck", false, "ask the running fake provider at -addr for an HTTP answer and exit 0 when it gives one (container healthchecks)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *check {
+		return healthcheck(ctx, *addr)
 	}
 	var turns []fakeprovider.Turn
 	if *script != "" {
@@ -67,4 +73,31 @@ func run(ctx context.Context, args []string) error {
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return l.Shutdown(shut)
+}
+
+// healthcheck GETs / of the fake provider listening at addr (an unspecified
+// host means this host): any answer but a server error is healthy.
+func healthcheck(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return fmt.Errorf("healthcheck: %s", resp.Status)
+	}
+	return nil
 }

@@ -223,11 +223,15 @@ func (d *Driver) create(ctx context.Context, body createSandboxDTO, token string
 		}
 		var list []sandboxDTO
 		q := url.Values{"labels": {mustJSON(map[string]string{labelCreateToken: token})}}
-		if d.c.do(ctx, request{op: "list sandboxes", method: http.MethodGet, path: "/sandbox", query: q, out: &list}) == nil {
-			for _, sb := range list {
-				if sb.Labels[labelCreateToken] == token {
-					return sb, nil
-				}
+		if lerr := d.c.do(ctx, request{op: "list sandboxes", method: http.MethodGet, path: "/sandbox", query: q, out: &list}); lerr != nil {
+			// Whether the failed attempt made a sandbox is unknown: creating
+			// again could make a second one. The owner label lets the next
+			// start's sweep remove a sandbox made but never recorded.
+			return sandboxDTO{}, err
+		}
+		for _, sb := range list {
+			if sb.Labels[labelCreateToken] == token {
+				return sb, nil
 			}
 		}
 		t := time.NewTimer(min(wait, rt.Max))

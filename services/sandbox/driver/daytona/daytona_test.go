@@ -153,6 +153,17 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%d sandboxes after %d creates; want the one the lost answer made, adopted", n, posts)
 		}
 	})
+	t.Run("a lost answer whose lookup fails too is not created again", func(t *testing.T) {
+		e := newEnv(t)
+		e.fake.FailAfter("POST", "/sandbox", 502, 1)
+		e.fake.Fail("GET", "/sandbox", 503, 100, "")
+		if _, err := e.d.Create(ctx, driver.Spec{}); err == nil {
+			t.Fatal("created, though whether the first attempt made a sandbox was never learned")
+		}
+		if posts := e.fake.Calls("POST /sandbox"); posts != 1 {
+			t.Errorf("%d creates; want 1 (a second could make a second sandbox)", posts)
+		}
+	})
 	t.Run("a lost answer to an exec does not run the command again", func(t *testing.T) {
 		e := newEnv(t)
 		sb := drivertest.NewSandbox(t, e.d, driver.Spec{})

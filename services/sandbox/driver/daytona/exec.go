@@ -162,6 +162,9 @@ const (
 	pollMin   = 50 * time.Millisecond
 	pollMax   = 2 * time.Second
 	pollChunk = 1 << 20
+	// redownloadMax bounds the output a poll downloads again to reach its
+	// new bytes.
+	redownloadMax = 64 << 10
 )
 
 // stream is one output stream of a running command.
@@ -174,8 +177,8 @@ type stream struct {
 
 // poll delivers what the streams' files gained and reports whether
 // anything came. It asks files/info for each size, which costs the sandbox
-// no process; a small file is downloaded whole, a large gain is read a
-// chunk at a time by the helper. A failed poll is only a late chunk: the
+// no process; a small file is downloaded whole, a larger one read from
+// its offset a chunk at a time by the helper. A failed poll is only a late chunk: the
 // rest is fetched at the end.
 func (s *sandbox) poll(ctx context.Context, streams []*stream, deliver func(*stream, []byte)) bool {
 	got := false
@@ -186,7 +189,10 @@ func (s *sandbox) poll(ctx context.Context, streams []*stream, deliver func(*str
 		if s.d.c.do(ctx, request{op: "file info", method: http.MethodGet, path: s.toolbox("/files/info"), query: url.Values{"path": {st.path}}, out: &fi}) != nil || fi.Size <= st.off {
 			continue
 		}
-		if fi.Size <= pollChunk {
+		// Downloading re-reads what was delivered: only while that is
+		// little (the first read of a stream, or a small file); beyond, the
+		// helper reads from the offset.
+		if fi.Size <= pollChunk && (st.off == 0 || fi.Size <= redownloadMax) {
 			skip := st.off
 			s.fetch(ctx, st.path, func(p []byte) {
 				if skip >= int64(len(p)) {

@@ -3,10 +3,12 @@ package local
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -189,23 +191,36 @@ func grantTree(root *os.Root, dir string, uid uint32) error {
 // mode does not already let everyone pass: search only, no listing. These
 // directories lie above a workspace, out of its commands' hands.
 func grantSearch(dir string, uid uint32) error {
-	for {
-		f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
+	dir = filepath.Clean(dir)
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("grant search: %s is not absolute", dir)
+	}
+	// From the root down, each directory opened relative to the one above
+	// and never through a link: a user owning one of them cannot swap a
+	// link in to send the grant elsewhere. The path was resolved before,
+	// so a link found now is such a swap, and an error.
+	f, err := os.OpenFile("/", os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	var parts []string
+	if dir != "/" {
+		parts = strings.Split(dir[1:], "/")
+	}
+	for i := 0; ; i++ {
 		fi, err := f.Stat()
 		if err == nil && fi.Mode().Perm()&0o001 == 0 {
 			err = grantACL(f, uid, 1, false)
 		}
-		f.Close()
-		if err != nil {
+		if err != nil || i == len(parts) {
+			f.Close()
 			return err
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return nil
+		fd, err := unix.Openat(int(f.Fd()), parts[i], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("grant search: open %s: %w", filepath.Join(append([]string{"/"}, parts[:i+1]...)...), err)
 		}
-		dir = parent
+		f = os.NewFile(uintptr(fd), parts[i])
 	}
 }
