@@ -51,10 +51,13 @@ demo: ## Run an agent offline: fabro exec against the fake provider on a scratch
 test: tools lint checkgenerate breaking test-go ## Run every check and every test (what CI runs)
 
 .PHONY: test-go
+# Two modules at a time: most of a module's run waits on processes, Docker
+# and NATS rather than on the CPU. TEST_JOBS=1 runs them one by one.
+TEST_JOBS ?= 2
+# The longest modules first, so the short ones fill the other slot.
+TEST_ORDER := e2e services/agent cmd/fabro services/sandbox
 test-go: sandbox-image ## go test -race in every module, each with GOWORK=off
-	@fail=; for m in $(GO_MODULES); do echo "== go test $$m"; \
-	  (cd $$m && GOWORK=off go test -race -count=1 -shuffle=on ./...) || fail="$$fail $$m"; done; \
-	  if [ -n "$$fail" ]; then echo "FAILED in:$$fail"; exit 1; fi
+	@JOBS=$(TEST_JOBS) scripts/test-modules $(filter $(GO_MODULES),$(TEST_ORDER)) $(filter-out $(TEST_ORDER),$(GO_MODULES))
 
 .PHONY: lint
 lint: tools ## gofmt, go vet in every module, buf lint and buf format

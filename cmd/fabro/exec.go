@@ -2,84 +2,117 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
-	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
 	"github.com/fabro-sh/fabro-go/services/vault"
 )
 
-// Exit codes of `fabro exec`.
-const (
-	exitDone        = 0
-	exitError       = 1
-	exitInterrupted = 130
-)
+// execCommand is `fabro exec`.
+func execCommand() *command {
+	return &command{
+		name: "exec", args: `"PROMPT"`, summary: "run an agent on a directory, non-interactively",
+		long: `Runs one prompt with an agent working in --dir (default: the current
+directory) and prints its stream: the answer as it arrives, each tool call
+with its status. The session id is printed to stderr at the start and at
+the end, for ` + "`fabro sessions show|resume ID`" + `.
 
-// execCmd runs one agent prompt in a directory, non-interactively, and
-// prints its stream: text as it arrives, each tool call with its status.
-// It talks to a running stack (-server) or starts one in this process.
-func execCmd(ctx context.Context, args []string, e env) int {
-	fs := flag.NewFlagSet("fabro exec", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var (
-		model, perms, addr, dir, dataDir     string
-		err                                  error
-		maxTurns                             int
-		overlay, sandboxDriver, settingsFile string
-	)
-	fs.StringVar(&model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
-	fs.StringVar(&perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
-	fs.IntVar(&maxTurns, "max-turns", 0, "most model turns (0: unlimited)")
-	var cf clientFlags
-	cf.register(fs, "", e)
-	fs.Lookup("server").Usage = "agent service gRPC address of a running stack; empty starts one in this process"
-	fs.StringVar(&dir, "dir", "", "directory the agent works in (default: the current directory)")
-	fs.StringVar(&sandboxDriver, "sandbox", "local", "where the agent's tools run: local (this host), docker (a container with the directory mounted at /workspace) or another driver of the stack")
-	fs.StringVar(&overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
-	var pluginDir string
-	fs.StringVar(&pluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins for the in-process stack (docs/plugins.md)")
+With --server (or $FABRO_SERVER, or server in the config file) the agent of
+that server runs it: if the connection drops, exec reattaches to the
+session's event stream from the last event it printed, printing nothing
+twice. Without one, every service runs in this process on the same data
+directory's vault (the keys stored with ` + "`fabro secret set`" + `), else the
+provider's environment variable (ANTHROPIC_API_KEY ...).
+
+A tool call that needs approval is asked on the terminal; without one it
+is denied. Ctrl-C aborts the prompt (exit 130).`,
+		examples: `  fabro exec "add a test for the parser"
+  fabro exec --permissions full --sandbox docker "run the tests and fix what fails"
+  fabro exec --server 127.0.0.1:7700 --model anthropic/claude-sonnet-4.5 "explain main.go"
+  ANTHROPIC_API_KEY=sk-... fabro exec --permissions read-only "summarize the README"`,
+		define: execFlags,
+	}
+}
+
+// execOptions are exec's flags.
+type execOptions struct {
+	model, perms, dir, dataDir        string
+	maxTurns                          int
+	overlay, sandboxDriver, pluginDir string
+	settingsFile                      string
+	reattach                          time.Duration
+	cf                                clientFlags
+}
+
+func execFlags(fs *flag.FlagSet, e env) runner {
+	o := &execOptions{}
+	fs.StringVar(&o.model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
+	fs.StringVar(&o.perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
+	fs.IntVar(&o.maxTurns, "max-turns", 0, "most model turns (0: unlimited)")
+	o.cf.register(fs, "", e)
+	fs.Lookup("server").Usage = "address of the fabro server (fabro serve, or the compose stack's front door) to run on; empty runs every service in this process"
+	fs.StringVar(&o.dir, "dir", "", "directory the agent works in (default: the current directory)")
+	fs.StringVar(&o.sandboxDriver, "sandbox", "local", "where the agent's tools run: local (this host), docker (a container with the directory mounted at /workspace) or another driver of the stack")
+	fs.StringVar(&o.overlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog (in-process stack)")
+	fs.StringVar(&o.pluginDir, "sandbox-plugin-dir", "", "directory of sandbox driver plugins for the in-process stack (docs/plugins.md)")
 	fs.Lookup("data-dir").Usage = "data directory of the in-process stack (or of the local fabro serve, for its admin token)"
-	fs.StringVar(&settingsFile, "settings", defaultSettingsFile(e.lookupEnv), "your tool settings file (permission rules, hooks, MCP servers, trusted project settings); missing: none")
-	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitDone
+	fs.StringVar(&o.settingsFile, "settings", defaultSettingsFile(e.lookupEnv), "your tool settings file (permission rules, hooks, MCP servers, trusted project settings); missing: none")
+	fs.DurationVar(&o.reattach, "reattach-timeout", time.Minute, "how long to keep trying to reattach to the server after the connection drops")
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
+			return usagef(`exec takes one prompt: fabro exec [flags] "PROMPT"`)
 		}
-		return 2
+		if _, err := permissionLevel(o.perms); err != nil {
+			return err
+		}
+		if o.maxTurns < 0 {
+			return usagef("--max-turns must not be negative")
+		}
+		return exitCode(o.run(ctx, args[0], e))
 	}
-	addr, dataDir = cf.server, cf.dataDir
-	if fs.NArg() != 1 || strings.TrimSpace(fs.Arg(0)) == "" {
-		fmt.Fprintln(e.stderr, `fabro: exec takes one prompt: fabro exec [flags] "PROMPT"`)
-		return 2
-	}
+}
+
+// permissionLevel parses --permissions.
+func permissionLevel(s string) (agentv1.PermissionLevel, error) {
 	level, ok := map[string]agentv1.PermissionLevel{
 		"read-only":  agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY,
 		"read-write": agentv1.PermissionLevel_PERMISSION_LEVEL_READ_WRITE,
 		"full":       agentv1.PermissionLevel_PERMISSION_LEVEL_FULL,
-	}[perms]
-	if !ok || maxTurns < 0 {
-		fmt.Fprintf(e.stderr, "fabro: --permissions must be read-only, read-write or full, and --max-turns not negative\n")
-		return 2
+	}[s]
+	if !ok {
+		return 0, usagef("--permissions must be read-only, read-write or full, not %q", s)
 	}
+	return level, nil
+}
+
+// run runs the prompt and returns the exit code; the flags are valid.
+func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
+	level, err := permissionLevel(o.perms)
+	if err != nil {
+		return exitUsage
+	}
+	dir := o.dir
 	if dir == "" {
-		var err error
 		if dir, err = os.Getwd(); err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)
-			return exitError
+			return exitFailure
 		}
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
@@ -90,31 +123,35 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	// report still arrives.
 	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStream()
-	remote := addr != ""
+	remote := o.cf.server != ""
 	if !remote {
-		if _, _, err := userSettings(settingsFile, dir); err != nil {
+		if _, _, err := userSettings(o.settingsFile, dir); err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err) // a bad file: say so before a stack starts
-			return 2
+			return exitUsage
 		}
 	}
 	var conn *grpc.ClientConn
-	if addr == "" {
+	if !remote {
 		// The in-process stack shares the data directory's vault with `fabro
 		// serve`, so stored credentials work here too; its agent keeps records
 		// and NATS apart, as a server may be running on the same directory.
 		st, serr := startStack(streamCtx, stackConfig{
 			server:       server.Config{GRPCAddr: "127.0.0.1:0"},
-			vault:        vault.Config{DataDir: dataDir, LookupEnv: e.lookupEnv},
-			agentDataDir: filepath.Join(dataDir, "exec"),
-			llmOverlay:   overlay,
+			vault:        vault.Config{DataDir: o.cf.dataDir, LookupEnv: e.lookupEnv},
+			agentDataDir: filepath.Join(o.cf.dataDir, "exec"),
+			llmOverlay:   o.overlay,
 			natsListen:   "none",
+			// Its events reach this command through its Prompt stream: an
+			// in-memory stream starts in constant time however many runs
+			// came before (the session records stay on disk).
+			memoryEvents: true,
 			// The directory it was started in is the one sandbox root it allows.
-			sandbox:      sandbox.Config{PluginDir: pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
-			settingsFile: settingsFile, // yours: this process is the agent's operator
+			sandbox:      sandbox.Config{PluginDir: o.pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
+			settingsFile: o.settingsFile, // yours: this process is the agent's operator
 		}, slog.New(slog.DiscardHandler))
 		if serr != nil {
 			fmt.Fprintln(e.stderr, "fabro:", serr)
-			return exitError
+			return exitFailure
 		}
 		defer func() {
 			st.srv.Shutdown(context.WithoutCancel(streamCtx))
@@ -125,23 +162,24 @@ func execCmd(ctx context.Context, args []string, e env) int {
 			Dialer: st.srv.DialInProcess, Token: grpcclient.Static(st.tokens.Issue("exec", auth.RoleUser)),
 		})
 	} else {
-		var tok string
-		if tok, err = cf.token(); err == nil {
-			o := cf.dial
-			o.Token = grpcclient.Static(tok)
-			conn, err = grpcclient.New(addr, o)
-		}
+		conn, err = o.cf.dialServer()
 	}
 	if err != nil {
 		fmt.Fprintln(e.stderr, "fabro:", err)
-		return exitError
+		return exitFailure
 	}
 	defer conn.Close()
 	client := agentv1.NewAgentServiceClient(conn)
+	explainErr := func(err error) string {
+		if !remote {
+			return status.Convert(err).Message()
+		}
+		return o.cf.rpcError(err).Error()
+	}
 
 	opts := &agentv1.AgentOptions{}
-	if maxTurns > 0 {
-		n := int32(maxTurns)
+	if o.maxTurns > 0 {
+		n := int32(o.maxTurns)
 		opts.MaxTurns = &n
 	}
 	// In process, the agent reads your file as its operator's (host-side
@@ -150,14 +188,14 @@ func execCmd(ctx context.Context, args []string, e env) int {
 	var toolSettings *agentv1.ToolSettings
 	var approvedProject string
 	if remote {
-		if toolSettings, approvedProject, err = userSettings(settingsFile, dir); err != nil {
+		if toolSettings, approvedProject, err = userSettings(o.settingsFile, dir); err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)
-			return 2
+			return exitUsage
 		}
 	}
 	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
-		Model:           model,
-		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(sandboxDriver, dir)},
+		Model:           o.model,
+		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(o.sandboxDriver, dir)},
 		PermissionLevel: level,
 		Options:         opts,
 		Settings:        toolSettings,
@@ -165,90 +203,300 @@ func execCmd(ctx context.Context, args []string, e env) int {
 		ApprovedProjectSettingsSha256: approvedProject,
 	})
 	if err != nil {
-		fmt.Fprintln(e.stderr, "fabro:", status.Convert(err).Message())
-		return exitError
+		fmt.Fprintln(e.stderr, "fabro:", missingKeyHint(explainErr(err), credentialsOf(err), remote))
+		return exitFailure
 	}
 	id := created.GetSession().GetSessionId()
-	defer client.CloseSession(context.WithoutCancel(streamCtx), &agentv1.CloseSessionRequest{SessionId: id})
-
-	stream, err := client.Prompt(streamCtx, &agentv1.PromptRequest{SessionId: id, Text: fs.Arg(0)})
-	if err != nil {
-		fmt.Fprintln(e.stderr, "fabro:", status.Convert(err).Message())
-		return exitError
+	where := "in this process"
+	if remote {
+		where = "on " + o.cf.server
 	}
+	fmt.Fprintf(e.stderr, "session %s (%s)\n", id, where)
+	defer client.CloseSession(context.WithoutCancel(streamCtx), &agentv1.CloseSessionRequest{SessionId: id})
+	w := &watcher{
+		e: e, client: client, id: id, remote: remote, server: o.cf.server, reattach: o.reattach,
+		last:    map[string]uint64{id: created.GetSession().GetLastSequence()},
+		explain: explainErr,
+	}
+	return w.prompt(ctx, streamCtx, &agentv1.PromptRequest{SessionId: id, Text: prompt})
+}
+
+// watcher runs a prompt on a session and prints its events, once each,
+// across reconnections.
+type watcher struct {
+	e        env
+	client   agentv1.AgentServiceClient
+	id       string // the root session
+	remote   bool
+	server   string
+	reattach time.Duration
+	explain  func(error) string
+
+	last     map[string]uint64 // the last sequence printed, per session
+	promptID string
+	midLine  bool // the cursor is after text on a line
+	turnText bool // text of the current model turn was printed
+	asker    *approvalAsker
+}
+
+// prompt starts the prompt and prints its events until its report, and
+// returns the exit code. On a remote server a dropped stream is resumed
+// with StreamEvents from the last event seen.
+func (w *watcher) prompt(ctx, streamCtx context.Context, req *agentv1.PromptRequest) int {
+	w.asker = newApprovalAsker(w.e)
+	stream, err := w.client.Prompt(streamCtx, req)
+	if err != nil {
+		fmt.Fprintln(w.e.stderr, "fabro:", w.explain(err))
+		return exitFailure
+	}
+	// An interrupt aborts the prompt; its report still arrives. The
+	// goroutine ends with the prompt's watch.
+	watching := make(chan struct{})
+	defer close(watching)
 	go func() {
-		<-ctx.Done()
-		client.Abort(context.WithoutCancel(streamCtx), &agentv1.AbortRequest{SessionId: id, Reason: "interrupted"})
+		select {
+		case <-ctx.Done():
+			w.client.Abort(context.WithoutCancel(streamCtx), &agentv1.AbortRequest{SessionId: w.id, Reason: "interrupted"})
+		case <-watching:
+		}
 	}()
-	midLine := false
-	asker := newApprovalAsker(e)
-	for {
+	next := func() (*agentv1.AgentEvent, error) {
 		resp, err := stream.Recv()
+		return resp.GetEvent(), err
+	}
+	for {
+		ev, err := next()
 		if err != nil {
-			fmt.Fprintln(e.stderr, "\nfabro:", status.Convert(err).Message())
+			if w.remote && ctx.Err() == nil && reattachable(err) {
+				if next, err = w.reattachStream(ctx, streamCtx, err); err == nil {
+					continue
+				}
+			}
+			w.endLine()
+			fmt.Fprintln(w.e.stderr, "fabro:", w.explain(err))
+			w.printSession()
 			if ctx.Err() != nil {
 				return exitInterrupted
 			}
-			return exitError
+			return exitFailure
 		}
-		ev := resp.GetEvent()
-		if ar := ev.GetApprovalRequested(); ar != nil && ev.GetSessionId() == id {
-			if midLine {
-				fmt.Fprintln(e.stdout)
-				midLine = false
-			}
-			req := asker.ask(ctx, ar)
-			req.SessionId = id
-			if _, err := client.Approve(streamCtx, req); err != nil {
-				fmt.Fprintln(e.stderr, "fabro: approve:", status.Convert(err).Message())
-			}
-			continue
-		}
-		if ev.GetSessionId() != id { // a subagent's event: its tool calls only
-			if c := ev.GetToolCallStarted(); c != nil {
-				fmt.Fprintf(e.stdout, "  ↳ [%s] %s %s\n", ev.GetSessionId(), c.GetToolName(), clip(c.GetArguments(), 100))
-			}
-			continue
-		}
-		switch {
-		case ev.GetTextDelta() != nil:
-			fmt.Fprint(e.stdout, ev.GetTextDelta().GetDelta())
-			midLine = !strings.HasSuffix(ev.GetTextDelta().GetDelta(), "\n")
-		case ev.GetToolCallStarted() != nil:
-			if midLine {
-				fmt.Fprintln(e.stdout)
-				midLine = false
-			}
-			c := ev.GetToolCallStarted()
-			fmt.Fprintf(e.stdout, "▸ %s %s\n", c.GetToolName(), clip(c.GetArguments(), 120))
-		case ev.GetToolCallCompleted() != nil:
-			c := ev.GetToolCallCompleted()
-			if c.GetIsError() {
-				fmt.Fprintf(e.stdout, "  ✗ %s failed: %s\n", c.GetToolName(), clip(firstLine(c.GetOutput()), 200))
-			} else {
-				fmt.Fprintf(e.stdout, "  ✓ %s done (%s)\n", c.GetToolName(), c.GetDuration().AsDuration().Round(1e6))
-			}
-		case ev.GetWarning() != nil:
-			fmt.Fprintf(e.stderr, "warning: %s\n", ev.GetWarning().GetMessage())
-		case ev.GetPromptCompleted() != nil:
-			if midLine {
-				fmt.Fprintln(e.stdout)
-			}
-			rep := ev.GetPromptCompleted().GetReport()
-			fmt.Fprintf(e.stderr, "[%s: %d turns, %d tool calls, %d tokens in, %d out]\n", strings.TrimPrefix(rep.GetStatus().String(), "PROMPT_STATUS_"),
-				rep.GetTurns(), rep.GetToolCalls(), rep.GetUsage().GetInputTokens()+rep.GetUsage().GetCacheReadTokens(), rep.GetUsage().GetOutputTokens())
-			switch rep.GetStatus() {
-			case agentv1.PromptStatus_PROMPT_STATUS_COMPLETED:
-				return exitDone
-			case agentv1.PromptStatus_PROMPT_STATUS_CANCELLED:
-				return exitInterrupted
-			}
-			if m := rep.GetError().GetMessage(); m != "" {
-				fmt.Fprintln(e.stderr, "fabro:", m)
-			}
-			return exitError
+		if code, done := w.handle(ctx, streamCtx, ev); done {
+			return code
 		}
 	}
+}
+
+// reattachable says whether a stream error is the connection's, not the
+// server's answer.
+func reattachable(err error) bool {
+	st := status.Convert(err)
+	return st.Code() == codes.Unavailable || st.Code() == codes.Internal && strings.Contains(st.Message(), "RST_STREAM")
+}
+
+// reattachStream watches the session again from the event after the last
+// one printed, waiting up to --reattach-timeout for the server to answer.
+func (w *watcher) reattachStream(ctx, streamCtx context.Context, cause error) (func() (*agentv1.AgentEvent, error), error) {
+	// The answer on stdout stays whole: the notes go to stderr, on a line
+	// of their own on a terminal that shows both.
+	if w.midLine {
+		fmt.Fprintln(w.e.stderr)
+	}
+	from := w.last[w.id] + 1
+	fmt.Fprintf(w.e.stderr, "fabro: lost the stream (%s); reattaching to session %s from event %d\n", firstLine(status.Convert(cause).Message()), w.id, from)
+	deadline := time.Now().Add(w.reattach)
+	for {
+		// A unary call proves the server answers and still has the session
+		// (a stream may stay quiet for as long as a tool runs); then the
+		// stream has no deadline.
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		_, err := w.client.GetSession(pctx, &agentv1.GetSessionRequest{SessionId: w.id}, grpc.WaitForReady(true))
+		cancel()
+		if err == nil {
+			var stream grpc.ServerStreamingClient[agentv1.StreamEventsResponse]
+			stream, err = w.client.StreamEvents(streamCtx, &agentv1.StreamEventsRequest{
+				SessionId: w.id, FromSequence: from, Follow: true, IncludeSubagents: true, PromptId: w.promptID,
+			}, grpc.WaitForReady(true))
+			if err == nil {
+				fmt.Fprintf(w.e.stderr, "fabro: reattached to session %s\n", w.id)
+				return func() (*agentv1.AgentEvent, error) {
+					resp, err := stream.Recv()
+					return resp.GetEvent(), err
+				}, nil
+			}
+		}
+		if ctx.Err() != nil { // interrupted while waiting
+			return nil, ctx.Err()
+		}
+		if time.Now().After(deadline) || !reattachable(err) && status.Code(err) != codes.DeadlineExceeded {
+			return nil, fmt.Errorf("could not reattach within %s: %w", w.reattach, err)
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// handle prints one event; done with the exit code at the prompt's end.
+func (w *watcher) handle(ctx, streamCtx context.Context, ev *agentv1.AgentEvent) (int, bool) {
+	sid := ev.GetSessionId()
+	if seq := ev.GetSequence(); seq != 0 {
+		if seq <= w.last[sid] {
+			return 0, false // seen before the stream was resumed
+		}
+		w.last[sid] = seq
+	}
+	own := sid == w.id
+	if own && ev.GetPromptId() != "" {
+		if w.promptID == "" && ev.GetPromptStarted() != nil {
+			w.promptID = ev.GetPromptId()
+		}
+		if w.promptID != "" && ev.GetPromptId() != w.promptID {
+			return 0, false // another prompt's, replayed by StreamEvents
+		}
+	}
+	out, errOut := w.e.stdout, w.e.stderr
+	if ar := ev.GetApprovalRequested(); ar != nil && own {
+		w.endLine()
+		req := w.asker.ask(ctx, ar)
+		req.SessionId = w.id
+		if _, err := w.client.Approve(streamCtx, req); err != nil {
+			fmt.Fprintln(errOut, "fabro: approve:", w.explain(err))
+		}
+		return 0, false
+	}
+	if !own { // a subagent's event: its tool calls only
+		if c := ev.GetToolCallStarted(); c != nil {
+			w.endLine()
+			fmt.Fprintf(out, "  ↳ [%s] %s %s\n", sid, c.GetToolName(), clip(c.GetArguments(), 100))
+		}
+		return 0, false
+	}
+	switch {
+	case ev.GetTextDelta() != nil:
+		d := ev.GetTextDelta().GetDelta()
+		fmt.Fprint(out, d)
+		if d != "" {
+			w.midLine = !strings.HasSuffix(d, "\n")
+			w.turnText = true
+		}
+	case ev.GetTurnStarted() != nil:
+		w.turnText = false
+	case ev.GetAssistantOutputReplace() != nil:
+		// The model's stream failed after some text and the turn is
+		// replayed: what was printed of it is void.
+		if w.turnText {
+			w.endLine()
+			fmt.Fprintf(out, "↺ [the reply above was cut off and is discarded; the model answers again (attempt %d)]\n", ev.GetAssistantOutputReplace().GetAttempt())
+			w.turnText = false
+		}
+	case ev.GetLlmRetry() != nil:
+		r := ev.GetLlmRetry()
+		w.endLine()
+		fmt.Fprintf(errOut, "warning: the model call failed (%s); retrying in %s (attempt %d)\n",
+			firstLine(r.GetError().GetMessage()), r.GetDelay().AsDuration().Round(time.Millisecond), r.GetAttempt())
+	case ev.GetToolCallStarted() != nil:
+		w.endLine()
+		w.turnText = false
+		c := ev.GetToolCallStarted()
+		fmt.Fprintf(out, "▸ %s %s\n", c.GetToolName(), clip(c.GetArguments(), 120))
+	case ev.GetToolCallCompleted() != nil:
+		c := ev.GetToolCallCompleted()
+		w.endLine()
+		if c.GetIsError() {
+			fmt.Fprintf(out, "  ✗ %s failed: %s\n", c.GetToolName(), clip(firstLine(c.GetOutput()), 200))
+		} else {
+			fmt.Fprintf(out, "  ✓ %s done (%s)\n", c.GetToolName(), c.GetDuration().AsDuration().Round(1e6))
+		}
+	case ev.GetWarning() != nil:
+		w.endLine()
+		fmt.Fprintf(errOut, "warning: %s\n", ev.GetWarning().GetMessage())
+	case ev.GetPromptCompleted() != nil:
+		w.endLine()
+		rep := ev.GetPromptCompleted().GetReport()
+		fmt.Fprintf(errOut, "[%s: %d turns, %d tool calls, %d tokens in, %d out]\n", strings.TrimPrefix(rep.GetStatus().String(), "PROMPT_STATUS_"),
+			rep.GetTurns(), rep.GetToolCalls(), rep.GetUsage().GetInputTokens()+rep.GetUsage().GetCacheReadTokens(), rep.GetUsage().GetOutputTokens())
+		if m := rep.GetError().GetMessage(); m != "" && rep.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_COMPLETED {
+			fmt.Fprintln(errOut, "fabro:", missingKeyHint(m, rep.GetError().GetLlm().GetMissingCredentials(), w.remote))
+		}
+		w.printSession()
+		switch rep.GetStatus() {
+		case agentv1.PromptStatus_PROMPT_STATUS_COMPLETED:
+			return exitOK, true
+		case agentv1.PromptStatus_PROMPT_STATUS_CANCELLED:
+			return exitInterrupted, true
+		}
+		return exitFailure, true
+	}
+	return 0, false
+}
+
+// endLine ends a line of answer text before anything else is printed.
+func (w *watcher) endLine() {
+	if w.midLine {
+		fmt.Fprintln(w.e.stdout)
+		w.midLine = false
+	}
+}
+
+// printSession names the session at the end, with what can be done next.
+func (w *watcher) printSession() {
+	if w.remote {
+		fmt.Fprintf(w.e.stderr, "session %s: see it with `fabro sessions show %s`, continue it with `fabro sessions resume %s \"PROMPT\"`\n", w.id, w.id, w.id)
+		return
+	}
+	fmt.Fprintf(w.e.stderr, "session %s (ran in this process; its record is in the data directory's exec/)\n", w.id)
+}
+
+// credentialsOf returns the credentials a failed call's error says are
+// missing (the gateway's ErrorDetail, passed through by the agent).
+func credentialsOf(err error) []string {
+	for _, d := range status.Convert(err).Details() {
+		switch d := d.(type) {
+		case *llmv1.ErrorDetail:
+			if len(d.GetMissingCredentials()) > 0 {
+				return d.GetMissingCredentials()
+			}
+		case *agentv1.AgentError:
+			if m := d.GetLlm().GetMissingCredentials(); len(m) > 0 {
+				return m
+			}
+		}
+	}
+	if m := missingCredentialRE.FindStringSubmatch(status.Convert(err).Message()); m != nil {
+		return strings.Split(m[1], " or ")
+	}
+	return nil
+}
+
+// setItRE is the gateway's own advice, replaced by both ways.
+var setItRE = regexp.MustCompile(`:? set it with ` + "`" + `fabro secret set [A-Z0-9_]+` + "`")
+
+var missingCredentialRE = regexp.MustCompile(`needs the credential ([A-Z0-9_]+(?: or [A-Z0-9_]+)*)`)
+
+// missingKeyHint adds to a missing-credential message both ways to give
+// the key: the vault of a running server, or the environment of an
+// in-process run.
+func missingKeyHint(msg string, missing []string, remote bool) string {
+	if len(missing) == 0 {
+		if m := missingCredentialRE.FindStringSubmatch(msg); m != nil {
+			missing = strings.Split(m[1], " or ")
+		}
+	}
+	if len(missing) == 0 {
+		return msg
+	}
+	name := missing[0]
+	msg = strings.TrimRight(setItRE.ReplaceAllString(msg, ""), ".;: ")
+	env := fmt.Sprintf("in the environment of an in-process run (fabro exec without --server): %s=... fabro exec ...", name)
+	if remote {
+		env = fmt.Sprintf("or in the environment of the server: %s=... fabro serve (it reads its own environment, not yours)", name)
+	}
+	hint := fmt.Sprintf("%s; give it one of two ways:\n"+
+		"  - in the vault, through the running server: fabro secret set %s (it asks for the value; in-process runs read the same data directory's vault)\n"+
+		"  - %s", msg, name, env)
+	return hint
 }
 
 // startStack runs the gateway, the sandbox service and the agent service

@@ -198,7 +198,7 @@ func TestSecretCommands(t *testing.T) {
 		{"bad name", "v", []string{"secret", "set", "lower-case"}, 1, "InvalidArgument"},
 		{"unknown secret", "", []string{"secret", "rm", "NOPE_API_KEY"}, 1, "NotFound"},
 		{"no name", "", []string{"secret", "rm"}, 2, "needs a secret NAME"},
-		{"unknown subcommand", "", []string{"secret", "show"}, 2, "unknown secret subcommand"},
+		{"unknown subcommand", "", []string{"secret", "show"}, 2, `unknown subcommand "show": want set, list, rm`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

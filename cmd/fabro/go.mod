@@ -13,6 +13,7 @@ require (
 	github.com/fabro-sh/fabro-go/services/vault v0.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/nats-io/nats.go v1.55.0
+	github.com/pelletier/go-toml/v2 v2.4.3
 	golang.org/x/term v0.47.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
-	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/services/llmgateway"
 )
 
@@ -46,29 +46,38 @@ func (c *clientFlags) llm(ctx context.Context) (llmv1.LLMGatewayServiceClient, c
 	return llmv1.NewLLMGatewayServiceClient(conn), ctx, done, nil
 }
 
-// modelsCmd is `fabro models`: the catalog as a table.
-func modelsCmd(ctx context.Context, args []string, e env) error {
-	fs, c := newClientFlagSet("models", e)
-	provider := fs.String("provider", "", "only this provider's models")
-	all := fs.Bool("all", false, "include disabled models")
-	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
-		return err
+// modelsCommand is `fabro models`: the catalog as a table.
+func modelsCommand() *command {
+	return &command{
+		name: "models", summary: "list the model catalog (context, output limit, prices, capabilities)",
+		examples: "  fabro models\n  fabro models --provider anthropic --all",
+		define: func(fs *flag.FlagSet, e env) runner {
+			c := newClientFlags(fs, e)
+			provider := fs.String("provider", "", "only this provider's models")
+			all := fs.Bool("all", false, "include disabled models")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("models takes no arguments")
+				}
+				return listModels(ctx, c, *provider, *all, e)
+			}
+		},
 	}
-	if fs.NArg() > 0 {
-		return usagef("models takes no arguments")
-	}
+}
+
+func listModels(ctx context.Context, c *clientFlags, provider string, all bool, e env) error {
 	client, ctx, done, err := c.llm(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
 	resp, err := allPages(func(tok string) (*llmv1.ListModelsResponse, error) {
-		return client.ListModels(ctx, &llmv1.ListModelsRequest{ProviderId: *provider, IncludeDisabled: *all, PageSize: 1000, PageToken: tok})
+		return client.ListModels(ctx, &llmv1.ListModelsRequest{ProviderId: provider, IncludeDisabled: all, PageSize: 1000, PageToken: tok})
 	}, func(all, page *llmv1.ListModelsResponse) {
 		all.Models = append(all.Models, page.GetModels()...)
 	})
 	if err != nil {
-		return rpcError(err)
+		return c.rpcError(err)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tALIASES\tCONTEXT\tOUTPUT\t$IN/M\t$OUT/M\tCAPABILITIES")
@@ -129,18 +138,27 @@ func capabilities(c *llmv1.Capabilities) string {
 	return strings.Join(out, ",")
 }
 
-// providersCmd is `fabro providers`: each provider and its readiness.
-func providersCmd(ctx context.Context, args []string, e env) error {
-	fs, c := newClientFlagSet("providers", e)
-	probe := fs.Bool("probe", false, "probe each provider that has credentials with one small call")
-	all := fs.Bool("all", false, "include disabled providers")
-	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
-		return err
+// providersCommand is `fabro providers`: each provider and its readiness.
+func providersCommand() *command {
+	return &command{
+		name: "providers", summary: "list the providers and whether each is ready (--probe checks with a call)",
+		examples: "  fabro providers\n  fabro providers --probe",
+		define: func(fs *flag.FlagSet, e env) runner {
+			c := newClientFlags(fs, e)
+			probe := fs.Bool("probe", false, "probe each provider that has credentials with one small call")
+			all := fs.Bool("all", false, "include disabled providers")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("providers takes no arguments")
+				}
+				return listProviders(ctx, c, *probe, *all, e)
+			}
+		},
 	}
-	if fs.NArg() > 0 {
-		return usagef("providers takes no arguments")
-	}
-	if *probe && c.timeout < time.Minute {
+}
+
+func listProviders(ctx context.Context, c *clientFlags, probe, all bool, e env) error {
+	if probe && c.timeout < time.Minute {
 		c.timeout = time.Minute // probes are real calls
 	}
 	client, ctx, done, err := c.llm(ctx)
@@ -149,13 +167,13 @@ func providersCmd(ctx context.Context, args []string, e env) error {
 	}
 	defer done()
 	resp, err := allPages(func(tok string) (*llmv1.ListProvidersResponse, error) {
-		return client.ListProviders(ctx, &llmv1.ListProvidersRequest{Probe: *probe, IncludeDisabled: *all, PageSize: 1000, PageToken: tok})
+		return client.ListProviders(ctx, &llmv1.ListProvidersRequest{Probe: probe, IncludeDisabled: all, PageSize: 1000, PageToken: tok})
 	}, func(all, page *llmv1.ListProvidersResponse) {
 		all.Providers = append(all.Providers, page.GetProviders()...)
 		all.Readiness = append(all.Readiness, page.GetReadiness()...)
 	})
 	if err != nil {
-		return rpcError(err)
+		return c.rpcError(err)
 	}
 	if len(resp.GetReadiness()) != len(resp.GetProviders()) {
 		return errors.New("the server reports no readiness: upgrade it")

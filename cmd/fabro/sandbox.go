@@ -16,29 +16,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
 )
 
-const sandboxUsage = `Usage:
-  fabro sandbox conformance [flags] PLUGIN   run the driver contract suite against a plugin binary
-`
-
-// sandboxCmd is `fabro sandbox ...`.
-func sandboxCmd(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, sandboxUsage)
-		return usagef("sandbox needs a subcommand")
+// sandboxCommand is `fabro sandbox conformance`.
+func sandboxCommand() *command {
+	return &command{
+		name: "sandbox", summary: "check sandbox driver plugins",
+		examples: "  fabro sandbox conformance ./fabro-sandbox-mine",
+		subs: []*command{{
+			name: "conformance", args: "PLUGIN", summary: "run the driver contract suite against a plugin binary",
+			long: `Runs the sandbox driver contract suite (the one the built-in drivers pass)
+against a plugin binary, through the host code the sandbox service uses,
+and prints which parts passed, failed, or were skipped because of the
+plugin's stated capabilities. Exit 1 when any part failed.`,
+			examples: "  fabro sandbox conformance ./fabro-sandbox-firecracker\n  fabro sandbox conformance -v --run 'Exec/.*' --plugin-env TOKEN=x ./fabro-sandbox-mine",
+			define:   conformance,
+		}},
 	}
-	switch args[0] {
-	case "conformance":
-		return conformance(ctx, args[1:], e)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(e.stdout, sandboxUsage)
-		return nil
-	}
-	return usagef("unknown sandbox subcommand %q", args[0])
 }
 
 // errNonConformant is a conformance run with failures; they are printed.
@@ -59,9 +55,7 @@ func (l *envList) Set(v string) error {
 // conformance runs the drivertest suite against a plugin binary, through
 // the host code the sandbox service uses, and prints which parts passed,
 // failed, or were skipped because of the plugin's stated capabilities.
-func conformance(_ context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("fabro sandbox conformance", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func conformance(fs *flag.FlagSet, e env) runner {
 	var (
 		verbose bool
 		run     string
@@ -70,13 +64,15 @@ func conformance(_ context.Context, args []string, e env) error {
 	fs.BoolVar(&verbose, "v", false, "print the suite's whole output, as go test -v")
 	fs.StringVar(&run, "run", "", "run only the parts matching this regular expression (as go test -run)")
 	fs.Var(&penv, "plugin-env", "KEY=VALUE in the plugin's environment (repeatable); it inherits nothing else")
-	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
-		return err
+	return func(_ context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("conformance takes one plugin binary, got %q", args)
+		}
+		return runConformance(args[0], penv, run, verbose, e)
 	}
-	if fs.NArg() != 1 {
-		return usagef("conformance takes one plugin binary, got %q", fs.Args())
-	}
-	path := fs.Arg(0)
+}
+
+func runConformance(path string, penv envList, run string, verbose bool, e env) error {
 	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
 		return fmt.Errorf("plugin binary %s: not a file (%v)", path, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/fabro-sh/fabro-go/platform/auth"
-	"github.com/fabro-sh/fabro-go/platform/envflag"
 	"github.com/fabro-sh/fabro-go/platform/logging"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/platform/telemetry"
@@ -21,11 +20,26 @@ const (
 	defaultHTTPAddr = "127.0.0.1:7780"
 )
 
+// serveCommand is `fabro serve`.
+func serveCommand() *command {
+	return &command{
+		name: "serve", summary: "run every service and the REST gateway in one process",
+		long: `Runs the vault, the sandbox service, the LLM gateway, the agent and the
+token service behind one gRPC port (--grpc-addr, the address the client
+commands' --server names) and one REST port (--http-addr), with NATS
+embedded, until SIGINT or SIGTERM; then drains. The first start writes an
+admin token to <data-dir>/auth/admin.token, which the fabro commands on
+this machine present.`,
+		examples: `  fabro serve
+  fabro serve --grpc-addr 0.0.0.0:7700 --tls-cert-file server.pem --tls-key-file server.key
+  FABRO_DATA_DIR=/srv/fabro fabro serve --sandbox-driver docker`,
+		define: serve,
+	}
+}
+
 // serve runs every service in this process on one gRPC port and one REST
 // port, until ctx ends (SIGINT or SIGTERM), then drains.
-func serve(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("fabro serve", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func serve(fs *flag.FlagSet, e env) runner {
 	var (
 		cfg     stackConfig
 		logCfg  logging.Config
@@ -43,13 +57,17 @@ func serve(ctx context.Context, args []string, e env) error {
 	fs.StringVar(&cfg.sandbox.DefaultDriver, "sandbox-driver", "local", "the sandbox driver used when a spec names none: local or docker")
 	fs.StringVar(&cfg.sandbox.DockerImage, "docker-image", docker.DefaultImage, "the docker sandbox driver's default image (built by `make sandbox-base`; never pulled)")
 	cfg.nats.RegisterFlags(fs)
+	agent.RegisterSessionFlags(fs, &cfg.sessions)
 	cfg.sandbox.Security.RegisterFlags(fs)
-	if err := envflag.Parse(fs, args, "FABRO", e.lookupEnv); err != nil {
-		return err
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("serve takes no arguments, got %q", args)
+		}
+		return serveStack(ctx, cfg, logCfg, dataDir, e)
 	}
-	if fs.NArg() > 0 {
-		return usagef("serve takes no arguments, got %q", fs.Args())
-	}
+}
+
+func serveStack(ctx context.Context, cfg stackConfig, logCfg logging.Config, dataDir string, e env) error {
 	logger, err := logCfg.New(e.stderr)
 	if err != nil {
 		return err
@@ -87,7 +105,7 @@ func defaultDataDir(lookupEnv func(string) (string, bool)) string {
 	if d, ok := lookupEnv("XDG_DATA_HOME"); ok && d != "" {
 		return filepath.Join(d, "fabro")
 	}
-	if home, err := os.UserHomeDir(); err == nil {
+	if home := homeDir(lookupEnv); home != "" {
 		return filepath.Join(home, ".local", "share", "fabro")
 	}
 	return filepath.Join(os.TempDir(), "fabro")

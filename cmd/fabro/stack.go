@@ -32,6 +32,8 @@ type stackConfig struct {
 	braveBaseURL string
 	sandbox      sandbox.Config // its DataDir empty keeps sandboxes in memory
 	settingsFile string         // the agent's operator settings file
+	memoryEvents bool           // the agent's events stream in memory: nothing to recover at start
+	sessions     agent.SessionLimits
 }
 
 // stack is every service running in this process behind one server.
@@ -123,6 +125,8 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		NATS:         cfg.nats,
 		BraveBaseURL: cfg.braveBaseURL,
 		SettingsFile: cfg.settingsFile,
+		MemoryEvents: cfg.memoryEvents,
+		Sessions:     cfg.sessions,
 		LLM:          llmv1.NewLLMGatewayServiceClient(agentConn),
 		Sandbox:      sandboxv1.NewSandboxServiceClient(agentConn),
 		Vault:        vaultclient.New(vaultv1.NewVaultServiceClient(agentConn)),

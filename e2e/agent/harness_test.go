@@ -43,6 +43,50 @@ type stack struct {
 	settingsFile string
 	sbDeps       *sandbox.Service
 	logs         *logRecorder // every service's log
+	cfg          agent.Config
+	logger       *slog.Logger
+	stop         func() // stops the agent service and its server
+}
+
+// startAgent starts the agent service on st.cfg behind its own server.
+func (st *stack) startAgent(t testing.TB) {
+	t.Helper()
+	ctx := t.Context()
+	svc, err := agent.New(ctx, st.cfg, st.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.svc, st.settingsFile = svc, st.cfg.SettingsFile
+	st.natsURL, st.natsKey = svc.NATSURL(), svc.NATSSubscriberKeyFile()
+	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, st.logger, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.httpAddr, st.grpcAddr = srv.HTTPAddr(), srv.GRPCAddr()
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.agent = agentv1.NewAgentServiceClient(conn)
+	stopped := false
+	st.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		conn.Close()
+		srv.Shutdown(context.Background())
+		svc.Close()
+	}
+	t.Cleanup(st.stop)
+}
+
+// restart stops the agent service and starts a new one on the same data
+// directory, as a process restart does.
+func (st *stack) restart(t testing.TB) {
+	t.Helper()
+	st.stop()
+	st.startAgent(t)
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -148,27 +192,8 @@ func newStack(t testing.TB, opts ...func(*agent.Config)) *stack {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	svc, err := agent.New(ctx, cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.svc, st.settingsFile = svc, cfg.SettingsFile
-	st.natsURL, st.natsKey = svc.NATSURL(), svc.NATSSubscriberKeyFile()
-	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Shutdown(context.Background())
-		svc.Close()
-	})
-	st.httpAddr, st.grpcAddr = srv.HTTPAddr(), srv.GRPCAddr()
-	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	st.agent = agentv1.NewAgentServiceClient(conn)
+	st.cfg, st.logger = cfg, logger
+	st.startAgent(t)
 	dconn, err := grpc.NewClient(deps.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

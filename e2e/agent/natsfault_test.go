@@ -196,8 +196,8 @@ func TestRunEndsAfterNATSOutageLimit(t *testing.T) {
 		}
 	}
 	await(t, "the session to close", func() bool {
-		snap, err := st.agent.GetSnapshot(t.Context(), &agentv1.GetSnapshotRequest{SessionId: id})
-		return err == nil && snap.GetSnapshot().GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED
+		got, err := st.agent.GetSession(t.Context(), &agentv1.GetSessionRequest{SessionId: id})
+		return err == nil && got.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED
 	})
 }
 

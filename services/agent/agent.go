@@ -25,6 +25,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/vaultclient"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
@@ -95,6 +96,17 @@ type Config struct {
 	// trusted project settings), read on this host at every CreateSession;
 	// empty or missing: none.
 	SettingsFile string
+	// Sessions bounds the sessions: idle expiry and the per-principal cap
+	// (flags in sessionflags.go).
+	Sessions SessionLimits
+	// Records overrides where session records are kept (default: files
+	// under DataDir/agent/sessions), for a JetStream key-value store.
+	Records records.Store
+	// MemoryEvents keeps the embedded server's events stream in memory, in
+	// a fresh store directory: nothing to recover at start, nothing kept
+	// after Close. For `fabro exec`'s own stack, whose caller reads the
+	// events from its Prompt stream.
+	MemoryEvents bool
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -122,6 +134,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SettingsFile, "agent-settings", c.SettingsFile, "the operator's tool settings file (JSON: permissions, hooks, approval_timeout, trusted_project_settings); empty: none")
 	fs.StringVar(&c.DefaultModel, "agent-default-model", c.DefaultModel, "model of sessions that name none (default "+DefaultModel+")")
 	registerEventFlags(fs, &c.Events)
+	RegisterSessionFlags(fs, &c.Sessions)
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer
@@ -133,7 +146,8 @@ type Service struct {
 	llm           llmv1.LLMGatewayServiceClient
 	sandbox       sandboxv1.SandboxServiceClient
 	bus           *bus.Bus
-	recordsDir    string
+	records       records.Store
+	limits        SessionLimits
 	defaultModel  string
 	replayBackoff func(int) time.Duration
 	closers       []func() error
@@ -148,15 +162,19 @@ type Service struct {
 	natsSubscriberKeyFile string
 
 	mu       sync.Mutex
-	sessions map[string]*session
-	order    int64 // creation counter, for newest-first listing
+	sessions map[string]*session // the loaded (open) sessions only
+	tree     map[string][]string // parent id -> child ids seen by this process, oldest first
+	order    int64               // creation counter, for child order
 	closed   bool
 	prompts  sync.WaitGroup // running prompts
+	stop     chan struct{}  // closed by Close: ends the idle reaper
+	reaper   sync.WaitGroup
 }
 
 // New connects to the gateway and the sandbox service (lazily: it never
-// blocks on them), starts or connects to NATS, and loads the records of
-// sessions left open by a previous run as SUSPENDED.
+// blocks on them) and starts or connects to NATS. It reads no session
+// record: a record is read when its session is touched, and a session a
+// previous run left open is then SUSPENDED.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("agent: a data directory is required")
@@ -165,11 +183,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		logger:        logger,
 		llm:           cfg.LLM,
 		sandbox:       cfg.Sandbox,
-		recordsDir:    filepath.Join(cfg.DataDir, "agent", "sessions"),
+		records:       cfg.Records,
+		limits:        cfg.Sessions,
 		defaultModel:  cfg.DefaultModel,
 		replayBackoff: cfg.ReplayBackoff,
 		sessions:      map[string]*session{},
+		tree:          map[string][]string{},
 		settingsFile:  cfg.SettingsFile,
+		stop:          make(chan struct{}),
 	}
 	s.approvals = map[string]*approval{}
 	defer func() {
@@ -180,8 +201,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	if s.defaultModel == "" {
 		s.defaultModel = DefaultModel
 	}
-	if err := os.MkdirAll(s.recordsDir, 0o700); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+	if s.records == nil {
+		if s.records, err = records.NewFile(filepath.Join(cfg.DataDir, "agent", "sessions")); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
 	}
 	dial := func(addr, what string) (*grpc.ClientConn, error) {
 		if addr == "" {
@@ -235,17 +258,23 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		listen = ""
 	}
 	bc := cfg.busConfig(listen)
+	if cfg.MemoryEvents && bc.URL == "" {
+		tmp, err := os.MkdirTemp("", "fabro-agent-nats-")
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		s.closers = append(s.closers, func() error { return os.RemoveAll(tmp) })
+		bc.StoreDir, bc.MemoryStorage = tmp, true
+	}
 	s.bus, err = bus.Open(ctx, bc, logger)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	s.natsSubscriberKeyFile = bc.SubscriberKeyFile
-	if err := s.loadSuspended(); err != nil {
-		return nil, err
-	}
 	if err := s.observeSessions(); err != nil {
 		return nil, err
 	}
+	s.startReaper()
 	return s, nil
 }
 
@@ -257,6 +286,9 @@ func (s *Service) NATSURL() string { return s.bus.ClientURL() }
 // Sessions stay on record; a restart lists the open ones as SUSPENDED.
 func (s *Service) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stop)
+	}
 	s.closed = true
 	var running []*session
 	for _, sess := range s.sessions {
@@ -267,6 +299,7 @@ func (s *Service) Close() error {
 		sess.agentAbort("the agent service is shutting down")
 	}
 	s.prompts.Wait()
+	s.reaper.Wait()
 	for _, sess := range running {
 		sess.writeRecord()
 		sess.mcp.Close()

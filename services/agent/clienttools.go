@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
@@ -51,8 +52,9 @@ type clientAnswer struct {
 }
 
 func badClientTool(i int, name, msg string) error {
-	return withInfo(codes.InvalidArgument, fmt.Sprintf("client_tools[%d] %q: %s", i, name, msg), "INVALID_CLIENT_TOOL",
-		map[string]string{"field": fmt.Sprintf("client_tools[%d]", i), "name": name})
+	field := fmt.Sprintf("client_tools[%d]", i)
+	full := fmt.Sprintf("%s %q: %s", field, name, msg)
+	return domain.New(codes.InvalidArgument, "INVALID_CLIENT_TOOL", full, grpcerr.Meta("field", field, "name", name), grpcerr.Field(field, full))
 }
 
 // clientTools validates the client's tool definitions and wraps them: a
@@ -155,29 +157,35 @@ func (cc *clientCalls) forget(id string) {
 }
 
 // SubmitToolResult implements agentv1.AgentServiceServer.
-func (s *Service) SubmitToolResult(_ context.Context, req *agentv1.SubmitToolResultRequest) (*agentv1.SubmitToolResultResponse, error) {
-	if req.GetToolCallId() == "" {
-		return nil, withInfo(codes.InvalidArgument, "tool_call_id is required", "FIELD_REQUIRED", map[string]string{"field": "tool_call_id"})
+func (s *Service) SubmitToolResult(ctx context.Context, req *agentv1.SubmitToolResultRequest) (*agentv1.SubmitToolResultResponse, error) {
+	if err := checkID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
 	}
-	sess, err := s.lookup(req.GetSessionId())
+	switch id := req.GetToolCallId(); {
+	case id == "":
+		return nil, domain.InvalidField("tool_call_id", "tool_call_id is required")
+	case len(id) > maxIDLen:
+		return nil, domain.InvalidField("tool_call_id", fmt.Sprintf("tool_call_id is longer than %d characters", maxIDLen))
+	}
+	sess, err := s.lookup(ctx, req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
 	cc := sess.clientCalls
 	if cc == nil {
 		return nil, withInfo(codes.NotFound, fmt.Sprintf("session %q waits for no client tool call %q", req.GetSessionId(), req.GetToolCallId()),
-			"TOOL_CALL_NOT_FOUND", map[string]string{"session_id": req.GetSessionId(), "tool_call_id": req.GetToolCallId()})
+			reasonClientToolNotFound, map[string]string{"session_id": req.GetSessionId(), "tool_call_id": req.GetToolCallId()})
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	c, ok := cc.calls[req.GetToolCallId()]
 	if !ok {
 		return nil, withInfo(codes.NotFound, fmt.Sprintf("session %q waits for no client tool call %q", req.GetSessionId(), req.GetToolCallId()),
-			"TOOL_CALL_NOT_FOUND", map[string]string{"session_id": req.GetSessionId(), "tool_call_id": req.GetToolCallId()})
+			reasonClientToolNotFound, map[string]string{"session_id": req.GetSessionId(), "tool_call_id": req.GetToolCallId()})
 	}
 	if c.answered {
 		return nil, withInfo(codes.FailedPrecondition, fmt.Sprintf("client tool call %q was already answered or timed out", req.GetToolCallId()),
-			"TOOL_CALL_RESOLVED", map[string]string{"tool_call_id": req.GetToolCallId()})
+			reasonClientToolResolved, map[string]string{"tool_call_id": req.GetToolCallId()})
 	}
 	c.answered = true
 	c.answer <- clientAnswer{output: req.GetOutput(), isError: req.GetIsError()}

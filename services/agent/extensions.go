@@ -11,34 +11,28 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 )
 
-// errorDomain is the google.rpc.ErrorInfo domain of the agent's errors.
-const errorDomain = "agent.fabro.sh"
-
+// withInfo builds a status with the agent's ErrorInfo (reason and
+// metadata).
 func withInfo(code codes.Code, msg, reason string, md map[string]string) error {
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return domain.New(code, reason, msg, grpcerr.Metadata(md))
 }
 
 // settingsStatus is INVALID_ARGUMENT naming the file, line and rule.
 func settingsStatus(err error) error {
 	var se *settings.Error
 	if !errors.As(err, &se) {
-		return status.Errorf(codes.Internal, "settings: %v", err)
+		return domain.Internal("settings: " + err.Error())
 	}
 	md := map[string]string{"file": se.File}
 	if se.Line > 0 {
@@ -187,7 +181,7 @@ func (sess *session) Approve(ctx context.Context, c toolchain.Call) (bool, strin
 	s.approvals[a.id] = a
 	s.amu.Unlock()
 	target := sess
-	if root, err := s.lookup(a.rootID); err == nil && root.log != nil && root.state() != agentv1.SessionState_SESSION_STATE_CLOSED {
+	if root := s.loadedSession(a.rootID); root != nil && root.log != nil && root.state() != agentv1.SessionState_SESSION_STATE_CLOSED {
 		target = root
 	}
 	timeout := sess.policy.ApprovalTimeout
@@ -239,27 +233,30 @@ func (sess *session) Approve(ctx context.Context, c toolchain.Call) (bool, strin
 }
 
 // Approve implements agentv1.AgentServiceServer.
-func (s *Service) Approve(_ context.Context, req *agentv1.ApproveRequest) (*agentv1.ApproveResponse, error) {
-	if req.GetSessionId() == "" {
-		return nil, withInfo(codes.InvalidArgument, "session_id is required", "FIELD_REQUIRED", map[string]string{"field": "session_id"})
+func (s *Service) Approve(ctx context.Context, req *agentv1.ApproveRequest) (*agentv1.ApproveResponse, error) {
+	if err := checkID("session_id", req.GetSessionId()); err != nil {
+		return nil, err
 	}
-	if req.GetApprovalId() == "" {
-		return nil, withInfo(codes.InvalidArgument, "approval_id is required", "FIELD_REQUIRED", map[string]string{"field": "approval_id"})
+	if err := checkID("approval_id", req.GetApprovalId()); err != nil {
+		return nil, err
 	}
 	d := req.GetDecision()
 	if _, known := agentv1.ApprovalDecision_name[int32(d)]; !known || d == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
-		return nil, withInfo(codes.InvalidArgument, "decision must be ALLOW_ONCE, ALLOW_SESSION or DENY", "FIELD_REQUIRED", map[string]string{"field": "decision"})
+		return nil, domain.InvalidField("decision", "decision must be ALLOW_ONCE, ALLOW_SESSION or DENY")
+	}
+	if _, _, err := s.find(ctx, "session_id", req.GetSessionId()); err != nil {
+		return nil, err
 	}
 	s.amu.Lock()
 	defer s.amu.Unlock()
 	a, ok := s.approvals[req.GetApprovalId()]
 	if !ok || a.sessionID != req.GetSessionId() && a.rootID != req.GetSessionId() {
 		return nil, withInfo(codes.NotFound, fmt.Sprintf("no approval %q in session %q", req.GetApprovalId(), req.GetSessionId()),
-			"APPROVAL_NOT_FOUND", map[string]string{"approval_id": req.GetApprovalId(), "session_id": req.GetSessionId()})
+			reasonApprovalNotFound, map[string]string{"approval_id": req.GetApprovalId(), "session_id": req.GetSessionId()})
 	}
 	if a.answered {
 		return nil, withInfo(codes.FailedPrecondition, fmt.Sprintf("approval %q was already answered or timed out", a.id),
-			"APPROVAL_RESOLVED", map[string]string{"approval_id": a.id})
+			reasonApprovalResolved, map[string]string{"approval_id": a.id})
 	}
 	a.answered = true
 	a.answer <- approvalAnswer{decision: d, message: req.GetMessage()}
@@ -289,7 +286,7 @@ type approvalsState struct {
 func (s *Service) resumeExt(old *agentv1.Session, rec *agentv1.SessionRecord) extSpec {
 	ext := extSpec{request: rec.GetSettings(), approvedHash: rec.GetApprovedProjectSettingsSha256(), clientTools: rec.GetClientTools()}
 	if pid := old.GetParentSessionId(); pid != "" {
-		if parent, err := s.lookup(pid); err == nil && parent.layers != nil {
+		if parent := s.loadedSession(pid); parent != nil && parent.layers != nil {
 			ext.inherited = parent.layers
 		}
 	}

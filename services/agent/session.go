@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -24,13 +24,11 @@ import (
 	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
-
-// recordFormatVersion is the SessionRecord layout this service writes.
-const recordFormatVersion = 1
 
 // session is one agent session.
 type session struct {
@@ -78,6 +76,26 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// lastIDTime is the time part of the newest session id, in Unix
+// microseconds.
+var lastIDTime atomic.Int64
+
+// newSessionID is a session id that begins with its creation time (13 hex
+// digits of Unix microseconds, strictly increasing in this process), so
+// that ids sort oldest first and a listing by id is a listing by age.
+func newSessionID() string {
+	now := time.Now().UnixMicro()
+	for {
+		last := lastIDTime.Load()
+		t := max(now, last+1)
+		if lastIDTime.CompareAndSwap(last, t) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			return fmt.Sprintf("s_%013x%s", t, hex.EncodeToString(b[:]))
+		}
+	}
+}
+
 // build wires the session's tools, log and loop.
 func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message) {
 	info := sess.info
@@ -104,8 +122,8 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		BraveBaseURL:          s.braveBaseURL,
 		AllowPrivateNetwork:   s.fetchPrivate,
 		Todos:                 sess.todos,
-		DefaultCommandTimeout: time.Duration(o.GetDefaultCommandTimeoutMs()) * time.Millisecond,
-		MaxCommandTimeout:     time.Duration(o.GetMaxCommandTimeoutMs()) * time.Millisecond,
+		DefaultCommandTimeout: o.GetDefaultCommandTimeout().AsDuration(),
+		MaxCommandTimeout:     o.GetMaxCommandTimeout().AsDuration(),
 		ShellOutput:           sess.shellOutput,
 		Extra:                 sess.extras,
 	}
@@ -335,6 +353,9 @@ func (sess *session) snapshotInfo() *agentv1.Session {
 	if sess.log != nil {
 		info.LastSequence = sess.log.Committed()
 	}
+	if ttl := sess.svc.limits.IdleTTL; ttl > 0 && info.GetState() == agentv1.SessionState_SESSION_STATE_IDLE && info.GetParentSessionId() == "" {
+		info.ExpireTime = timestamppb.New(info.GetUpdateTime().AsTime().Add(ttl))
+	}
 	return info
 }
 
@@ -375,14 +396,10 @@ func (sess *session) touch() {
 // session_ended, writes the record and deletes an owned sandbox. It
 // reports false when the session was already closed.
 func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, aerr *agentv1.AgentError) bool {
-	sess.mu.Lock()
-	if sess.info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED {
-		sess.mu.Unlock()
+	done, ok := sess.markClosed()
+	if !ok {
 		return false
 	}
-	sess.info.State = agentv1.SessionState_SESSION_STATE_CLOSED
-	done := sess.done
-	sess.mu.Unlock()
 	if done != nil {
 		sess.agent.Abort("the session is closing")
 		select {
@@ -398,6 +415,7 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	cancel()
 	sess.log.Close()
 	sess.writeRecord()
+	sess.svc.unload(sess) // its record holds it from now on
 	sess.svc.forgetApprovals(sess.info.GetSessionId())
 	if sess.info.GetParentSessionId() == "" {
 		sess.svc.mu.Lock()
@@ -415,7 +433,8 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 	return true
 }
 
-// writeRecord stores the durable SessionRecord.
+// writeRecord stores the durable SessionRecord: the only writer of a
+// loaded session's record.
 func (sess *session) writeRecord() {
 	if sess.agent == nil {
 		return
@@ -423,8 +442,9 @@ func (sess *session) writeRecord() {
 	sess.recordMu.Lock()
 	defer sess.recordMu.Unlock()
 	info := sess.snapshotInfo()
+	info.ExpireTime = nil
 	rec := &agentv1.SessionRecord{
-		FormatVersion:  recordFormatVersion,
+		FormatVersion:  records.FormatVersion,
 		Session:        info,
 		RequestedModel: sess.requestedModel,
 		Options:        sess.requestedOpts,
@@ -433,65 +453,15 @@ func (sess *session) writeRecord() {
 		WriteTime:      timestamppb.Now(),
 		Settings:       sess.ext.request,
 
+		UnfinishedPromptId:            info.GetActivePromptId(),
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 		ClientTools:                   sess.ext.clientTools,
 	}
-	b, err := proto.Marshal(rec)
-	if err == nil {
-		path := filepath.Join(sess.svc.recordsDir, info.GetSessionId()+".pb")
-		tmp := path + ".tmp"
-		if err = os.WriteFile(tmp, b, 0o600); err == nil {
-			err = os.Rename(tmp, path)
-		}
-	}
-	if err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sess.svc.records.Put(ctx, rec, records.Any); err != nil {
 		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
 	}
-}
-
-// readRecord loads a session's record.
-func (s *Service) readRecord(id string) (*agentv1.SessionRecord, error) {
-	b, err := os.ReadFile(filepath.Join(s.recordsDir, id+".pb"))
-	if err != nil {
-		return nil, err
-	}
-	rec := &agentv1.SessionRecord{}
-	if err := proto.Unmarshal(b, rec); err != nil {
-		return nil, fmt.Errorf("%w: %w", errCorruptRecord, err)
-	}
-	if rec.GetFormatVersion() < 1 || rec.GetFormatVersion() > recordFormatVersion {
-		return nil, fmt.Errorf("%w: format version %d", errCorruptRecord, rec.GetFormatVersion())
-	}
-	return rec, nil
-}
-
-var errCorruptRecord = errors.New("corrupt session record")
-
-// loadSuspended lists the sessions a previous run left open as SUSPENDED.
-func (s *Service) loadSuspended() error {
-	entries, err := os.ReadDir(s.recordsDir)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), ".pb")
-		if !ok {
-			continue
-		}
-		rec, err := s.readRecord(id)
-		if err != nil {
-			s.logger.Warn("skip session record", "session_id", id, "error", err)
-			continue
-		}
-		info := rec.GetSession()
-		if info.GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
-			info.State = agentv1.SessionState_SESSION_STATE_SUSPENDED
-		}
-		info.ActivePromptId = ""
-		s.order++
-		s.sessions[id] = &session{svc: s, order: s.order, info: info, requestedModel: rec.GetRequestedModel(), requestedOpts: rec.GetOptions()}
-	}
-	return nil
 }
 
 // readSandboxFile reads a whole file through the sandbox service; a

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -119,8 +118,11 @@ func (s *Service) startChild(ctx context.Context, child *session, text string) e
 
 // child finds one of sess's subagents.
 func (s *Service) child(sess *session, id string) (*session, string) {
-	c, err := s.lookup(id)
-	if err != nil || c.info.GetParentSessionId() != sess.info.GetSessionId() {
+	c := s.loadedSession(id)
+	if c == nil || c.info.GetParentSessionId() != sess.info.GetSessionId() {
+		if slices.Contains(s.childIDs(sess.info.GetSessionId()), id) {
+			return nil, fmt.Sprintf("Subagent %s is closed.", id)
+		}
 		return nil, fmt.Sprintf("No subagent %q of this session.", id)
 	}
 	return c, ""
@@ -227,26 +229,12 @@ func (s *Service) closeAgent(ctx context.Context, sess *session, raw []byte) (st
 	return fmt.Sprintf("Subagent %s closed.", a.AgentID), false
 }
 
-// childIDs lists a session's direct children, oldest first.
+// childIDs lists a session's direct children this process knows, oldest
+// first.
 func (s *Service) childIDs(parentID string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type kid struct {
-		id    string
-		order int64
-	}
-	var kids []kid
-	for id, c := range s.sessions {
-		if c.info.GetParentSessionId() == parentID {
-			kids = append(kids, kid{id, c.order})
-		}
-	}
-	slices.SortFunc(kids, func(a, b kid) int { return cmp.Compare(a.order, b.order) })
-	out := make([]string, len(kids))
-	for i, k := range kids {
-		out[i] = k.id
-	}
-	return out
+	return append([]string(nil), s.tree[parentID]...)
 }
 
 // parentOf is a subagent's loaded parent; nil for a root session.
@@ -255,8 +243,8 @@ func (s *Service) parentOf(sess *session) *session {
 	if pid == "" {
 		return nil
 	}
-	p, err := s.lookup(pid)
-	if err != nil || p.log == nil {
+	p := s.loadedSession(pid)
+	if p == nil || p.log == nil {
 		return nil
 	}
 	return p

@@ -86,11 +86,11 @@ func effectiveOptions(o *agentv1.AgentOptions, route *agentv1.ModelRoute) *agent
 		e.MaxTokens = proto.Int32(int32(min(route.GetMaxOutputTokens(), 1<<31-1)))
 	}
 	profile := profileName(route)
-	if e.DefaultCommandTimeoutMs == nil {
-		e.DefaultCommandTimeoutMs = proto.Int64(tools.DefaultCommandTimeout(profile).Milliseconds())
+	if e.DefaultCommandTimeout == nil {
+		e.DefaultCommandTimeout = durationpb.New(tools.DefaultCommandTimeout(profile))
 	}
-	if e.MaxCommandTimeoutMs == nil {
-		e.MaxCommandTimeoutMs = proto.Int64(tools.MaxCommandTimeout.Milliseconds())
+	if e.MaxCommandTimeout == nil {
+		e.MaxCommandTimeout = durationpb.New(tools.MaxCommandTimeout)
 	}
 	if len(e.MemoryFiles) == 0 {
 		e.MemoryFiles = []string{"AGENTS.md", profileMemoryFile(profile)}
@@ -98,36 +98,54 @@ func effectiveOptions(o *agentv1.AgentOptions, route *agentv1.ModelRoute) *agent
 	return e
 }
 
-// validateOptions checks what CreateSession refuses with INVALID_ARGUMENT.
-// Tool names are checked separately once the profile is known.
+// validateOptions checks what CreateSession refuses with INVALID_ARGUMENT,
+// naming the field. Tool names are checked separately once the profile is
+// known.
 func validateOptions(o *agentv1.AgentOptions) error {
 	if o == nil {
 		return nil
 	}
 	if o.CompactionThresholdPercent != nil && (o.GetCompactionThresholdPercent() < 1 || o.GetCompactionThresholdPercent() > 100) {
-		return errors.New("options.compaction_threshold_percent must be between 1 and 100")
+		return domain.InvalidField("options.compaction_threshold_percent", "options.compaction_threshold_percent must be between 1 and 100")
 	}
-	for name, v := range map[string]int64{
-		"options.max_tokens":                  int64(o.GetMaxTokens()),
-		"options.max_turns":                   int64(o.GetMaxTurns()),
-		"options.default_command_timeout_ms":  o.GetDefaultCommandTimeoutMs(),
-		"options.max_command_timeout_ms":      o.GetMaxCommandTimeoutMs(),
-		"options.subagents.max_open_sessions": int64(o.GetSubagents().GetMaxOpenSessions()),
-		"options.subagents.max_depth":         int64(o.GetSubagents().GetMaxDepth()),
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"options.max_tokens", int64(o.GetMaxTokens())},
+		{"options.max_turns", int64(o.GetMaxTurns())},
+		{"options.subagents.max_open_sessions", int64(o.GetSubagents().GetMaxOpenSessions())},
+		{"options.subagents.max_depth", int64(o.GetSubagents().GetMaxDepth())},
 	} {
-		if v < 0 {
-			return fmt.Errorf("%s must not be negative", name)
+		if f.v < 0 {
+			return domain.InvalidField(f.name, f.name+" must not be negative")
 		}
 	}
 	if t := o.LoopDetectionThreshold; t != nil && (*t < 2 || *t > 10) {
-		return errors.New("options.loop_detection_threshold must be between 2 and 10")
+		return domain.InvalidField("options.loop_detection_threshold", "options.loop_detection_threshold must be between 2 and 10")
 	}
-	if d := o.GetWallClockTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-		return errors.New("options.wall_clock_timeout must be a non-negative duration")
+	for _, f := range []struct {
+		name string
+		d    *durationpb.Duration
+	}{
+		{"options.wall_clock_timeout", o.GetWallClockTimeout()},
+		{"options.default_command_timeout", o.GetDefaultCommandTimeout()},
+		{"options.max_command_timeout", o.GetMaxCommandTimeout()},
+	} {
+		if f.d != nil && (f.d.CheckValid() != nil || f.d.AsDuration() < 0) {
+			return domain.InvalidField(f.name, f.name+" must be a valid non-negative duration")
+		}
+	}
+	if e := o.GetReasoningEffort(); e != 0 && llmv1.ReasoningEffort_name[int32(e)] == "" {
+		return domain.InvalidField("options.reasoning_effort", fmt.Sprintf("options.reasoning_effort: unknown value %d", e))
 	}
 	for name, l := range o.GetToolOutputLimits() {
+		field := fmt.Sprintf("options.tool_output_limits[%q]", name)
 		if l.GetMaxChars() < 0 || l.GetMaxLines() < 0 {
-			return fmt.Errorf("options.tool_output_limits[%s] must not be negative", name)
+			return domain.InvalidField(field, field+" must not be negative")
+		}
+		if m := l.GetMode(); agentv1.TruncationMode_name[int32(m)] == "" {
+			return domain.InvalidField(field+".mode", fmt.Sprintf("%s.mode: unknown value %d", field, m))
 		}
 	}
 	return nil

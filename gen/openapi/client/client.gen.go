@@ -294,6 +294,7 @@ func (e FabroAgentV1PromptStatus) Valid() bool {
 const (
 	SESSIONENDREASONCLOSED      FabroAgentV1SessionEndReason = "SESSION_END_REASON_CLOSED"
 	SESSIONENDREASONERROR       FabroAgentV1SessionEndReason = "SESSION_END_REASON_ERROR"
+	SESSIONENDREASONIDLEEXPIRED FabroAgentV1SessionEndReason = "SESSION_END_REASON_IDLE_EXPIRED"
 	SESSIONENDREASONUNSPECIFIED FabroAgentV1SessionEndReason = "SESSION_END_REASON_UNSPECIFIED"
 )
 
@@ -303,6 +304,8 @@ func (e FabroAgentV1SessionEndReason) Valid() bool {
 	case SESSIONENDREASONCLOSED:
 		return true
 	case SESSIONENDREASONERROR:
+		return true
+	case SESSIONENDREASONIDLEEXPIRED:
 		return true
 	case SESSIONENDREASONUNSPECIFIED:
 		return true
@@ -1216,13 +1219,13 @@ type FabroAgentV1AbortResponse struct {
 
 // FabroAgentV1Actor Actor says who sent a steering message or a follow-up.
 type FabroAgentV1Actor struct {
-	// DisplayName A name to show.
+	// ActorId Optional. The sender's id, when known.
+	ActorId *string `json:"actorId,omitempty"`
+
+	// DisplayName Optional. A name to show.
 	DisplayName *string `json:"displayName,omitempty"`
 
-	// Id The sender's id, when known.
-	Id *string `json:"id,omitempty"`
-
-	// Kind What kind of sender: "user", "hook", "system", "agent" ...
+	// Kind Optional. What kind of sender: "user", "hook", "system", "agent" ...
 	Kind *string `json:"kind,omitempty"`
 }
 
@@ -1370,18 +1373,18 @@ type FabroAgentV1AgentEvent struct {
 // FabroAgentV1AgentOptions AgentOptions tunes the loop. Unset fields take the profile's or the
 // catalog's default, noted on each field.
 type FabroAgentV1AgentOptions struct {
-	// CompactionThresholdPercent Context window usage, in percent (1-100), that triggers compaction; 80
+	// CompactionThresholdPercent Optional. Context window usage, in percent (1-100), that triggers compaction; 80
 	// when unset.
 	CompactionThresholdPercent *int32 `json:"compactionThresholdPercent,omitempty"`
 
-	// ContextCompaction Summarize old turns when the context window fills up; true when unset.
+	// ContextCompaction Optional. Summarize old turns when the context window fills up; true when unset.
 	ContextCompaction *bool `json:"contextCompaction,omitempty"`
 
-	// DefaultCommandTimeoutMs Shell timeout when the model gives none, in milliseconds; the profile's
-	// default when unset (10,000; 120,000 for anthropic).
-	DefaultCommandTimeoutMs *string `json:"defaultCommandTimeoutMs,omitempty"`
+	// DefaultCommandTimeout Optional. Shell timeout when the model gives none; the profile's default
+	// when unset (10 s; 120 s for anthropic). Negative is INVALID_ARGUMENT.
+	DefaultCommandTimeout *string `json:"defaultCommandTimeout,omitempty"`
 
-	// LoopDetection Detect a session repeating the same tool calls and steer it away; true
+	// LoopDetection Optional. Detect a session repeating the same tool calls and steer it away; true
 	// when unset.
 	LoopDetection *bool `json:"loopDetection,omitempty"`
 
@@ -1390,19 +1393,19 @@ type FabroAgentV1AgentOptions struct {
 	// 2-10; 3 when unset, so polling a slow command twice is not a loop.
 	LoopDetectionThreshold *int32 `json:"loopDetectionThreshold,omitempty"`
 
-	// MaxCommandTimeoutMs Cap on any shell timeout the model asks for, in milliseconds; 600,000
-	// when unset.
-	MaxCommandTimeoutMs *string `json:"maxCommandTimeoutMs,omitempty"`
+	// MaxCommandTimeout Optional. Cap on any shell timeout the model asks for; 600 s when
+	// unset. Negative is INVALID_ARGUMENT.
+	MaxCommandTimeout *string `json:"maxCommandTimeout,omitempty"`
 
-	// MaxTokens Most tokens the model may produce per turn; the catalog's max output
+	// MaxTokens Optional. Most tokens the model may produce per turn; the catalog's max output
 	// when unset.
 	MaxTokens *int32 `json:"maxTokens,omitempty"`
 
-	// MaxTurns Most model turns one prompt may use; unlimited when unset. A prompt that
+	// MaxTurns Optional. Most model turns one prompt may use; unlimited when unset. A prompt that
 	// hits it ends with PROMPT_STATUS_TURN_LIMIT.
 	MaxTurns *int32 `json:"maxTurns,omitempty"`
 
-	// MemoryFiles Files loaded, in order, into the system prompt as project memory, paths
+	// MemoryFiles Optional. Files loaded, in order, into the system prompt as project memory, paths
 	// relative to the sandbox working directory (32 KiB budget in total).
 	// Empty loads AGENTS.md and the profile's own file (CLAUDE.md, GEMINI.md,
 	// .codex/instructions.md) when they exist.
@@ -1418,11 +1421,11 @@ type FabroAgentV1AgentOptions struct {
 	//  - REASONING_EFFORT_MAX: The most the model allows.
 	ReasoningEffort *FabroLlmV1ReasoningEffort `json:"reasoningEffort,omitempty"`
 
-	// SkillDirs Directories searched for <name>/SKILL.md skills, in order (later ones
+	// SkillDirs Optional. Directories searched for <name>/SKILL.md skills, in order (later ones
 	// override earlier ones); none when empty.
 	SkillDirs *[]string `json:"skillDirs,omitempty"`
 
-	// Speed Speed tier requested from the model, such as "fast"; empty for the
+	// Speed Optional. Speed tier requested from the model, such as "fast"; empty for the
 	// default.
 	Speed *string `json:"speed,omitempty"`
 
@@ -1430,19 +1433,19 @@ type FabroAgentV1AgentOptions struct {
 	// close_agent and the profile's equivalents) and bounds them.
 	Subagents *FabroAgentV1SubagentOptions `json:"subagents,omitempty"`
 
-	// SystemPromptAppend Appended to the system prompt as a "# User Instructions" section.
+	// SystemPromptAppend Optional. Appended to the system prompt as a "# User Instructions" section.
 	SystemPromptAppend *string `json:"systemPromptAppend,omitempty"`
 
-	// SystemPromptOverride Replaces the profile's whole system prompt template when set. Memory,
+	// SystemPromptOverride Optional. Replaces the profile's whole system prompt template when set. Memory,
 	// skills and system_prompt_append are still added after it.
 	SystemPromptOverride *string `json:"systemPromptOverride,omitempty"`
 
-	// ToolOutputLimits Per-tool output limits by tool name, replacing the tool's default
+	// ToolOutputLimits Optional. Per-tool output limits by tool name, replacing the tool's default
 	// (grep 30,000 chars tail; glob 20,000 tail; edit_file and apply_patch
 	// 10,000 tail; write_file 1,000 tail; others head and tail).
 	ToolOutputLimits *map[string]FabroAgentV1ToolOutputLimit `json:"toolOutputLimits,omitempty"`
 
-	// WallClockTimeout Hard limit on one prompt's duration, follow-ups and parked time
+	// WallClockTimeout Optional. Hard limit on one prompt's duration, follow-ups and parked time
 	// included. No limit when unset. A prompt that hits it ends with
 	// PROMPT_STATUS_WALL_CLOCK_TIMEOUT.
 	WallClockTimeout *string `json:"wallClockTimeout,omitempty"`
@@ -1466,7 +1469,7 @@ type FabroAgentV1AgentProfile string
 
 // FabroAgentV1AgentServiceAbortBody AbortRequest cancels the running prompt.
 type FabroAgentV1AgentServiceAbortBody struct {
-	// Reason Why, recorded in the prompt report's error message.
+	// Reason Optional. Why, recorded in the prompt report's error message.
 	Reason *string `json:"reason,omitempty"`
 }
 
@@ -1479,7 +1482,7 @@ type FabroAgentV1AgentServiceApproveBody struct {
 	//  - APPROVAL_DECISION_ALLOW_SESSION: Run this call and every later call of the same tool in this session
 	// that would ask.
 	//  - APPROVAL_DECISION_DENY: Do not run it; the model sees the message.
-	Decision *FabroAgentV1ApprovalDecision `json:"decision,omitempty"`
+	Decision FabroAgentV1ApprovalDecision `json:"decision"`
 
 	// Message Optional. With DENY, what the model is told; a default text when empty.
 	Message *string `json:"message,omitempty"`
@@ -1493,8 +1496,8 @@ type FabroAgentV1AgentServiceFollowUpBody struct {
 	// Actor Actor says who sent a steering message or a follow-up.
 	Actor *FabroAgentV1Actor `json:"actor,omitempty"`
 
-	// Text The next user turn.
-	Text *string `json:"text,omitempty"`
+	// Text Required. The next user turn.
+	Text string `json:"text"`
 }
 
 // FabroAgentV1AgentServiceInterruptBody InterruptRequest parks the running prompt.
@@ -1502,31 +1505,49 @@ type FabroAgentV1AgentServiceInterruptBody = map[string]interface{}
 
 // FabroAgentV1AgentServicePromptBody PromptRequest runs a prompt.
 type FabroAgentV1AgentServicePromptBody struct {
-	// ContinueUnfinished True continues the unfinished prompt on the history as it stands (after
-	// ResumeSession) instead of starting one; text must then be empty.
+	// CancelOnDisconnect Optional. True aborts the prompt when this call ends before the prompt
+	// does (the client cancelled or disconnected), as the only watcher that
+	// matters. False (the default) leaves it running: watch it again with
+	// StreamEvents.
+	CancelOnDisconnect *bool `json:"cancelOnDisconnect,omitempty"`
+
+	// ContinueUnfinished Optional. True continues the unfinished prompt on the history as it
+	// stands (after ResumeSession) instead of starting one; text must then be
+	// empty.
 	ContinueUnfinished *bool `json:"continueUnfinished,omitempty"`
 
-	// Text The user's input. A leading "/name" expands the skill of that name.
+	// Text Optional. The user's input, required unless continue_unfinished. A
+	// leading "/name" expands the skill of that name.
 	Text *string `json:"text,omitempty"`
 }
 
 // FabroAgentV1AgentServiceResumeSessionBody ResumeSessionRequest reloads a session from its record, optionally on a
 // new model, sandbox or options.
 type FabroAgentV1AgentServiceResumeSessionBody struct {
-	// Model A model selector to continue on instead of the recorded route; the
-	// recorded route when empty.
+	// Model Optional. A model selector to continue on instead of the recorded
+	// route; the recorded route when empty.
 	Model *string `json:"model,omitempty"`
 
 	// Options AgentOptions tunes the loop. Unset fields take the profile's or the
 	// catalog's default, noted on each field.
 	Options *FabroAgentV1AgentOptions `json:"options,omitempty"`
 
-	// SandboxId An existing sandbox.
+	// SandboxId Optional. An existing sandbox.
 	SandboxId *string `json:"sandboxId,omitempty"`
 
 	// SandboxSpec SandboxSpec is what a sandbox is created from. Other contracts (the agent
 	// service) embed it to say where their tools run.
 	SandboxSpec *FabroSandboxV1SandboxSpec `json:"sandboxSpec,omitempty"`
+}
+
+// FabroAgentV1AgentServiceStartPromptBody StartPromptRequest starts a prompt without watching it.
+type FabroAgentV1AgentServiceStartPromptBody struct {
+	// ContinueUnfinished Optional. True continues the unfinished prompt, as for Prompt.
+	ContinueUnfinished *bool `json:"continueUnfinished,omitempty"`
+
+	// Text Optional. The user's input, required unless continue_unfinished, as
+	// for Prompt.
+	Text *string `json:"text,omitempty"`
 }
 
 // FabroAgentV1AgentServiceSteerBody SteerRequest sends steering.
@@ -1541,8 +1562,8 @@ type FabroAgentV1AgentServiceSteerBody struct {
 	//  - STEER_MODE_NOW: Interrupt the current round first, then deliver.
 	Mode *FabroAgentV1SteerMode `json:"mode,omitempty"`
 
-	// Text The guidance, committed as a user-role message.
-	Text *string `json:"text,omitempty"`
+	// Text Required. The guidance, committed as a user-role message.
+	Text string `json:"text"`
 }
 
 // FabroAgentV1AgentServiceSubmitToolResultBody SubmitToolResultRequest answers one client_tool_requested event.
@@ -1683,11 +1704,11 @@ type FabroAgentV1AssistantOutputReplace struct {
 // a person (the human-input provider).
 type FabroAgentV1ClientTool struct {
 	// Description Required. What it does, for the model.
-	Description *string `json:"description,omitempty"`
+	Description string `json:"description"`
 
 	// Name Required. Letters, digits, "_" and "-", at most 64; not a name the
 	// session already has.
-	Name *string `json:"name,omitempty"`
+	Name string `json:"name"`
 
 	// Parameters Optional. The JSON Schema of the arguments, an object schema;
 	// {"type":"object"} when empty.
@@ -1821,17 +1842,18 @@ type FabroAgentV1CreateSessionRequest struct {
 	// own, not inherited by subagents.
 	ClientTools *[]FabroAgentV1ClientTool `json:"clientTools,omitempty"`
 
-	// Model Model selector: "provider/model", a model id or an alias; the catalog's
-	// default model when empty. The model's catalog profile picks the tools.
+	// Model Optional. Model selector: "provider/model", a model id or an alias; the
+	// catalog's default model when empty. The model's catalog profile picks
+	// the tools.
 	Model *string `json:"model,omitempty"`
 
 	// Options AgentOptions tunes the loop. Unset fields take the profile's or the
 	// catalog's default, noted on each field.
 	Options *FabroAgentV1AgentOptions `json:"options,omitempty"`
 
-	// ParentSessionId Makes the session a subagent of this one: same tree (root, todo tasks),
-	// depth + 1, counted against the tree's max_open_sessions, closed when the
-	// parent closes. Empty for a root session.
+	// ParentSessionId Optional. Makes the session a subagent of this one: same tree (root,
+	// todo tasks), depth + 1, counted against the tree's max_open_sessions,
+	// closed when the parent closes. Empty for a root session.
 	ParentSessionId *string `json:"parentSessionId,omitempty"`
 
 	// PermissionLevel PermissionLevel is the read-only / read-write / full ladder that decides
@@ -1846,8 +1868,8 @@ type FabroAgentV1CreateSessionRequest struct {
 	//  - PERMISSION_LEVEL_FULL: Everything, shell and web tools included.
 	PermissionLevel *FabroAgentV1PermissionLevel `json:"permissionLevel,omitempty"`
 
-	// SandboxId An existing sandbox of the sandbox service; never deleted by the
-	// session.
+	// SandboxId Optional. An existing sandbox of the sandbox service; never deleted
+	// by the session.
 	SandboxId *string `json:"sandboxId,omitempty"`
 
 	// SandboxSpec SandboxSpec is what a sandbox is created from. Other contracts (the agent
@@ -1867,6 +1889,9 @@ type FabroAgentV1CreateSessionResponse struct {
 	// Session Session is a session's identity and state, as listed.
 	Session *FabroAgentV1Session `json:"session,omitempty"`
 }
+
+// FabroAgentV1DeleteSessionResponse DeleteSessionResponse confirms the deletion.
+type FabroAgentV1DeleteSessionResponse = map[string]interface{}
 
 // FabroAgentV1EnvironmentInfo EnvironmentInfo is what the session learnt about its sandbox when it was
 // built (the system prompt's environment block).
@@ -1916,6 +1941,12 @@ type FabroAgentV1GetHistoryResponse struct {
 	Sequence *string `json:"sequence,omitempty"`
 }
 
+// FabroAgentV1GetSessionResponse GetSessionResponse is the session.
+type FabroAgentV1GetSessionResponse struct {
+	// Session Session is a session's identity and state, as listed.
+	Session *FabroAgentV1Session `json:"session,omitempty"`
+}
+
 // FabroAgentV1GetSnapshotResponse GetSnapshotResponse holds the snapshot.
 type FabroAgentV1GetSnapshotResponse struct {
 	// Snapshot SessionSnapshot is a session's state as of its last committed event.
@@ -1931,7 +1962,7 @@ type FabroAgentV1GetSnapshotResponse struct {
 // other events the failure changes nothing else.
 type FabroAgentV1Hook struct {
 	// Command Required. The bash command.
-	Command *string `json:"command,omitempty"`
+	Command string `json:"command"`
 
 	// Event HookEvent is when a hook runs.
 	//
@@ -1941,7 +1972,7 @@ type FabroAgentV1Hook struct {
 	//  - HOOK_EVENT_POST_TOOL_USE: After a tool call: may add text to its result.
 	//  - HOOK_EVENT_SESSION_START: When the session starts (and is resumed).
 	//  - HOOK_EVENT_PROMPT_END: When a prompt ends.
-	Event *FabroAgentV1HookEvent `json:"event,omitempty"`
+	Event FabroAgentV1HookEvent `json:"event"`
 
 	// Matcher Optional. For tool events, the tool names it applies to: a glob ("*",
 	// "shell", "mcp__*") or names joined by "|"; every tool when empty.
@@ -2100,7 +2131,7 @@ type FabroAgentV1McpServer struct {
 	Env *map[string]string `json:"env,omitempty"`
 
 	// Name Required. Letters, digits, "_" and "-", at most 32.
-	Name *string `json:"name,omitempty"`
+	Name string `json:"name"`
 
 	// Place HookPlace is where a hook's command runs.
 	//
@@ -2327,7 +2358,9 @@ type FabroAgentV1PromptReport struct {
 	Usage *FabroLlmV1Usage `json:"usage,omitempty"`
 }
 
-// FabroAgentV1PromptResponse PromptResponse is one message of the Prompt stream.
+// FabroAgentV1PromptResponse PromptResponse is one message of the Prompt stream. The event is wrapped,
+// not streamed bare, so that the stream can carry more than events later
+// without breaking clients (as StreamEventsResponse does).
 type FabroAgentV1PromptResponse struct {
 	// Event AgentEvent is the envelope of every agent event.
 	//
@@ -2354,7 +2387,9 @@ type FabroAgentV1PromptResponse struct {
 type FabroAgentV1PromptResponseStreamResult struct {
 	Error *GoogleRpcStatus `json:"error,omitempty"`
 
-	// Result PromptResponse is one message of the Prompt stream.
+	// Result PromptResponse is one message of the Prompt stream. The event is wrapped,
+	// not streamed bare, so that the stream can carry more than events later
+	// without breaking clients (as StreamEventsResponse does).
 	Result *FabroAgentV1PromptResponse `json:"result,omitempty"`
 }
 
@@ -2437,7 +2472,7 @@ type FabroAgentV1RoundInterrupted struct {
 
 // FabroAgentV1Session Session is a session's identity and state, as listed.
 type FabroAgentV1Session struct {
-	// ActivePromptId The prompt running, when state is RUNNING or PARKED.
+	// ActivePromptId Output only. The prompt running, when state is RUNNING or PARKED.
 	ActivePromptId *string `json:"activePromptId,omitempty"`
 
 	// Cost Cost is what a response cost, in integer micro-dollars (USD x 1e6). Each
@@ -2445,16 +2480,21 @@ type FabroAgentV1Session struct {
 	// micro; total is the sum of the components.
 	Cost *FabroLlmV1Cost `json:"cost,omitempty"`
 
-	// CreateTime When the session was created.
+	// CreateTime Output only. When the session was created.
 	CreateTime *time.Time `json:"createTime,omitempty"`
 
-	// Depth Levels below the root: 0 for a root session.
+	// Depth Output only. Levels below the root: 0 for a root session.
 	Depth *int32 `json:"depth,omitempty"`
 
-	// LastSequence Sequence number of its last committed event.
+	// ExpireTime Output only. When an IDLE session is closed for being idle (the
+	// service's idle time to live after update_time); unset in other states or
+	// when sessions do not expire.
+	ExpireTime *time.Time `json:"expireTime,omitempty"`
+
+	// LastSequence Output only. Sequence number of its last committed event.
 	LastSequence *string `json:"lastSequence,omitempty"`
 
-	// ParentSessionId The parent's id for a subagent; empty for a root session.
+	// ParentSessionId Output only. The parent's id for a subagent; empty for a root session.
 	ParentSessionId *string `json:"parentSessionId,omitempty"`
 
 	// PermissionLevel PermissionLevel is the read-only / read-write / full ladder that decides
@@ -2469,25 +2509,31 @@ type FabroAgentV1Session struct {
 	//  - PERMISSION_LEVEL_FULL: Everything, shell and web tools included.
 	PermissionLevel *FabroAgentV1PermissionLevel `json:"permissionLevel,omitempty"`
 
-	// PromptCount Prompts run so far.
+	// Principal Output only. The principal that created the session ("role:name"), whose
+	// open sessions count against the service's per-principal cap; empty
+	// when the service runs without authentication.
+	Principal *string `json:"principal,omitempty"`
+
+	// PromptCount Output only. Prompts run so far.
 	PromptCount *int32 `json:"promptCount,omitempty"`
 
-	// RootSessionId The root session of the tree (its own id for a root session). Todo lists
+	// RootSessionId Output only. The root session of the tree (its own id for a root session). Todo lists
 	// are shared per root.
 	RootSessionId *string `json:"rootSessionId,omitempty"`
 
 	// Route ModelRoute is the model a session resolved its selector to.
 	Route *FabroAgentV1ModelRoute `json:"route,omitempty"`
 
-	// SandboxId The sandbox the tools act in.
+	// SandboxId Output only. The sandbox the tools act in.
 	SandboxId *string `json:"sandboxId,omitempty"`
 
-	// SandboxOwned True when the session created the sandbox from a spec and deletes it
+	// SandboxOwned Output only. True when the session created the sandbox from a spec and deletes it
 	// when it closes; an existing sandbox given by id is never deleted.
 	SandboxOwned *bool `json:"sandboxOwned,omitempty"`
 
-	// SessionId Server-assigned id: letters, digits, '_' and '-' only, so that it is one
-	// NATS subject token.
+	// SessionId Output only. Server-assigned id: letters, digits, '_' and '-' only, so
+	// that it is one NATS subject token. It begins with its creation time, so
+	// ids sort oldest first.
 	SessionId *string `json:"sessionId,omitempty"`
 
 	// State SessionState is where a session is in its lifecycle.
@@ -2502,7 +2548,7 @@ type FabroAgentV1Session struct {
 	// open); ResumeSession loads it again.
 	State *FabroAgentV1SessionState `json:"state,omitempty"`
 
-	// UpdateTime When its last event was committed.
+	// UpdateTime Output only. When its last event was committed.
 	UpdateTime *time.Time `json:"updateTime,omitempty"`
 
 	// Usage Usage counts tokens, normalized so that each token is counted once:
@@ -2516,6 +2562,7 @@ type FabroAgentV1Session struct {
 //   - SESSION_END_REASON_UNSPECIFIED: Not set.
 //   - SESSION_END_REASON_CLOSED: CloseSession (or the parent closing a subagent).
 //   - SESSION_END_REASON_ERROR: An error ended it (sandbox gone, event log failure).
+//   - SESSION_END_REASON_IDLE_EXPIRED: It stayed idle longer than the service's idle time to live.
 type FabroAgentV1SessionEndReason string
 
 // FabroAgentV1SessionEnded defines model for fabro.agent.v1.SessionEnded.
@@ -2533,6 +2580,7 @@ type FabroAgentV1SessionEnded struct {
 	//  - SESSION_END_REASON_UNSPECIFIED: Not set.
 	//  - SESSION_END_REASON_CLOSED: CloseSession (or the parent closing a subagent).
 	//  - SESSION_END_REASON_ERROR: An error ended it (sandbox gone, event log failure).
+	//  - SESSION_END_REASON_IDLE_EXPIRED: It stayed idle longer than the service's idle time to live.
 	Reason *FabroAgentV1SessionEndReason `json:"reason,omitempty"`
 
 	// Usage Usage counts tokens, normalized so that each token is counted once:
@@ -2705,6 +2753,17 @@ type FabroAgentV1SkippedSkill struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
+// FabroAgentV1StartPromptResponse StartPromptResponse says where the prompt's events are.
+type FabroAgentV1StartPromptResponse struct {
+	// FromSequence Output only. The session's sequence number from which its events
+	// include the prompt's, prompt_started first: pass it to
+	// StreamEventsRequest.from_sequence with prompt_id.
+	FromSequence *string `json:"fromSequence,omitempty"`
+
+	// PromptId Output only. The prompt's id, on every event of the prompt.
+	PromptId *string `json:"promptId,omitempty"`
+}
+
 // FabroAgentV1SteerMode SteerMode says when steering is delivered.
 //
 //   - STEER_MODE_UNSPECIFIED: Not set: QUEUE.
@@ -2736,7 +2795,8 @@ type FabroAgentV1SteeringInjected struct {
 	Text *string `json:"text,omitempty"`
 }
 
-// FabroAgentV1StreamEventsResponse StreamEventsResponse is one message of the StreamEvents stream.
+// FabroAgentV1StreamEventsResponse StreamEventsResponse is one message of the StreamEvents stream; wrapped,
+// as PromptResponse is, so both streams can grow fields without breaking.
 type FabroAgentV1StreamEventsResponse struct {
 	// Event AgentEvent is the envelope of every agent event.
 	//
@@ -2763,7 +2823,8 @@ type FabroAgentV1StreamEventsResponse struct {
 type FabroAgentV1StreamEventsResponseStreamResult struct {
 	Error *GoogleRpcStatus `json:"error,omitempty"`
 
-	// Result StreamEventsResponse is one message of the StreamEvents stream.
+	// Result StreamEventsResponse is one message of the StreamEvents stream; wrapped,
+	// as PromptResponse is, so both streams can grow fields without breaking.
 	Result *FabroAgentV1StreamEventsResponse `json:"result,omitempty"`
 }
 
@@ -2837,13 +2898,13 @@ type FabroAgentV1SubAgentTurnStarted struct {
 // FabroAgentV1SubagentOptions SubagentOptions enables child sessions (spawn_agent, send_input, wait,
 // close_agent and the profile's equivalents) and bounds them.
 type FabroAgentV1SubagentOptions struct {
-	// Enabled True offers the subagent tools to the model. Off by default.
+	// Enabled Optional. True offers the subagent tools to the model. Off by default.
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// MaxDepth Most levels of children below the root; unlimited when unset.
+	// MaxDepth Optional. Most levels of children below the root; unlimited when unset.
 	MaxDepth *int32 `json:"maxDepth,omitempty"`
 
-	// MaxOpenSessions Most sessions of one tree open at once, the root included; 4 when unset.
+	// MaxOpenSessions Optional. Most sessions of one tree open at once, the root included; 4 when unset.
 	// A spawn beyond it gets an error result the model sees.
 	MaxOpenSessions *int32 `json:"maxOpenSessions,omitempty"`
 }
@@ -3101,10 +3162,10 @@ type FabroAgentV1ToolErrorKind string
 // are applied first, then lines. Events still carry the retained output; only
 // the history is truncated.
 type FabroAgentV1ToolOutputLimit struct {
-	// MaxChars Most characters kept; unset means no character limit.
+	// MaxChars Optional. Most characters kept; unset means no character limit.
 	MaxChars *string `json:"maxChars,omitempty"`
 
-	// MaxLines Most lines kept; unset means no line limit.
+	// MaxLines Optional. Most lines kept; unset means no line limit.
 	MaxLines *int32 `json:"maxLines,omitempty"`
 
 	// Mode TruncationMode says which part of an over-long tool output the model keeps.
@@ -5407,13 +5468,15 @@ type VaultServiceDeleteSecretParams struct {
 
 // AgentServiceListSessionsParams defines parameters for AgentServiceListSessions.
 type AgentServiceListSessionsParams struct {
-	// PageSize Most sessions per page; 50 when 0, at most 500.
+	// PageSize Optional. Most sessions per page; 100 when 0, at most 1000; negative is
+	// INVALID_ARGUMENT.
 	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
 
-	// PageToken next_page_token of the previous page; empty for the first.
+	// PageToken Optional. next_page_token of the previous page, with the same filters;
+	// empty for the first.
 	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 
-	// States Only sessions in these states; all when empty.
+	// States Optional. Only sessions in these states; all when empty.
 	//
 	//  - SESSION_STATE_UNSPECIFIED: Not set; never returned.
 	//  - SESSION_STATE_IDLE: Loaded and waiting for a prompt.
@@ -5425,11 +5488,11 @@ type AgentServiceListSessionsParams struct {
 	// open); ResumeSession loads it again.
 	States *[]AgentServiceListSessionsParamsStates `form:"states,omitempty" json:"states,omitempty"`
 
-	// ParentSessionId Only the children of this session, when set.
+	// ParentSessionId Optional. Only the children of this session, when set.
 	ParentSessionId *string `form:"parentSessionId,omitempty" json:"parentSessionId,omitempty"`
 
-	// IncludeSubagents True lists subagent sessions too; root sessions only otherwise (ignored
-	// when parent_session_id is set).
+	// IncludeSubagents Optional. True lists subagent sessions too; root sessions only
+	// otherwise (ignored when parent_session_id is set).
 	IncludeSubagents *bool `form:"includeSubagents,omitempty" json:"includeSubagents,omitempty"`
 }
 
@@ -5438,16 +5501,26 @@ type AgentServiceListSessionsParamsStates string
 
 // AgentServiceStreamEventsParams defines parameters for AgentServiceStreamEvents.
 type AgentServiceStreamEventsParams struct {
-	// FromSequence First sequence number to send; 0 or 1 means from the start.
+	// FromSequence Optional. First sequence number to send; 0 or 1 means from the start.
+	// A client reattaching passes the last sequence it saw + 1.
 	FromSequence *string `form:"fromSequence,omitempty" json:"fromSequence,omitempty"`
 
-	// Follow True keeps streaming live events after the replay until session_ended
-	// or cancellation; false stops at the newest committed event.
+	// Follow Optional. True keeps streaming live events after the replay until
+	// session_ended (or, with prompt_id, that prompt's prompt_completed) or
+	// cancellation; false stops at the newest committed event.
 	Follow *bool `form:"follow,omitempty" json:"follow,omitempty"`
 
-	// IncludeSubagents True adds the events of the session's subagents (all descendants), each
-	// with its own session_id and sequence, in the order they were committed.
+	// IncludeSubagents Optional. True adds the events of the session's subagents (all
+	// descendants), each with its own session_id and sequence, in the order
+	// they were committed.
 	IncludeSubagents *bool `form:"includeSubagents,omitempty" json:"includeSubagents,omitempty"`
+
+	// PromptId Optional. Only what a Prompt call streams for this prompt: the
+	// session's events of the prompt (and, with include_subagents, its
+	// subagents' events without their deltas); the stream ends after its
+	// prompt_completed. How a client that lost its Prompt stream, or started
+	// the prompt with StartPrompt, watches it.
+	PromptId *string `form:"promptId,omitempty" json:"promptId,omitempty"`
 }
 
 // TokenServiceListTokensParams defines parameters for TokenServiceListTokens.
@@ -5547,6 +5620,9 @@ type AgentServicePromptJSONRequestBody = FabroAgentV1AgentServicePromptBody
 
 // AgentServiceResumeSessionJSONRequestBody defines body for AgentServiceResumeSession for application/json ContentType.
 type AgentServiceResumeSessionJSONRequestBody = FabroAgentV1AgentServiceResumeSessionBody
+
+// AgentServiceStartPromptJSONRequestBody defines body for AgentServiceStartPrompt for application/json ContentType.
+type AgentServiceStartPromptJSONRequestBody = FabroAgentV1AgentServiceStartPromptBody
 
 // AgentServiceSteerJSONRequestBody defines body for AgentServiceSteer for application/json ContentType.
 type AgentServiceSteerJSONRequestBody = FabroAgentV1AgentServiceSteerBody
@@ -6287,8 +6363,11 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/secrets/{name} (the `VaultServicePutSecret` operationId).
 	VaultServicePutSecret(ctx context.Context, name string, body VaultServicePutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// AgentServiceListSessions ListSessions lists sessions, newest first, in pages. INVALID_ARGUMENT for
-	// a negative page_size or a page_token this service did not issue.
+	// AgentServiceListSessions ListSessions lists sessions in pages, ordered by session_id descending,
+	// which is newest first (a session id begins with its creation time), so a
+	// session created while a client pages never shifts the pages it has not
+	// read. INVALID_ARGUMENT for a negative page_size, an unknown state, or a
+	// page_token this service did not issue or issued for other filters.
 	//
 	// Corresponds with GET /v1/sessions (the `AgentServiceListSessions` operationId).
 	AgentServiceListSessions(ctx context.Context, params *AgentServiceListSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6305,7 +6384,10 @@ type ClientInterface interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open or the child would be deeper than max_depth;
+	// has max_open_sessions open or the child would be deeper than max_depth
+	// (TREE_LIMIT), or when the caller already has the service's maximum of
+	// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+	// expire);
 	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -6330,7 +6412,10 @@ type ClientInterface interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open or the child would be deeper than max_depth;
+	// has max_open_sessions open or the child would be deeper than max_depth
+	// (TREE_LIMIT), or when the caller already has the service's maximum of
+	// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+	// expire);
 	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -6342,6 +6427,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions (the `AgentServiceCreateSession` operationId).
 	AgentServiceCreateSession(ctx context.Context, body AgentServiceCreateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceDeleteSession DeleteSession removes a session for good: closes it first when it is
+	// loaded (as CloseSession), then deletes its durable record and purges its
+	// events from the stream. Its subagents are deleted with it. Every call
+	// naming it afterwards gets NOT_FOUND, DeleteSession included.
+	//
+	// Corresponds with DELETE /v1/sessions/{sessionId} (the `AgentServiceDeleteSession` operationId).
+	AgentServiceDeleteSession(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceGetSession GetSession returns a session's identity and state, loaded or not
+	// (closed and suspended sessions from their record). DATA_LOSS when its
+	// record is corrupt.
+	//
+	// Corresponds with GET /v1/sessions/{sessionId} (the `AgentServiceGetSession` operationId).
+	AgentServiceGetSession(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AgentServiceApproveWithBody Approve answers an approval_requested event: allow the call once, allow
 	// the tool for the rest of the session, or deny it with a message the
@@ -6367,9 +6467,12 @@ type ClientInterface interface {
 
 	// AgentServiceStreamEvents StreamEvents replays a session's events from a sequence number from the
 	// durable log, then, with follow, keeps streaming live ones until the
-	// session ends or the caller cancels. It is how late joiners catch up;
-	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
-	// the next sequence, or older than the oldest the log still retains.
+	// session ends or the caller cancels. It is how late joiners catch up and
+	// how a client that lost its Prompt stream reattaches: from the last
+	// sequence it saw + 1 it gets every later event exactly once. Any number of
+	// clients may watch one session; cancelling a watch affects nothing.
+	// OUT_OF_RANGE when from_sequence is past the next sequence, or older than
+	// the oldest the log still retains (EVENTS_EXPIRED).
 	//
 	// Corresponds with GET /v1/sessions/{sessionId}/events (the `AgentServiceStreamEvents` operationId).
 	AgentServiceStreamEvents(ctx context.Context, sessionId string, params *AgentServiceStreamEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6383,8 +6486,9 @@ type ClientInterface interface {
 
 	// AgentServiceGetSnapshot GetSnapshot returns the session's identity, model route, tools, memory,
 	// skills, todo lists and effective options, as of its last committed
-	// event. FAILED_PRECONDITION for a suspended session (only its Session is
-	// known until ResumeSession).
+	// event. FAILED_PRECONDITION for a session that is not loaded, closed
+	// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+	// history are on record until ResumeSession.
 	//
 	// Corresponds with GET /v1/sessions/{sessionId}/snapshot (the `AgentServiceGetSnapshot` operationId).
 	AgentServiceGetSnapshot(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6500,8 +6604,10 @@ type ClientInterface interface {
 	// text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 	// fails, times out or is aborted still ends the stream with OK status and a
 	// report saying so; only a prompt that could not start gets an error.
-	// Cancelling the call aborts the prompt (use StreamEvents to watch without
-	// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+	// A client that cancels the call or loses its connection stops watching;
+	// the prompt goes on (reattach with StreamEvents from the last sequence
+	// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+	// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 	// a prompt is already running (queue it with FollowUp instead), or with
 	// continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 	// empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -6519,8 +6625,10 @@ type ClientInterface interface {
 	// text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 	// fails, times out or is aborted still ends the stream with OK status and a
 	// report saying so; only a prompt that could not start gets an error.
-	// Cancelling the call aborts the prompt (use StreamEvents to watch without
-	// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+	// A client that cancels the call or loses its connection stops watching;
+	// the prompt goes on (reattach with StreamEvents from the last sequence
+	// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+	// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 	// a prompt is already running (queue it with FollowUp instead), or with
 	// continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 	// empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -6562,6 +6670,26 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{sessionId}:resume (the `AgentServiceResumeSession` operationId).
 	AgentServiceResumeSession(ctx context.Context, sessionId string, body AgentServiceResumeSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceStartPromptWithBody StartPrompt starts a prompt, as Prompt does, and returns at once with
+	// its id and the sequence number its events start at; nobody needs to
+	// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+	// number of clients. Errors as for Prompt.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+	AgentServiceStartPromptWithBody(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceStartPrompt StartPrompt starts a prompt, as Prompt does, and returns at once with
+	// its id and the sequence number its events start at; nobody needs to
+	// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+	// number of clients. Errors as for Prompt.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+	AgentServiceStartPrompt(ctx context.Context, sessionId string, body AgentServiceStartPromptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AgentServiceSteerWithBody Steer sends guidance to the running prompt. STEER_MODE_QUEUE delivers it
 	// at the next round boundary (before the next model call); STEER_MODE_NOW
@@ -7751,8 +7879,11 @@ func (c *Client) VaultServicePutSecret(ctx context.Context, name string, body Va
 	return c.Client.Do(req)
 }
 
-// AgentServiceListSessions ListSessions lists sessions, newest first, in pages. INVALID_ARGUMENT for
-// a negative page_size or a page_token this service did not issue.
+// AgentServiceListSessions ListSessions lists sessions in pages, ordered by session_id descending,
+// which is newest first (a session id begins with its creation time), so a
+// session created while a client pages never shifts the pages it has not
+// read. INVALID_ARGUMENT for a negative page_size, an unknown state, or a
+// page_token this service did not issue or issued for other filters.
 //
 // Corresponds with GET /v1/sessions (the `AgentServiceListSessions` operationId).
 func (c *Client) AgentServiceListSessions(ctx context.Context, params *AgentServiceListSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7779,7 +7910,10 @@ func (c *Client) AgentServiceListSessions(ctx context.Context, params *AgentServ
 // permission level than its parent; FAILED_PRECONDITION when the parent
 // session is closed, the sandbox is not ready, or the model's provider has
 // no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-// has max_open_sessions open or the child would be deeper than max_depth;
+// has max_open_sessions open or the child would be deeper than max_depth
+// (TREE_LIMIT), or when the caller already has the service's maximum of
+// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+// expire);
 // UNAVAILABLE when the gateway or the sandbox
 // service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 // INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -7814,7 +7948,10 @@ func (c *Client) AgentServiceCreateSessionWithBody(ctx context.Context, contentT
 // permission level than its parent; FAILED_PRECONDITION when the parent
 // session is closed, the sandbox is not ready, or the model's provider has
 // no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-// has max_open_sessions open or the child would be deeper than max_depth;
+// has max_open_sessions open or the child would be deeper than max_depth
+// (TREE_LIMIT), or when the caller already has the service's maximum of
+// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+// expire);
 // UNAVAILABLE when the gateway or the sandbox
 // service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 // INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -7827,6 +7964,41 @@ func (c *Client) AgentServiceCreateSessionWithBody(ctx context.Context, contentT
 // Corresponds with POST /v1/sessions (the `AgentServiceCreateSession` operationId).
 func (c *Client) AgentServiceCreateSession(ctx context.Context, body AgentServiceCreateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAgentServiceCreateSessionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceDeleteSession DeleteSession removes a session for good: closes it first when it is
+// loaded (as CloseSession), then deletes its durable record and purges its
+// events from the stream. Its subagents are deleted with it. Every call
+// naming it afterwards gets NOT_FOUND, DeleteSession included.
+//
+// Corresponds with DELETE /v1/sessions/{sessionId} (the `AgentServiceDeleteSession` operationId).
+func (c *Client) AgentServiceDeleteSession(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceDeleteSessionRequest(c.Server, sessionId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceGetSession GetSession returns a session's identity and state, loaded or not
+// (closed and suspended sessions from their record). DATA_LOSS when its
+// record is corrupt.
+//
+// Corresponds with GET /v1/sessions/{sessionId} (the `AgentServiceGetSession` operationId).
+func (c *Client) AgentServiceGetSession(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceGetSessionRequest(c.Server, sessionId)
 	if err != nil {
 		return nil, err
 	}
@@ -7881,9 +8053,12 @@ func (c *Client) AgentServiceApprove(ctx context.Context, sessionId string, appr
 
 // AgentServiceStreamEvents StreamEvents replays a session's events from a sequence number from the
 // durable log, then, with follow, keeps streaming live ones until the
-// session ends or the caller cancels. It is how late joiners catch up;
-// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
-// the next sequence, or older than the oldest the log still retains.
+// session ends or the caller cancels. It is how late joiners catch up and
+// how a client that lost its Prompt stream reattaches: from the last
+// sequence it saw + 1 it gets every later event exactly once. Any number of
+// clients may watch one session; cancelling a watch affects nothing.
+// OUT_OF_RANGE when from_sequence is past the next sequence, or older than
+// the oldest the log still retains (EVENTS_EXPIRED).
 //
 // Corresponds with GET /v1/sessions/{sessionId}/events (the `AgentServiceStreamEvents` operationId).
 func (c *Client) AgentServiceStreamEvents(ctx context.Context, sessionId string, params *AgentServiceStreamEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7917,8 +8092,9 @@ func (c *Client) AgentServiceGetHistory(ctx context.Context, sessionId string, r
 
 // AgentServiceGetSnapshot GetSnapshot returns the session's identity, model route, tools, memory,
 // skills, todo lists and effective options, as of its last committed
-// event. FAILED_PRECONDITION for a suspended session (only its Session is
-// known until ResumeSession).
+// event. FAILED_PRECONDITION for a session that is not loaded, closed
+// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+// history are on record until ResumeSession.
 //
 // Corresponds with GET /v1/sessions/{sessionId}/snapshot (the `AgentServiceGetSnapshot` operationId).
 func (c *Client) AgentServiceGetSnapshot(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8144,8 +8320,10 @@ func (c *Client) AgentServiceInterrupt(ctx context.Context, sessionId string, bo
 // text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 // fails, times out or is aborted still ends the stream with OK status and a
 // report saying so; only a prompt that could not start gets an error.
-// Cancelling the call aborts the prompt (use StreamEvents to watch without
-// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+// A client that cancels the call or loses its connection stops watching;
+// the prompt goes on (reattach with StreamEvents from the last sequence
+// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 // a prompt is already running (queue it with FollowUp instead), or with
 // continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 // empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -8173,8 +8351,10 @@ func (c *Client) AgentServicePromptWithBody(ctx context.Context, sessionId strin
 // text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 // fails, times out or is aborted still ends the stream with OK status and a
 // report saying so; only a prompt that could not start gets an error.
-// Cancelling the call aborts the prompt (use StreamEvents to watch without
-// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+// A client that cancels the call or loses its connection stops watching;
+// the prompt goes on (reattach with StreamEvents from the last sequence
+// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 // a prompt is already running (queue it with FollowUp instead), or with
 // continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 // empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -8237,6 +8417,46 @@ func (c *Client) AgentServiceResumeSessionWithBody(ctx context.Context, sessionI
 // Corresponds with POST /v1/sessions/{sessionId}:resume (the `AgentServiceResumeSession` operationId).
 func (c *Client) AgentServiceResumeSession(ctx context.Context, sessionId string, body AgentServiceResumeSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAgentServiceResumeSessionRequest(c.Server, sessionId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceStartPromptWithBody StartPrompt starts a prompt, as Prompt does, and returns at once with
+// its id and the sequence number its events start at; nobody needs to
+// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+// number of clients. Errors as for Prompt.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+func (c *Client) AgentServiceStartPromptWithBody(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceStartPromptRequestWithBody(c.Server, sessionId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceStartPrompt StartPrompt starts a prompt, as Prompt does, and returns at once with
+// its id and the sequence number its events start at; nobody needs to
+// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+// number of clients. Errors as for Prompt.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+func (c *Client) AgentServiceStartPrompt(ctx context.Context, sessionId string, body AgentServiceStartPromptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceStartPromptRequest(c.Server, sessionId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -10173,6 +10393,74 @@ func NewAgentServiceCreateSessionRequestWithBody(server string, contentType stri
 	return req, nil
 }
 
+// NewAgentServiceDeleteSessionRequest constructs an http.Request for the AgentServiceDeleteSession method
+func NewAgentServiceDeleteSessionRequest(server string, sessionId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAgentServiceGetSessionRequest constructs an http.Request for the AgentServiceGetSession method
+func NewAgentServiceGetSessionRequest(server string, sessionId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewAgentServiceApproveRequest calls the generic AgentServiceApprove builder with application/json body
 func NewAgentServiceApproveRequest(server string, sessionId string, approvalId string, body AgentServiceApproveJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -10289,6 +10577,18 @@ func NewAgentServiceStreamEventsRequest(server string, sessionId string, params 
 		if params.IncludeSubagents != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "includeSubagents", *params.IncludeSubagents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PromptId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "promptId", *params.PromptId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -10697,6 +10997,53 @@ func NewAgentServiceResumeSessionRequestWithBody(server string, sessionId string
 	}
 
 	operationPath := fmt.Sprintf("/v1/sessions/%s:resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAgentServiceStartPromptRequest calls the generic AgentServiceStartPrompt builder with application/json body
+func NewAgentServiceStartPromptRequest(server string, sessionId string, body AgentServiceStartPromptJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAgentServiceStartPromptRequestWithBody(server, sessionId, "application/json", bodyReader)
+}
+
+// NewAgentServiceStartPromptRequestWithBody constructs an http.Request for the AgentServiceStartPrompt method, with any body, and a specified content type
+func NewAgentServiceStartPromptRequestWithBody(server string, sessionId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s:startPrompt", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -11598,8 +11945,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/secrets/{name} (the `VaultServicePutSecret` operationId).
 	VaultServicePutSecretWithResponse(ctx context.Context, name string, body VaultServicePutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*VaultServicePutSecretResponse, error)
 
-	// AgentServiceListSessionsWithResponse ListSessions lists sessions, newest first, in pages. INVALID_ARGUMENT for
-	// a negative page_size or a page_token this service did not issue.
+	// AgentServiceListSessionsWithResponse ListSessions lists sessions in pages, ordered by session_id descending,
+	// which is newest first (a session id begins with its creation time), so a
+	// session created while a client pages never shifts the pages it has not
+	// read. INVALID_ARGUMENT for a negative page_size, an unknown state, or a
+	// page_token this service did not issue or issued for other filters.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11618,7 +11968,10 @@ type ClientWithResponsesInterface interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open or the child would be deeper than max_depth;
+	// has max_open_sessions open or the child would be deeper than max_depth
+	// (TREE_LIMIT), or when the caller already has the service's maximum of
+	// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+	// expire);
 	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -11643,7 +11996,10 @@ type ClientWithResponsesInterface interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open or the child would be deeper than max_depth;
+	// has max_open_sessions open or the child would be deeper than max_depth
+	// (TREE_LIMIT), or when the caller already has the service's maximum of
+	// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+	// expire);
 	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -11655,6 +12011,25 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions (the `AgentServiceCreateSession` operationId).
 	AgentServiceCreateSessionWithResponse(ctx context.Context, body AgentServiceCreateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceCreateSessionResponse, error)
+
+	// AgentServiceDeleteSessionWithResponse DeleteSession removes a session for good: closes it first when it is
+	// loaded (as CloseSession), then deletes its durable record and purges its
+	// events from the stream. Its subagents are deleted with it. Every call
+	// naming it afterwards gets NOT_FOUND, DeleteSession included.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sessions/{sessionId} (the `AgentServiceDeleteSession` operationId).
+	AgentServiceDeleteSessionWithResponse(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*AgentServiceDeleteSessionResponse, error)
+
+	// AgentServiceGetSessionWithResponse GetSession returns a session's identity and state, loaded or not
+	// (closed and suspended sessions from their record). DATA_LOSS when its
+	// record is corrupt.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{sessionId} (the `AgentServiceGetSession` operationId).
+	AgentServiceGetSessionWithResponse(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*AgentServiceGetSessionResponse, error)
 
 	// AgentServiceApproveWithBodyWithResponse Approve answers an approval_requested event: allow the call once, allow
 	// the tool for the rest of the session, or deny it with a message the
@@ -11680,9 +12055,12 @@ type ClientWithResponsesInterface interface {
 
 	// AgentServiceStreamEventsWithResponse StreamEvents replays a session's events from a sequence number from the
 	// durable log, then, with follow, keeps streaming live ones until the
-	// session ends or the caller cancels. It is how late joiners catch up;
-	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
-	// the next sequence, or older than the oldest the log still retains.
+	// session ends or the caller cancels. It is how late joiners catch up and
+	// how a client that lost its Prompt stream reattaches: from the last
+	// sequence it saw + 1 it gets every later event exactly once. Any number of
+	// clients may watch one session; cancelling a watch affects nothing.
+	// OUT_OF_RANGE when from_sequence is past the next sequence, or older than
+	// the oldest the log still retains (EVENTS_EXPIRED).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11700,8 +12078,9 @@ type ClientWithResponsesInterface interface {
 
 	// AgentServiceGetSnapshotWithResponse GetSnapshot returns the session's identity, model route, tools, memory,
 	// skills, todo lists and effective options, as of its last committed
-	// event. FAILED_PRECONDITION for a suspended session (only its Session is
-	// known until ResumeSession).
+	// event. FAILED_PRECONDITION for a session that is not loaded, closed
+	// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+	// history are on record until ResumeSession.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11819,8 +12198,10 @@ type ClientWithResponsesInterface interface {
 	// text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 	// fails, times out or is aborted still ends the stream with OK status and a
 	// report saying so; only a prompt that could not start gets an error.
-	// Cancelling the call aborts the prompt (use StreamEvents to watch without
-	// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+	// A client that cancels the call or loses its connection stops watching;
+	// the prompt goes on (reattach with StreamEvents from the last sequence
+	// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+	// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 	// a prompt is already running (queue it with FollowUp instead), or with
 	// continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 	// empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -11838,8 +12219,10 @@ type ClientWithResponsesInterface interface {
 	// text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 	// fails, times out or is aborted still ends the stream with OK status and a
 	// report saying so; only a prompt that could not start gets an error.
-	// Cancelling the call aborts the prompt (use StreamEvents to watch without
-	// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+	// A client that cancels the call or loses its connection stops watching;
+	// the prompt goes on (reattach with StreamEvents from the last sequence
+	// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+	// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 	// a prompt is already running (queue it with FollowUp instead), or with
 	// continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 	// empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -11881,6 +12264,26 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{sessionId}:resume (the `AgentServiceResumeSession` operationId).
 	AgentServiceResumeSessionWithResponse(ctx context.Context, sessionId string, body AgentServiceResumeSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceResumeSessionResponse, error)
+
+	// AgentServiceStartPromptWithBodyWithResponse StartPrompt starts a prompt, as Prompt does, and returns at once with
+	// its id and the sequence number its events start at; nobody needs to
+	// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+	// number of clients. Errors as for Prompt.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+	AgentServiceStartPromptWithBodyWithResponse(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AgentServiceStartPromptResponse, error)
+
+	// AgentServiceStartPromptWithResponse StartPrompt starts a prompt, as Prompt does, and returns at once with
+	// its id and the sequence number its events start at; nobody needs to
+	// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+	// number of clients. Errors as for Prompt.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+	AgentServiceStartPromptWithResponse(ctx context.Context, sessionId string, body AgentServiceStartPromptJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceStartPromptResponse, error)
 
 	// AgentServiceSteerWithBodyWithResponse Steer sends guidance to the running prompt. STEER_MODE_QUEUE delivers it
 	// at the next round boundary (before the next model call); STEER_MODE_NOW
@@ -13614,6 +14017,102 @@ func (r AgentServiceCreateSessionResponse) ContentType() string {
 	return ""
 }
 
+type AgentServiceDeleteSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroAgentV1DeleteSessionResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AgentServiceDeleteSessionResponse) GetJSON200() *FabroAgentV1DeleteSessionResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AgentServiceDeleteSessionResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AgentServiceDeleteSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AgentServiceDeleteSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AgentServiceDeleteSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AgentServiceDeleteSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AgentServiceGetSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroAgentV1GetSessionResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AgentServiceGetSessionResponse) GetJSON200() *FabroAgentV1GetSessionResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AgentServiceGetSessionResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AgentServiceGetSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AgentServiceGetSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AgentServiceGetSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AgentServiceGetSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type AgentServiceApproveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -14122,6 +14621,54 @@ func (r AgentServiceResumeSessionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AgentServiceResumeSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AgentServiceStartPromptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroAgentV1StartPromptResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AgentServiceStartPromptResponse) GetJSON200() *FabroAgentV1StartPromptResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AgentServiceStartPromptResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AgentServiceStartPromptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AgentServiceStartPromptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AgentServiceStartPromptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AgentServiceStartPromptResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15303,8 +15850,11 @@ func (c *ClientWithResponses) VaultServicePutSecretWithResponse(ctx context.Cont
 	return ParseVaultServicePutSecretResponse(rsp)
 }
 
-// AgentServiceListSessionsWithResponse ListSessions lists sessions, newest first, in pages. INVALID_ARGUMENT for
-// a negative page_size or a page_token this service did not issue.
+// AgentServiceListSessionsWithResponse ListSessions lists sessions in pages, ordered by session_id descending,
+// which is newest first (a session id begins with its creation time), so a
+// session created while a client pages never shifts the pages it has not
+// read. INVALID_ARGUMENT for a negative page_size, an unknown state, or a
+// page_token this service did not issue or issued for other filters.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15329,7 +15879,10 @@ func (c *ClientWithResponses) AgentServiceListSessionsWithResponse(ctx context.C
 // permission level than its parent; FAILED_PRECONDITION when the parent
 // session is closed, the sandbox is not ready, or the model's provider has
 // no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-// has max_open_sessions open or the child would be deeper than max_depth;
+// has max_open_sessions open or the child would be deeper than max_depth
+// (TREE_LIMIT), or when the caller already has the service's maximum of
+// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+// expire);
 // UNAVAILABLE when the gateway or the sandbox
 // service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 // INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -15360,7 +15913,10 @@ func (c *ClientWithResponses) AgentServiceCreateSessionWithBodyWithResponse(ctx 
 // permission level than its parent; FAILED_PRECONDITION when the parent
 // session is closed, the sandbox is not ready, or the model's provider has
 // no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-// has max_open_sessions open or the child would be deeper than max_depth;
+// has max_open_sessions open or the child would be deeper than max_depth
+// (TREE_LIMIT), or when the caller already has the service's maximum of
+// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+// expire);
 // UNAVAILABLE when the gateway or the sandbox
 // service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 // INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -15377,6 +15933,37 @@ func (c *ClientWithResponses) AgentServiceCreateSessionWithResponse(ctx context.
 		return nil, err
 	}
 	return ParseAgentServiceCreateSessionResponse(rsp)
+}
+
+// AgentServiceDeleteSessionWithResponse DeleteSession removes a session for good: closes it first when it is
+// loaded (as CloseSession), then deletes its durable record and purges its
+// events from the stream. Its subagents are deleted with it. Every call
+// naming it afterwards gets NOT_FOUND, DeleteSession included.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sessions/{sessionId} (the `AgentServiceDeleteSession` operationId).
+func (c *ClientWithResponses) AgentServiceDeleteSessionWithResponse(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*AgentServiceDeleteSessionResponse, error) {
+	rsp, err := c.AgentServiceDeleteSession(ctx, sessionId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceDeleteSessionResponse(rsp)
+}
+
+// AgentServiceGetSessionWithResponse GetSession returns a session's identity and state, loaded or not
+// (closed and suspended sessions from their record). DATA_LOSS when its
+// record is corrupt.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{sessionId} (the `AgentServiceGetSession` operationId).
+func (c *ClientWithResponses) AgentServiceGetSessionWithResponse(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*AgentServiceGetSessionResponse, error) {
+	rsp, err := c.AgentServiceGetSession(ctx, sessionId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceGetSessionResponse(rsp)
 }
 
 // AgentServiceApproveWithBodyWithResponse Approve answers an approval_requested event: allow the call once, allow
@@ -15415,9 +16002,12 @@ func (c *ClientWithResponses) AgentServiceApproveWithResponse(ctx context.Contex
 
 // AgentServiceStreamEventsWithResponse StreamEvents replays a session's events from a sequence number from the
 // durable log, then, with follow, keeps streaming live ones until the
-// session ends or the caller cancels. It is how late joiners catch up;
-// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
-// the next sequence, or older than the oldest the log still retains.
+// session ends or the caller cancels. It is how late joiners catch up and
+// how a client that lost its Prompt stream reattaches: from the last
+// sequence it saw + 1 it gets every later event exactly once. Any number of
+// clients may watch one session; cancelling a watch affects nothing.
+// OUT_OF_RANGE when from_sequence is past the next sequence, or older than
+// the oldest the log still retains (EVENTS_EXPIRED).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15447,8 +16037,9 @@ func (c *ClientWithResponses) AgentServiceGetHistoryWithResponse(ctx context.Con
 
 // AgentServiceGetSnapshotWithResponse GetSnapshot returns the session's identity, model route, tools, memory,
 // skills, todo lists and effective options, as of its last committed
-// event. FAILED_PRECONDITION for a suspended session (only its Session is
-// known until ResumeSession).
+// event. FAILED_PRECONDITION for a session that is not loaded, closed
+// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+// history are on record until ResumeSession.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15632,8 +16223,10 @@ func (c *ClientWithResponses) AgentServiceInterruptWithResponse(ctx context.Cont
 // text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 // fails, times out or is aborted still ends the stream with OK status and a
 // report saying so; only a prompt that could not start gets an error.
-// Cancelling the call aborts the prompt (use StreamEvents to watch without
-// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+// A client that cancels the call or loses its connection stops watching;
+// the prompt goes on (reattach with StreamEvents from the last sequence
+// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 // a prompt is already running (queue it with FollowUp instead), or with
 // continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 // empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -15657,8 +16250,10 @@ func (c *ClientWithResponses) AgentServicePromptWithBodyWithResponse(ctx context
 // text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 // fails, times out or is aborted still ends the stream with OK status and a
 // report saying so; only a prompt that could not start gets an error.
-// Cancelling the call aborts the prompt (use StreamEvents to watch without
-// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+// A client that cancels the call or loses its connection stops watching;
+// the prompt goes on (reattach with StreamEvents from the last sequence
+// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 // a prompt is already running (queue it with FollowUp instead), or with
 // continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 // empty text without continue_unfinished, or text with it; INTERNAL when the
@@ -15717,6 +16312,38 @@ func (c *ClientWithResponses) AgentServiceResumeSessionWithResponse(ctx context.
 		return nil, err
 	}
 	return ParseAgentServiceResumeSessionResponse(rsp)
+}
+
+// AgentServiceStartPromptWithBodyWithResponse StartPrompt starts a prompt, as Prompt does, and returns at once with
+// its id and the sequence number its events start at; nobody needs to
+// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+// number of clients. Errors as for Prompt.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+func (c *ClientWithResponses) AgentServiceStartPromptWithBodyWithResponse(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AgentServiceStartPromptResponse, error) {
+	rsp, err := c.AgentServiceStartPromptWithBody(ctx, sessionId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceStartPromptResponse(rsp)
+}
+
+// AgentServiceStartPromptWithResponse StartPrompt starts a prompt, as Prompt does, and returns at once with
+// its id and the sequence number its events start at; nobody needs to
+// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+// number of clients. Errors as for Prompt.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{sessionId}:startPrompt (the `AgentServiceStartPrompt` operationId).
+func (c *ClientWithResponses) AgentServiceStartPromptWithResponse(ctx context.Context, sessionId string, body AgentServiceStartPromptJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceStartPromptResponse, error) {
+	rsp, err := c.AgentServiceStartPrompt(ctx, sessionId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceStartPromptResponse(rsp)
 }
 
 // AgentServiceSteerWithBodyWithResponse Steer sends guidance to the running prompt. STEER_MODE_QUEUE delivers it
@@ -16967,6 +17594,72 @@ func ParseAgentServiceCreateSessionResponse(rsp *http.Response) (*AgentServiceCr
 	return response, nil
 }
 
+// ParseAgentServiceDeleteSessionResponse parses an HTTP response from a AgentServiceDeleteSessionWithResponse call
+func ParseAgentServiceDeleteSessionResponse(rsp *http.Response) (*AgentServiceDeleteSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AgentServiceDeleteSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroAgentV1DeleteSessionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAgentServiceGetSessionResponse parses an HTTP response from a AgentServiceGetSessionWithResponse call
+func ParseAgentServiceGetSessionResponse(rsp *http.Response) (*AgentServiceGetSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AgentServiceGetSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroAgentV1GetSessionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseAgentServiceApproveResponse parses an HTTP response from a AgentServiceApproveWithResponse call
 func ParseAgentServiceApproveResponse(rsp *http.Response) (*AgentServiceApproveResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17299,6 +17992,39 @@ func ParseAgentServiceResumeSessionResponse(rsp *http.Response) (*AgentServiceRe
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest FabroAgentV1ResumeSessionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAgentServiceStartPromptResponse parses an HTTP response from a AgentServiceStartPromptWithResponse call
+func ParseAgentServiceStartPromptResponse(rsp *http.Response) (*AgentServiceStartPromptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AgentServiceStartPromptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroAgentV1StartPromptResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

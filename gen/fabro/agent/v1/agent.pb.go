@@ -9,6 +9,7 @@ package agentv1
 import (
 	v11 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	v1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -79,24 +80,27 @@ func (SteerMode) EnumDescriptor() ([]byte, []int) {
 // CreateSessionRequest describes a new session.
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model selector: "provider/model", a model id or an alias; the catalog's
-	// default model when empty. The model's catalog profile picks the tools.
+	// Optional. Model selector: "provider/model", a model id or an alias; the
+	// catalog's default model when empty. The model's catalog profile picks
+	// the tools.
 	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// Where the tools act. Required.
+	// Where the tools act: exactly one of sandbox_id and sandbox_spec is
+	// required.
 	//
 	// Types that are valid to be assigned to Sandbox:
 	//
 	//	*CreateSessionRequest_SandboxId
 	//	*CreateSessionRequest_SandboxSpec
 	Sandbox isCreateSessionRequest_Sandbox `protobuf_oneof:"sandbox"`
-	// Which tools run; READ_WRITE when unset. A subagent's level defaults to
-	// its parent's and may not exceed it.
+	// Optional. Which tools run; READ_WRITE when unset. A subagent's level
+	// defaults to its parent's and may not exceed it. An unknown value is
+	// INVALID_ARGUMENT.
 	PermissionLevel PermissionLevel `protobuf:"varint,4,opt,name=permission_level,json=permissionLevel,proto3,enum=fabro.agent.v1.PermissionLevel" json:"permission_level,omitempty"`
-	// Loop options.
+	// Optional. Loop options.
 	Options *AgentOptions `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
-	// Makes the session a subagent of this one: same tree (root, todo tasks),
-	// depth + 1, counted against the tree's max_open_sessions, closed when the
-	// parent closes. Empty for a root session.
+	// Optional. Makes the session a subagent of this one: same tree (root,
+	// todo tasks), depth + 1, counted against the tree's max_open_sessions,
+	// closed when the parent closes. Empty for a root session.
 	ParentSessionId string `protobuf:"bytes,6,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
 	// Optional. Rules, hooks and the approval timeout of this session, merged
 	// after the operator's and the approved project's settings (see
@@ -224,13 +228,14 @@ type isCreateSessionRequest_Sandbox interface {
 }
 
 type CreateSessionRequest_SandboxId struct {
-	// An existing sandbox of the sandbox service; never deleted by the
-	// session.
+	// Optional. An existing sandbox of the sandbox service; never deleted
+	// by the session.
 	SandboxId string `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3,oneof"`
 }
 
 type CreateSessionRequest_SandboxSpec struct {
-	// A sandbox to create; the session owns it and deletes it on close.
+	// Optional. A sandbox to create; the session owns it and deletes it on
+	// close.
 	SandboxSpec *v1.SandboxSpec `protobuf:"bytes,3,opt,name=sandbox_spec,json=sandboxSpec,proto3,oneof"`
 }
 
@@ -287,13 +292,20 @@ func (x *CreateSessionResponse) GetSession() *Session {
 // PromptRequest runs a prompt.
 type PromptRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The user's input. A leading "/name" expands the skill of that name.
+	// Optional. The user's input, required unless continue_unfinished. A
+	// leading "/name" expands the skill of that name.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// True continues the unfinished prompt on the history as it stands (after
-	// ResumeSession) instead of starting one; text must then be empty.
+	// Optional. True continues the unfinished prompt on the history as it
+	// stands (after ResumeSession) instead of starting one; text must then be
+	// empty.
 	ContinueUnfinished bool `protobuf:"varint,3,opt,name=continue_unfinished,json=continueUnfinished,proto3" json:"continue_unfinished,omitempty"`
+	// Optional. True aborts the prompt when this call ends before the prompt
+	// does (the client cancelled or disconnected), as the only watcher that
+	// matters. False (the default) leaves it running: watch it again with
+	// StreamEvents.
+	CancelOnDisconnect bool `protobuf:"varint,4,opt,name=cancel_on_disconnect,json=cancelOnDisconnect,proto3" json:"cancel_on_disconnect,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -349,7 +361,16 @@ func (x *PromptRequest) GetContinueUnfinished() bool {
 	return false
 }
 
-// PromptResponse is one message of the Prompt stream.
+func (x *PromptRequest) GetCancelOnDisconnect() bool {
+	if x != nil {
+		return x.CancelOnDisconnect
+	}
+	return false
+}
+
+// PromptResponse is one message of the Prompt stream. The event is wrapped,
+// not streamed bare, so that the stream can carry more than events later
+// without breaking clients (as StreamEventsResponse does).
 type PromptResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event. The stream ends after the prompt_completed event of the
@@ -396,16 +417,139 @@ func (x *PromptResponse) GetEvent() *AgentEvent {
 	return nil
 }
 
+// StartPromptRequest starts a prompt without watching it.
+type StartPromptRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Optional. The user's input, required unless continue_unfinished, as
+	// for Prompt.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// Optional. True continues the unfinished prompt, as for Prompt.
+	ContinueUnfinished bool `protobuf:"varint,3,opt,name=continue_unfinished,json=continueUnfinished,proto3" json:"continue_unfinished,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *StartPromptRequest) Reset() {
+	*x = StartPromptRequest{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPromptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPromptRequest) ProtoMessage() {}
+
+func (x *StartPromptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPromptRequest.ProtoReflect.Descriptor instead.
+func (*StartPromptRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StartPromptRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *StartPromptRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *StartPromptRequest) GetContinueUnfinished() bool {
+	if x != nil {
+		return x.ContinueUnfinished
+	}
+	return false
+}
+
+// StartPromptResponse says where the prompt's events are.
+type StartPromptResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The prompt's id, on every event of the prompt.
+	PromptId string `protobuf:"bytes,1,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	// Output only. The session's sequence number from which its events
+	// include the prompt's, prompt_started first: pass it to
+	// StreamEventsRequest.from_sequence with prompt_id.
+	FromSequence  uint64 `protobuf:"varint,2,opt,name=from_sequence,json=fromSequence,proto3" json:"from_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartPromptResponse) Reset() {
+	*x = StartPromptResponse{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPromptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPromptResponse) ProtoMessage() {}
+
+func (x *StartPromptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPromptResponse.ProtoReflect.Descriptor instead.
+func (*StartPromptResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StartPromptResponse) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
+func (x *StartPromptResponse) GetFromSequence() uint64 {
+	if x != nil {
+		return x.FromSequence
+	}
+	return 0
+}
+
 // SteerRequest sends steering.
 type SteerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The guidance, committed as a user-role message.
+	// Required. The guidance, committed as a user-role message.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// When to deliver it.
+	// Optional. When to deliver it; QUEUE when unset. An unknown value is
+	// INVALID_ARGUMENT.
 	Mode SteerMode `protobuf:"varint,3,opt,name=mode,proto3,enum=fabro.agent.v1.SteerMode" json:"mode,omitempty"`
-	// Who sends it; recorded on steering_injected.
+	// Optional. Who sends it; recorded on steering_injected.
 	Actor         *Actor `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -413,7 +557,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +569,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +582,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SteerRequest) GetSessionId() string {
@@ -484,7 +628,7 @@ type SteerResponse struct {
 
 func (x *SteerResponse) Reset() {
 	*x = SteerResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +640,7 @@ func (x *SteerResponse) String() string {
 func (*SteerResponse) ProtoMessage() {}
 
 func (x *SteerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +653,7 @@ func (x *SteerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerResponse.ProtoReflect.Descriptor instead.
 func (*SteerResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SteerResponse) GetSteeringId() string {
@@ -536,11 +680,11 @@ func (x *SteerResponse) GetEvictedOldest() bool {
 // FollowUpRequest queues a follow-up.
 type FollowUpRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The next user turn.
+	// Required. The next user turn.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// Who sends it.
+	// Optional. Who sends it.
 	Actor         *Actor `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -548,7 +692,7 @@ type FollowUpRequest struct {
 
 func (x *FollowUpRequest) Reset() {
 	*x = FollowUpRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +704,7 @@ func (x *FollowUpRequest) String() string {
 func (*FollowUpRequest) ProtoMessage() {}
 
 func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +717,7 @@ func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpRequest.ProtoReflect.Descriptor instead.
 func (*FollowUpRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FollowUpRequest) GetSessionId() string {
@@ -610,7 +754,7 @@ type FollowUpResponse struct {
 
 func (x *FollowUpResponse) Reset() {
 	*x = FollowUpResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +766,7 @@ func (x *FollowUpResponse) String() string {
 func (*FollowUpResponse) ProtoMessage() {}
 
 func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +779,7 @@ func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpResponse.ProtoReflect.Descriptor instead.
 func (*FollowUpResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FollowUpResponse) GetFollowUpId() string {
@@ -655,7 +799,7 @@ func (x *FollowUpResponse) GetQueueDepth() int32 {
 // InterruptRequest parks the running prompt.
 type InterruptRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -663,7 +807,7 @@ type InterruptRequest struct {
 
 func (x *InterruptRequest) Reset() {
 	*x = InterruptRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +819,7 @@ func (x *InterruptRequest) String() string {
 func (*InterruptRequest) ProtoMessage() {}
 
 func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +832,7 @@ func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
 func (*InterruptRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InterruptRequest) GetSessionId() string {
@@ -713,7 +857,7 @@ type InterruptResponse struct {
 
 func (x *InterruptResponse) Reset() {
 	*x = InterruptResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +869,7 @@ func (x *InterruptResponse) String() string {
 func (*InterruptResponse) ProtoMessage() {}
 
 func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +882,7 @@ func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
 func (*InterruptResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InterruptResponse) GetInterrupted() bool {
@@ -758,9 +902,9 @@ func (x *InterruptResponse) GetGeneration() int64 {
 // AbortRequest cancels the running prompt.
 type AbortRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// Why, recorded in the prompt report's error message.
+	// Optional. Why, recorded in the prompt report's error message.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -768,7 +912,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +924,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +937,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AbortRequest) GetSessionId() string {
@@ -823,7 +967,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +979,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +992,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AbortResponse) GetAborted() bool {
@@ -868,7 +1012,7 @@ func (x *AbortResponse) GetPromptId() string {
 // GetHistoryRequest names a session.
 type GetHistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -876,7 +1020,7 @@ type GetHistoryRequest struct {
 
 func (x *GetHistoryRequest) Reset() {
 	*x = GetHistoryRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1032,7 @@ func (x *GetHistoryRequest) String() string {
 func (*GetHistoryRequest) ProtoMessage() {}
 
 func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1045,7 @@ func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetHistoryRequest) GetSessionId() string {
@@ -925,7 +1069,7 @@ type GetHistoryResponse struct {
 
 func (x *GetHistoryResponse) Reset() {
 	*x = GetHistoryResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1081,7 @@ func (x *GetHistoryResponse) String() string {
 func (*GetHistoryResponse) ProtoMessage() {}
 
 func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1094,7 @@ func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetHistoryResponse) GetMessages() []*v11.Message {
@@ -970,7 +1114,7 @@ func (x *GetHistoryResponse) GetSequence() uint64 {
 // GetSnapshotRequest names a session.
 type GetSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -978,7 +1122,7 @@ type GetSnapshotRequest struct {
 
 func (x *GetSnapshotRequest) Reset() {
 	*x = GetSnapshotRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1134,7 @@ func (x *GetSnapshotRequest) String() string {
 func (*GetSnapshotRequest) ProtoMessage() {}
 
 func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1147,7 @@ func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSnapshotRequest) GetSessionId() string {
@@ -1033,7 +1177,7 @@ type EnvironmentInfo struct {
 
 func (x *EnvironmentInfo) Reset() {
 	*x = EnvironmentInfo{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1189,7 @@ func (x *EnvironmentInfo) String() string {
 func (*EnvironmentInfo) ProtoMessage() {}
 
 func (x *EnvironmentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1202,7 @@ func (x *EnvironmentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvironmentInfo.ProtoReflect.Descriptor instead.
 func (*EnvironmentInfo) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EnvironmentInfo) GetWorkingDirectory() string {
@@ -1126,7 +1270,7 @@ type SessionSnapshot struct {
 
 func (x *SessionSnapshot) Reset() {
 	*x = SessionSnapshot{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1282,7 @@ func (x *SessionSnapshot) String() string {
 func (*SessionSnapshot) ProtoMessage() {}
 
 func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1295,7 @@ func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
 func (*SessionSnapshot) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionSnapshot) GetSession() *Session {
@@ -1235,7 +1379,7 @@ type GetSnapshotResponse struct {
 
 func (x *GetSnapshotResponse) Reset() {
 	*x = GetSnapshotResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1391,7 @@ func (x *GetSnapshotResponse) String() string {
 func (*GetSnapshotResponse) ProtoMessage() {}
 
 func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1404,7 @@ func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSnapshotResponse) GetSnapshot() *SessionSnapshot {
@@ -1270,19 +1414,113 @@ func (x *GetSnapshotResponse) GetSnapshot() *SessionSnapshot {
 	return nil
 }
 
+// GetSessionRequest names a session.
+type GetSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The session.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionRequest) Reset() {
+	*x = GetSessionRequest{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionRequest) ProtoMessage() {}
+
+func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
+func (*GetSessionRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// GetSessionResponse is the session.
+type GetSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The session as of its last committed event.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionResponse) Reset() {
+	*x = GetSessionResponse{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionResponse) ProtoMessage() {}
+
+func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
+func (*GetSessionResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 // ListSessionsRequest filters and pages sessions.
 type ListSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Most sessions per page; 50 when 0, at most 500.
+	// Optional. Most sessions per page; 100 when 0, at most 1000; negative is
+	// INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// next_page_token of the previous page; empty for the first.
+	// Optional. next_page_token of the previous page, with the same filters;
+	// empty for the first.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	// Only sessions in these states; all when empty.
+	// Optional. Only sessions in these states; all when empty.
 	States []SessionState `protobuf:"varint,3,rep,packed,name=states,proto3,enum=fabro.agent.v1.SessionState" json:"states,omitempty"`
-	// Only the children of this session, when set.
+	// Optional. Only the children of this session, when set.
 	ParentSessionId string `protobuf:"bytes,4,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
-	// True lists subagent sessions too; root sessions only otherwise (ignored
-	// when parent_session_id is set).
+	// Optional. True lists subagent sessions too; root sessions only
+	// otherwise (ignored when parent_session_id is set).
 	IncludeSubagents bool `protobuf:"varint,5,opt,name=include_subagents,json=includeSubagents,proto3" json:"include_subagents,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -1290,7 +1528,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1540,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1553,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -1366,7 +1604,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1616,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1629,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1411,7 +1649,7 @@ func (x *ListSessionsResponse) GetNextPageToken() string {
 // CloseSessionRequest names a session to close.
 type CloseSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1419,7 +1657,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1669,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1682,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1465,7 +1703,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1715,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1728,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CloseSessionResponse) GetSession() *Session {
@@ -1500,14 +1738,97 @@ func (x *CloseSessionResponse) GetSession() *Session {
 	return nil
 }
 
+// DeleteSessionRequest names a session to delete.
+type DeleteSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The session.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionRequest) Reset() {
+	*x = DeleteSessionRequest{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionRequest) ProtoMessage() {}
+
+func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// DeleteSessionResponse confirms the deletion.
+type DeleteSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionResponse) Reset() {
+	*x = DeleteSessionResponse{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionResponse) ProtoMessage() {}
+
+func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+}
+
 // ResumeSessionRequest reloads a session from its record, optionally on a
 // new model, sandbox or options.
 type ResumeSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// A model selector to continue on instead of the recorded route; the
-	// recorded route when empty.
+	// Optional. A model selector to continue on instead of the recorded
+	// route; the recorded route when empty.
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	// A sandbox to continue in instead of the recorded one (required when the
 	// recorded sandbox is gone, such as an owned sandbox deleted on close).
@@ -1517,7 +1838,8 @@ type ResumeSessionRequest struct {
 	//	*ResumeSessionRequest_SandboxId
 	//	*ResumeSessionRequest_SandboxSpec
 	Sandbox isResumeSessionRequest_Sandbox `protobuf_oneof:"sandbox"`
-	// Options replacing the recorded ones; the recorded ones when unset.
+	// Optional. Options replacing the recorded ones; the recorded ones when
+	// unset.
 	Options       *AgentOptions `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1525,7 +1847,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1859,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1872,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -1604,12 +1926,12 @@ type isResumeSessionRequest_Sandbox interface {
 }
 
 type ResumeSessionRequest_SandboxId struct {
-	// An existing sandbox.
+	// Optional. An existing sandbox.
 	SandboxId string `protobuf:"bytes,3,opt,name=sandbox_id,json=sandboxId,proto3,oneof"`
 }
 
 type ResumeSessionRequest_SandboxSpec struct {
-	// A sandbox to create, owned by the session.
+	// Optional. A sandbox to create, owned by the session.
 	SandboxSpec *v1.SandboxSpec `protobuf:"bytes,4,opt,name=sandbox_spec,json=sandboxSpec,proto3,oneof"`
 }
 
@@ -1628,7 +1950,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1962,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1975,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -1666,23 +1988,32 @@ func (x *ResumeSessionResponse) GetSession() *Session {
 // StreamEventsRequest picks the events to stream.
 type StreamEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session.
+	// Required. The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// First sequence number to send; 0 or 1 means from the start.
+	// Optional. First sequence number to send; 0 or 1 means from the start.
+	// A client reattaching passes the last sequence it saw + 1.
 	FromSequence uint64 `protobuf:"varint,2,opt,name=from_sequence,json=fromSequence,proto3" json:"from_sequence,omitempty"`
-	// True keeps streaming live events after the replay until session_ended
-	// or cancellation; false stops at the newest committed event.
+	// Optional. True keeps streaming live events after the replay until
+	// session_ended (or, with prompt_id, that prompt's prompt_completed) or
+	// cancellation; false stops at the newest committed event.
 	Follow bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
-	// True adds the events of the session's subagents (all descendants), each
-	// with its own session_id and sequence, in the order they were committed.
+	// Optional. True adds the events of the session's subagents (all
+	// descendants), each with its own session_id and sequence, in the order
+	// they were committed.
 	IncludeSubagents bool `protobuf:"varint,4,opt,name=include_subagents,json=includeSubagents,proto3" json:"include_subagents,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Optional. Only what a Prompt call streams for this prompt: the
+	// session's events of the prompt (and, with include_subagents, its
+	// subagents' events without their deltas); the stream ends after its
+	// prompt_completed. How a client that lost its Prompt stream, or started
+	// the prompt with StartPrompt, watches it.
+	PromptId      string `protobuf:"bytes,5,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +2025,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +2038,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StreamEventsRequest) GetSessionId() string {
@@ -1738,7 +2069,15 @@ func (x *StreamEventsRequest) GetIncludeSubagents() bool {
 	return false
 }
 
-// StreamEventsResponse is one message of the StreamEvents stream.
+func (x *StreamEventsRequest) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
+// StreamEventsResponse is one message of the StreamEvents stream; wrapped,
+// as PromptResponse is, so both streams can grow fields without breaking.
 type StreamEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event.
@@ -1749,7 +2088,7 @@ type StreamEventsResponse struct {
 
 func (x *StreamEventsResponse) Reset() {
 	*x = StreamEventsResponse{}
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +2100,7 @@ func (x *StreamEventsResponse) String() string {
 func (*StreamEventsResponse) ProtoMessage() {}
 
 func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +2113,7 @@ func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamEventsResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamEventsResponse) GetEvent() *AgentEvent {
@@ -1788,7 +2127,7 @@ var File_fabro_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\"\x8e\x04\n" +
+	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\"\x8e\x04\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1f\n" +
 	"\n" +
@@ -1802,18 +2141,27 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientToolsB\t\n" +
 	"\asandbox\"J\n" +
 	"\x15CreateSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"s\n" +
-	"\rPromptRequest\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xaa\x01\n" +
+	"\rPromptRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12/\n" +
-	"\x13continue_unfinished\x18\x03 \x01(\bR\x12continueUnfinished\"B\n" +
+	"\x13continue_unfinished\x18\x03 \x01(\bR\x12continueUnfinished\x120\n" +
+	"\x14cancel_on_disconnect\x18\x04 \x01(\bR\x12cancelOnDisconnect\"B\n" +
 	"\x0ePromptResponse\x120\n" +
-	"\x05event\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentEventR\x05event\"\x9d\x01\n" +
-	"\fSteerRequest\x12\x1d\n" +
+	"\x05event\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentEventR\x05event\"}\n" +
+	"\x12StartPromptRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12-\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12/\n" +
+	"\x13continue_unfinished\x18\x03 \x01(\bR\x12continueUnfinished\"a\n" +
+	"\x13StartPromptResponse\x12 \n" +
+	"\tprompt_id\x18\x01 \x01(\tB\x03\xe0A\x03R\bpromptId\x12(\n" +
+	"\rfrom_sequence\x18\x02 \x01(\x04B\x03\xe0A\x03R\ffromSequence\"\xa7\x01\n" +
+	"\fSteerRequest\x12\"\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x17\n" +
+	"\x04text\x18\x02 \x01(\tB\x03\xe0A\x02R\x04text\x12-\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x19.fabro.agent.v1.SteerModeR\x04mode\x12+\n" +
 	"\x05actor\x18\x04 \x01(\v2\x15.fabro.agent.v1.ActorR\x05actor\"x\n" +
 	"\rSteerResponse\x12\x1f\n" +
@@ -1821,41 +2169,41 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"steeringId\x12\x1f\n" +
 	"\vqueue_depth\x18\x02 \x01(\x05R\n" +
 	"queueDepth\x12%\n" +
-	"\x0eevicted_oldest\x18\x03 \x01(\bR\revictedOldest\"q\n" +
-	"\x0fFollowUpRequest\x12\x1d\n" +
+	"\x0eevicted_oldest\x18\x03 \x01(\bR\revictedOldest\"{\n" +
+	"\x0fFollowUpRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12+\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x17\n" +
+	"\x04text\x18\x02 \x01(\tB\x03\xe0A\x02R\x04text\x12+\n" +
 	"\x05actor\x18\x03 \x01(\v2\x15.fabro.agent.v1.ActorR\x05actor\"U\n" +
 	"\x10FollowUpResponse\x12 \n" +
 	"\ffollow_up_id\x18\x01 \x01(\tR\n" +
 	"followUpId\x12\x1f\n" +
 	"\vqueue_depth\x18\x02 \x01(\x05R\n" +
-	"queueDepth\"1\n" +
-	"\x10InterruptRequest\x12\x1d\n" +
+	"queueDepth\"6\n" +
+	"\x10InterruptRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"U\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"U\n" +
 	"\x11InterruptResponse\x12 \n" +
 	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
-	"generation\"E\n" +
-	"\fAbortRequest\x12\x1d\n" +
+	"generation\"J\n" +
+	"\fAbortRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"F\n" +
 	"\rAbortResponse\x12\x18\n" +
 	"\aaborted\x18\x01 \x01(\bR\aaborted\x12\x1b\n" +
-	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\"2\n" +
-	"\x11GetHistoryRequest\x12\x1d\n" +
+	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\"7\n" +
+	"\x11GetHistoryRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"c\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"c\n" +
 	"\x12GetHistoryResponse\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.fabro.llm.v1.MessageR\bmessages\x12\x1a\n" +
-	"\bsequence\x18\x02 \x01(\x04R\bsequence\"3\n" +
-	"\x12GetSnapshotRequest\x12\x1d\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\"8\n" +
+	"\x12GetSnapshotRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xb8\x01\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"\xb8\x01\n" +
 	"\x0fEnvironmentInfo\x12+\n" +
 	"\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x1a\n" +
 	"\bplatform\x18\x02 \x01(\tR\bplatform\x12\x1d\n" +
@@ -1878,7 +2226,12 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\bsequence\x18\n" +
 	" \x01(\x04R\bsequence\"R\n" +
 	"\x13GetSnapshotResponse\x12;\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x1f.fabro.agent.v1.SessionSnapshotR\bsnapshot\"\xe0\x01\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x1f.fabro.agent.v1.SessionSnapshotR\bsnapshot\"7\n" +
+	"\x11GetSessionRequest\x12\"\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"L\n" +
+	"\x12GetSessionResponse\x126\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionB\x03\xe0A\x03R\asession\"\xe0\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -1888,15 +2241,19 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\x11include_subagents\x18\x05 \x01(\bR\x10includeSubagents\"s\n" +
 	"\x14ListSessionsResponse\x123\n" +
 	"\bsessions\x18\x01 \x03(\v2\x17.fabro.agent.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"4\n" +
-	"\x13CloseSessionRequest\x12\x1d\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"9\n" +
+	"\x13CloseSessionRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"I\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"I\n" +
 	"\x14CloseSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xf3\x01\n" +
-	"\x14ResumeSessionRequest\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\":\n" +
+	"\x14DeleteSessionRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\"\x17\n" +
+	"\x15DeleteSessionResponse\"\xf8\x01\n" +
+	"\x14ResumeSessionRequest\x12\"\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
 	"\n" +
 	"sandbox_id\x18\x03 \x01(\tH\x00R\tsandboxId\x12B\n" +
@@ -1904,31 +2261,36 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\aoptions\x18\x05 \x01(\v2\x1c.fabro.agent.v1.AgentOptionsR\aoptionsB\t\n" +
 	"\asandbox\"J\n" +
 	"\x15ResumeSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\x9e\x01\n" +
-	"\x13StreamEventsRequest\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\"\xc0\x01\n" +
+	"\x13StreamEventsRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12#\n" +
 	"\rfrom_sequence\x18\x02 \x01(\x04R\ffromSequence\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\x12+\n" +
-	"\x11include_subagents\x18\x04 \x01(\bR\x10includeSubagents\"H\n" +
+	"\x11include_subagents\x18\x04 \x01(\bR\x10includeSubagents\x12\x1b\n" +
+	"\tprompt_id\x18\x05 \x01(\tR\bpromptId\"H\n" +
 	"\x14StreamEventsResponse\x120\n" +
 	"\x05event\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentEventR\x05event*Q\n" +
 	"\tSteerMode\x12\x1a\n" +
 	"\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STEER_MODE_QUEUE\x10\x01\x12\x12\n" +
-	"\x0eSTEER_MODE_NOW\x10\x022\xb5\t\n" +
+	"\x0eSTEER_MODE_NOW\x10\x022\xc0\v\n" +
 	"\fAgentService\x12\\\n" +
 	"\rCreateSession\x12$.fabro.agent.v1.CreateSessionRequest\x1a%.fabro.agent.v1.CreateSessionResponse\x12I\n" +
-	"\x06Prompt\x12\x1d.fabro.agent.v1.PromptRequest\x1a\x1e.fabro.agent.v1.PromptResponse0\x01\x12D\n" +
+	"\x06Prompt\x12\x1d.fabro.agent.v1.PromptRequest\x1a\x1e.fabro.agent.v1.PromptResponse0\x01\x12V\n" +
+	"\vStartPrompt\x12\".fabro.agent.v1.StartPromptRequest\x1a#.fabro.agent.v1.StartPromptResponse\x12D\n" +
 	"\x05Steer\x12\x1c.fabro.agent.v1.SteerRequest\x1a\x1d.fabro.agent.v1.SteerResponse\x12M\n" +
 	"\bFollowUp\x12\x1f.fabro.agent.v1.FollowUpRequest\x1a .fabro.agent.v1.FollowUpResponse\x12P\n" +
 	"\tInterrupt\x12 .fabro.agent.v1.InterruptRequest\x1a!.fabro.agent.v1.InterruptResponse\x12D\n" +
 	"\x05Abort\x12\x1c.fabro.agent.v1.AbortRequest\x1a\x1d.fabro.agent.v1.AbortResponse\x12S\n" +
 	"\n" +
 	"GetHistory\x12!.fabro.agent.v1.GetHistoryRequest\x1a\".fabro.agent.v1.GetHistoryResponse\x12V\n" +
-	"\vGetSnapshot\x12\".fabro.agent.v1.GetSnapshotRequest\x1a#.fabro.agent.v1.GetSnapshotResponse\x12Y\n" +
+	"\vGetSnapshot\x12\".fabro.agent.v1.GetSnapshotRequest\x1a#.fabro.agent.v1.GetSnapshotResponse\x12S\n" +
+	"\n" +
+	"GetSession\x12!.fabro.agent.v1.GetSessionRequest\x1a\".fabro.agent.v1.GetSessionResponse\x12Y\n" +
 	"\fListSessions\x12#.fabro.agent.v1.ListSessionsRequest\x1a$.fabro.agent.v1.ListSessionsResponse\x12Y\n" +
 	"\fCloseSession\x12#.fabro.agent.v1.CloseSessionRequest\x1a$.fabro.agent.v1.CloseSessionResponse\x12\\\n" +
+	"\rDeleteSession\x12$.fabro.agent.v1.DeleteSessionRequest\x1a%.fabro.agent.v1.DeleteSessionResponse\x12\\\n" +
 	"\rResumeSession\x12$.fabro.agent.v1.ResumeSessionRequest\x1a%.fabro.agent.v1.ResumeSessionResponse\x12[\n" +
 	"\fStreamEvents\x12#.fabro.agent.v1.StreamEventsRequest\x1a$.fabro.agent.v1.StreamEventsResponse0\x01\x12J\n" +
 	"\aApprove\x12\x1e.fabro.agent.v1.ApproveRequest\x1a\x1f.fabro.agent.v1.ApproveResponse\x12e\n" +
@@ -1949,114 +2311,127 @@ func file_fabro_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fabro_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_fabro_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_fabro_agent_v1_agent_proto_goTypes = []any{
 	(SteerMode)(0),                   // 0: fabro.agent.v1.SteerMode
 	(*CreateSessionRequest)(nil),     // 1: fabro.agent.v1.CreateSessionRequest
 	(*CreateSessionResponse)(nil),    // 2: fabro.agent.v1.CreateSessionResponse
 	(*PromptRequest)(nil),            // 3: fabro.agent.v1.PromptRequest
 	(*PromptResponse)(nil),           // 4: fabro.agent.v1.PromptResponse
-	(*SteerRequest)(nil),             // 5: fabro.agent.v1.SteerRequest
-	(*SteerResponse)(nil),            // 6: fabro.agent.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 7: fabro.agent.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 8: fabro.agent.v1.FollowUpResponse
-	(*InterruptRequest)(nil),         // 9: fabro.agent.v1.InterruptRequest
-	(*InterruptResponse)(nil),        // 10: fabro.agent.v1.InterruptResponse
-	(*AbortRequest)(nil),             // 11: fabro.agent.v1.AbortRequest
-	(*AbortResponse)(nil),            // 12: fabro.agent.v1.AbortResponse
-	(*GetHistoryRequest)(nil),        // 13: fabro.agent.v1.GetHistoryRequest
-	(*GetHistoryResponse)(nil),       // 14: fabro.agent.v1.GetHistoryResponse
-	(*GetSnapshotRequest)(nil),       // 15: fabro.agent.v1.GetSnapshotRequest
-	(*EnvironmentInfo)(nil),          // 16: fabro.agent.v1.EnvironmentInfo
-	(*SessionSnapshot)(nil),          // 17: fabro.agent.v1.SessionSnapshot
-	(*GetSnapshotResponse)(nil),      // 18: fabro.agent.v1.GetSnapshotResponse
-	(*ListSessionsRequest)(nil),      // 19: fabro.agent.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 20: fabro.agent.v1.ListSessionsResponse
-	(*CloseSessionRequest)(nil),      // 21: fabro.agent.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 22: fabro.agent.v1.CloseSessionResponse
-	(*ResumeSessionRequest)(nil),     // 23: fabro.agent.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),    // 24: fabro.agent.v1.ResumeSessionResponse
-	(*StreamEventsRequest)(nil),      // 25: fabro.agent.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),     // 26: fabro.agent.v1.StreamEventsResponse
-	(*v1.SandboxSpec)(nil),           // 27: fabro.sandbox.v1.SandboxSpec
-	(PermissionLevel)(0),             // 28: fabro.agent.v1.PermissionLevel
-	(*AgentOptions)(nil),             // 29: fabro.agent.v1.AgentOptions
-	(*ToolSettings)(nil),             // 30: fabro.agent.v1.ToolSettings
-	(*ClientTool)(nil),               // 31: fabro.agent.v1.ClientTool
-	(*Session)(nil),                  // 32: fabro.agent.v1.Session
-	(*AgentEvent)(nil),               // 33: fabro.agent.v1.AgentEvent
-	(*Actor)(nil),                    // 34: fabro.agent.v1.Actor
-	(*v11.Message)(nil),              // 35: fabro.llm.v1.Message
-	(*SessionTool)(nil),              // 36: fabro.agent.v1.SessionTool
-	(*Memory)(nil),                   // 37: fabro.agent.v1.Memory
-	(*Skill)(nil),                    // 38: fabro.agent.v1.Skill
-	(*TodoList)(nil),                 // 39: fabro.agent.v1.TodoList
-	(SessionState)(0),                // 40: fabro.agent.v1.SessionState
-	(*ApproveRequest)(nil),           // 41: fabro.agent.v1.ApproveRequest
-	(*SubmitToolResultRequest)(nil),  // 42: fabro.agent.v1.SubmitToolResultRequest
-	(*ApproveResponse)(nil),          // 43: fabro.agent.v1.ApproveResponse
-	(*SubmitToolResultResponse)(nil), // 44: fabro.agent.v1.SubmitToolResultResponse
+	(*StartPromptRequest)(nil),       // 5: fabro.agent.v1.StartPromptRequest
+	(*StartPromptResponse)(nil),      // 6: fabro.agent.v1.StartPromptResponse
+	(*SteerRequest)(nil),             // 7: fabro.agent.v1.SteerRequest
+	(*SteerResponse)(nil),            // 8: fabro.agent.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 9: fabro.agent.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 10: fabro.agent.v1.FollowUpResponse
+	(*InterruptRequest)(nil),         // 11: fabro.agent.v1.InterruptRequest
+	(*InterruptResponse)(nil),        // 12: fabro.agent.v1.InterruptResponse
+	(*AbortRequest)(nil),             // 13: fabro.agent.v1.AbortRequest
+	(*AbortResponse)(nil),            // 14: fabro.agent.v1.AbortResponse
+	(*GetHistoryRequest)(nil),        // 15: fabro.agent.v1.GetHistoryRequest
+	(*GetHistoryResponse)(nil),       // 16: fabro.agent.v1.GetHistoryResponse
+	(*GetSnapshotRequest)(nil),       // 17: fabro.agent.v1.GetSnapshotRequest
+	(*EnvironmentInfo)(nil),          // 18: fabro.agent.v1.EnvironmentInfo
+	(*SessionSnapshot)(nil),          // 19: fabro.agent.v1.SessionSnapshot
+	(*GetSnapshotResponse)(nil),      // 20: fabro.agent.v1.GetSnapshotResponse
+	(*GetSessionRequest)(nil),        // 21: fabro.agent.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 22: fabro.agent.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 23: fabro.agent.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 24: fabro.agent.v1.ListSessionsResponse
+	(*CloseSessionRequest)(nil),      // 25: fabro.agent.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 26: fabro.agent.v1.CloseSessionResponse
+	(*DeleteSessionRequest)(nil),     // 27: fabro.agent.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 28: fabro.agent.v1.DeleteSessionResponse
+	(*ResumeSessionRequest)(nil),     // 29: fabro.agent.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),    // 30: fabro.agent.v1.ResumeSessionResponse
+	(*StreamEventsRequest)(nil),      // 31: fabro.agent.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),     // 32: fabro.agent.v1.StreamEventsResponse
+	(*v1.SandboxSpec)(nil),           // 33: fabro.sandbox.v1.SandboxSpec
+	(PermissionLevel)(0),             // 34: fabro.agent.v1.PermissionLevel
+	(*AgentOptions)(nil),             // 35: fabro.agent.v1.AgentOptions
+	(*ToolSettings)(nil),             // 36: fabro.agent.v1.ToolSettings
+	(*ClientTool)(nil),               // 37: fabro.agent.v1.ClientTool
+	(*Session)(nil),                  // 38: fabro.agent.v1.Session
+	(*AgentEvent)(nil),               // 39: fabro.agent.v1.AgentEvent
+	(*Actor)(nil),                    // 40: fabro.agent.v1.Actor
+	(*v11.Message)(nil),              // 41: fabro.llm.v1.Message
+	(*SessionTool)(nil),              // 42: fabro.agent.v1.SessionTool
+	(*Memory)(nil),                   // 43: fabro.agent.v1.Memory
+	(*Skill)(nil),                    // 44: fabro.agent.v1.Skill
+	(*TodoList)(nil),                 // 45: fabro.agent.v1.TodoList
+	(SessionState)(0),                // 46: fabro.agent.v1.SessionState
+	(*ApproveRequest)(nil),           // 47: fabro.agent.v1.ApproveRequest
+	(*SubmitToolResultRequest)(nil),  // 48: fabro.agent.v1.SubmitToolResultRequest
+	(*ApproveResponse)(nil),          // 49: fabro.agent.v1.ApproveResponse
+	(*SubmitToolResultResponse)(nil), // 50: fabro.agent.v1.SubmitToolResultResponse
 }
 var file_fabro_agent_v1_agent_proto_depIdxs = []int32{
-	27, // 0: fabro.agent.v1.CreateSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	28, // 1: fabro.agent.v1.CreateSessionRequest.permission_level:type_name -> fabro.agent.v1.PermissionLevel
-	29, // 2: fabro.agent.v1.CreateSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
-	30, // 3: fabro.agent.v1.CreateSessionRequest.settings:type_name -> fabro.agent.v1.ToolSettings
-	31, // 4: fabro.agent.v1.CreateSessionRequest.client_tools:type_name -> fabro.agent.v1.ClientTool
-	32, // 5: fabro.agent.v1.CreateSessionResponse.session:type_name -> fabro.agent.v1.Session
-	33, // 6: fabro.agent.v1.PromptResponse.event:type_name -> fabro.agent.v1.AgentEvent
+	33, // 0: fabro.agent.v1.CreateSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	34, // 1: fabro.agent.v1.CreateSessionRequest.permission_level:type_name -> fabro.agent.v1.PermissionLevel
+	35, // 2: fabro.agent.v1.CreateSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
+	36, // 3: fabro.agent.v1.CreateSessionRequest.settings:type_name -> fabro.agent.v1.ToolSettings
+	37, // 4: fabro.agent.v1.CreateSessionRequest.client_tools:type_name -> fabro.agent.v1.ClientTool
+	38, // 5: fabro.agent.v1.CreateSessionResponse.session:type_name -> fabro.agent.v1.Session
+	39, // 6: fabro.agent.v1.PromptResponse.event:type_name -> fabro.agent.v1.AgentEvent
 	0,  // 7: fabro.agent.v1.SteerRequest.mode:type_name -> fabro.agent.v1.SteerMode
-	34, // 8: fabro.agent.v1.SteerRequest.actor:type_name -> fabro.agent.v1.Actor
-	34, // 9: fabro.agent.v1.FollowUpRequest.actor:type_name -> fabro.agent.v1.Actor
-	35, // 10: fabro.agent.v1.GetHistoryResponse.messages:type_name -> fabro.llm.v1.Message
-	32, // 11: fabro.agent.v1.SessionSnapshot.session:type_name -> fabro.agent.v1.Session
-	29, // 12: fabro.agent.v1.SessionSnapshot.options:type_name -> fabro.agent.v1.AgentOptions
-	36, // 13: fabro.agent.v1.SessionSnapshot.tools:type_name -> fabro.agent.v1.SessionTool
-	37, // 14: fabro.agent.v1.SessionSnapshot.memory:type_name -> fabro.agent.v1.Memory
-	38, // 15: fabro.agent.v1.SessionSnapshot.skills:type_name -> fabro.agent.v1.Skill
-	39, // 16: fabro.agent.v1.SessionSnapshot.todo_lists:type_name -> fabro.agent.v1.TodoList
-	16, // 17: fabro.agent.v1.SessionSnapshot.environment:type_name -> fabro.agent.v1.EnvironmentInfo
-	17, // 18: fabro.agent.v1.GetSnapshotResponse.snapshot:type_name -> fabro.agent.v1.SessionSnapshot
-	40, // 19: fabro.agent.v1.ListSessionsRequest.states:type_name -> fabro.agent.v1.SessionState
-	32, // 20: fabro.agent.v1.ListSessionsResponse.sessions:type_name -> fabro.agent.v1.Session
-	32, // 21: fabro.agent.v1.CloseSessionResponse.session:type_name -> fabro.agent.v1.Session
-	27, // 22: fabro.agent.v1.ResumeSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	29, // 23: fabro.agent.v1.ResumeSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
-	32, // 24: fabro.agent.v1.ResumeSessionResponse.session:type_name -> fabro.agent.v1.Session
-	33, // 25: fabro.agent.v1.StreamEventsResponse.event:type_name -> fabro.agent.v1.AgentEvent
-	1,  // 26: fabro.agent.v1.AgentService.CreateSession:input_type -> fabro.agent.v1.CreateSessionRequest
-	3,  // 27: fabro.agent.v1.AgentService.Prompt:input_type -> fabro.agent.v1.PromptRequest
-	5,  // 28: fabro.agent.v1.AgentService.Steer:input_type -> fabro.agent.v1.SteerRequest
-	7,  // 29: fabro.agent.v1.AgentService.FollowUp:input_type -> fabro.agent.v1.FollowUpRequest
-	9,  // 30: fabro.agent.v1.AgentService.Interrupt:input_type -> fabro.agent.v1.InterruptRequest
-	11, // 31: fabro.agent.v1.AgentService.Abort:input_type -> fabro.agent.v1.AbortRequest
-	13, // 32: fabro.agent.v1.AgentService.GetHistory:input_type -> fabro.agent.v1.GetHistoryRequest
-	15, // 33: fabro.agent.v1.AgentService.GetSnapshot:input_type -> fabro.agent.v1.GetSnapshotRequest
-	19, // 34: fabro.agent.v1.AgentService.ListSessions:input_type -> fabro.agent.v1.ListSessionsRequest
-	21, // 35: fabro.agent.v1.AgentService.CloseSession:input_type -> fabro.agent.v1.CloseSessionRequest
-	23, // 36: fabro.agent.v1.AgentService.ResumeSession:input_type -> fabro.agent.v1.ResumeSessionRequest
-	25, // 37: fabro.agent.v1.AgentService.StreamEvents:input_type -> fabro.agent.v1.StreamEventsRequest
-	41, // 38: fabro.agent.v1.AgentService.Approve:input_type -> fabro.agent.v1.ApproveRequest
-	42, // 39: fabro.agent.v1.AgentService.SubmitToolResult:input_type -> fabro.agent.v1.SubmitToolResultRequest
-	2,  // 40: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
-	4,  // 41: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
-	6,  // 42: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
-	8,  // 43: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
-	10, // 44: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
-	12, // 45: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
-	14, // 46: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
-	18, // 47: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
-	20, // 48: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
-	22, // 49: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
-	24, // 50: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
-	26, // 51: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
-	43, // 52: fabro.agent.v1.AgentService.Approve:output_type -> fabro.agent.v1.ApproveResponse
-	44, // 53: fabro.agent.v1.AgentService.SubmitToolResult:output_type -> fabro.agent.v1.SubmitToolResultResponse
-	40, // [40:54] is the sub-list for method output_type
-	26, // [26:40] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	40, // 8: fabro.agent.v1.SteerRequest.actor:type_name -> fabro.agent.v1.Actor
+	40, // 9: fabro.agent.v1.FollowUpRequest.actor:type_name -> fabro.agent.v1.Actor
+	41, // 10: fabro.agent.v1.GetHistoryResponse.messages:type_name -> fabro.llm.v1.Message
+	38, // 11: fabro.agent.v1.SessionSnapshot.session:type_name -> fabro.agent.v1.Session
+	35, // 12: fabro.agent.v1.SessionSnapshot.options:type_name -> fabro.agent.v1.AgentOptions
+	42, // 13: fabro.agent.v1.SessionSnapshot.tools:type_name -> fabro.agent.v1.SessionTool
+	43, // 14: fabro.agent.v1.SessionSnapshot.memory:type_name -> fabro.agent.v1.Memory
+	44, // 15: fabro.agent.v1.SessionSnapshot.skills:type_name -> fabro.agent.v1.Skill
+	45, // 16: fabro.agent.v1.SessionSnapshot.todo_lists:type_name -> fabro.agent.v1.TodoList
+	18, // 17: fabro.agent.v1.SessionSnapshot.environment:type_name -> fabro.agent.v1.EnvironmentInfo
+	19, // 18: fabro.agent.v1.GetSnapshotResponse.snapshot:type_name -> fabro.agent.v1.SessionSnapshot
+	38, // 19: fabro.agent.v1.GetSessionResponse.session:type_name -> fabro.agent.v1.Session
+	46, // 20: fabro.agent.v1.ListSessionsRequest.states:type_name -> fabro.agent.v1.SessionState
+	38, // 21: fabro.agent.v1.ListSessionsResponse.sessions:type_name -> fabro.agent.v1.Session
+	38, // 22: fabro.agent.v1.CloseSessionResponse.session:type_name -> fabro.agent.v1.Session
+	33, // 23: fabro.agent.v1.ResumeSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	35, // 24: fabro.agent.v1.ResumeSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
+	38, // 25: fabro.agent.v1.ResumeSessionResponse.session:type_name -> fabro.agent.v1.Session
+	39, // 26: fabro.agent.v1.StreamEventsResponse.event:type_name -> fabro.agent.v1.AgentEvent
+	1,  // 27: fabro.agent.v1.AgentService.CreateSession:input_type -> fabro.agent.v1.CreateSessionRequest
+	3,  // 28: fabro.agent.v1.AgentService.Prompt:input_type -> fabro.agent.v1.PromptRequest
+	5,  // 29: fabro.agent.v1.AgentService.StartPrompt:input_type -> fabro.agent.v1.StartPromptRequest
+	7,  // 30: fabro.agent.v1.AgentService.Steer:input_type -> fabro.agent.v1.SteerRequest
+	9,  // 31: fabro.agent.v1.AgentService.FollowUp:input_type -> fabro.agent.v1.FollowUpRequest
+	11, // 32: fabro.agent.v1.AgentService.Interrupt:input_type -> fabro.agent.v1.InterruptRequest
+	13, // 33: fabro.agent.v1.AgentService.Abort:input_type -> fabro.agent.v1.AbortRequest
+	15, // 34: fabro.agent.v1.AgentService.GetHistory:input_type -> fabro.agent.v1.GetHistoryRequest
+	17, // 35: fabro.agent.v1.AgentService.GetSnapshot:input_type -> fabro.agent.v1.GetSnapshotRequest
+	21, // 36: fabro.agent.v1.AgentService.GetSession:input_type -> fabro.agent.v1.GetSessionRequest
+	23, // 37: fabro.agent.v1.AgentService.ListSessions:input_type -> fabro.agent.v1.ListSessionsRequest
+	25, // 38: fabro.agent.v1.AgentService.CloseSession:input_type -> fabro.agent.v1.CloseSessionRequest
+	27, // 39: fabro.agent.v1.AgentService.DeleteSession:input_type -> fabro.agent.v1.DeleteSessionRequest
+	29, // 40: fabro.agent.v1.AgentService.ResumeSession:input_type -> fabro.agent.v1.ResumeSessionRequest
+	31, // 41: fabro.agent.v1.AgentService.StreamEvents:input_type -> fabro.agent.v1.StreamEventsRequest
+	47, // 42: fabro.agent.v1.AgentService.Approve:input_type -> fabro.agent.v1.ApproveRequest
+	48, // 43: fabro.agent.v1.AgentService.SubmitToolResult:input_type -> fabro.agent.v1.SubmitToolResultRequest
+	2,  // 44: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
+	4,  // 45: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
+	6,  // 46: fabro.agent.v1.AgentService.StartPrompt:output_type -> fabro.agent.v1.StartPromptResponse
+	8,  // 47: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
+	10, // 48: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
+	12, // 49: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
+	14, // 50: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
+	16, // 51: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
+	20, // 52: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
+	22, // 53: fabro.agent.v1.AgentService.GetSession:output_type -> fabro.agent.v1.GetSessionResponse
+	24, // 54: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
+	26, // 55: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
+	28, // 56: fabro.agent.v1.AgentService.DeleteSession:output_type -> fabro.agent.v1.DeleteSessionResponse
+	30, // 57: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
+	32, // 58: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
+	49, // 59: fabro.agent.v1.AgentService.Approve:output_type -> fabro.agent.v1.ApproveResponse
+	50, // 60: fabro.agent.v1.AgentService.SubmitToolResult:output_type -> fabro.agent.v1.SubmitToolResultResponse
+	44, // [44:61] is the sub-list for method output_type
+	27, // [27:44] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_agent_proto_init() }
@@ -2071,7 +2446,7 @@ func file_fabro_agent_v1_agent_proto_init() {
 		(*CreateSessionRequest_SandboxId)(nil),
 		(*CreateSessionRequest_SandboxSpec)(nil),
 	}
-	file_fabro_agent_v1_agent_proto_msgTypes[22].OneofWrappers = []any{
+	file_fabro_agent_v1_agent_proto_msgTypes[28].OneofWrappers = []any{
 		(*ResumeSessionRequest_SandboxId)(nil),
 		(*ResumeSessionRequest_SandboxSpec)(nil),
 	}
@@ -2081,7 +2456,7 @@ func file_fabro_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_agent_v1_agent_proto_rawDesc), len(file_fabro_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

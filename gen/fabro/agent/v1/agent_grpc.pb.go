@@ -21,14 +21,17 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AgentService_CreateSession_FullMethodName    = "/fabro.agent.v1.AgentService/CreateSession"
 	AgentService_Prompt_FullMethodName           = "/fabro.agent.v1.AgentService/Prompt"
+	AgentService_StartPrompt_FullMethodName      = "/fabro.agent.v1.AgentService/StartPrompt"
 	AgentService_Steer_FullMethodName            = "/fabro.agent.v1.AgentService/Steer"
 	AgentService_FollowUp_FullMethodName         = "/fabro.agent.v1.AgentService/FollowUp"
 	AgentService_Interrupt_FullMethodName        = "/fabro.agent.v1.AgentService/Interrupt"
 	AgentService_Abort_FullMethodName            = "/fabro.agent.v1.AgentService/Abort"
 	AgentService_GetHistory_FullMethodName       = "/fabro.agent.v1.AgentService/GetHistory"
 	AgentService_GetSnapshot_FullMethodName      = "/fabro.agent.v1.AgentService/GetSnapshot"
+	AgentService_GetSession_FullMethodName       = "/fabro.agent.v1.AgentService/GetSession"
 	AgentService_ListSessions_FullMethodName     = "/fabro.agent.v1.AgentService/ListSessions"
 	AgentService_CloseSession_FullMethodName     = "/fabro.agent.v1.AgentService/CloseSession"
+	AgentService_DeleteSession_FullMethodName    = "/fabro.agent.v1.AgentService/DeleteSession"
 	AgentService_ResumeSession_FullMethodName    = "/fabro.agent.v1.AgentService/ResumeSession"
 	AgentService_StreamEvents_FullMethodName     = "/fabro.agent.v1.AgentService/StreamEvents"
 	AgentService_Approve_FullMethodName          = "/fabro.agent.v1.AgentService/Approve"
@@ -62,8 +65,28 @@ const (
 // Nats-Msg-Id "<session_id>:<sequence>" for deduplication. Prompt streams the
 // same events to its caller; StreamEvents replays them for late joiners.
 //
-// Errors common to every RPC naming a session: INVALID_ARGUMENT for an empty
-// session_id, NOT_FOUND for an unknown one. Each RPC lists its other codes.
+// Prompts outlive their callers: a prompt runs in the service, not in the
+// call that started it. StartPrompt starts one and returns at once; Prompt
+// starts one and streams it, and a Prompt client that disconnects leaves the
+// prompt running unless it asked for cancel_on_disconnect. Any number of
+// clients watch a session with StreamEvents from any sequence number and
+// reconnect freely: from the last sequence seen + 1 they get every event
+// once, with no gap.
+//
+// Sessions: a session is IDLE, RUNNING or PARKED while loaded, CLOSED once
+// closed (or expired after the service's idle time to live), and SUSPENDED
+// when the service restarted while it was open. Closed and suspended
+// sessions live only in their durable record until ResumeSession; every RPC
+// that reads a session works on them too. DeleteSession removes a session
+// for good.
+//
+// Errors are google.rpc.Status with a google.rpc.ErrorInfo of domain
+// agent.fabro.dev (reasons in docs/ERRORS.md), a BadRequest naming the field
+// for INVALID_ARGUMENT, and a RetryInfo where a retry can succeed. Errors
+// common to every RPC naming a session: INVALID_ARGUMENT (FIELD_REQUIRED) for
+// an empty session_id and for one that is not a session id (letters, digits,
+// "_" and "-"), NOT_FOUND (SESSION_NOT_FOUND) for an unknown or deleted one.
+// Each RPC lists its other codes.
 type AgentServiceClient interface {
 	// CreateSession builds a session: resolves the model selector through the
 	// gateway's catalog (profile, tools, defaults), attaches or creates the
@@ -77,7 +100,10 @@ type AgentServiceClient interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open or the child would be deeper than max_depth;
+	// has max_open_sessions open or the child would be deeper than max_depth
+	// (TREE_LIMIT), or when the caller already has the service's maximum of
+	// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+	// expire);
 	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -92,13 +118,20 @@ type AgentServiceClient interface {
 	// text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 	// fails, times out or is aborted still ends the stream with OK status and a
 	// report saying so; only a prompt that could not start gets an error.
-	// Cancelling the call aborts the prompt (use StreamEvents to watch without
-	// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+	// A client that cancels the call or loses its connection stops watching;
+	// the prompt goes on (reattach with StreamEvents from the last sequence
+	// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+	// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 	// a prompt is already running (queue it with FollowUp instead), or with
 	// continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 	// empty text without continue_unfinished, or text with it; INTERNAL when the
 	// durable event log refuses an event (the session then ends).
 	Prompt(ctx context.Context, in *PromptRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PromptResponse], error)
+	// StartPrompt starts a prompt, as Prompt does, and returns at once with
+	// its id and the sequence number its events start at; nobody needs to
+	// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+	// number of clients. Errors as for Prompt.
+	StartPrompt(ctx context.Context, in *StartPromptRequest, opts ...grpc.CallOption) (*StartPromptResponse, error)
 	// Steer sends guidance to the running prompt. STEER_MODE_QUEUE delivers it
 	// at the next round boundary (before the next model call); STEER_MODE_NOW
 	// first interrupts the current round (cancels the model stream and the
@@ -130,11 +163,19 @@ type AgentServiceClient interface {
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
 	// GetSnapshot returns the session's identity, model route, tools, memory,
 	// skills, todo lists and effective options, as of its last committed
-	// event. FAILED_PRECONDITION for a suspended session (only its Session is
-	// known until ResumeSession).
+	// event. FAILED_PRECONDITION for a session that is not loaded, closed
+	// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+	// history are on record until ResumeSession.
 	GetSnapshot(ctx context.Context, in *GetSnapshotRequest, opts ...grpc.CallOption) (*GetSnapshotResponse, error)
-	// ListSessions lists sessions, newest first, in pages. INVALID_ARGUMENT for
-	// a negative page_size or a page_token this service did not issue.
+	// GetSession returns a session's identity and state, loaded or not
+	// (closed and suspended sessions from their record). DATA_LOSS when its
+	// record is corrupt.
+	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
+	// ListSessions lists sessions in pages, ordered by session_id descending,
+	// which is newest first (a session id begins with its creation time), so a
+	// session created while a client pages never shifts the pages it has not
+	// read. INVALID_ARGUMENT for a negative page_size, an unknown state, or a
+	// page_token this service did not issue or issued for other filters.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// CloseSession ends a session: aborts its running prompt, closes its
 	// subagents (5 s grace), emits session_ended, writes the final record, and
@@ -142,6 +183,11 @@ type AgentServiceClient interface {
 	// session succeeds and changes nothing. A closed session keeps its history
 	// and events; Prompt to it gets FAILED_PRECONDITION until ResumeSession.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
+	// DeleteSession removes a session for good: closes it first when it is
+	// loaded (as CloseSession), then deletes its durable record and purges its
+	// events from the stream. Its subagents are deleted with it. Every call
+	// naming it afterwards gets NOT_FOUND, DeleteSession included.
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 	// ResumeSession loads a session from its durable SessionRecord (a closed
 	// one, or a suspended one after a service restart) and emits
 	// session_started with resumed true, continuing the sequence. A prompt
@@ -155,9 +201,12 @@ type AgentServiceClient interface {
 	ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error)
 	// StreamEvents replays a session's events from a sequence number from the
 	// durable log, then, with follow, keeps streaming live ones until the
-	// session ends or the caller cancels. It is how late joiners catch up;
-	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
-	// the next sequence, or older than the oldest the log still retains.
+	// session ends or the caller cancels. It is how late joiners catch up and
+	// how a client that lost its Prompt stream reattaches: from the last
+	// sequence it saw + 1 it gets every later event exactly once. Any number of
+	// clients may watch one session; cancelling a watch affects nothing.
+	// OUT_OF_RANGE when from_sequence is past the next sequence, or older than
+	// the oldest the log still retains (EVENTS_EXPIRED).
 	StreamEvents(ctx context.Context, in *StreamEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEventsResponse], error)
 	// Approve answers an approval_requested event: allow the call once, allow
 	// the tool for the rest of the session, or deny it with a message the
@@ -208,6 +257,16 @@ func (c *agentServiceClient) Prompt(ctx context.Context, in *PromptRequest, opts
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_PromptClient = grpc.ServerStreamingClient[PromptResponse]
+
+func (c *agentServiceClient) StartPrompt(ctx context.Context, in *StartPromptRequest, opts ...grpc.CallOption) (*StartPromptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartPromptResponse)
+	err := c.cc.Invoke(ctx, AgentService_StartPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *agentServiceClient) Steer(ctx context.Context, in *SteerRequest, opts ...grpc.CallOption) (*SteerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -269,6 +328,16 @@ func (c *agentServiceClient) GetSnapshot(ctx context.Context, in *GetSnapshotReq
 	return out, nil
 }
 
+func (c *agentServiceClient) GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListSessionsResponse)
@@ -283,6 +352,16 @@ func (c *agentServiceClient) CloseSession(ctx context.Context, in *CloseSessionR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CloseSessionResponse)
 	err := c.cc.Invoke(ctx, AgentService_CloseSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_DeleteSession_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -365,8 +444,28 @@ func (c *agentServiceClient) SubmitToolResult(ctx context.Context, in *SubmitToo
 // Nats-Msg-Id "<session_id>:<sequence>" for deduplication. Prompt streams the
 // same events to its caller; StreamEvents replays them for late joiners.
 //
-// Errors common to every RPC naming a session: INVALID_ARGUMENT for an empty
-// session_id, NOT_FOUND for an unknown one. Each RPC lists its other codes.
+// Prompts outlive their callers: a prompt runs in the service, not in the
+// call that started it. StartPrompt starts one and returns at once; Prompt
+// starts one and streams it, and a Prompt client that disconnects leaves the
+// prompt running unless it asked for cancel_on_disconnect. Any number of
+// clients watch a session with StreamEvents from any sequence number and
+// reconnect freely: from the last sequence seen + 1 they get every event
+// once, with no gap.
+//
+// Sessions: a session is IDLE, RUNNING or PARKED while loaded, CLOSED once
+// closed (or expired after the service's idle time to live), and SUSPENDED
+// when the service restarted while it was open. Closed and suspended
+// sessions live only in their durable record until ResumeSession; every RPC
+// that reads a session works on them too. DeleteSession removes a session
+// for good.
+//
+// Errors are google.rpc.Status with a google.rpc.ErrorInfo of domain
+// agent.fabro.dev (reasons in docs/ERRORS.md), a BadRequest naming the field
+// for INVALID_ARGUMENT, and a RetryInfo where a retry can succeed. Errors
+// common to every RPC naming a session: INVALID_ARGUMENT (FIELD_REQUIRED) for
+// an empty session_id and for one that is not a session id (letters, digits,
+// "_" and "-"), NOT_FOUND (SESSION_NOT_FOUND) for an unknown or deleted one.
+// Each RPC lists its other codes.
 type AgentServiceServer interface {
 	// CreateSession builds a session: resolves the model selector through the
 	// gateway's catalog (profile, tools, defaults), attaches or creates the
@@ -380,7 +479,10 @@ type AgentServiceServer interface {
 	// permission level than its parent; FAILED_PRECONDITION when the parent
 	// session is closed, the sandbox is not ready, or the model's provider has
 	// no usable credential; RESOURCE_EXHAUSTED when the parent's tree already
-	// has max_open_sessions open or the child would be deeper than max_depth;
+	// has max_open_sessions open or the child would be deeper than max_depth
+	// (TREE_LIMIT), or when the caller already has the service's maximum of
+	// open root sessions (SESSION_LIMIT; close one, or wait for idle ones to
+	// expire);
 	// UNAVAILABLE when the gateway or the sandbox
 	// service cannot be reached. Tool settings: INVALID_ARGUMENT (ErrorInfo
 	// INVALID_SETTINGS with file, line and rule) for a settings file or rule
@@ -395,13 +497,20 @@ type AgentServiceServer interface {
 	// text_delta, reasoning_delta and tool_call_output_delta. A prompt that
 	// fails, times out or is aborted still ends the stream with OK status and a
 	// report saying so; only a prompt that could not start gets an error.
-	// Cancelling the call aborts the prompt (use StreamEvents to watch without
-	// owning it). FAILED_PRECONDITION for a closed or suspended session, or when
+	// A client that cancels the call or loses its connection stops watching;
+	// the prompt goes on (reattach with StreamEvents from the last sequence
+	// seen + 1, with prompt_id) unless cancel_on_disconnect asks for it to be
+	// aborted. FAILED_PRECONDITION for a closed or suspended session, or when
 	// a prompt is already running (queue it with FollowUp instead), or with
 	// continue_unfinished when there is nothing unfinished; INVALID_ARGUMENT for
 	// empty text without continue_unfinished, or text with it; INTERNAL when the
 	// durable event log refuses an event (the session then ends).
 	Prompt(*PromptRequest, grpc.ServerStreamingServer[PromptResponse]) error
+	// StartPrompt starts a prompt, as Prompt does, and returns at once with
+	// its id and the sequence number its events start at; nobody needs to
+	// watch it. Watch it with StreamEvents(from_sequence, prompt_id), from any
+	// number of clients. Errors as for Prompt.
+	StartPrompt(context.Context, *StartPromptRequest) (*StartPromptResponse, error)
 	// Steer sends guidance to the running prompt. STEER_MODE_QUEUE delivers it
 	// at the next round boundary (before the next model call); STEER_MODE_NOW
 	// first interrupts the current round (cancels the model stream and the
@@ -433,11 +542,19 @@ type AgentServiceServer interface {
 	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
 	// GetSnapshot returns the session's identity, model route, tools, memory,
 	// skills, todo lists and effective options, as of its last committed
-	// event. FAILED_PRECONDITION for a suspended session (only its Session is
-	// known until ResumeSession).
+	// event. FAILED_PRECONDITION for a session that is not loaded, closed
+	// (SESSION_CLOSED) or suspended (SESSION_SUSPENDED): only its Session and
+	// history are on record until ResumeSession.
 	GetSnapshot(context.Context, *GetSnapshotRequest) (*GetSnapshotResponse, error)
-	// ListSessions lists sessions, newest first, in pages. INVALID_ARGUMENT for
-	// a negative page_size or a page_token this service did not issue.
+	// GetSession returns a session's identity and state, loaded or not
+	// (closed and suspended sessions from their record). DATA_LOSS when its
+	// record is corrupt.
+	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
+	// ListSessions lists sessions in pages, ordered by session_id descending,
+	// which is newest first (a session id begins with its creation time), so a
+	// session created while a client pages never shifts the pages it has not
+	// read. INVALID_ARGUMENT for a negative page_size, an unknown state, or a
+	// page_token this service did not issue or issued for other filters.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// CloseSession ends a session: aborts its running prompt, closes its
 	// subagents (5 s grace), emits session_ended, writes the final record, and
@@ -445,6 +562,11 @@ type AgentServiceServer interface {
 	// session succeeds and changes nothing. A closed session keeps its history
 	// and events; Prompt to it gets FAILED_PRECONDITION until ResumeSession.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
+	// DeleteSession removes a session for good: closes it first when it is
+	// loaded (as CloseSession), then deletes its durable record and purges its
+	// events from the stream. Its subagents are deleted with it. Every call
+	// naming it afterwards gets NOT_FOUND, DeleteSession included.
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	// ResumeSession loads a session from its durable SessionRecord (a closed
 	// one, or a suspended one after a service restart) and emits
 	// session_started with resumed true, continuing the sequence. A prompt
@@ -458,9 +580,12 @@ type AgentServiceServer interface {
 	ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error)
 	// StreamEvents replays a session's events from a sequence number from the
 	// durable log, then, with follow, keeps streaming live ones until the
-	// session ends or the caller cancels. It is how late joiners catch up;
-	// cancelling it affects nothing. OUT_OF_RANGE when from_sequence is past
-	// the next sequence, or older than the oldest the log still retains.
+	// session ends or the caller cancels. It is how late joiners catch up and
+	// how a client that lost its Prompt stream reattaches: from the last
+	// sequence it saw + 1 it gets every later event exactly once. Any number of
+	// clients may watch one session; cancelling a watch affects nothing.
+	// OUT_OF_RANGE when from_sequence is past the next sequence, or older than
+	// the oldest the log still retains (EVENTS_EXPIRED).
 	StreamEvents(*StreamEventsRequest, grpc.ServerStreamingServer[StreamEventsResponse]) error
 	// Approve answers an approval_requested event: allow the call once, allow
 	// the tool for the rest of the session, or deny it with a message the
@@ -489,6 +614,9 @@ func (UnimplementedAgentServiceServer) CreateSession(context.Context, *CreateSes
 func (UnimplementedAgentServiceServer) Prompt(*PromptRequest, grpc.ServerStreamingServer[PromptResponse]) error {
 	return status.Error(codes.Unimplemented, "method Prompt not implemented")
 }
+func (UnimplementedAgentServiceServer) StartPrompt(context.Context, *StartPromptRequest) (*StartPromptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartPrompt not implemented")
+}
 func (UnimplementedAgentServiceServer) Steer(context.Context, *SteerRequest) (*SteerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Steer not implemented")
 }
@@ -507,11 +635,17 @@ func (UnimplementedAgentServiceServer) GetHistory(context.Context, *GetHistoryRe
 func (UnimplementedAgentServiceServer) GetSnapshot(context.Context, *GetSnapshotRequest) (*GetSnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSnapshot not implemented")
 }
+func (UnimplementedAgentServiceServer) GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSession not implemented")
+}
 func (UnimplementedAgentServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
 }
 func (UnimplementedAgentServiceServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
+}
+func (UnimplementedAgentServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
 }
 func (UnimplementedAgentServiceServer) ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeSession not implemented")
@@ -574,6 +708,24 @@ func _AgentService_Prompt_Handler(srv interface{}, stream grpc.ServerStream) err
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_PromptServer = grpc.ServerStreamingServer[PromptResponse]
+
+func _AgentService_StartPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartPromptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).StartPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_StartPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).StartPrompt(ctx, req.(*StartPromptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _AgentService_Steer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SteerRequest)
@@ -683,6 +835,24 @@ func _AgentService_GetSnapshot_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_GetSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetSession(ctx, req.(*GetSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_ListSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListSessionsRequest)
 	if err := dec(in); err != nil {
@@ -715,6 +885,24 @@ func _AgentService_CloseSession_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AgentServiceServer).CloseSession(ctx, req.(*CloseSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DeleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -796,6 +984,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AgentService_CreateSession_Handler,
 		},
 		{
+			MethodName: "StartPrompt",
+			Handler:    _AgentService_StartPrompt_Handler,
+		},
+		{
 			MethodName: "Steer",
 			Handler:    _AgentService_Steer_Handler,
 		},
@@ -820,12 +1012,20 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AgentService_GetSnapshot_Handler,
 		},
 		{
+			MethodName: "GetSession",
+			Handler:    _AgentService_GetSession_Handler,
+		},
+		{
 			MethodName: "ListSessions",
 			Handler:    _AgentService_ListSessions_Handler,
 		},
 		{
 			MethodName: "CloseSession",
 			Handler:    _AgentService_CloseSession_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _AgentService_DeleteSession_Handler,
 		},
 		{
 			MethodName: "ResumeSession",

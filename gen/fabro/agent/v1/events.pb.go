@@ -35,6 +35,8 @@ const (
 	SessionEndReason_SESSION_END_REASON_CLOSED SessionEndReason = 1
 	// An error ended it (sandbox gone, event log failure).
 	SessionEndReason_SESSION_END_REASON_ERROR SessionEndReason = 2
+	// It stayed idle longer than the service's idle time to live.
+	SessionEndReason_SESSION_END_REASON_IDLE_EXPIRED SessionEndReason = 3
 )
 
 // Enum value maps for SessionEndReason.
@@ -43,11 +45,13 @@ var (
 		0: "SESSION_END_REASON_UNSPECIFIED",
 		1: "SESSION_END_REASON_CLOSED",
 		2: "SESSION_END_REASON_ERROR",
+		3: "SESSION_END_REASON_IDLE_EXPIRED",
 	}
 	SessionEndReason_value = map[string]int32{
-		"SESSION_END_REASON_UNSPECIFIED": 0,
-		"SESSION_END_REASON_CLOSED":      1,
-		"SESSION_END_REASON_ERROR":       2,
+		"SESSION_END_REASON_UNSPECIFIED":  0,
+		"SESSION_END_REASON_CLOSED":       1,
+		"SESSION_END_REASON_ERROR":        2,
+		"SESSION_END_REASON_IDLE_EXPIRED": 3,
 	}
 )
 
@@ -2847,11 +2851,11 @@ func (x *SkillActivated) GetSource() SkillSource {
 // Actor says who sent a steering message or a follow-up.
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What kind of sender: "user", "hook", "system", "agent" ...
+	// Optional. What kind of sender: "user", "hook", "system", "agent" ...
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	// The sender's id, when known.
-	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	// A name to show.
+	// Optional. The sender's id, when known.
+	ActorId string `protobuf:"bytes,2,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	// Optional. A name to show.
 	DisplayName   string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2894,9 +2898,9 @@ func (x *Actor) GetKind() string {
 	return ""
 }
 
-func (x *Actor) GetId() string {
+func (x *Actor) GetActorId() string {
 	if x != nil {
-		return x.Id
+		return x.ActorId
 	}
 	return ""
 }
@@ -4052,10 +4056,10 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\x0eSkillActivated\x12\x1d\n" +
 	"\n" +
 	"skill_name\x18\x01 \x01(\tR\tskillName\x123\n" +
-	"\x06source\x18\x02 \x01(\x0e2\x1b.fabro.agent.v1.SkillSourceR\x06source\"N\n" +
+	"\x06source\x18\x02 \x01(\x0e2\x1b.fabro.agent.v1.SkillSourceR\x06source\"Y\n" +
 	"\x05Actor\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\x12!\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x19\n" +
+	"\bactor_id\x18\x02 \x01(\tR\aactorId\x12!\n" +
 	"\fdisplay_name\x18\x03 \x01(\tR\vdisplayName\"t\n" +
 	"\x10SteeringInjected\x12\x1f\n" +
 	"\vsteering_id\x18\x01 \x01(\tR\n" +
@@ -4122,11 +4126,12 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\vTodoDeleted\x12\x17\n" +
 	"\alist_id\x18\x01 \x01(\tR\x06listId\x129\n" +
 	"\tlist_kind\x18\x02 \x01(\x0e2\x1c.fabro.agent.v1.TodoListKindR\blistKind\x12\x17\n" +
-	"\aitem_id\x18\x03 \x01(\tR\x06itemId*s\n" +
+	"\aitem_id\x18\x03 \x01(\tR\x06itemId*\x98\x01\n" +
 	"\x10SessionEndReason\x12\"\n" +
 	"\x1eSESSION_END_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19SESSION_END_REASON_CLOSED\x10\x01\x12\x1c\n" +
-	"\x18SESSION_END_REASON_ERROR\x10\x02*s\n" +
+	"\x18SESSION_END_REASON_ERROR\x10\x02\x12#\n" +
+	"\x1fSESSION_END_REASON_IDLE_EXPIRED\x10\x03*s\n" +
 	"\x0fUserInputSource\x12!\n" +
 	"\x1dUSER_INPUT_SOURCE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18USER_INPUT_SOURCE_PROMPT\x10\x01\x12\x1f\n" +

@@ -7,6 +7,7 @@
 package agentv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -1225,15 +1226,15 @@ var File_fabro_agent_v1_extensions_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_extensions_proto_rawDesc = "" +
 	"\n" +
-	"\x1ffabro/agent/v1/extensions.proto\x12\x0efabro.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x01\n" +
+	"\x1ffabro/agent/v1/extensions.proto\x12\x0efabro.agent.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x01\n" +
 	"\fToolSettings\x12A\n" +
 	"\vpermissions\x18\x01 \x01(\v2\x1f.fabro.agent.v1.PermissionRulesR\vpermissions\x12*\n" +
 	"\x05hooks\x18\x02 \x03(\v2\x14.fabro.agent.v1.HookR\x05hooks\x12D\n" +
 	"\x10approval_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\x12:\n" +
 	"\vmcp_servers\x18\x04 \x03(\v2\x19.fabro.agent.v1.McpServerR\n" +
-	"mcpServers\"\xc2\x02\n" +
-	"\tMcpServer\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"mcpServers\"\xc7\x02\n" +
+	"\tMcpServer\x12\x17\n" +
+	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x03 \x03(\tR\x04args\x124\n" +
 	"\x03env\x18\x04 \x03(\v2\".fabro.agent.v1.McpServer.EnvEntryR\x03env\x12\x10\n" +
@@ -1242,19 +1243,19 @@ const file_fabro_agent_v1_extensions_proto_rawDesc = "" +
 	"\x0fstartup_timeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0estartupTimeout\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x01\n" +
 	"\n" +
-	"ClientTool\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
+	"ClientTool\x12\x17\n" +
+	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12%\n" +
+	"\vdescription\x18\x02 \x01(\tB\x03\xe0A\x02R\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
 	"parameters\x123\n" +
-	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x8d\x01\n" +
-	"\x17SubmitToolResultRequest\x12\x1d\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x97\x01\n" +
+	"\x17SubmitToolResultRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12 \n" +
-	"\ftool_call_id\x18\x02 \x01(\tR\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12%\n" +
+	"\ftool_call_id\x18\x02 \x01(\tB\x03\xe0A\x02R\n" +
 	"toolCallId\x12\x16\n" +
 	"\x06output\x18\x03 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\"\x1a\n" +
@@ -1269,22 +1270,22 @@ const file_fabro_agent_v1_extensions_proto_rawDesc = "" +
 	"\x0fPermissionRules\x12\x14\n" +
 	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x10\n" +
 	"\x03ask\x18\x02 \x03(\tR\x03ask\x12\x12\n" +
-	"\x04deny\x18\x03 \x03(\tR\x04deny\"\xd1\x01\n" +
-	"\x04Hook\x12/\n" +
-	"\x05event\x18\x01 \x01(\x0e2\x19.fabro.agent.v1.HookEventR\x05event\x12\x18\n" +
-	"\amatcher\x18\x02 \x01(\tR\amatcher\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\tR\acommand\x123\n" +
+	"\x04deny\x18\x03 \x03(\tR\x04deny\"\xdb\x01\n" +
+	"\x04Hook\x124\n" +
+	"\x05event\x18\x01 \x01(\x0e2\x19.fabro.agent.v1.HookEventB\x03\xe0A\x02R\x05event\x12\x18\n" +
+	"\amatcher\x18\x02 \x01(\tR\amatcher\x12\x1d\n" +
+	"\acommand\x18\x03 \x01(\tB\x03\xe0A\x02R\acommand\x123\n" +
 	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12/\n" +
-	"\x05place\x18\x05 \x01(\x0e2\x19.fabro.agent.v1.HookPlaceR\x05place\"\xa8\x01\n" +
-	"\x0eApproveRequest\x12\x1d\n" +
+	"\x05place\x18\x05 \x01(\x0e2\x19.fabro.agent.v1.HookPlaceR\x05place\"\xb7\x01\n" +
+	"\x0eApproveRequest\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
-	"\vapproval_id\x18\x02 \x01(\tR\n" +
-	"approvalId\x12<\n" +
-	"\bdecision\x18\x03 \x01(\x0e2 .fabro.agent.v1.ApprovalDecisionR\bdecision\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"E\n" +
-	"\x0fApproveResponse\x122\n" +
-	"\x15requesting_session_id\x18\x01 \x01(\tR\x13requestingSessionId\"\x9a\x02\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsessionId\x12$\n" +
+	"\vapproval_id\x18\x02 \x01(\tB\x03\xe0A\x02R\n" +
+	"approvalId\x12A\n" +
+	"\bdecision\x18\x03 \x01(\x0e2 .fabro.agent.v1.ApprovalDecisionB\x03\xe0A\x02R\bdecision\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"J\n" +
+	"\x0fApproveResponse\x127\n" +
+	"\x15requesting_session_id\x18\x01 \x01(\tB\x03\xe0A\x03R\x13requestingSessionId\"\x9a\x02\n" +
 	"\x11ApprovalRequested\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x122\n" +

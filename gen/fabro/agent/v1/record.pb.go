@@ -25,7 +25,9 @@ const (
 
 // SessionRecord is the durable form of a session: everything ResumeSession
 // needs to rebuild it. The service rewrites it (binary protobuf, keyed by
-// session id) after each committed turn and when the session closes.
+// session id) when a prompt starts (unfinished_prompt_id), after each
+// committed turn and when the session closes; DeleteSession removes it. It
+// is read when a call names a session that is not loaded, never at start.
 // Pending steering and follow-ups are not kept: they are lost with the
 // process that queued them.
 type SessionRecord struct {

@@ -8,6 +8,7 @@ package agentv1
 
 import (
 	v1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -542,11 +543,11 @@ func (PromptStatus) EnumDescriptor() ([]byte, []int) {
 // the history is truncated.
 type ToolOutputLimit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Most characters kept; unset means no character limit.
+	// Optional. Most characters kept; unset means no character limit.
 	MaxChars *int64 `protobuf:"varint,1,opt,name=max_chars,json=maxChars,proto3,oneof" json:"max_chars,omitempty"`
-	// Most lines kept; unset means no line limit.
+	// Optional. Most lines kept; unset means no line limit.
 	MaxLines *int32 `protobuf:"varint,2,opt,name=max_lines,json=maxLines,proto3,oneof" json:"max_lines,omitempty"`
-	// Which part is kept.
+	// Optional. Which part is kept.
 	Mode          TruncationMode `protobuf:"varint,3,opt,name=mode,proto3,enum=fabro.agent.v1.TruncationMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -607,12 +608,12 @@ func (x *ToolOutputLimit) GetMode() TruncationMode {
 // close_agent and the profile's equivalents) and bounds them.
 type SubagentOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True offers the subagent tools to the model. Off by default.
+	// Optional. True offers the subagent tools to the model. Off by default.
 	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	// Most sessions of one tree open at once, the root included; 4 when unset.
+	// Optional. Most sessions of one tree open at once, the root included; 4 when unset.
 	// A spawn beyond it gets an error result the model sees.
 	MaxOpenSessions *int32 `protobuf:"varint,2,opt,name=max_open_sessions,json=maxOpenSessions,proto3,oneof" json:"max_open_sessions,omitempty"`
-	// Most levels of children below the root; unlimited when unset.
+	// Optional. Most levels of children below the root; unlimited when unset.
 	MaxDepth      *int32 `protobuf:"varint,3,opt,name=max_depth,json=maxDepth,proto3,oneof" json:"max_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -673,54 +674,54 @@ func (x *SubagentOptions) GetMaxDepth() int32 {
 // catalog's default, noted on each field.
 type AgentOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Reasoning effort requested from the model; the model's default when
+	// Optional. Reasoning effort requested from the model; the model's default when
 	// unset.
 	ReasoningEffort v1.ReasoningEffort `protobuf:"varint,1,opt,name=reasoning_effort,json=reasoningEffort,proto3,enum=fabro.llm.v1.ReasoningEffort" json:"reasoning_effort,omitempty"`
-	// Speed tier requested from the model, such as "fast"; empty for the
+	// Optional. Speed tier requested from the model, such as "fast"; empty for the
 	// default.
 	Speed string `protobuf:"bytes,2,opt,name=speed,proto3" json:"speed,omitempty"`
-	// Most tokens the model may produce per turn; the catalog's max output
+	// Optional. Most tokens the model may produce per turn; the catalog's max output
 	// when unset.
 	MaxTokens *int32 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
-	// Detect a session repeating the same tool calls and steer it away; true
+	// Optional. Detect a session repeating the same tool calls and steer it away; true
 	// when unset.
 	LoopDetection *bool `protobuf:"varint,4,opt,name=loop_detection,json=loopDetection,proto3,oneof" json:"loop_detection,omitempty"`
-	// Summarize old turns when the context window fills up; true when unset.
+	// Optional. Summarize old turns when the context window fills up; true when unset.
 	ContextCompaction *bool `protobuf:"varint,5,opt,name=context_compaction,json=contextCompaction,proto3,oneof" json:"context_compaction,omitempty"`
-	// Context window usage, in percent (1-100), that triggers compaction; 80
+	// Optional. Context window usage, in percent (1-100), that triggers compaction; 80
 	// when unset.
 	CompactionThresholdPercent *int32 `protobuf:"varint,6,opt,name=compaction_threshold_percent,json=compactionThresholdPercent,proto3,oneof" json:"compaction_threshold_percent,omitempty"`
-	// Hard limit on one prompt's duration, follow-ups and parked time
+	// Optional. Hard limit on one prompt's duration, follow-ups and parked time
 	// included. No limit when unset. A prompt that hits it ends with
 	// PROMPT_STATUS_WALL_CLOCK_TIMEOUT.
 	WallClockTimeout *durationpb.Duration `protobuf:"bytes,7,opt,name=wall_clock_timeout,json=wallClockTimeout,proto3" json:"wall_clock_timeout,omitempty"`
-	// Most model turns one prompt may use; unlimited when unset. A prompt that
+	// Optional. Most model turns one prompt may use; unlimited when unset. A prompt that
 	// hits it ends with PROMPT_STATUS_TURN_LIMIT.
 	MaxTurns *int32 `protobuf:"varint,8,opt,name=max_turns,json=maxTurns,proto3,oneof" json:"max_turns,omitempty"`
-	// Files loaded, in order, into the system prompt as project memory, paths
+	// Optional. Files loaded, in order, into the system prompt as project memory, paths
 	// relative to the sandbox working directory (32 KiB budget in total).
 	// Empty loads AGENTS.md and the profile's own file (CLAUDE.md, GEMINI.md,
 	// .codex/instructions.md) when they exist.
 	MemoryFiles []string `protobuf:"bytes,9,rep,name=memory_files,json=memoryFiles,proto3" json:"memory_files,omitempty"`
-	// Directories searched for <name>/SKILL.md skills, in order (later ones
+	// Optional. Directories searched for <name>/SKILL.md skills, in order (later ones
 	// override earlier ones); none when empty.
 	SkillDirs []string `protobuf:"bytes,10,rep,name=skill_dirs,json=skillDirs,proto3" json:"skill_dirs,omitempty"`
-	// Replaces the profile's whole system prompt template when set. Memory,
+	// Optional. Replaces the profile's whole system prompt template when set. Memory,
 	// skills and system_prompt_append are still added after it.
 	SystemPromptOverride *string `protobuf:"bytes,11,opt,name=system_prompt_override,json=systemPromptOverride,proto3,oneof" json:"system_prompt_override,omitempty"`
-	// Appended to the system prompt as a "# User Instructions" section.
+	// Optional. Appended to the system prompt as a "# User Instructions" section.
 	SystemPromptAppend string `protobuf:"bytes,12,opt,name=system_prompt_append,json=systemPromptAppend,proto3" json:"system_prompt_append,omitempty"`
-	// Per-tool output limits by tool name, replacing the tool's default
+	// Optional. Per-tool output limits by tool name, replacing the tool's default
 	// (grep 30,000 chars tail; glob 20,000 tail; edit_file and apply_patch
 	// 10,000 tail; write_file 1,000 tail; others head and tail).
 	ToolOutputLimits map[string]*ToolOutputLimit `protobuf:"bytes,13,rep,name=tool_output_limits,json=toolOutputLimits,proto3" json:"tool_output_limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Shell timeout when the model gives none, in milliseconds; the profile's
-	// default when unset (10,000; 120,000 for anthropic).
-	DefaultCommandTimeoutMs *int64 `protobuf:"varint,14,opt,name=default_command_timeout_ms,json=defaultCommandTimeoutMs,proto3,oneof" json:"default_command_timeout_ms,omitempty"`
-	// Cap on any shell timeout the model asks for, in milliseconds; 600,000
-	// when unset.
-	MaxCommandTimeoutMs *int64 `protobuf:"varint,15,opt,name=max_command_timeout_ms,json=maxCommandTimeoutMs,proto3,oneof" json:"max_command_timeout_ms,omitempty"`
-	// Subagents; disabled when unset.
+	// Optional. Shell timeout when the model gives none; the profile's default
+	// when unset (10 s; 120 s for anthropic). Negative is INVALID_ARGUMENT.
+	DefaultCommandTimeout *durationpb.Duration `protobuf:"bytes,17,opt,name=default_command_timeout,json=defaultCommandTimeout,proto3" json:"default_command_timeout,omitempty"`
+	// Optional. Cap on any shell timeout the model asks for; 600 s when
+	// unset. Negative is INVALID_ARGUMENT.
+	MaxCommandTimeout *durationpb.Duration `protobuf:"bytes,18,opt,name=max_command_timeout,json=maxCommandTimeout,proto3" json:"max_command_timeout,omitempty"`
+	// Optional. Subagents; disabled when unset.
 	Subagents *SubagentOptions `protobuf:"bytes,16,opt,name=subagents,proto3" json:"subagents,omitempty"`
 	// Optional. How many identical repetitions of the last tool-calling turn
 	// (or group of up to three turns) loop detection needs before it warns,
@@ -851,18 +852,18 @@ func (x *AgentOptions) GetToolOutputLimits() map[string]*ToolOutputLimit {
 	return nil
 }
 
-func (x *AgentOptions) GetDefaultCommandTimeoutMs() int64 {
-	if x != nil && x.DefaultCommandTimeoutMs != nil {
-		return *x.DefaultCommandTimeoutMs
+func (x *AgentOptions) GetDefaultCommandTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultCommandTimeout
 	}
-	return 0
+	return nil
 }
 
-func (x *AgentOptions) GetMaxCommandTimeoutMs() int64 {
-	if x != nil && x.MaxCommandTimeoutMs != nil {
-		return *x.MaxCommandTimeoutMs
+func (x *AgentOptions) GetMaxCommandTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.MaxCommandTimeout
 	}
-	return 0
+	return nil
 }
 
 func (x *AgentOptions) GetSubagents() *SubagentOptions {
@@ -983,44 +984,53 @@ func (x *ModelRoute) GetMaxOutputTokens() int64 {
 // Session is a session's identity and state, as listed.
 type Session struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Server-assigned id: letters, digits, '_' and '-' only, so that it is one
-	// NATS subject token.
+	// Output only. Server-assigned id: letters, digits, '_' and '-' only, so
+	// that it is one NATS subject token. It begins with its creation time, so
+	// ids sort oldest first.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The parent's id for a subagent; empty for a root session.
+	// Output only. The parent's id for a subagent; empty for a root session.
 	ParentSessionId string `protobuf:"bytes,2,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
-	// The root session of the tree (its own id for a root session). Todo lists
+	// Output only. The root session of the tree (its own id for a root session). Todo lists
 	// are shared per root.
 	RootSessionId string `protobuf:"bytes,3,opt,name=root_session_id,json=rootSessionId,proto3" json:"root_session_id,omitempty"`
-	// Levels below the root: 0 for a root session.
+	// Output only. Levels below the root: 0 for a root session.
 	Depth int32 `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
-	// Lifecycle state.
+	// Output only. Lifecycle state.
 	State SessionState `protobuf:"varint,5,opt,name=state,proto3,enum=fabro.agent.v1.SessionState" json:"state,omitempty"`
-	// The resolved model.
+	// Output only. The resolved model.
 	Route *ModelRoute `protobuf:"bytes,6,opt,name=route,proto3" json:"route,omitempty"`
-	// The permission level.
+	// Output only. The permission level.
 	PermissionLevel PermissionLevel `protobuf:"varint,7,opt,name=permission_level,json=permissionLevel,proto3,enum=fabro.agent.v1.PermissionLevel" json:"permission_level,omitempty"`
-	// The sandbox the tools act in.
+	// Output only. The sandbox the tools act in.
 	SandboxId string `protobuf:"bytes,8,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// True when the session created the sandbox from a spec and deletes it
+	// Output only. True when the session created the sandbox from a spec and deletes it
 	// when it closes; an existing sandbox given by id is never deleted.
 	SandboxOwned bool `protobuf:"varint,9,opt,name=sandbox_owned,json=sandboxOwned,proto3" json:"sandbox_owned,omitempty"`
-	// When the session was created.
+	// Output only. When the session was created.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	// When its last event was committed.
+	// Output only. When its last event was committed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	// Sequence number of its last committed event.
+	// Output only. Sequence number of its last committed event.
 	LastSequence uint64 `protobuf:"varint,12,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
-	// Prompts run so far.
+	// Output only. Prompts run so far.
 	PromptCount int32 `protobuf:"varint,13,opt,name=prompt_count,json=promptCount,proto3" json:"prompt_count,omitempty"`
-	// Tokens used so far by all its prompts (compaction included, subagents
+	// Output only. Tokens used so far by all its prompts (compaction included, subagents
 	// not).
 	Usage *v1.Usage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
-	// What its prompts cost so far.
+	// Output only. What its prompts cost so far.
 	Cost *v1.Cost `protobuf:"bytes,15,opt,name=cost,proto3" json:"cost,omitempty"`
-	// The prompt running, when state is RUNNING or PARKED.
+	// Output only. The prompt running, when state is RUNNING or PARKED.
 	ActivePromptId string `protobuf:"bytes,16,opt,name=active_prompt_id,json=activePromptId,proto3" json:"active_prompt_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Output only. The principal that created the session ("role:name"), whose
+	// open sessions count against the service's per-principal cap; empty
+	// when the service runs without authentication.
+	Principal string `protobuf:"bytes,17,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Output only. When an IDLE session is closed for being idle (the
+	// service's idle time to live after update_time); unset in other states or
+	// when sessions do not expire.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -1163,6 +1173,20 @@ func (x *Session) GetActivePromptId() string {
 		return x.ActivePromptId
 	}
 	return ""
+}
+
+func (x *Session) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Session) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
 }
 
 // SessionTool is one tool of the session's profile.
@@ -2040,7 +2064,7 @@ var File_fabro_agent_v1_types_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/types.proto\x12\x0efabro.agent.v1\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x01\n" +
+	"\x1afabro/agent/v1/types.proto\x12\x0efabro.agent.v1\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x01\n" +
 	"\x0fToolOutputLimit\x12 \n" +
 	"\tmax_chars\x18\x01 \x01(\x03H\x00R\bmaxChars\x88\x01\x01\x12 \n" +
 	"\tmax_lines\x18\x02 \x01(\x05H\x01R\bmaxLines\x88\x01\x01\x122\n" +
@@ -2055,7 +2079,8 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\tmax_depth\x18\x03 \x01(\x05H\x01R\bmaxDepth\x88\x01\x01B\x14\n" +
 	"\x12_max_open_sessionsB\f\n" +
 	"\n" +
-	"_max_depth\"\xef\t\n" +
+	"_max_depth\"\x97\n" +
+	"\n" +
 	"\fAgentOptions\x12H\n" +
 	"\x10reasoning_effort\x18\x01 \x01(\x0e2\x1d.fabro.llm.v1.ReasoningEffortR\x0freasoningEffort\x12\x14\n" +
 	"\x05speed\x18\x02 \x01(\tR\x05speed\x12\"\n" +
@@ -2072,11 +2097,11 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	" \x03(\tR\tskillDirs\x129\n" +
 	"\x16system_prompt_override\x18\v \x01(\tH\x05R\x14systemPromptOverride\x88\x01\x01\x120\n" +
 	"\x14system_prompt_append\x18\f \x01(\tR\x12systemPromptAppend\x12`\n" +
-	"\x12tool_output_limits\x18\r \x03(\v22.fabro.agent.v1.AgentOptions.ToolOutputLimitsEntryR\x10toolOutputLimits\x12@\n" +
-	"\x1adefault_command_timeout_ms\x18\x0e \x01(\x03H\x06R\x17defaultCommandTimeoutMs\x88\x01\x01\x128\n" +
-	"\x16max_command_timeout_ms\x18\x0f \x01(\x03H\aR\x13maxCommandTimeoutMs\x88\x01\x01\x12=\n" +
+	"\x12tool_output_limits\x18\r \x03(\v22.fabro.agent.v1.AgentOptions.ToolOutputLimitsEntryR\x10toolOutputLimits\x12Q\n" +
+	"\x17default_command_timeout\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\x15defaultCommandTimeout\x12I\n" +
+	"\x13max_command_timeout\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x11maxCommandTimeout\x12=\n" +
 	"\tsubagents\x18\x10 \x01(\v2\x1f.fabro.agent.v1.SubagentOptionsR\tsubagents\x12=\n" +
-	"\x18loop_detection_threshold\x18( \x01(\x05H\bR\x16loopDetectionThreshold\x88\x01\x01\x1ad\n" +
+	"\x18loop_detection_threshold\x18( \x01(\x05H\x06R\x16loopDetectionThreshold\x88\x01\x01\x1ad\n" +
 	"\x15ToolOutputLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\x05value\x18\x02 \x01(\v2\x1f.fabro.agent.v1.ToolOutputLimitR\x05value:\x028\x01B\r\n" +
@@ -2086,10 +2111,8 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\x1d_compaction_threshold_percentB\f\n" +
 	"\n" +
 	"_max_turnsB\x19\n" +
-	"\x17_system_prompt_overrideB\x1d\n" +
-	"\x1b_default_command_timeout_msB\x19\n" +
-	"\x17_max_command_timeout_msB\x1b\n" +
-	"\x19_loop_detection_threshold\"\x9d\x02\n" +
+	"\x17_system_prompt_overrideB\x1b\n" +
+	"\x19_loop_detection_thresholdJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10R\x1adefault_command_timeout_msR\x16max_command_timeout_ms\"\x9d\x02\n" +
 	"\n" +
 	"ModelRoute\x12\x1a\n" +
 	"\bselector\x18\x01 \x01(\tR\bselector\x12\x1a\n" +
@@ -2098,29 +2121,32 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\aprofile\x18\x04 \x01(\x0e2\x1c.fabro.agent.v1.AgentProfileR\aprofile\x12)\n" +
 	"\x05codec\x18\x05 \x01(\x0e2\x13.fabro.llm.v1.CodecR\x05codec\x122\n" +
 	"\x15context_window_tokens\x18\x06 \x01(\x03R\x13contextWindowTokens\x12*\n" +
-	"\x11max_output_tokens\x18\a \x01(\x03R\x0fmaxOutputTokens\"\xc7\x05\n" +
-	"\aSession\x12\x1d\n" +
+	"\x11max_output_tokens\x18\a \x01(\x03R\x0fmaxOutputTokens\"\xfc\x06\n" +
+	"\aSession\x12\"\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
-	"\x11parent_session_id\x18\x02 \x01(\tR\x0fparentSessionId\x12&\n" +
-	"\x0froot_session_id\x18\x03 \x01(\tR\rrootSessionId\x12\x14\n" +
-	"\x05depth\x18\x04 \x01(\x05R\x05depth\x122\n" +
-	"\x05state\x18\x05 \x01(\x0e2\x1c.fabro.agent.v1.SessionStateR\x05state\x120\n" +
-	"\x05route\x18\x06 \x01(\v2\x1a.fabro.agent.v1.ModelRouteR\x05route\x12J\n" +
-	"\x10permission_level\x18\a \x01(\x0e2\x1f.fabro.agent.v1.PermissionLevelR\x0fpermissionLevel\x12\x1d\n" +
+	"session_id\x18\x01 \x01(\tB\x03\xe0A\x03R\tsessionId\x12/\n" +
+	"\x11parent_session_id\x18\x02 \x01(\tB\x03\xe0A\x03R\x0fparentSessionId\x12+\n" +
+	"\x0froot_session_id\x18\x03 \x01(\tB\x03\xe0A\x03R\rrootSessionId\x12\x19\n" +
+	"\x05depth\x18\x04 \x01(\x05B\x03\xe0A\x03R\x05depth\x127\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x1c.fabro.agent.v1.SessionStateB\x03\xe0A\x03R\x05state\x125\n" +
+	"\x05route\x18\x06 \x01(\v2\x1a.fabro.agent.v1.ModelRouteB\x03\xe0A\x03R\x05route\x12O\n" +
+	"\x10permission_level\x18\a \x01(\x0e2\x1f.fabro.agent.v1.PermissionLevelB\x03\xe0A\x03R\x0fpermissionLevel\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\b \x01(\tR\tsandboxId\x12#\n" +
-	"\rsandbox_owned\x18\t \x01(\bR\fsandboxOwned\x12;\n" +
+	"sandbox_id\x18\b \x01(\tB\x03\xe0A\x03R\tsandboxId\x12(\n" +
+	"\rsandbox_owned\x18\t \x01(\bB\x03\xe0A\x03R\fsandboxOwned\x12@\n" +
 	"\vcreate_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x12;\n" +
-	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\x12#\n" +
-	"\rlast_sequence\x18\f \x01(\x04R\flastSequence\x12!\n" +
-	"\fprompt_count\x18\r \x01(\x05R\vpromptCount\x12)\n" +
-	"\x05usage\x18\x0e \x01(\v2\x13.fabro.llm.v1.UsageR\x05usage\x12&\n" +
-	"\x04cost\x18\x0f \x01(\v2\x12.fabro.llm.v1.CostR\x04cost\x12(\n" +
-	"\x10active_prompt_id\x18\x10 \x01(\tR\x0eactivePromptId\"\xa8\x02\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
+	"createTime\x12@\n" +
+	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
+	"updateTime\x12(\n" +
+	"\rlast_sequence\x18\f \x01(\x04B\x03\xe0A\x03R\flastSequence\x12&\n" +
+	"\fprompt_count\x18\r \x01(\x05B\x03\xe0A\x03R\vpromptCount\x12.\n" +
+	"\x05usage\x18\x0e \x01(\v2\x13.fabro.llm.v1.UsageB\x03\xe0A\x03R\x05usage\x12+\n" +
+	"\x04cost\x18\x0f \x01(\v2\x12.fabro.llm.v1.CostB\x03\xe0A\x03R\x04cost\x12-\n" +
+	"\x10active_prompt_id\x18\x10 \x01(\tB\x03\xe0A\x03R\x0eactivePromptId\x12!\n" +
+	"\tprincipal\x18\x11 \x01(\tB\x03\xe0A\x03R\tprincipal\x12@\n" +
+	"\vexpire_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
+	"expireTime\"\xa8\x02\n" +
 	"\vSessionTool\x12<\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1c.fabro.llm.v1.ToolDefinitionR\n" +
@@ -2310,43 +2336,46 @@ var file_fabro_agent_v1_types_proto_depIdxs = []int32{
 	24, // 1: fabro.agent.v1.AgentOptions.reasoning_effort:type_name -> fabro.llm.v1.ReasoningEffort
 	25, // 2: fabro.agent.v1.AgentOptions.wall_clock_timeout:type_name -> google.protobuf.Duration
 	23, // 3: fabro.agent.v1.AgentOptions.tool_output_limits:type_name -> fabro.agent.v1.AgentOptions.ToolOutputLimitsEntry
-	9,  // 4: fabro.agent.v1.AgentOptions.subagents:type_name -> fabro.agent.v1.SubagentOptions
-	26, // 5: fabro.agent.v1.ModelRoute.profile:type_name -> fabro.agent.v1.AgentProfile
-	27, // 6: fabro.agent.v1.ModelRoute.codec:type_name -> fabro.llm.v1.Codec
-	1,  // 7: fabro.agent.v1.Session.state:type_name -> fabro.agent.v1.SessionState
-	11, // 8: fabro.agent.v1.Session.route:type_name -> fabro.agent.v1.ModelRoute
-	0,  // 9: fabro.agent.v1.Session.permission_level:type_name -> fabro.agent.v1.PermissionLevel
-	28, // 10: fabro.agent.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	28, // 11: fabro.agent.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	29, // 12: fabro.agent.v1.Session.usage:type_name -> fabro.llm.v1.Usage
-	30, // 13: fabro.agent.v1.Session.cost:type_name -> fabro.llm.v1.Cost
-	31, // 14: fabro.agent.v1.SessionTool.definition:type_name -> fabro.llm.v1.ToolDefinition
-	3,  // 15: fabro.agent.v1.SessionTool.category:type_name -> fabro.agent.v1.ToolCategory
-	8,  // 16: fabro.agent.v1.SessionTool.output_limit:type_name -> fabro.agent.v1.ToolOutputLimit
-	14, // 17: fabro.agent.v1.Memory.files:type_name -> fabro.agent.v1.MemoryFile
-	5,  // 18: fabro.agent.v1.TodoItem.status:type_name -> fabro.agent.v1.TodoStatus
-	4,  // 19: fabro.agent.v1.TodoList.kind:type_name -> fabro.agent.v1.TodoListKind
-	18, // 20: fabro.agent.v1.TodoList.items:type_name -> fabro.agent.v1.TodoItem
-	6,  // 21: fabro.agent.v1.AgentError.kind:type_name -> fabro.agent.v1.AgentErrorKind
-	32, // 22: fabro.agent.v1.AgentError.llm:type_name -> fabro.llm.v1.ErrorDetail
-	28, // 23: fabro.agent.v1.PromptTiming.start_time:type_name -> google.protobuf.Timestamp
-	28, // 24: fabro.agent.v1.PromptTiming.end_time:type_name -> google.protobuf.Timestamp
-	25, // 25: fabro.agent.v1.PromptTiming.duration:type_name -> google.protobuf.Duration
-	25, // 26: fabro.agent.v1.PromptTiming.inference_duration:type_name -> google.protobuf.Duration
-	25, // 27: fabro.agent.v1.PromptTiming.tool_duration:type_name -> google.protobuf.Duration
-	25, // 28: fabro.agent.v1.PromptTiming.time_to_first_output:type_name -> google.protobuf.Duration
-	7,  // 29: fabro.agent.v1.PromptReport.status:type_name -> fabro.agent.v1.PromptStatus
-	29, // 30: fabro.agent.v1.PromptReport.usage:type_name -> fabro.llm.v1.Usage
-	30, // 31: fabro.agent.v1.PromptReport.cost:type_name -> fabro.llm.v1.Cost
-	21, // 32: fabro.agent.v1.PromptReport.timing:type_name -> fabro.agent.v1.PromptTiming
-	20, // 33: fabro.agent.v1.PromptReport.error:type_name -> fabro.agent.v1.AgentError
-	11, // 34: fabro.agent.v1.PromptReport.route:type_name -> fabro.agent.v1.ModelRoute
-	8,  // 35: fabro.agent.v1.AgentOptions.ToolOutputLimitsEntry.value:type_name -> fabro.agent.v1.ToolOutputLimit
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	25, // 4: fabro.agent.v1.AgentOptions.default_command_timeout:type_name -> google.protobuf.Duration
+	25, // 5: fabro.agent.v1.AgentOptions.max_command_timeout:type_name -> google.protobuf.Duration
+	9,  // 6: fabro.agent.v1.AgentOptions.subagents:type_name -> fabro.agent.v1.SubagentOptions
+	26, // 7: fabro.agent.v1.ModelRoute.profile:type_name -> fabro.agent.v1.AgentProfile
+	27, // 8: fabro.agent.v1.ModelRoute.codec:type_name -> fabro.llm.v1.Codec
+	1,  // 9: fabro.agent.v1.Session.state:type_name -> fabro.agent.v1.SessionState
+	11, // 10: fabro.agent.v1.Session.route:type_name -> fabro.agent.v1.ModelRoute
+	0,  // 11: fabro.agent.v1.Session.permission_level:type_name -> fabro.agent.v1.PermissionLevel
+	28, // 12: fabro.agent.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	28, // 13: fabro.agent.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	29, // 14: fabro.agent.v1.Session.usage:type_name -> fabro.llm.v1.Usage
+	30, // 15: fabro.agent.v1.Session.cost:type_name -> fabro.llm.v1.Cost
+	28, // 16: fabro.agent.v1.Session.expire_time:type_name -> google.protobuf.Timestamp
+	31, // 17: fabro.agent.v1.SessionTool.definition:type_name -> fabro.llm.v1.ToolDefinition
+	3,  // 18: fabro.agent.v1.SessionTool.category:type_name -> fabro.agent.v1.ToolCategory
+	8,  // 19: fabro.agent.v1.SessionTool.output_limit:type_name -> fabro.agent.v1.ToolOutputLimit
+	14, // 20: fabro.agent.v1.Memory.files:type_name -> fabro.agent.v1.MemoryFile
+	5,  // 21: fabro.agent.v1.TodoItem.status:type_name -> fabro.agent.v1.TodoStatus
+	4,  // 22: fabro.agent.v1.TodoList.kind:type_name -> fabro.agent.v1.TodoListKind
+	18, // 23: fabro.agent.v1.TodoList.items:type_name -> fabro.agent.v1.TodoItem
+	6,  // 24: fabro.agent.v1.AgentError.kind:type_name -> fabro.agent.v1.AgentErrorKind
+	32, // 25: fabro.agent.v1.AgentError.llm:type_name -> fabro.llm.v1.ErrorDetail
+	28, // 26: fabro.agent.v1.PromptTiming.start_time:type_name -> google.protobuf.Timestamp
+	28, // 27: fabro.agent.v1.PromptTiming.end_time:type_name -> google.protobuf.Timestamp
+	25, // 28: fabro.agent.v1.PromptTiming.duration:type_name -> google.protobuf.Duration
+	25, // 29: fabro.agent.v1.PromptTiming.inference_duration:type_name -> google.protobuf.Duration
+	25, // 30: fabro.agent.v1.PromptTiming.tool_duration:type_name -> google.protobuf.Duration
+	25, // 31: fabro.agent.v1.PromptTiming.time_to_first_output:type_name -> google.protobuf.Duration
+	7,  // 32: fabro.agent.v1.PromptReport.status:type_name -> fabro.agent.v1.PromptStatus
+	29, // 33: fabro.agent.v1.PromptReport.usage:type_name -> fabro.llm.v1.Usage
+	30, // 34: fabro.agent.v1.PromptReport.cost:type_name -> fabro.llm.v1.Cost
+	21, // 35: fabro.agent.v1.PromptReport.timing:type_name -> fabro.agent.v1.PromptTiming
+	20, // 36: fabro.agent.v1.PromptReport.error:type_name -> fabro.agent.v1.AgentError
+	11, // 37: fabro.agent.v1.PromptReport.route:type_name -> fabro.agent.v1.ModelRoute
+	8,  // 38: fabro.agent.v1.AgentOptions.ToolOutputLimitsEntry.value:type_name -> fabro.agent.v1.ToolOutputLimit
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_types_proto_init() }

@@ -101,6 +101,9 @@ type Config struct {
 	// Writer bounds how event writers ride out NATS outages and what the
 	// stream retains; zero fields take the defaults (writer.go).
 	Writer WriterConfig
+	// MemoryStorage keeps the events stream in memory (with an embedded
+	// server in a fresh StoreDir, nothing is recovered at start).
+	MemoryStorage bool
 }
 
 // Bus is a NATS connection with the agent events stream.
@@ -195,6 +198,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
 	storage := jetstream.FileStorage
+	if cfg.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
 	if _, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Description: "fabro agent session events",

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden")
+
+// goldenEnv is a fixed outside world, so help and messages do not depend
+// on the machine.
+func goldenEnv(vars map[string]string) (env, *bytes.Buffer, *bytes.Buffer) {
+	var stdout, stderr bytes.Buffer
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	if _, ok := vars["HOME"]; !ok {
+		vars["HOME"] = "/nonexistent/home"
+	}
+	return env{
+		stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr,
+		lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+	}, &stdout, &stderr
+}
+
+// runGolden runs a command line in process with goldenEnv.
+func runGolden(t *testing.T, vars map[string]string, args ...string) (string, string, int) {
+	t.Helper()
+	e, stdout, stderr := goldenEnv(vars)
+	code := run(context.Background(), args, e)
+	return stdout.String(), stderr.String(), code
+}
+
+// checkGolden compares got with testdata/golden/name, or rewrites it with
+// -update.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, diff)
+	}
+}
+
+// allCommands lists every command path of the tree, fabro itself first.
+func allCommands() []*command {
+	var out []*command
+	var walk func(c *command)
+	walk = func(c *command) {
+		out = append(out, c)
+		for _, s := range c.subs {
+			walk(s)
+		}
+	}
+	walk(commands())
+	return out
+}
+
+// TestHelp: every command's help goes to stdout with exit 0, the same
+// for --help, -h and `fabro help PATH`, with examples, and as its golden
+// file says.
+func TestHelp(t *testing.T) {
+	for _, c := range allCommands() {
+		name := "help-" + strings.ReplaceAll(c.path, " ", "-") + ".txt"
+		if c.path == "" {
+			name = "help.txt"
+		}
+		t.Run(name, func(t *testing.T) {
+			path := strings.Fields(c.path)
+			out, errOut, code := runGolden(t, nil, append(path, "--help")...)
+			if code != 0 || errOut != "" {
+				t.Fatalf("%s --help: exit %d, stderr %q; want 0 and nothing", c.title(), code, errOut)
+			}
+			if _, ex, _ := strings.Cut(out, "\nExamples:\n"); !strings.Contains(ex, "fabro "+c.path) {
+				t.Errorf("%s --help has no examples:\n%s", c.title(), out)
+			}
+			checkGolden(t, name, out)
+			for _, args := range [][]string{append(path, "-h"), append([]string{"help"}, path...)} {
+				got, errOut, code := runGolden(t, nil, args...)
+				if code != 0 || errOut != "" || got != out {
+					t.Errorf("fabro %s: exit %d, stderr %q, and stdout differs from --help's: %v", strings.Join(args, " "), code, errOut, got != out)
+				}
+			}
+		})
+	}
+}
+
+// TestUsageErrors: a command line that is wrong exits 2 with one line
+// saying what is wrong, then the usage, on stderr; nothing on stdout.
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		first string // the first line of stderr
+	}{
+		{"no-command", nil, "fabro: missing command"},
+		{"unknown-command", []string{"frobnicate"}, `fabro: unknown command "frobnicate"`},
+		{"unknown-root-flag", []string{"--frob"}, "fabro: unknown flag --frob (flags go after the command)"},
+		{"missing-subcommand", []string{"secret"}, "fabro secret: missing subcommand: want set, list, rm"},
+		{"unknown-subcommand", []string{"sessions", "frob"}, `fabro sessions: unknown subcommand "frob": want list, show, resume, rm`},
+		{"unknown-flag", []string{"secret", "list", "--frob"}, "fabro secret list: unknown flag --frob"},
+		{"flag-without-value", []string{"models", "--provider"}, "fabro models: flag --provider needs a value"},
+		{"bad-flag-value", []string{"token", "list", "--timeout", "soon"}, `fabro token list: invalid value "soon" for --timeout: parse error`},
+		{"missing-argument", []string{"secret", "rm"}, "fabro secret rm: secret rm needs a secret NAME"},
+		{"value-on-the-command-line", []string{"secret", "set", "X_API_KEY", "sk-1"}, "fabro secret set: secret set takes one NAME; the value is read from stdin or a prompt, never from the command line"},
+		{"exec-without-prompt", []string{"exec"}, `fabro exec: exec takes one prompt: fabro exec [flags] "PROMPT"`},
+		{"exec-bad-permissions", []string{"exec", "--permissions", "root", "hi"}, `fabro exec: --permissions must be read-only, read-write or full, not "root"`},
+		{"token-create-without-name", []string{"token", "create"}, "fabro token create: token create needs --name NAME"},
+		{"sessions-show-without-id", []string{"sessions", "show"}, "fabro sessions show: sessions show takes one session ID (see fabro sessions list)"},
+		{"completion-unknown-shell", []string{"completion", "tcsh"}, `fabro completion: unknown shell "tcsh": want bash, zsh or fish`},
+		{"help-unknown-command", []string{"help", "frob"}, `fabro help: no command "frob" in fabro`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runGolden(t, nil, tt.args...)
+			if code != exitUsage || out != "" {
+				t.Errorf("exit %d, stdout %q; want 2 and nothing", code, out)
+			}
+			first, rest, _ := strings.Cut(errOut, "\n")
+			if first != tt.first || !strings.Contains(rest, "\nUsage:\n  fabro") {
+				t.Errorf("stderr:\n%s\nwant the line %q, then the usage", errOut, tt.first)
+			}
+			checkGolden(t, "usage-"+tt.name+".txt", errOut)
+		})
+	}
+}
+
+// TestExitCodesDocumented: fabro help and the README list every exit code.
+func TestExitCodesDocumented(t *testing.T) {
+	out, _, _ := runGolden(t, nil, "help")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []string{"0    done", "1    the command failed", "2    usage", "130  interrupted"} {
+		if !strings.Contains(out, "\n  "+code) {
+			t.Errorf("fabro help lacks the exit code line %q", code)
+		}
+	}
+	for _, code := range []string{"| 0 |", "| 1 |", "| 2 |", "| 130 |"} {
+		if !strings.Contains(string(readme), code) {
+			t.Errorf("README.md lacks the exit code row %q", code)
+		}
+	}
+}
+
+// TestParseArgs: flags go before, between or after the positional
+// arguments; after "--" everything is positional.
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		args      []string
+		wantPos   []string
+		wantModel string
+	}{
+		{[]string{"--model", "m", "NAME"}, []string{"NAME"}, "m"},
+		{[]string{"NAME", "--model", "m"}, []string{"NAME"}, "m"},
+		{[]string{"A", "--model=m", "B"}, []string{"A", "B"}, "m"},
+		{[]string{"--", "--model", "x"}, []string{"--model", "x"}, ""},
+		{[]string{"A", "--", "-v"}, []string{"A", "-v"}, ""},
+		{nil, nil, ""},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		model := fs.String("model", "", "")
+		pos, err := parseArgs(fs, tt.args)
+		if err != nil || !cmp.Equal(pos, tt.wantPos) || *model != tt.wantModel {
+			t.Errorf("parseArgs(%q) = %q, model %q, %v; want %q, %q", tt.args, pos, *model, err, tt.wantPos, tt.wantModel)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package agent
+
+import (
+	"flag"
+	"time"
+)
+
+// SessionLimits bounds the sessions a service keeps open.
+type SessionLimits struct {
+	// IdleTTL closes a root session that stayed IDLE (its whole tree idle)
+	// this long after its last event; it can be resumed. 0: never.
+	IdleTTL time.Duration
+	// MaxPerPrincipal caps the open root sessions of one principal; a
+	// CreateSession or ResumeSession beyond it gets RESOURCE_EXHAUSTED
+	// (SESSION_LIMIT). 0: no cap.
+	MaxPerPrincipal int
+}
+
+// Defaults of the session flags.
+const (
+	DefaultIdleTTL         = 24 * time.Hour
+	DefaultMaxPerPrincipal = 64
+)
+
+// RegisterSessionFlags binds -agent-idle-ttl and
+// -agent-max-sessions-per-principal (FABRO_AGENT_IDLE_TTL and
+// FABRO_AGENT_MAX_SESSIONS_PER_PRINCIPAL with platform/envflag), with
+// their defaults for zero fields.
+func RegisterSessionFlags(fs *flag.FlagSet, c *SessionLimits) {
+	if c.IdleTTL == 0 {
+		c.IdleTTL = DefaultIdleTTL
+	}
+	if c.MaxPerPrincipal == 0 {
+		c.MaxPerPrincipal = DefaultMaxPerPrincipal
+	}
+	fs.DurationVar(&c.IdleTTL, "agent-idle-ttl", c.IdleTTL, "close a session left idle this long (it can be resumed); 0: never")
+	fs.IntVar(&c.MaxPerPrincipal, "agent-max-sessions-per-principal", c.MaxPerPrincipal, "most open root sessions per principal (RESOURCE_EXHAUSTED beyond); 0: no cap")
+}
