@@ -83,7 +83,7 @@ func (a *assembler) send(ev *llmv1.StreamResponse, show bool) error {
 
 func (a *assembler) startedEvent() *llmv1.StreamResponse {
 	return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Started{Started: &llmv1.Started{
-		Id: a.responseID(), Model: a.route.Model.GetModelId(), Provider: a.route.Provider.GetProviderId(),
+		Id: a.responseID(), ModelId: a.route.Model.GetModelId(), ProviderId: a.route.Provider.GetProviderId(),
 	}}}
 }
 
@@ -279,11 +279,11 @@ func (a *assembler) partial() *llmv1.Response { return a.response(false) }
 
 func (a *assembler) response(final bool) *llmv1.Response {
 	resp := &llmv1.Response{
-		Id:       a.responseID(),
-		Model:    a.route.Model.GetModelId(),
-		Provider: a.route.Provider.GetProviderId(),
-		Usage:    protoUsage(a.usage),
-		Cost:     cost(a.route.Model.GetPricing(), a.usage),
+		Id:         a.responseID(),
+		ModelId:    a.route.Model.GetModelId(),
+		ProviderId: a.route.Provider.GetProviderId(),
+		Usage:      protoUsage(a.usage),
+		Cost:       cost(a.route.Model.GetPricing(), a.usage),
 	}
 	if final {
 		resp.FinishReason, resp.RawFinishReason = a.finish, a.rawFinish

@@ -285,7 +285,7 @@ func (s *Service) attempt(ctx context.Context, route catalog.Route, req *llmv1.R
 		return nil, partial, classify(ctx, err, route)
 	}
 	span.SetAttributes(
-		attribute.String("gen_ai.response.model", resp.GetModel()),
+		attribute.String("gen_ai.response.model", resp.GetModelId()),
 		attribute.String("gen_ai.response.id", resp.GetId()),
 		attribute.Int64("gen_ai.usage.input_tokens", resp.GetUsage().GetInputTokens()+resp.GetUsage().GetCacheReadTokens()+resp.GetUsage().GetCacheWriteTokens()),
 		attribute.Int64("gen_ai.usage.output_tokens", resp.GetUsage().GetOutputTokens()),

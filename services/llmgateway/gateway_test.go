@@ -92,7 +92,7 @@ func TestStreamAssembly(t *testing.T) {
 
 	reasoning := &llmv1.ContentPart{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "think hard", Signature: "sig==", SignatureOrigin: "fake"}}}
 	wantResp := &llmv1.Response{
-		Id: "msg_1", Model: "fake-1", Provider: "fake",
+		Id: "msg_1", ModelId: "fake-1", ProviderId: "fake",
 		Parts: []*llmv1.ContentPart{
 			reasoning, textPart("héllo 😀"),
 			toolPart("call_a", "read", `{"path":"a.go"}`), toolPart("call_b", "grep", `{"q":"x"}`),
@@ -128,7 +128,7 @@ func TestStreamAssembly(t *testing.T) {
 	}
 	n := func(v int64) *int64 { return &v }
 	want := []*llmv1.StreamResponse{
-		ev(&llmv1.Started{Id: "msg_1", Model: "fake-1", Provider: "fake"}),
+		ev(&llmv1.Started{Id: "msg_1", ModelId: "fake-1", ProviderId: "fake"}),
 		ev(&llmv1.RateLimits{RequestsLimit: n(500), RequestsRemaining: n(499)}),
 		ev(&llmv1.ContentBlockStart{Index: 0, Kind: kReason}),
 		ev(&llmv1.ReasoningDelta{Index: 0, Text: "think "}),
@@ -320,9 +320,9 @@ func TestRetryAndFailover(t *testing.T) {
 				got.Attempts, got.Kind, got.Failover, got.Retryable = d.GetAttempts(), d.GetKind(), d.GetFailoverEligible(), d.GetRetryable()
 			} else {
 				end := evs[len(evs)-1].GetEnded().GetResponse()
-				got.Provider, got.Attempts = end.GetProvider(), end.GetAttempts()
-				if s := evs[0].GetStarted(); s.GetProvider() != end.GetProvider() {
-					t.Errorf("started names %s, ended %s", s.GetProvider(), end.GetProvider())
+				got.Provider, got.Attempts = end.GetProviderId(), end.GetAttempts()
+				if s := evs[0].GetStarted(); s.GetProviderId() != end.GetProviderId() {
+					t.Errorf("started names %s, ended %s", s.GetProviderId(), end.GetProviderId())
 				}
 			}
 			for _, r := range u.requests() {
@@ -392,10 +392,10 @@ func TestFailureAfterOutput(t *testing.T) {
 					t.Error("a failed stream has an ended event")
 				}
 			}
-			if last.GetError().GetKind() != tt.kind || last.GetError().GetProvider() != "fake" {
+			if last.GetError().GetKind() != tt.kind || last.GetError().GetProviderId() != "fake" {
 				t.Errorf("error detail %v", last.GetError())
 			}
-			wantPartial := &llmv1.Response{Id: "r9", Model: "fake-1", Provider: "fake", Parts: []*llmv1.ContentPart{textPart("partial")},
+			wantPartial := &llmv1.Response{Id: "r9", ModelId: "fake-1", ProviderId: "fake", Parts: []*llmv1.ContentPart{textPart("partial")},
 				Usage: &llmv1.Usage{InputTokens: 7, OutputTokens: 3},
 				Cost:  &llmv1.Cost{InputUsdMicros: 21, OutputUsdMicros: 45, TotalUsdMicros: 66, Source: llmv1.CostSource_COST_SOURCE_CATALOG}, Attempts: 1}
 			if diff := cmp.Diff(wantPartial, last.GetPartialResponse(), protocmp.Transform()); diff != "" {
@@ -569,7 +569,7 @@ func TestProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !resp.GetOk() || resp.GetReply() != "ready" || resp.GetModel() != "fake-1" || resp.GetLatency() == nil {
+		if !resp.GetOk() || resp.GetReply() != "ready" || resp.GetModelId() != "fake-1" || resp.GetLatency() == nil {
 			t.Errorf("probe %v", resp)
 		}
 	})

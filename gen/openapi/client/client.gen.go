@@ -3624,15 +3624,15 @@ type FabroLlmV1ErrorDetail struct {
 	// `fabro secret set <NAME>`.
 	MissingCredentials *[]string `json:"missingCredentials,omitempty"`
 
-	// Model Canonical id of the model that failed, when known.
-	Model *string `json:"model,omitempty"`
-
-	// Provider Id of the provider that failed, when an upstream was involved.
-	Provider *string `json:"provider,omitempty"`
+	// ModelId Canonical id of the model that failed, when known.
+	ModelId *string `json:"modelId,omitempty"`
 
 	// ProviderErrorCode Upstream error code or type, such as "insufficient_quota",
 	// "overloaded_error" or "ThrottlingException".
 	ProviderErrorCode *string `json:"providerErrorCode,omitempty"`
+
+	// ProviderId Id of the provider that failed, when an upstream was involved.
+	ProviderId *string `json:"providerId,omitempty"`
 
 	// ProviderRequestId Upstream request id, for support tickets.
 	ProviderRequestId *string `json:"providerRequestId,omitempty"`
@@ -3899,14 +3899,14 @@ type FabroLlmV1ProbeResponse struct {
 	// Latency Wall time of the whole probe (both steps when deep).
 	Latency *string `json:"latency,omitempty"`
 
-	// Model Canonical id of the model probed.
-	Model *string `json:"model,omitempty"`
+	// ModelId Canonical id of the model probed.
+	ModelId *string `json:"modelId,omitempty"`
 
 	// Ok True when the model answered as expected.
 	Ok *bool `json:"ok,omitempty"`
 
-	// Provider Id of the provider probed.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId Id of the provider probed.
+	ProviderId *string `json:"providerId,omitempty"`
 
 	// Reply The model's final text.
 	Reply *string `json:"reply,omitempty"`
@@ -4182,8 +4182,8 @@ type FabroLlmV1Response struct {
 	// Id The provider's response id, or one the gateway made.
 	Id *string `json:"id,omitempty"`
 
-	// Model Canonical id of the model that answered (after failover, the fallback).
-	Model *string `json:"model,omitempty"`
+	// ModelId Canonical id of the model that answered (after failover, the fallback).
+	ModelId *string `json:"modelId,omitempty"`
 
 	// Parts The reply's content parts in order: a streamed block's index is its
 	// position here. Tool calls of a LENGTH or INCOMPLETE turn are not here
@@ -4191,8 +4191,8 @@ type FabroLlmV1Response struct {
 	// lower here than their index).
 	Parts *[]FabroLlmV1ContentPart `json:"parts,omitempty"`
 
-	// Provider Id of the provider that answered.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId Id of the provider that answered.
+	ProviderId *string `json:"providerId,omitempty"`
 
 	// RawFinishReason The provider's own finish value, such as "end_turn" or "MAX_TOKENS".
 	RawFinishReason *string `json:"rawFinishReason,omitempty"`
@@ -4271,11 +4271,11 @@ type FabroLlmV1Started struct {
 	// Id The response id.
 	Id *string `json:"id,omitempty"`
 
-	// Model Canonical id of the model answering.
-	Model *string `json:"model,omitempty"`
+	// ModelId Canonical id of the model answering.
+	ModelId *string `json:"modelId,omitempty"`
 
-	// Provider Id of the provider answering.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId Id of the provider answering.
+	ProviderId *string `json:"providerId,omitempty"`
 }
 
 // FabroLlmV1StreamError StreamError is the terminal event of a stream that failed after visible

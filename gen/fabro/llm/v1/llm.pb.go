@@ -580,9 +580,9 @@ type Started struct {
 	// The response id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Canonical id of the model answering.
-	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// Id of the provider answering.
-	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId    string `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -624,16 +624,16 @@ func (x *Started) GetId() string {
 	return ""
 }
 
-func (x *Started) GetModel() string {
+func (x *Started) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
 
-func (x *Started) GetProvider() string {
+func (x *Started) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -2193,9 +2193,9 @@ type ProbeResponse struct {
 	// Wall time of the whole probe (both steps when deep).
 	Latency *durationpb.Duration `protobuf:"bytes,2,opt,name=latency,proto3" json:"latency,omitempty"`
 	// Canonical id of the model probed.
-	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,3,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// Id of the provider probed.
-	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId string `protobuf:"bytes,4,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// The model's final text.
 	Reply string `protobuf:"bytes,5,opt,name=reply,proto3" json:"reply,omitempty"`
 	// Why it failed, when ok is false.
@@ -2248,16 +2248,16 @@ func (x *ProbeResponse) GetLatency() *durationpb.Duration {
 	return nil
 }
 
-func (x *ProbeResponse) GetModel() string {
+func (x *ProbeResponse) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
 
-func (x *ProbeResponse) GetProvider() string {
+func (x *ProbeResponse) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -2304,11 +2304,12 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error\x12-\n" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x1d\n" +
 	"\n" +
-	"next_route\x18\x04 \x01(\tR\tnextRoute\"K\n" +
+	"next_route\x18\x04 \x01(\tR\tnextRoute\"U\n" +
 	"\aStarted\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\"\xe5\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\"\xe5\x01\n" +
 	"\x11ContentBlockStart\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.fabro.llm.v1.ContentBlockKindR\x04kind\x12 \n" +
@@ -2420,12 +2421,13 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\x05model\x18\x01 \x01(\tB\x03\xe0A\x02R\x05model\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.fabro.llm.v1.ProbeModeR\x04mode\x12H\n" +
 	"\x10reasoning_effort\x18\x03 \x01(\x0e2\x1d.fabro.llm.v1.ReasoningEffortR\x0freasoningEffort\x123\n" +
-	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xcd\x01\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xd7\x01\n" +
 	"\rProbeResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x123\n" +
-	"\alatency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\x12\x1a\n" +
-	"\bprovider\x18\x04 \x01(\tR\bprovider\x12\x14\n" +
+	"\alatency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x19\n" +
+	"\bmodel_id\x18\x03 \x01(\tR\amodelId\x12\x1f\n" +
+	"\vprovider_id\x18\x04 \x01(\tR\n" +
+	"providerId\x12\x14\n" +
 	"\x05reply\x18\x05 \x01(\tR\x05reply\x12/\n" +
 	"\x05error\x18\x06 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error*\xb6\x01\n" +
 	"\x10ContentBlockKind\x12\"\n" +

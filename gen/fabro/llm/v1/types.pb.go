@@ -1719,9 +1719,9 @@ type Response struct {
 	// The provider's response id, or one the gateway made.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Canonical id of the model that answered (after failover, the fallback).
-	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// Id of the provider that answered.
-	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId string `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// The reply's content parts in order: a streamed block's index is its
 	// position here. Tool calls of a LENGTH or INCOMPLETE turn are not here
 	// but in suppressed_tool_calls (so the blocks streamed after them sit
@@ -1783,16 +1783,16 @@ func (x *Response) GetId() string {
 	return ""
 }
 
-func (x *Response) GetModel() string {
+func (x *Response) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
 
-func (x *Response) GetProvider() string {
+func (x *Response) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -1863,9 +1863,9 @@ type ErrorDetail struct {
 	// Human-readable message; never contains credential values.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Id of the provider that failed, when an upstream was involved.
-	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId string `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// Canonical id of the model that failed, when known.
-	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,4,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// True when the same route may be retried.
 	Retryable bool `protobuf:"varint,5,opt,name=retryable,proto3" json:"retryable,omitempty"`
 	// True when a fallback route may be tried.
@@ -1935,16 +1935,16 @@ func (x *ErrorDetail) GetMessage() string {
 	return ""
 }
 
-func (x *ErrorDetail) GetProvider() string {
+func (x *ErrorDetail) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
 
-func (x *ErrorDetail) GetModel() string {
+func (x *ErrorDetail) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
@@ -2110,11 +2110,12 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x15cache_read_usd_micros\x18\x03 \x01(\x03R\x12cacheReadUsdMicros\x123\n" +
 	"\x16cache_write_usd_micros\x18\x04 \x01(\x03R\x13cacheWriteUsdMicros\x12(\n" +
 	"\x10total_usd_micros\x18\x05 \x01(\x03R\x0etotalUsdMicros\x120\n" +
-	"\x06source\x18\x06 \x01(\x0e2\x18.fabro.llm.v1.CostSourceR\x06source\"\xc1\x03\n" +
+	"\x06source\x18\x06 \x01(\x0e2\x18.fabro.llm.v1.CostSourceR\x06source\"\xcb\x03\n" +
 	"\bResponse\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\x12/\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\x12/\n" +
 	"\x05parts\x18\x04 \x03(\v2\x19.fabro.llm.v1.ContentPartR\x05parts\x12?\n" +
 	"\rfinish_reason\x18\x05 \x01(\x0e2\x1a.fabro.llm.v1.FinishReasonR\ffinishReason\x12*\n" +
 	"\x11raw_finish_reason\x18\x06 \x01(\tR\x0frawFinishReason\x12)\n" +
@@ -2123,12 +2124,13 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x15suppressed_tool_calls\x18\t \x03(\v2\x16.fabro.llm.v1.ToolCallR\x13suppressedToolCalls\x12\x1a\n" +
 	"\bwarnings\x18\n" +
 	" \x03(\tR\bwarnings\x12\x1a\n" +
-	"\battempts\x18\v \x01(\x05R\battempts\"\xf1\x03\n" +
+	"\battempts\x18\v \x01(\x05R\battempts\"\xfb\x03\n" +
 	"\vErrorDetail\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.fabro.llm.v1.ErrorKindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05model\x18\x04 \x01(\tR\x05model\x12\x1c\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\x12\x19\n" +
+	"\bmodel_id\x18\x04 \x01(\tR\amodelId\x12\x1c\n" +
 	"\tretryable\x18\x05 \x01(\bR\tretryable\x12+\n" +
 	"\x11failover_eligible\x18\x06 \x01(\bR\x10failoverEligible\x12:\n" +
 	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +

@@ -56,7 +56,7 @@ func (a *Agent) streamTurn(ctx context.Context, ps *promptState, turn int32) (*l
 			delay = ra.AsDuration()
 		}
 		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_LlmRetry{LlmRetry: &agentv1.LlmRetry{
-			Provider: lerr.GetProvider(), Model: lerr.GetModel(), Attempt: int32(attempt + 1),
+			Provider: lerr.GetProviderId(), Model: lerr.GetModelId(), Attempt: int32(attempt + 1),
 			Delay: durationpb.New(delay), Error: lerr, Phase: agentv1.LlmRetryPhase_LLM_RETRY_PHASE_CONSUME}}})
 		t := time.NewTimer(delay)
 		select {

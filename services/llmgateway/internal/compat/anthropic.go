@@ -527,10 +527,10 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 }
 
 func anthropicMessageOf(resp *llmv1.Response) *anthropicMessage {
-	m := &anthropicMessage{ID: msgID(resp.GetId()), Type: "message", Role: "assistant", Model: resp.GetProvider() + "/" + resp.GetModel(),
+	m := &anthropicMessage{ID: msgID(resp.GetId()), Type: "message", Role: "assistant", Model: resp.GetProviderId() + "/" + resp.GetModelId(),
 		Content: []json.RawMessage{}, Usage: anthUsage(resp.GetUsage())}
 	for _, p := range resp.GetParts() {
-		if b := contentBlock(p, resp.GetProvider()); b != nil {
+		if b := contentBlock(p, resp.GetProviderId()); b != nil {
 			m.Content = append(m.Content, b)
 		}
 	}
@@ -554,8 +554,8 @@ type messagesStream struct {
 func (s *messagesStream) handle(ev *llmv1.StreamResponse) error {
 	switch x := ev.GetEvent().(type) {
 	case *llmv1.StreamResponse_Started:
-		s.id, s.provider = msgID(x.Started.GetId()), x.Started.GetProvider()
-		s.model = x.Started.GetProvider() + "/" + x.Started.GetModel()
+		s.id, s.provider = msgID(x.Started.GetId()), x.Started.GetProviderId()
+		s.model = x.Started.GetProviderId() + "/" + x.Started.GetModelId()
 		s.index, s.kinds = map[int32]int{}, map[int32]llmv1.ContentBlockKind{}
 		return nil // message_start waits for the usage known so far
 	case *llmv1.StreamResponse_Usage:
@@ -566,7 +566,7 @@ func (s *messagesStream) handle(ev *llmv1.StreamResponse) error {
 	case *llmv1.StreamResponse_Ended:
 		if s.index == nil { // a reply with no visible output has no Started
 			resp := x.Ended.GetResponse()
-			s.id, s.provider, s.model = msgID(resp.GetId()), resp.GetProvider(), resp.GetProvider()+"/"+resp.GetModel()
+			s.id, s.provider, s.model = msgID(resp.GetId()), resp.GetProviderId(), resp.GetProviderId()+"/"+resp.GetModelId()
 			s.index, s.kinds = map[int32]int{}, map[int32]llmv1.ContentBlockKind{}
 			s.usage = resp.GetUsage()
 		}

@@ -88,7 +88,7 @@ func turnEvents() []*llmv1.StreamResponse {
 	call := &llmv1.ContentPart{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: "toolu_1", Name: "read", Arguments: `{"path":"a.go"}`}}}
 	usage := &llmv1.Usage{InputTokens: 90, OutputTokens: 20, ReasoningTokens: 5, CacheReadTokens: 10}
 	return []*llmv1.StreamResponse{
-		ev(&llmv1.Started{Id: "abc", Model: "claude-x", Provider: "anthropic"}),
+		ev(&llmv1.Started{Id: "abc", ModelId: "claude-x", ProviderId: "anthropic"}),
 		ev(&llmv1.Usage{InputTokens: 90, CacheReadTokens: 10}),
 		ev(&llmv1.ContentBlockStart{Index: 0, Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING}),
 		ev(&llmv1.ReasoningDelta{Index: 0, Text: "Look first."}),
@@ -102,7 +102,7 @@ func turnEvents() []*llmv1.StreamResponse {
 		ev(&llmv1.ToolCallDelta{Index: 2, Id: "toolu_1", Name: "read", ArgumentsDelta: `"a.go"}`}),
 		ev(&llmv1.ContentBlockEnd{Index: 2, Part: call}),
 		ev(usage),
-		ev(&llmv1.Ended{Response: &llmv1.Response{Id: "abc", Model: "claude-x", Provider: "anthropic", Parts: []*llmv1.ContentPart{reasoning, text, call},
+		ev(&llmv1.Ended{Response: &llmv1.Response{Id: "abc", ModelId: "claude-x", ProviderId: "anthropic", Parts: []*llmv1.ContentPart{reasoning, text, call},
 			FinishReason: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS, Usage: usage}}),
 	}
 }
@@ -277,7 +277,7 @@ func TestStreamErrorAfterOutput(t *testing.T) {
 // Ended without Started) is still a well-formed stream in every API.
 func TestEmptyReplyStream(t *testing.T) {
 	evs := []*llmv1.StreamResponse{{Event: &llmv1.StreamResponse_Ended{Ended: &llmv1.Ended{Response: &llmv1.Response{
-		Id: "e1", Model: "claude-x", Provider: "anthropic", FinishReason: llmv1.FinishReason_FINISH_REASON_STOP, Usage: &llmv1.Usage{InputTokens: 3}}}}}}
+		Id: "e1", ModelId: "claude-x", ProviderId: "anthropic", FinishReason: llmv1.FinishReason_FINISH_REASON_STOP, Usage: &llmv1.Usage{InputTokens: 3}}}}}}
 	for _, c := range []struct{ path, body, want string }{
 		{"/openai/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`, `"finish_reason":"stop"`},
 		{"/openai/v1/responses", `{"model":"m","input":"x","stream":true}`, "event: response.completed"},

@@ -632,7 +632,7 @@ func chatCompletionOf(resp *llmv1.Response, created int64) *chatCompletion {
 	msg.ReasoningContent = reasoning.String()
 	fr := chatFinish(resp.GetFinishReason())
 	return &chatCompletion{
-		ID: chatID(resp.GetId()), Object: "chat.completion", Created: created, Model: resp.GetProvider() + "/" + resp.GetModel(),
+		ID: chatID(resp.GetId()), Object: "chat.completion", Created: created, Model: resp.GetProviderId() + "/" + resp.GetModelId(),
 		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: &fr}},
 		Usage:   openaiUsage(resp.GetUsage()),
 	}
@@ -657,7 +657,7 @@ func (c *chatStream) handle(ev *llmv1.StreamResponse) error {
 	empty := ""
 	switch x := ev.GetEvent().(type) {
 	case *llmv1.StreamResponse_Started:
-		c.id, c.model = chatID(x.Started.GetId()), x.Started.GetProvider()+"/"+x.Started.GetModel()
+		c.id, c.model = chatID(x.Started.GetId()), x.Started.GetProviderId()+"/"+x.Started.GetModelId()
 		c.sse.hold = true // the role chunk goes out with the first content
 		return c.send(&chatOutMessage{Role: "assistant", Content: &empty}, nil)
 	case *llmv1.StreamResponse_TextDelta:
@@ -712,6 +712,6 @@ func (c *chatStream) handle(ev *llmv1.StreamResponse) error {
 // had no visible output (the gateway then sends Ended alone).
 func startedOf(resp *llmv1.Response) *llmv1.StreamResponse {
 	return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Started{Started: &llmv1.Started{
-		Id: resp.GetId(), Model: resp.GetModel(), Provider: resp.GetProvider(),
+		Id: resp.GetId(), ModelId: resp.GetModelId(), ProviderId: resp.GetProviderId(),
 	}}}
 }

@@ -483,7 +483,7 @@ func outputItems(resp *llmv1.Response) []json.RawMessage {
 				Name: x.ToolCall.GetName(), Arguments: x.ToolCall.GetArguments(), Status: "completed"}))
 		case *llmv1.ContentPart_Reasoning, *llmv1.ContentPart_Opaque:
 			flush(&out, &msg)
-			out = append(out, mustJSON(reasoningItem(p, resp.GetId(), resp.GetProvider(), i)))
+			out = append(out, mustJSON(reasoningItem(p, resp.GetId(), resp.GetProviderId(), i)))
 		}
 	}
 	flush(&out, &msg)
@@ -536,7 +536,7 @@ func (h *Handler) responses(w http.ResponseWriter, r *http.Request) {
 			h.writeOpenAIBackendError(w, r, err)
 			return
 		}
-		ro := responseShell(req, resp.GetId(), resp.GetProvider()+"/"+resp.GetModel(), created)
+		ro := responseShell(req, resp.GetId(), resp.GetProviderId()+"/"+resp.GetModelId(), created)
 		ro.Output = outputItems(resp)
 		ro.OutputText = responseText(resp)
 		finishResponse(ro, resp)
@@ -583,7 +583,7 @@ func (s *responsesStream) handle(ev *llmv1.StreamResponse) error {
 	case *llmv1.StreamResponse_Started:
 		s.respID = x.Started.GetId()
 		s.items = map[int32]*streamItem{}
-		s.shell = responseShell(s.req, s.respID, x.Started.GetProvider()+"/"+x.Started.GetModel(), s.created)
+		s.shell = responseShell(s.req, s.respID, x.Started.GetProviderId()+"/"+x.Started.GetModelId(), s.created)
 		if err := s.send("response.created", map[string]any{"response": s.shell}); err != nil {
 			return err
 		}
