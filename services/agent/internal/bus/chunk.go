@@ -143,7 +143,9 @@ func (r *reassembler) addData(h nats.Header, data []byte) (*agentv1.AgentEvent, 
 	}
 	p := r.parts[session]
 	if i == 0 {
-		p = &partial{id: id, count: count, total: total, buf: make([]byte, 0, total)}
+		// Room for a few chunks, growing with what arrives: a header's
+		// claimed total reserves nothing its chunks do not bring.
+		p = &partial{id: id, count: count, total: total, buf: make([]byte, 0, min(total, 4*len(data)))}
 		r.parts[session] = p
 	}
 	if p == nil || p.id != id || p.next != i || p.count != count || p.total != total {

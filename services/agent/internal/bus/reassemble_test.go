@@ -70,3 +70,15 @@ func TestReassemblerBadChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestReassemblerReservesWhatArrives: a first chunk claiming the largest
+// total reserves room for what chunks bring, not for the claim.
+func TestReassemblerReservesWhatArrives(t *testing.T) {
+	var r reassembler
+	if _, err := r.addData(chunkHeader("s:1", 0, 1000, maxEventBytes), make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(r.parts["s"].buf); c > 1<<10 {
+		t.Fatalf("reserved %d bytes for a 10-byte chunk", c)
+	}
+}
