@@ -64,7 +64,7 @@ func TestKindPolicies(t *testing.T) {
 		llmv1.ErrorKind_ERROR_KIND_NETWORK:         {codes.Unavailable, true, true},
 		llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE:   {codes.Unavailable, true, true},
 		llmv1.ErrorKind_ERROR_KIND_CANCELLED:       {codes.Canceled, false, false},
-		llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Internal, false, false},
+		llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Unavailable, false, false},
 		llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED:     {codes.Internal, false, false},
 	}
 	if n := len(llmv1.ErrorKind_name); n != len(want) {

@@ -43,7 +43,7 @@ var kindPolicies = map[llmv1.ErrorKind]kindPolicy{
 	llmv1.ErrorKind_ERROR_KIND_NETWORK:         {codes.Unavailable, true, true},
 	llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE:   {codes.Unavailable, true, true},
 	llmv1.ErrorKind_ERROR_KIND_CANCELLED:       {codes.Canceled, false, false},
-	llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Internal, false, false},
+	llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Unavailable, false, false}, // the provider's reply, not our code
 	llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED:     {codes.Internal, false, false},
 }
 

@@ -287,7 +287,7 @@ func (s *Service) CompleteObject(ctx context.Context, req *llmv1.CompleteObjectR
 	}
 	text := jsonText(resp)
 	fail := func(format string, args ...any) error {
-		e := newError(codes.Internal, llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, format, args...)
+		e := newError(codes.Unavailable, llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, format, args...)
 		e.detail.ProviderId, e.detail.ModelId, e.detail.Attempts = resp.GetProviderId(), resp.GetModelId(), resp.GetAttempts()
 		return e.statusErr()
 	}

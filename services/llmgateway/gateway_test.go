@@ -492,11 +492,11 @@ func TestCompleteObject(t *testing.T) {
 	}{
 		{"valid", `{"name":"x","n":3,"tags":["a"]}`, codes.OK},
 		{"fenced", "```json\n{\"name\":\"x\",\"n\":3}\n```", codes.OK},
-		{"not json", `name: x`, codes.Internal},
-		{"missing required", `{"name":"x"}`, codes.Internal},
-		{"wrong type", `{"name":"x","n":1.5}`, codes.Internal},
-		{"extra property", `{"name":"x","n":1,"z":0}`, codes.Internal},
-		{"enum", `{"name":"x","n":1,"tags":["c"]}`, codes.Internal},
+		{"not json", `name: x`, codes.Unavailable},
+		{"missing required", `{"name":"x"}`, codes.Unavailable},
+		{"wrong type", `{"name":"x","n":1.5}`, codes.Unavailable},
+		{"extra property", `{"name":"x","n":1,"z":0}`, codes.Unavailable},
+		{"enum", `{"name":"x","n":1,"tags":["c"]}`, codes.Unavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -555,8 +555,8 @@ func TestCompleteObjectComposedSchema(t *testing.T) {
 				}
 				return
 			}
-			if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), tt.want) {
-				t.Errorf("CompleteObject = %v, want INTERNAL containing %q", err, tt.want)
+			if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), tt.want) {
+				t.Errorf("CompleteObject = %v, want UNAVAILABLE containing %q", err, tt.want)
 			}
 		})
 	}

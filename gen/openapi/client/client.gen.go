@@ -3614,7 +3614,8 @@ type FabroLlmV1ErrorDetail struct {
 	// UNAVAILABLE.
 	//  - ERROR_KIND_CANCELLED: The caller cancelled. gRPC CANCELLED.
 	//  - ERROR_KIND_RESPONSE_DECODE: A complete reply did not parse as JSON or did not match the requested
-	// schema (CompleteObject). gRPC INTERNAL.
+	// schema (CompleteObject). gRPC UNAVAILABLE: the provider's reply, not a
+	// fault of the gateway.
 	Kind *FabroLlmV1ErrorKind `json:"kind,omitempty"`
 
 	// Message Human-readable message; never contains credential values.
@@ -3672,7 +3673,8 @@ type FabroLlmV1ErrorDetail struct {
 //   - ERROR_KIND_CANCELLED: The caller cancelled. gRPC CANCELLED.
 //   - ERROR_KIND_RESPONSE_DECODE: A complete reply did not parse as JSON or did not match the requested
 //
-// schema (CompleteObject). gRPC INTERNAL.
+// schema (CompleteObject). gRPC UNAVAILABLE: the provider's reply, not a
+// fault of the gateway.
 type FabroLlmV1ErrorKind string
 
 // FabroLlmV1FinishReason FinishReason says why the model stopped, normalized across providers.
@@ -5790,8 +5792,10 @@ type ClientInterface interface {
 
 	// LLMGatewayServiceCompleteObjectWithBody CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5800,8 +5804,10 @@ type ClientInterface interface {
 
 	// LLMGatewayServiceCompleteObject CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6796,8 +6802,10 @@ func (c *Client) LLMGatewayServiceComplete(ctx context.Context, body LLMGatewayS
 
 // LLMGatewayServiceCompleteObjectWithBody CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6816,8 +6824,10 @@ func (c *Client) LLMGatewayServiceCompleteObjectWithBody(ctx context.Context, co
 
 // LLMGatewayServiceCompleteObject CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -11346,8 +11356,10 @@ type ClientWithResponsesInterface interface {
 
 	// LLMGatewayServiceCompleteObjectWithBodyWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11356,8 +11368,10 @@ type ClientWithResponsesInterface interface {
 
 	// LLMGatewayServiceCompleteObjectWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14945,8 +14959,10 @@ func (c *ClientWithResponses) LLMGatewayServiceCompleteWithResponse(ctx context.
 
 // LLMGatewayServiceCompleteObjectWithBodyWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14961,8 +14977,10 @@ func (c *ClientWithResponses) LLMGatewayServiceCompleteObjectWithBodyWithRespons
 
 // LLMGatewayServiceCompleteObjectWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

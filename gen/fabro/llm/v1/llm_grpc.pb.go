@@ -67,8 +67,10 @@ type LLMGatewayServiceClient interface {
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 	// CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	CompleteObject(ctx context.Context, in *CompleteObjectRequest, opts ...grpc.CallOption) (*CompleteObjectResponse, error)
 	// ListModels lists the catalog's models (and discovered ones), sorted by
 	// provider_id then model_id, a page at a time: a page token continues
@@ -250,8 +252,10 @@ type LLMGatewayServiceServer interface {
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	// CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	CompleteObject(context.Context, *CompleteObjectRequest) (*CompleteObjectResponse, error)
 	// ListModels lists the catalog's models (and discovered ones), sorted by
 	// provider_id then model_id, a page at a time: a page token continues

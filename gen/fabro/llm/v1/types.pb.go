@@ -437,7 +437,8 @@ const (
 	// The caller cancelled. gRPC CANCELLED.
 	ErrorKind_ERROR_KIND_CANCELLED ErrorKind = 13
 	// A complete reply did not parse as JSON or did not match the requested
-	// schema (CompleteObject). gRPC INTERNAL.
+	// schema (CompleteObject). gRPC UNAVAILABLE: the provider's reply, not a
+	// fault of the gateway.
 	ErrorKind_ERROR_KIND_RESPONSE_DECODE ErrorKind = 14
 )
 
