@@ -131,9 +131,15 @@ tidy: ## go mod tidy in every module, then go work sync
 	go work sync
 
 .PHONY: build
+# fabro --version: stamped here, since builds in a worktree or with
+# -buildvcs=false carry no VCS information of their own.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+FABRO_LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
 build: ## Build every binary into bin/
 	@mkdir -p bin
-	go build -o bin/fabro ./cmd/fabro
+	go build -ldflags '$(FABRO_LDFLAGS)' -o bin/fabro ./cmd/fabro
 	@for d in services/*/cmd/*/; do go build -o bin/$$(basename $$d) ./$$d; done
 
 .PHONY: plugins

@@ -71,14 +71,18 @@ func listModels(ctx context.Context, c *clientFlags, provider string, all bool, 
 		return err
 	}
 	defer done()
-	resp, err := client.ListModels(ctx, &llmv1.ListModelsRequest{Provider: provider, IncludeDisabled: all})
+	resp, err := allPages(func(tok string) (*llmv1.ListModelsResponse, error) {
+		return client.ListModels(ctx, &llmv1.ListModelsRequest{ProviderId: provider, IncludeDisabled: all, PageSize: 1000, PageToken: tok})
+	}, func(all, page *llmv1.ListModelsResponse) {
+		all.Models = append(all.Models, page.GetModels()...)
+	})
 	if err != nil {
 		return c.rpcError(err)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tALIASES\tCONTEXT\tOUTPUT\t$IN/M\t$OUT/M\tCAPABILITIES")
 	for _, m := range resp.GetModels() {
-		id := m.GetProvider() + "/" + m.GetId()
+		id := m.GetProviderId() + "/" + m.GetModelId()
 		if m.GetDiscovered() {
 			id += " (discovered)"
 		}
@@ -162,7 +166,12 @@ func listProviders(ctx context.Context, c *clientFlags, probe, all bool, e env) 
 		return err
 	}
 	defer done()
-	resp, err := client.ListProviders(ctx, &llmv1.ListProvidersRequest{Probe: probe, IncludeDisabled: all})
+	resp, err := allPages(func(tok string) (*llmv1.ListProvidersResponse, error) {
+		return client.ListProviders(ctx, &llmv1.ListProvidersRequest{Probe: probe, IncludeDisabled: all, PageSize: 1000, PageToken: tok})
+	}, func(all, page *llmv1.ListProvidersResponse) {
+		all.Providers = append(all.Providers, page.GetProviders()...)
+		all.Readiness = append(all.Readiness, page.GetReadiness()...)
+	})
 	if err != nil {
 		return c.rpcError(err)
 	}
@@ -189,7 +198,7 @@ func listProviders(ctx context.Context, c *clientFlags, probe, all bool, e env) 
 			state = "disabled"
 		}
 		codec := strings.ToLower(strings.TrimPrefix(p.GetCodec().String(), "CODEC_"))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.GetId(), codec, p.GetDefaultModel(), state, detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.GetProviderId(), codec, p.GetDefaultModel(), state, detail)
 	}
 	return tw.Flush()
 }

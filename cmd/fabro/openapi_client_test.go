@@ -48,7 +48,7 @@ func TestGeneratedRESTClient(t *testing.T) {
 
 	// Unary: the key the stream below spends, written and read back.
 	put, err := c.VaultServicePutSecretWithResponse(ctx, "ANTHROPIC_API_KEY",
-		client.VaultServicePutSecretJSONRequestBody{Value: apiPtr("sk-ant-through-the-generated-client")})
+		client.VaultServicePutSecretJSONRequestBody{Value: "sk-ant-through-the-generated-client"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +83,8 @@ func TestGeneratedRESTClient(t *testing.T) {
 	// Streaming: one StreamResult per line.
 	role := client.FabroLlmV1RoleROLEUSER
 	resp, err := c.LLMGatewayServiceStream(ctx, client.LLMGatewayServiceStreamJSONRequestBody{
-		Request: &client.FabroLlmV1Request{
-			Model:            apiPtr("anthropic/claude-sonnet-4.5"),
+		Request: client.FabroLlmV1Request{
+			Model:            "anthropic/claude-sonnet-4.5",
 			DisableFallbacks: apiPtr(true),
 			Messages: &[]client.FabroLlmV1Message{{
 				Role:  &role,
@@ -117,10 +117,10 @@ func TestGeneratedRESTClient(t *testing.T) {
 		if line.Error != nil {
 			t.Fatalf("stream error: %s", sc.Text())
 		}
-		if line.Result == nil || line.Result.Event == nil {
+		if line.Result == nil {
 			t.Fatalf("line without a result event: %s", sc.Text())
 		}
-		ev := line.Result.Event
+		ev := line.Result // each streamed StreamResponse is the event
 		if ev.TextDelta != nil {
 			text.WriteString(apiVal(ev.TextDelta.Text))
 		}
@@ -138,8 +138,8 @@ func TestGeneratedRESTClient(t *testing.T) {
 	// response: the code's HTTP status and one google.rpc.Status, not an
 	// NDJSON {"error": ...} line.
 	failed, err := c.LLMGatewayServiceStreamWithResponse(ctx, client.LLMGatewayServiceStreamJSONRequestBody{
-		Request: &client.FabroLlmV1Request{
-			Model:    apiPtr("nobody/no-such-model"),
+		Request: client.FabroLlmV1Request{
+			Model:    "nobody/no-such-model",
 			Messages: &[]client.FabroLlmV1Message{{Role: &role, Parts: &[]client.FabroLlmV1ContentPart{{Text: &client.FabroLlmV1TextPart{Text: apiPtr("Hi.")}}}}},
 		},
 	})

@@ -94,7 +94,7 @@ func TestServeLoadsPlugins(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	if drivers := get("/v1/sandboxDrivers"); !strings.Contains(drivers, `"name":"bwrap"`) || !strings.Contains(drivers, "ISOLATION_NAMESPACE") {
+	if drivers := get("/v1/sandboxDrivers"); !strings.Contains(drivers, `"driverId":"bwrap"`) || !strings.Contains(drivers, "ISOLATION_NAMESPACE") {
 		t.Fatalf("ListDrivers = %s; want bwrap with namespace isolation", drivers)
 	}
 	resp, err := call(http.MethodPost, "/v1/sandboxes", `{"spec":{"driver":"bwrap"}}`)

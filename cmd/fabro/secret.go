@@ -138,7 +138,12 @@ func secretList(fs *flag.FlagSet, e env) runner {
 			return err
 		}
 		defer done()
-		resp, err := client.ListSecrets(ctx, &vaultv1.ListSecretsRequest{Prefix: *prefix})
+		resp, err := allPages(func(tok string) (*vaultv1.ListSecretsResponse, error) {
+			return client.ListSecrets(ctx, &vaultv1.ListSecretsRequest{Prefix: *prefix, PageSize: 1000, PageToken: tok})
+		}, func(all, page *vaultv1.ListSecretsResponse) {
+			all.Secrets = append(all.Secrets, page.GetSecrets()...)
+			all.CorruptNames = append(all.CorruptNames, page.GetCorruptNames()...)
+		})
 		if err != nil {
 			return c.rpcError(err)
 		}

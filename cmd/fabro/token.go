@@ -64,7 +64,7 @@ func tokenCreate(fs *flag.FlagSet, e env) runner {
 		// The value alone on stdout, so it can be redirected into a file.
 		fmt.Fprintln(e.stdout, resp.GetValue())
 		fmt.Fprintf(e.stderr, "created token %s for %s (%s); it is shown only this once\n",
-			resp.GetToken().GetId(), resp.GetToken().GetName(), *role)
+			resp.GetToken().GetTokenId(), resp.GetToken().GetName(), *role)
 		return nil
 	}
 }
@@ -80,7 +80,11 @@ func tokenList(fs *flag.FlagSet, e env) runner {
 			return err
 		}
 		defer done()
-		resp, err := client.ListTokens(ctx, &authv1.ListTokensRequest{})
+		resp, err := allPages(func(tok string) (*authv1.ListTokensResponse, error) {
+			return client.ListTokens(ctx, &authv1.ListTokensRequest{PageSize: 1000, PageToken: tok})
+		}, func(all, page *authv1.ListTokensResponse) {
+			all.Tokens = append(all.Tokens, page.GetTokens()...)
+		})
 		if err != nil {
 			return c.rpcError(err)
 		}
@@ -88,7 +92,7 @@ func tokenList(fs *flag.FlagSet, e env) runner {
 		fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED")
 		roles := map[authv1.Role]string{authv1.Role_ROLE_USER: "user", authv1.Role_ROLE_ADMIN: "admin", authv1.Role_ROLE_SERVICE: "service"}
 		for _, t := range resp.GetTokens() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.GetId(), t.GetName(), roles[t.GetRole()], t.GetCreateTime().AsTime().Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.GetTokenId(), t.GetName(), roles[t.GetRole()], t.GetCreateTime().AsTime().Local().Format(time.DateTime))
 		}
 		return tw.Flush()
 	}
@@ -105,7 +109,7 @@ func tokenRevoke(fs *flag.FlagSet, e env) runner {
 			return err
 		}
 		defer done()
-		if _, err := client.RevokeToken(ctx, &authv1.RevokeTokenRequest{Id: args[0]}); err != nil {
+		if _, err := client.RevokeToken(ctx, &authv1.RevokeTokenRequest{TokenId: args[0]}); err != nil {
 			return c.rpcError(err)
 		}
 		fmt.Fprintf(e.stdout, "revoked %s\n", args[0])

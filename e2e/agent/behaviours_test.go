@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
-	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
@@ -111,17 +110,17 @@ func TestProfileAndPermissionsInPrompt(t *testing.T) {
 	tests := []struct {
 		model   string
 		level   agentv1.PermissionLevel
-		profile llmv1.AgentProfile
+		profile agentv1.AgentProfile
 		want    []string
 		notWant []string
 	}{
-		{"xai/grok-4", agentv1.PermissionLevel_PERMISSION_LEVEL_FULL, llmv1.AgentProfile_AGENT_PROFILE_OPENAI,
+		{"xai/grok-4", agentv1.PermissionLevel_PERMISSION_LEVEL_FULL, agentv1.AgentProfile_AGENT_PROFILE_OPENAI,
 			[]string{"Permission level: full", "run the project's checks with the shell", "apply_patch"}, nil},
-		{"anthropic/claude-sonnet-4.5", agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY, llmv1.AgentProfile_AGENT_PROFILE_ANTHROPIC,
+		{"anthropic/claude-sonnet-4.5", agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY, agentv1.AgentProfile_AGENT_PROFILE_ANTHROPIC,
 			[]string{"Permission level: read-only", "read-only tools"}, []string{"edit_file", "make focused edits", "shell", "Task tools"}},
-		{"openai/gpt-5", agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY, llmv1.AgentProfile_AGENT_PROFILE_OPENAI,
+		{"openai/gpt-5", agentv1.PermissionLevel_PERMISSION_LEVEL_READ_ONLY, agentv1.AgentProfile_AGENT_PROFILE_OPENAI,
 			[]string{"Permission level: read-only"}, []string{"apply_patch", "make focused edits", "with the shell", "update_plan"}},
-		{"gemini/gemini-2.5-flash", agentv1.PermissionLevel_PERMISSION_LEVEL_READ_WRITE, llmv1.AgentProfile_AGENT_PROFILE_GEMINI,
+		{"gemini/gemini-2.5-flash", agentv1.PermissionLevel_PERMISSION_LEVEL_READ_WRITE, agentv1.AgentProfile_AGENT_PROFILE_GEMINI,
 			[]string{"Permission level: read-write", "cannot run shell commands", "edit_file"}, []string{"with the shell when"}},
 	}
 	for _, tc := range tests {

@@ -3,6 +3,8 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -11,6 +13,7 @@ import (
 
 	authv1 "github.com/fabro-sh/fabro-go/gen/fabro/auth/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/platform/paging"
 )
 
 // TokenService serves fabro.auth.v1.TokenService over a Store. The
@@ -49,7 +52,7 @@ func toProtoRole(r Role) authv1.Role {
 }
 
 func toProto(e Entry) *authv1.Token {
-	return &authv1.Token{Id: e.ID, Name: e.Name, Role: toProtoRole(e.Role), CreateTime: timestamppb.New(e.Created)}
+	return &authv1.Token{TokenId: e.ID, Name: e.Name, Role: toProtoRole(e.Role), CreateTime: timestamppb.New(e.Created)}
 }
 
 // CreateToken implements TokenService.
@@ -68,27 +71,55 @@ func (t *TokenService) CreateToken(_ context.Context, req *authv1.CreateTokenReq
 	return &authv1.CreateTokenResponse{Token: toProto(e), Value: value}, nil
 }
 
-// ListTokens implements TokenService.
-func (t *TokenService) ListTokens(context.Context, *authv1.ListTokensRequest) (*authv1.ListTokensResponse, error) {
+// ListTokens implements TokenService: oldest first, ties by id, one page
+// after the page token's (creation time, id).
+func (t *TokenService) ListTokens(_ context.Context, req *authv1.ListTokensRequest) (*authv1.ListTokensResponse, error) {
 	entries, err := t.store.List()
 	if err != nil {
 		return nil, err
 	}
-	resp := &authv1.ListTokensResponse{}
-	for _, e := range entries {
+	entries = slices.Clone(entries)
+	key := func(e Entry) []string { return []string{fmt.Sprintf("%020d", e.Created.UnixNano()), e.ID} }
+	slices.SortStableFunc(entries, func(a, b Entry) int { return slices.Compare(key(a), key(b)) })
+	page, next, err := paging.Page(entries, req, paging.Filter(), key, paging.Ascending(key))
+	if err != nil {
+		if errors.Is(err, paging.ErrInvalidSize) {
+			return nil, domain.InvalidField("page_size", err.Error())
+		}
+		return nil, domain.InvalidField("page_token", err.Error())
+	}
+	resp := &authv1.ListTokensResponse{NextPageToken: next}
+	for _, e := range page {
 		resp.Tokens = append(resp.Tokens, toProto(e))
 	}
 	return resp, nil
 }
 
+// GetToken implements TokenService.
+func (t *TokenService) GetToken(_ context.Context, req *authv1.GetTokenRequest) (*authv1.GetTokenResponse, error) {
+	if req.GetTokenId() == "" {
+		return nil, domain.InvalidField("token_id", "name the token's id (see ListTokens)")
+	}
+	entries, err := t.store.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.ID == req.GetTokenId() {
+			return &authv1.GetTokenResponse{Token: toProto(e)}, nil
+		}
+	}
+	return nil, domain.New(codes.NotFound, "TOKEN_NOT_FOUND", "no token has this id", grpcerr.Meta("token_id", req.GetTokenId()))
+}
+
 // RevokeToken implements TokenService.
 func (t *TokenService) RevokeToken(_ context.Context, req *authv1.RevokeTokenRequest) (*authv1.RevokeTokenResponse, error) {
-	if req.GetId() == "" {
-		return nil, domain.InvalidField("id", "name the token's id (see ListTokens)")
+	if req.GetTokenId() == "" {
+		return nil, domain.InvalidField("token_id", "name the token's id (see ListTokens)")
 	}
-	switch err := t.store.Revoke(req.GetId()); {
+	switch err := t.store.Revoke(req.GetTokenId()); {
 	case errors.Is(err, ErrNotFound):
-		return nil, domain.New(codes.NotFound, "TOKEN_NOT_FOUND", "no token has this id", grpcerr.Meta("id", req.GetId()))
+		return nil, domain.New(codes.NotFound, "TOKEN_NOT_FOUND", "no token has this id", grpcerr.Meta("token_id", req.GetTokenId()))
 	case err != nil:
 		return nil, err
 	}

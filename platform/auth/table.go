@@ -66,6 +66,7 @@ var Table = map[string]Grant{
 
 	"/fabro.auth.v1.TokenService/CreateToken": Admin,
 	"/fabro.auth.v1.TokenService/ListTokens":  Admin,
+	"/fabro.auth.v1.TokenService/GetToken":    Admin,
 	"/fabro.auth.v1.TokenService/RevokeToken": Admin,
 
 	"/fabro.vault.v1.VaultService/PutSecret":          Admin,
@@ -78,11 +79,14 @@ var Table = map[string]Grant{
 	"/fabro.llm.v1.LLMGatewayService/Complete":       People | Agent,
 	"/fabro.llm.v1.LLMGatewayService/CompleteObject": People,
 	"/fabro.llm.v1.LLMGatewayService/ListModels":     People,
+	"/fabro.llm.v1.LLMGatewayService/GetModel":       People,
+	"/fabro.llm.v1.LLMGatewayService/GetProvider":    People,
 	"/fabro.llm.v1.LLMGatewayService/ListProviders":  People,
 	"/fabro.llm.v1.LLMGatewayService/ResolveModel":   People | Agent,
 	"/fabro.llm.v1.LLMGatewayService/Probe":          People,
 
 	"/fabro.sandbox.v1.SandboxService/ListDrivers":   People | Agent,
+	"/fabro.sandbox.v1.SandboxService/GetDriver":     People | Agent,
 	"/fabro.sandbox.v1.SandboxService/CreateSandbox": People | Agent,
 	"/fabro.sandbox.v1.SandboxService/GetSandbox":    People | Agent,
 	"/fabro.sandbox.v1.SandboxService/ListSandboxes": People | Agent,

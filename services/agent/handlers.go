@@ -62,16 +62,21 @@ func (s *Service) resolveRoute(ctx context.Context, selector string) (*agentv1.M
 		return nil, upstream("llmgateway", "model "+strconv.Quote(selector), err)
 	}
 	m := res.GetModel()
+	profile, err := profileByName(m.GetAgentProfile())
+	if err != nil {
+		return nil, domain.New(codes.FailedPrecondition, "AGENT_PROFILE_UNKNOWN",
+			fmt.Sprintf("model %q: %v", selector, err), grpcerr.Meta("model", selector, "agent_profile", m.GetAgentProfile()))
+	}
 	route := &agentv1.ModelRoute{
 		Selector:            selector,
-		Provider:            res.GetProvider().GetId(),
-		Model:               m.GetId(),
-		Profile:             m.GetAgentProfile(),
+		Provider:            res.GetProvider().GetProviderId(),
+		Model:               m.GetModelId(),
+		Profile:             profile,
 		Codec:               res.GetProvider().GetCodec(),
 		ContextWindowTokens: m.GetContextWindow(),
 		MaxOutputTokens:     m.GetMaxOutputTokens(),
 	}
-	if route.Profile == llmv1.AgentProfile_AGENT_PROFILE_UNSPECIFIED {
+	if route.Profile == agentv1.AgentProfile_AGENT_PROFILE_UNSPECIFIED {
 		// The model names none: the provider's, by its wire protocol, so
 		// the snapshot reports the profile really used.
 		route.Profile = providerProfile(route.GetCodec())
@@ -79,14 +84,14 @@ func (s *Service) resolveRoute(ctx context.Context, selector string) (*agentv1.M
 	return route, nil
 }
 
-func providerProfile(c llmv1.Codec) llmv1.AgentProfile {
+func providerProfile(c llmv1.Codec) agentv1.AgentProfile {
 	switch c {
 	case llmv1.Codec_CODEC_ANTHROPIC_MESSAGES, llmv1.Codec_CODEC_BEDROCK_CONVERSE:
-		return llmv1.AgentProfile_AGENT_PROFILE_ANTHROPIC
+		return agentv1.AgentProfile_AGENT_PROFILE_ANTHROPIC
 	case llmv1.Codec_CODEC_GEMINI_GENERATE:
-		return llmv1.AgentProfile_AGENT_PROFILE_GEMINI
+		return agentv1.AgentProfile_AGENT_PROFILE_GEMINI
 	}
-	return llmv1.AgentProfile_AGENT_PROFILE_OPENAI
+	return agentv1.AgentProfile_AGENT_PROFILE_OPENAI
 }
 
 // attachSandbox finds or creates the session's sandbox.

@@ -288,19 +288,24 @@ func (s *Service) smallModel(route *agentv1.ModelRoute) string {
 	own := route.GetProvider() + "/" + route.GetModel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := s.llm.ListModels(ctx, &llmv1.ListModelsRequest{Provider: route.GetProvider()})
-	if err != nil {
-		s.logger.Warn("list models for the small model", "provider", route.GetProvider(), "error", err)
-		return own
-	}
 	best, price := own, int64(-1)
-	for _, m := range resp.GetModels() {
-		p := m.GetPricing().GetOutputUsdMicrosPerMillion()
-		if !m.GetEnabled() || m.GetPricing() == nil || p <= 0 {
-			continue
+	for token := ""; ; {
+		resp, err := s.llm.ListModels(ctx, &llmv1.ListModelsRequest{ProviderId: route.GetProvider(), PageSize: 1000, PageToken: token})
+		if err != nil {
+			s.logger.Warn("list models for the small model", "provider", route.GetProvider(), "error", err)
+			return own
 		}
-		if price < 0 || p < price {
-			best, price = route.GetProvider()+"/"+m.GetId(), p
+		for _, m := range resp.GetModels() {
+			p := m.GetPricing().GetOutputUsdMicrosPerMillion()
+			if !m.GetEnabled() || m.GetPricing() == nil || p <= 0 {
+				continue
+			}
+			if price < 0 || p < price {
+				best, price = route.GetProvider()+"/"+m.GetModelId(), p
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
 		}
 	}
 	return best

@@ -33,7 +33,7 @@ func (s *Service) discoverSkills(ctx context.Context, sandboxID string, dirs []s
 	var skipped []*agentv1.SkippedSkill
 	byName := map[string]int{}
 	for _, dir := range dirs {
-		resp, err := s.sandbox.ListDirectory(ctx, &sandboxv1.ListDirectoryRequest{SandboxId: sandboxID, Path: dir, Depth: 1})
+		resp, err := tools.ListDirectory(ctx, s.sandbox, &sandboxv1.ListDirectoryRequest{SandboxId: sandboxID, Path: dir, Depth: 1})
 		if err != nil {
 			skipped = append(skipped, &agentv1.SkippedSkill{Path: dir, Reason: "unreadable_dir", Message: "cannot list the skill directory: " + err.Error()})
 			continue

@@ -28,19 +28,19 @@ const memoryTruncatedMarker = "\n[Project instructions truncated at 32KB]"
 // unset profile follows the route's codec, as upstream does.
 func profileName(route *agentv1.ModelRoute) string {
 	switch route.GetProfile() {
-	case llmv1.AgentProfile_AGENT_PROFILE_ANTHROPIC:
+	case agentv1.AgentProfile_AGENT_PROFILE_ANTHROPIC:
 		return "anthropic"
-	case llmv1.AgentProfile_AGENT_PROFILE_CLAUDE_5:
+	case agentv1.AgentProfile_AGENT_PROFILE_CLAUDE_5:
 		return "claude-5"
-	case llmv1.AgentProfile_AGENT_PROFILE_OPENAI:
+	case agentv1.AgentProfile_AGENT_PROFILE_OPENAI:
 		return "openai"
-	case llmv1.AgentProfile_AGENT_PROFILE_GEMINI:
+	case agentv1.AgentProfile_AGENT_PROFILE_GEMINI:
 		return "gemini"
-	case llmv1.AgentProfile_AGENT_PROFILE_KIMI:
+	case agentv1.AgentProfile_AGENT_PROFILE_KIMI:
 		return "kimi"
-	case llmv1.AgentProfile_AGENT_PROFILE_GPT56:
+	case agentv1.AgentProfile_AGENT_PROFILE_GPT56:
 		return "gpt56"
-	case llmv1.AgentProfile_AGENT_PROFILE_GPT6:
+	case agentv1.AgentProfile_AGENT_PROFILE_GPT6:
 		return "gpt6"
 	}
 	switch route.GetCodec() {
@@ -157,7 +157,7 @@ func (s *Service) probeEnvironment(ctx context.Context, sb *sandboxv1.Sandbox) *
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := s.sandbox.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sb.GetSandboxId(), Spec: &sandboxv1.ExecSpec{
-		Command: "git rev-parse --is-inside-work-tree 2>/dev/null && git rev-parse --abbrev-ref HEAD 2>/dev/null", TimeoutMs: 5000}})
+		Command: "git rev-parse --is-inside-work-tree 2>/dev/null && git rev-parse --abbrev-ref HEAD 2>/dev/null", Timeout: durationpb.New(5 * time.Second)}})
 	if err == nil && resp.GetResult().GetExitCode() == 0 {
 		lines := strings.Fields(string(resp.GetResult().GetStdout()))
 		if len(lines) > 0 && lines[0] == "true" {

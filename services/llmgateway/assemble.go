@@ -30,7 +30,7 @@ type block struct {
 // can still be retried or failed over without the caller seeing anything.
 type assembler struct {
 	route catalog.Route
-	emit  func(*llmv1.StreamEvent) error // nil: unary, no events built
+	emit  func(*llmv1.StreamResponse) error // nil: unary, no events built
 
 	id, upstreamModel string
 	blocks            []*block
@@ -40,12 +40,12 @@ type assembler struct {
 	finish            llmv1.FinishReason
 	rawFinish         string
 	visible           bool
-	pending           []*llmv1.StreamEvent
+	pending           []*llmv1.StreamResponse
 	rateLimits        *llmv1.RateLimits
 	warnings          []string // from adapting the request to the route
 }
 
-func newAssembler(route catalog.Route, emit func(*llmv1.StreamEvent) error) *assembler {
+func newAssembler(route catalog.Route, emit func(*llmv1.StreamResponse) error) *assembler {
 	return &assembler{route: route, emit: emit}
 }
 
@@ -53,7 +53,7 @@ func newAssembler(route catalog.Route, emit func(*llmv1.StreamEvent) error) *ass
 func (a *assembler) Visible() bool { return a.visible }
 
 // send emits ev, holding it back until visible output when show is false.
-func (a *assembler) send(ev *llmv1.StreamEvent, show bool) error {
+func (a *assembler) send(ev *llmv1.StreamResponse, show bool) error {
 	if a.emit == nil {
 		return nil
 	}
@@ -67,7 +67,7 @@ func (a *assembler) send(ev *llmv1.StreamEvent, show bool) error {
 			return err
 		}
 		if a.rateLimits != nil {
-			if err := a.emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_RateLimits{RateLimits: a.rateLimits}}); err != nil {
+			if err := a.emit(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_RateLimits{RateLimits: a.rateLimits}}); err != nil {
 				return err
 			}
 		}
@@ -81,9 +81,9 @@ func (a *assembler) send(ev *llmv1.StreamEvent, show bool) error {
 	return a.emit(ev)
 }
 
-func (a *assembler) startedEvent() *llmv1.StreamEvent {
-	return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Started{Started: &llmv1.Started{
-		Id: a.responseID(), Model: a.route.Model.GetId(), Provider: a.route.Provider.GetId(),
+func (a *assembler) startedEvent() *llmv1.StreamResponse {
+	return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Started{Started: &llmv1.Started{
+		Id: a.responseID(), ModelId: a.route.Model.GetModelId(), ProviderId: a.route.Provider.GetProviderId(),
 	}}}
 }
 
@@ -128,7 +128,7 @@ func (a *assembler) handle(ev *codec.Event) error {
 		}
 		a.blocks = append(a.blocks, b)
 		if a.emit != nil {
-			return a.send(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockStart{ContentBlockStart: &llmv1.ContentBlockStart{
+			return a.send(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockStart{ContentBlockStart: &llmv1.ContentBlockStart{
 				Index: idx, Kind: b.kind, ToolCallId: b.id, ToolName: b.name, ToolCallIndex: b.toolIndex, OpaqueKind: b.opaqueKnd,
 			}}}, false)
 		}
@@ -142,16 +142,16 @@ func (a *assembler) handle(ev *codec.Event) error {
 			return nil
 		}
 		idx := int32(a.indexOf(b))
-		var se *llmv1.StreamEvent
+		var se *llmv1.StreamResponse
 		switch b.kind {
 		case llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING:
-			se = &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ReasoningDelta{ReasoningDelta: &llmv1.ReasoningDelta{Index: idx, Text: ev.Text}}}
+			se = &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ReasoningDelta{ReasoningDelta: &llmv1.ReasoningDelta{Index: idx, Text: ev.Text}}}
 		case llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL:
-			se = &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ToolCallDelta{ToolCallDelta: &llmv1.ToolCallDelta{
+			se = &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ToolCallDelta{ToolCallDelta: &llmv1.ToolCallDelta{
 				Index: idx, ToolCallIndex: b.toolIndex, Id: b.id, Name: b.name, ArgumentsDelta: ev.Text,
 			}}}
 		default:
-			se = &llmv1.StreamEvent{Event: &llmv1.StreamEvent_TextDelta{TextDelta: &llmv1.TextDelta{Index: idx, Text: ev.Text}}}
+			se = &llmv1.StreamResponse{Event: &llmv1.StreamResponse_TextDelta{TextDelta: &llmv1.TextDelta{Index: idx, Text: ev.Text}}}
 		}
 		return a.send(se, true)
 	case codec.EventSignature:
@@ -174,7 +174,7 @@ func (a *assembler) handle(ev *codec.Event) error {
 		mergeUsage(&a.usage, ev.Usage)
 		a.sawUsage = true
 		if a.emit != nil {
-			return a.send(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Usage{Usage: protoUsage(a.usage)}}, false)
+			return a.send(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_Usage{Usage: protoUsage(a.usage)}}, false)
 		}
 	case codec.EventFinish:
 		a.finish, a.rawFinish = ev.Finish, ev.RawFinish
@@ -194,7 +194,7 @@ func (a *assembler) indexOf(b *block) int {
 // end completes a block: builds its part and emits content_block_end.
 func (a *assembler) end(b *block) error {
 	b.ended = true
-	provider := a.route.Provider.GetId()
+	provider := a.route.Provider.GetProviderId()
 	text := b.text.String()
 	switch b.kind {
 	case llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING:
@@ -231,7 +231,7 @@ func (a *assembler) end(b *block) error {
 	}
 	// An opaque part or a tool call with no deltas is output in itself.
 	show := b.kind == llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE || b.kind == llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL || b.text.Len() > 0
-	return a.send(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockEnd{ContentBlockEnd: &llmv1.ContentBlockEnd{
+	return a.send(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockEnd{ContentBlockEnd: &llmv1.ContentBlockEnd{
 		Index: int32(a.indexOf(b)), Part: b.part,
 	}}}, show)
 }
@@ -279,11 +279,11 @@ func (a *assembler) partial() *llmv1.Response { return a.response(false) }
 
 func (a *assembler) response(final bool) *llmv1.Response {
 	resp := &llmv1.Response{
-		Id:       a.responseID(),
-		Model:    a.route.Model.GetId(),
-		Provider: a.route.Provider.GetId(),
-		Usage:    protoUsage(a.usage),
-		Cost:     cost(a.route.Model.GetPricing(), a.usage),
+		Id:         a.responseID(),
+		ModelId:    a.route.Model.GetModelId(),
+		ProviderId: a.route.Provider.GetProviderId(),
+		Usage:      protoUsage(a.usage),
+		Cost:       cost(a.route.Model.GetPricing(), a.usage),
 	}
 	if final {
 		resp.FinishReason, resp.RawFinishReason = a.finish, a.rawFinish

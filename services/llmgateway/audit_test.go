@@ -64,13 +64,13 @@ func TestKindPolicies(t *testing.T) {
 		llmv1.ErrorKind_ERROR_KIND_NETWORK:         {codes.Unavailable, true, true},
 		llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE:   {codes.Unavailable, true, true},
 		llmv1.ErrorKind_ERROR_KIND_CANCELLED:       {codes.Canceled, false, false},
-		llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Internal, false, false},
+		llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Unavailable, false, false},
 		llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED:     {codes.Internal, false, false},
 	}
 	if n := len(llmv1.ErrorKind_name); n != len(want) {
 		t.Fatalf("ErrorKind has %d values, the table %d: classify the new ones", n, len(want))
 	}
-	route := catalog.Route{Provider: &llmv1.Provider{Id: "p"}, Model: &llmv1.Model{Id: "m", Provider: "p"}}
+	route := catalog.Route{Provider: &llmv1.Provider{ProviderId: "p"}, Model: &llmv1.Model{ModelId: "m", ProviderId: "p"}}
 	got := map[llmv1.ErrorKind]pol{}
 	for k := range want {
 		e := fromCodecError(&codec.Error{Kind: k, Message: "x", RetryAfter: time.Second}, route)
@@ -92,7 +92,7 @@ func TestResolveModelRPC(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", sel, err)
 		}
-		if r.GetCanonical() != "fake/fake-1" || r.GetProvider().GetId() != "fake" || r.GetModel().GetId() != "fake-1" {
+		if r.GetCanonical() != "fake/fake-1" || r.GetProvider().GetProviderId() != "fake" || r.GetModel().GetModelId() != "fake-1" {
 			t.Errorf("%s resolved to %v", sel, r)
 		}
 	}

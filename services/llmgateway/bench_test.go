@@ -222,7 +222,7 @@ func BenchmarkStream64(b *testing.B) {
 			if err != nil {
 				return r, err
 			}
-			if r.ttft == 0 && m.GetEvent().GetTextDelta() != nil {
+			if r.ttft == 0 && m.GetTextDelta() != nil {
 				r.ttft = time.Since(start)
 			}
 		}
@@ -310,7 +310,7 @@ func BenchmarkRSS1000Streams(b *testing.B) {
 				if err != nil {
 					return
 				}
-				if m.GetEvent().GetTextDelta() != nil {
+				if m.GetTextDelta() != nil {
 					once()
 				}
 			}

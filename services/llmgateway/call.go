@@ -45,7 +45,7 @@ func DefaultBackoff(attempt int, retryAfter time.Duration) time.Duration {
 // failover across routes. With emit (Stream) it sends the stream's events,
 // its terminal event included, and returns an error only when nothing was
 // sent; without emit (Complete) it returns the Response or the error.
-func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamEvent) error) (*llmv1.Response, error) {
+func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamResponse) error) (*llmv1.Response, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -83,14 +83,14 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 			if gerr == nil {
 				resp.Attempts = int32(attempt)
 				if emit != nil {
-					return resp, emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: &llmv1.Ended{Response: resp}}})
+					return resp, emit(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_Ended{Ended: &llmv1.Ended{Response: resp}}})
 				}
 				return resp, nil
 			}
 			gerr.detail.Attempts = int32(total)
 			if partial != nil { // output was seen: no retry, no failover
 				partial.Attempts = int32(attempt)
-				return nil, emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Error{Error: &llmv1.StreamError{Error: gerr.detail, PartialResponse: partial}}})
+				return nil, emit(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_Error{Error: &llmv1.StreamError{Error: gerr.detail, PartialResponse: partial}}})
 			}
 			if ri > 0 && last != nil && len(gerr.detail.GetMissingCredentials()) > 0 {
 				// A fallback without credentials was never really tried: the
@@ -139,11 +139,11 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 
 // retrying tells a stream's caller that an attempt failed before any output
 // and another follows (after wait, on next), so an agent can show it.
-func (s *Service) retrying(emit func(*llmv1.StreamEvent) error, attempt int, gerr *gwError, wait time.Duration, next catalog.Route) error {
+func (s *Service) retrying(emit func(*llmv1.StreamResponse) error, attempt int, gerr *gwError, wait time.Duration, next catalog.Route) error {
 	if emit == nil || gerr == nil {
 		return nil
 	}
-	return emit(&llmv1.StreamEvent{Event: &llmv1.StreamEvent_Retrying{Retrying: &llmv1.Retrying{
+	return emit(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_Retrying{Retrying: &llmv1.Retrying{
 		Attempt: int32(attempt), Error: gerr.detail, Wait: durationpb.New(wait), NextRoute: next.Canonical(),
 	}}})
 }
@@ -154,7 +154,7 @@ func (s *Service) retrying(emit func(*llmv1.StreamEvent) error, attempt int, ger
 // this one would reject). It returns req itself when nothing changes, and
 // the warnings the Response must carry.
 func routeRequest(route catalog.Route, req *llmv1.Request) (*llmv1.Request, []string) {
-	pid := route.Provider.GetId()
+	pid := route.Provider.GetProviderId()
 	needLimit := req.MaxOutputTokens == nil && route.Model.GetMaxOutputTokens() > 0
 	caps := route.Model.GetCapabilities()
 	promptSchema := caps != nil && !caps.GetStructuredOutput() &&
@@ -251,13 +251,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // attempt makes one upstream call. On failure it returns the classified
 // error, and the partial response when the caller already saw output.
-func (s *Service) attempt(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamEvent) error, n int) (resp, partial *llmv1.Response, gerr *gwError) {
-	ctx, span := s.tracer.Start(ctx, "chat "+route.Model.GetId(), trace.WithSpanKind(trace.SpanKindClient),
+func (s *Service) attempt(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamResponse) error, n int) (resp, partial *llmv1.Response, gerr *gwError) {
+	ctx, span := s.tracer.Start(ctx, "chat "+route.Model.GetModelId(), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", "chat"),
-			attribute.String("gen_ai.system", route.Provider.GetId()),
-			attribute.String("gen_ai.provider.name", route.Provider.GetId()),
-			attribute.String("gen_ai.request.model", route.Model.GetId()),
+			attribute.String("gen_ai.system", route.Provider.GetProviderId()),
+			attribute.String("gen_ai.provider.name", route.Provider.GetProviderId()),
+			attribute.String("gen_ai.request.model", route.Model.GetModelId()),
 			attribute.Int("fabro.llm.attempt", n),
 			attribute.Bool("fabro.llm.stream", emit != nil),
 		))
@@ -285,7 +285,7 @@ func (s *Service) attempt(ctx context.Context, route catalog.Route, req *llmv1.R
 		return nil, partial, classify(ctx, err, route)
 	}
 	span.SetAttributes(
-		attribute.String("gen_ai.response.model", resp.GetModel()),
+		attribute.String("gen_ai.response.model", resp.GetModelId()),
 		attribute.String("gen_ai.response.id", resp.GetId()),
 		attribute.Int64("gen_ai.usage.input_tokens", resp.GetUsage().GetInputTokens()+resp.GetUsage().GetCacheReadTokens()+resp.GetUsage().GetCacheWriteTokens()),
 		attribute.Int64("gen_ai.usage.output_tokens", resp.GetUsage().GetOutputTokens()),
@@ -305,11 +305,11 @@ func finishName(f llmv1.FinishReason) string {
 }
 
 // exchange sends the HTTP request and assembles the reply.
-func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamEvent) error, span trace.Span) (_ *llmv1.Response, _ *llmv1.Response, err error) {
+func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.Request, emit func(*llmv1.StreamResponse) error, span trace.Span) (_ *llmv1.Response, _ *llmv1.Response, err error) {
 	cd, ok := s.codecs[route.Provider.GetCodec()]
 	if !ok {
 		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED,
-			"provider %s speaks %s, which this gateway has no codec for", route.Provider.GetId(), route.Provider.GetCodec()).withReason("CODEC_UNSUPPORTED")
+			"provider %s speaks %s, which this gateway has no codec for", route.Provider.GetProviderId(), route.Provider.GetCodec()).withReason("CODEC_UNSUPPORTED")
 	}
 	creds, err := credentialsFor(ctx, s.creds, route.Provider)
 	if err != nil {

@@ -390,7 +390,7 @@ func TestCompatModels(t *testing.T) {
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != len(want.GetModels()) || ids[0] != want.GetModels()[0].GetProvider()+"/"+want.GetModels()[0].GetId() {
+	if len(ids) != len(want.GetModels()) || ids[0] != want.GetModels()[0].GetProviderId()+"/"+want.GetModels()[0].GetModelId() {
 		t.Errorf("openai models: %d, want %d (%v)", len(ids), len(want.GetModels()), ids)
 	}
 	m, err := oc.Models.Get(t.Context(), "sonnet")

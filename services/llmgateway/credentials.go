@@ -124,8 +124,8 @@ func credentialsFor(ctx context.Context, creds Credentials, p *llmv1.Provider) (
 		need = names
 	}
 	e := newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION,
-		"provider %s needs the credential %s: set it with `fabro secret set %s`", p.GetId(), strings.Join(need, " or "), need[0])
-	e.detail.Provider = p.GetId()
+		"provider %s needs the credential %s: set it with `fabro secret set %s`", p.GetProviderId(), strings.Join(need, " or "), need[0])
+	e.detail.ProviderId = p.GetProviderId()
 	e.detail.MissingCredentials = need
 	e.reason = "CREDENTIAL_MISSING"
 	return nil, e

@@ -111,10 +111,10 @@ func (d *discovery) stop() {
 func (d *discovery) entry(p *llmv1.Provider) *discovered {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e := d.entries[p.GetId()]
+	e := d.entries[p.GetProviderId()]
 	if e == nil {
 		e = &discovered{ready: make(chan struct{})}
-		d.entries[p.GetId()] = e
+		d.entries[p.GetProviderId()] = e
 	}
 	if !e.running && time.Since(e.fetched) > d.ttl && d.life.Err() == nil {
 		e.running = true
@@ -126,10 +126,10 @@ func (d *discovery) entry(p *llmv1.Provider) *discovered {
 // refresh fetches now, unless a fetch is already running.
 func (d *discovery) refresh(ctx context.Context, p *llmv1.Provider) {
 	d.mu.Lock()
-	e := d.entries[p.GetId()]
+	e := d.entries[p.GetProviderId()]
 	if e == nil {
 		e = &discovered{ready: make(chan struct{})}
-		d.entries[p.GetId()] = e
+		d.entries[p.GetProviderId()] = e
 	}
 	if e.running || time.Since(e.fetched) < d.ttl/2 { // running, or fresh
 		d.mu.Unlock()
@@ -145,7 +145,7 @@ func (d *discovery) fetchInto(ctx context.Context, p *llmv1.Provider, e *discove
 	defer cancel()
 	models, err := d.fetch(ctx, p)
 	if err != nil {
-		d.logger.WarnContext(ctx, "model discovery failed", "provider", p.GetId(), "error", err)
+		d.logger.WarnContext(ctx, "model discovery failed", "provider", p.GetProviderId(), "error", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -179,10 +179,10 @@ func (d *discovery) models(ctx context.Context, p *llmv1.Provider) ([]*llmv1.Mod
 	select {
 	case <-e.ready:
 	default:
-		return nil, fmt.Sprintf("provider %s: live model list not fetched yet (still trying); listing the catalog's models", p.GetId())
+		return nil, fmt.Sprintf("provider %s: live model list not fetched yet (still trying); listing the catalog's models", p.GetProviderId())
 	}
 	if e.err != nil {
-		w := fmt.Sprintf("provider %s: model discovery failed: %v", p.GetId(), e.err)
+		w := fmt.Sprintf("provider %s: model discovery failed: %v", p.GetProviderId(), e.err)
 		if e.models != nil {
 			w += " (listing the last list fetched)"
 		}
@@ -200,7 +200,7 @@ func (d *discovery) lookup(provider, id string) *llmv1.Model {
 		return nil
 	}
 	for _, m := range e.models {
-		if m.GetId() == id {
+		if m.GetModelId() == id {
 			return m
 		}
 	}
@@ -295,9 +295,9 @@ func (d *discovery) fetch(ctx context.Context, p *llmv1.Provider) (_ []*llmv1.Mo
 		if id == "" || strings.Contains(id, "/") || len(id) > 256 {
 			continue
 		}
-		out = append(out, &llmv1.Model{Id: id, Provider: p.GetId(), DisplayName: id, Enabled: true, Discovered: true})
+		out = append(out, &llmv1.Model{ModelId: id, ProviderId: p.GetProviderId(), DisplayName: id, Enabled: true, Discovered: true})
 	}
-	slices.SortFunc(out, func(a, b *llmv1.Model) int { return strings.Compare(a.GetId(), b.GetId()) })
+	slices.SortFunc(out, func(a, b *llmv1.Model) int { return strings.Compare(a.GetModelId(), b.GetModelId()) })
 	return out, nil
 }
 
@@ -319,7 +319,7 @@ func (s *Service) listModels(ctx context.Context, provider string, includeDisabl
 	for _, p := range s.cat.Providers(false) {
 		if p.GetDiscovery() != llmv1.Discovery_DISCOVERY_UNSPECIFIED {
 			all = append(all, p)
-			if provider == "" || p.GetId() == provider {
+			if provider == "" || p.GetProviderId() == provider {
 				provs = append(provs, p)
 			}
 		}
@@ -334,21 +334,21 @@ func (s *Service) listModels(ctx context.Context, provider string, includeDisabl
 	wg.Wait()
 	known := map[string]bool{}
 	for _, m := range models {
-		known[m.GetProvider()+"/"+m.GetId()] = true
-		known[m.GetProvider()+"/"+catalog.Route{Model: m}.APIModel()] = true
+		known[m.GetProviderId()+"/"+m.GetModelId()] = true
+		known[m.GetProviderId()+"/"+catalog.Route{Model: m}.APIModel()] = true
 	}
 	for _, ms := range found {
 		for _, m := range ms {
-			if !known[m.GetProvider()+"/"+m.GetId()] {
+			if !known[m.GetProviderId()+"/"+m.GetModelId()] {
 				models = append(models, m)
 			}
 		}
 	}
 	slices.SortStableFunc(models, func(a, b *llmv1.Model) int {
-		if c := strings.Compare(a.GetProvider(), b.GetProvider()); c != 0 {
+		if c := strings.Compare(a.GetProviderId(), b.GetProviderId()); c != 0 {
 			return c
 		}
-		return strings.Compare(a.GetId(), b.GetId())
+		return strings.Compare(a.GetModelId(), b.GetModelId())
 	})
 	var warnings []string
 	for _, w := range warns {
@@ -368,7 +368,7 @@ func (s *Service) resolve(selector string) (catalog.Route, error) {
 	}
 	if err == nil {
 		if r.Passthrough { // a passthrough name that discovery knows
-			if m := s.disc.lookup(r.Provider.GetId(), r.Model.GetId()); m != nil {
+			if m := s.disc.lookup(r.Provider.GetProviderId(), r.Model.GetModelId()); m != nil {
 				return catalog.Route{Provider: r.Provider, Model: m}, nil
 			}
 		}

@@ -96,7 +96,7 @@ func TestDiscovery(t *testing.T) {
 	}
 	var ids []string
 	for _, m := range resp.GetModels() {
-		ids = append(ids, m.GetProvider()+"/"+m.GetId())
+		ids = append(ids, m.GetProviderId()+"/"+m.GetModelId())
 	}
 	for _, want := range []string{"ollama/qwen3:8b", "ollama/gen1", "vllm/Qwen2.5-Coder-32B", "slowp/catalog-model", "badp/catalog-model", "anthropic/claude-sonnet-4.5"} {
 		if !slices.Contains(ids, want) {
@@ -112,7 +112,7 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("warnings:\n%s", w)
 	}
 	// Cached within the TTL.
-	if _, err := client.ListModels(t.Context(), &llmv1.ListModelsRequest{Provider: "ollama"}); err != nil {
+	if _, err := client.ListModels(t.Context(), &llmv1.ListModelsRequest{ProviderId: "ollama"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := ollamaHits.Load(); n != 1 {
@@ -151,18 +151,18 @@ func TestDiscoveryRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	if _, err := gw.ListModels(t.Context(), &llmv1.ListModelsRequest{Provider: "vllm"}); err != nil {
+	if _, err := gw.ListModels(t.Context(), &llmv1.ListModelsRequest{ProviderId: "vllm"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for hits.Load() < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // waiting on another goroutine's timer
 	}
-	resp, err := gw.ListModels(t.Context(), &llmv1.ListModelsRequest{Provider: "vllm"})
+	resp, err := gw.ListModels(t.Context(), &llmv1.ListModelsRequest{ProviderId: "vllm"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hits.Load() < 3 || len(resp.GetModels()) != 1 || resp.GetModels()[0].GetId() == "m1" {
+	if hits.Load() < 3 || len(resp.GetModels()) != 1 || resp.GetModels()[0].GetModelId() == "m1" {
 		t.Errorf("after %d fetches: %v", hits.Load(), resp.GetModels())
 	}
 }

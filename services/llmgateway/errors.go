@@ -43,7 +43,7 @@ var kindPolicies = map[llmv1.ErrorKind]kindPolicy{
 	llmv1.ErrorKind_ERROR_KIND_NETWORK:         {codes.Unavailable, true, true},
 	llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE:   {codes.Unavailable, true, true},
 	llmv1.ErrorKind_ERROR_KIND_CANCELLED:       {codes.Canceled, false, false},
-	llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Internal, false, false},
+	llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE: {codes.Unavailable, false, false}, // the provider's reply, not our code
 	llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED:     {codes.Internal, false, false},
 }
 
@@ -82,7 +82,7 @@ func (e *gwError) GRPCStatus() *status.Status {
 		return status.FromProto(p)
 	}
 	md := map[string]string{}
-	for k, v := range map[string]string{"provider": e.detail.GetProvider(), "model": e.detail.GetModel(),
+	for k, v := range map[string]string{"provider": e.detail.GetProviderId(), "model": e.detail.GetModelId(),
 		"provider_error_code": e.detail.GetProviderErrorCode(), "missing_credentials": strings.Join(e.detail.GetMissingCredentials(), ","), "field": e.field} {
 		if v != "" {
 			md[k] = v
@@ -140,8 +140,8 @@ func fromCodecError(ce *codec.Error, route catalog.Route) *gwError {
 	d := &llmv1.ErrorDetail{
 		Kind:              ce.Kind,
 		Message:           fmt.Sprintf("%s: %s", route.Canonical(), ce.Message),
-		Provider:          route.Provider.GetId(),
-		Model:             route.Model.GetId(),
+		ProviderId:        route.Provider.GetProviderId(),
+		ModelId:           route.Model.GetModelId(),
 		Retryable:         pol.retryable,
 		FailoverEligible:  pol.failover,
 		StatusCode:        int32(ce.StatusCode),
@@ -214,7 +214,7 @@ func catalogError(field string, err error) *gwError {
 		return e
 	case errors.As(err, &de):
 		e := newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED, "%s", de.Error()).withReason("MODEL_DISABLED")
-		e.detail.Provider, e.detail.Model = de.Provider, de.Model
+		e.detail.ProviderId, e.detail.ModelId = de.Provider, de.Model
 		return e
 	}
 	return newError(codes.Internal, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED, "internal error")

@@ -169,7 +169,7 @@ func TestBedrockRegionFromEnvironment(t *testing.T) {
 		for k, v := range tt.env {
 			env[k] = v
 		}
-		p := &llmv1.Provider{Id: "bedrock", Codec: llmv1.Codec_CODEC_BEDROCK_CONVERSE, BaseUrl: "https://bedrock-runtime.{region}.amazonaws.com",
+		p := &llmv1.Provider{ProviderId: "bedrock", Codec: llmv1.Codec_CODEC_BEDROCK_CONVERSE, BaseUrl: "https://bedrock-runtime.{region}.amazonaws.com",
 			Auth: &llmv1.Auth{Scheme: llmv1.AuthScheme_AUTH_SCHEME_AWS_SIGV4, CredentialNames: []string{"AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}}}
 		creds, err := credentialsFor(t.Context(), EnvCredentials{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}, p)
 		if err != nil {
@@ -350,10 +350,10 @@ func TestListProvidersReadiness(t *testing.T) {
 		}
 		got := map[string]*llmv1.ProviderReadiness{}
 		for i, r := range resp.GetReadiness() {
-			if r.GetProvider() != resp.GetProviders()[i].GetId() {
-				t.Errorf("readiness %d is %s, provider %s", i, r.GetProvider(), resp.GetProviders()[i].GetId())
+			if r.GetProviderId() != resp.GetProviders()[i].GetProviderId() {
+				t.Errorf("readiness %d is %s, provider %s", i, r.GetProviderId(), resp.GetProviders()[i].GetProviderId())
 			}
-			got[r.GetProvider()] = r
+			got[r.GetProviderId()] = r
 		}
 		if r := got["anthropic"]; r.GetState() != llmv1.ReadinessState_READINESS_STATE_READY || r.GetProbed() != probe {
 			t.Errorf("probe %v: anthropic %v", probe, r)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/jsonschema"
+	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
@@ -239,11 +241,11 @@ func (s *Service) Stream(req *llmv1.StreamRequest, stream grpc.ServerStreamingSe
 		return invalid("request", "request is required").statusErr()
 	}
 	var failed *llmv1.StreamError
-	_, err := s.call(ctx, req.GetRequest(), func(ev *llmv1.StreamEvent) error {
+	_, err := s.call(ctx, req.GetRequest(), func(ev *llmv1.StreamResponse) error {
 		if e := ev.GetError(); e != nil {
 			failed = e
 		}
-		return stream.Send(&llmv1.StreamResponse{Event: ev})
+		return stream.Send(ev)
 	})
 	if failed != nil && err == nil {
 		// The RPC ends OK with the failure in band: tell the access log.
@@ -285,8 +287,8 @@ func (s *Service) CompleteObject(ctx context.Context, req *llmv1.CompleteObjectR
 	}
 	text := jsonText(resp)
 	fail := func(format string, args ...any) error {
-		e := newError(codes.Internal, llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, format, args...)
-		e.detail.Provider, e.detail.Model, e.detail.Attempts = resp.GetProvider(), resp.GetModel(), resp.GetAttempts()
+		e := newError(codes.Unavailable, llmv1.ErrorKind_ERROR_KIND_RESPONSE_DECODE, format, args...)
+		e.detail.ProviderId, e.detail.ModelId, e.detail.Attempts = resp.GetProviderId(), resp.GetModelId(), resp.GetAttempts()
 		return e.statusErr()
 	}
 	v, err := jsonschema.Decode([]byte(text))
@@ -315,14 +317,24 @@ func jsonText(resp *llmv1.Response) string {
 	return strings.TrimSpace(t)
 }
 
-// ListModels implements LLMGatewayService.ListModels.
+// ListModels implements LLMGatewayService.ListModels: sorted by provider
+// then model id, a page after the page token's (provider, model).
 func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error) {
-	if p := req.GetProvider(); p != "" {
+	if p := req.GetProviderId(); p != "" {
 		if _, ok := s.cat.Provider(p); !ok {
 			return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", p).withReason("PROVIDER_UNKNOWN").statusErr()
 		}
 	}
-	models, warnings := s.listModels(ctx, req.GetProvider(), req.GetIncludeDisabled())
+	filter := paging.Filter(req.GetProviderId(), strconv.FormatBool(req.GetIncludeDisabled()))
+	if _, err := paging.Decode(req.GetPageToken(), filter); err != nil {
+		return nil, pageErr(err) // before discovery: a bad token costs no upstream call
+	}
+	models, warnings := s.listModels(ctx, req.GetProviderId(), req.GetIncludeDisabled())
+	key := func(m *llmv1.Model) []string { return []string{m.GetProviderId(), m.GetModelId()} }
+	page, next, err := paging.Page(models, req, filter, key, paging.Ascending(key))
+	if err != nil {
+		return nil, pageErr(err)
+	}
 	d := s.cat.Defaults()
 	canon := func(sel string) string {
 		if r, err := s.cat.Resolve(sel); err == nil {
@@ -330,9 +342,42 @@ func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) 
 		}
 		return ""
 	}
-	return &llmv1.ListModelsResponse{Models: models, Warnings: warnings,
+	return &llmv1.ListModelsResponse{Models: page, Warnings: warnings, NextPageToken: next,
 		DefaultModel: canon(d.Model), SmallModel: canon(d.SmallModel), ProbeModel: canon(d.ProbeModel)}, nil
 }
+
+// GetModel implements LLMGatewayService.GetModel: a catalogued or
+// discovered model, enabled or not.
+func (s *Service) GetModel(ctx context.Context, req *llmv1.GetModelRequest) (*llmv1.GetModelResponse, error) {
+	if req.GetProviderId() == "" {
+		return nil, invalidField("provider_id", "provider_id is required")
+	}
+	if req.GetModelId() == "" {
+		return nil, invalidField("model_id", "model_id is required")
+	}
+	if _, ok := s.cat.Provider(req.GetProviderId()); !ok {
+		return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", req.GetProviderId()).withReason("PROVIDER_UNKNOWN").statusErr()
+	}
+	models, _ := s.listModels(ctx, req.GetProviderId(), true)
+	for _, m := range models {
+		if m.GetModelId() == req.GetModelId() {
+			return &llmv1.GetModelResponse{Model: m}, nil
+		}
+	}
+	return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "provider %q has no model %q", req.GetProviderId(), req.GetModelId()).withReason("MODEL_NOT_FOUND").statusErr()
+}
+
+// pageErr answers a paging error on the field it is about.
+func pageErr(err error) error {
+	if errors.Is(err, paging.ErrInvalidSize) {
+		return invalidField("page_size", err.Error())
+	}
+	return invalidField("page_token", err.Error())
+}
+
+// invalidField is INVALID_ARGUMENT naming field, built like every other
+// gateway error (ErrorDetail beside the BadRequest).
+func invalidField(field, msg string) error { return invalid(field, "%s", msg).statusErr() }
 
 // ResolveModel implements LLMGatewayService.ResolveModel.
 func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error) {
@@ -376,7 +421,7 @@ func (s *Service) MountHTTP(mux *http.ServeMux) {
 // Generate runs one request in process, for the compatible endpoints: like
 // Stream with emit, like Complete without. Errors are gRPC status errors
 // with their ErrorDetail.
-func (s *Service) Generate(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamEvent) error) (*llmv1.Response, error) {
+func (s *Service) Generate(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamResponse) error) (*llmv1.Response, error) {
 	resp, err := s.call(ctx, req, emit)
 	if err != nil {
 		return nil, toStatus(ctx, err)

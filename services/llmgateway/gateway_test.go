@@ -37,9 +37,9 @@ func toolPart(id, name, args string) *llmv1.ContentPart {
 }
 
 // collect reads a stream to its end.
-func collect(t *testing.T, st grpc.ServerStreamingClient[llmv1.StreamResponse]) ([]*llmv1.StreamEvent, error) {
+func collect(t *testing.T, st grpc.ServerStreamingClient[llmv1.StreamResponse]) ([]*llmv1.StreamResponse, error) {
 	t.Helper()
-	var evs []*llmv1.StreamEvent
+	var evs []*llmv1.StreamResponse
 	for {
 		r, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -48,7 +48,7 @@ func collect(t *testing.T, st grpc.ServerStreamingClient[llmv1.StreamResponse]) 
 		if err != nil {
 			return evs, err
 		}
-		evs = append(evs, r.GetEvent())
+		evs = append(evs, r)
 	}
 }
 
@@ -92,7 +92,7 @@ func TestStreamAssembly(t *testing.T) {
 
 	reasoning := &llmv1.ContentPart{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: "think hard", Signature: "sig==", SignatureOrigin: "fake"}}}
 	wantResp := &llmv1.Response{
-		Id: "msg_1", Model: "fake-1", Provider: "fake",
+		Id: "msg_1", ModelId: "fake-1", ProviderId: "fake",
 		Parts: []*llmv1.ContentPart{
 			reasoning, textPart("héllo 😀"),
 			toolPart("call_a", "read", `{"path":"a.go"}`), toolPart("call_b", "grep", `{"q":"x"}`),
@@ -103,32 +103,32 @@ func TestStreamAssembly(t *testing.T) {
 		Cost:     &llmv1.Cost{InputUsdMicros: 3000, OutputUsdMicros: 7500, CacheReadUsdMicros: 600, CacheWriteUsdMicros: 375, TotalUsdMicros: 11475, Source: llmv1.CostSource_COST_SOURCE_CATALOG},
 		Attempts: 1,
 	}
-	ev := func(e any) *llmv1.StreamEvent {
+	ev := func(e any) *llmv1.StreamResponse {
 		switch e := e.(type) {
 		case *llmv1.Started:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Started{Started: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Started{Started: e}}
 		case *llmv1.RateLimits:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_RateLimits{RateLimits: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_RateLimits{RateLimits: e}}
 		case *llmv1.ContentBlockStart:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockStart{ContentBlockStart: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockStart{ContentBlockStart: e}}
 		case *llmv1.ReasoningDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ReasoningDelta{ReasoningDelta: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ReasoningDelta{ReasoningDelta: e}}
 		case *llmv1.TextDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_TextDelta{TextDelta: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_TextDelta{TextDelta: e}}
 		case *llmv1.ToolCallDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ToolCallDelta{ToolCallDelta: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ToolCallDelta{ToolCallDelta: e}}
 		case *llmv1.ContentBlockEnd:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockEnd{ContentBlockEnd: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockEnd{ContentBlockEnd: e}}
 		case *llmv1.Usage:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Usage{Usage: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Usage{Usage: e}}
 		case *llmv1.Ended:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: e}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Ended{Ended: e}}
 		}
 		panic("unknown event")
 	}
 	n := func(v int64) *int64 { return &v }
-	want := []*llmv1.StreamEvent{
-		ev(&llmv1.Started{Id: "msg_1", Model: "fake-1", Provider: "fake"}),
+	want := []*llmv1.StreamResponse{
+		ev(&llmv1.Started{Id: "msg_1", ModelId: "fake-1", ProviderId: "fake"}),
 		ev(&llmv1.RateLimits{RequestsLimit: n(500), RequestsRemaining: n(499)}),
 		ev(&llmv1.ContentBlockStart{Index: 0, Kind: kReason}),
 		ev(&llmv1.ReasoningDelta{Index: 0, Text: "think "}),
@@ -299,7 +299,7 @@ func TestRetryAndFailover(t *testing.T) {
 			}
 			all, err := collect(t, st)
 			// A retry before visible output is reported as a Retrying event.
-			var evs []*llmv1.StreamEvent
+			var evs []*llmv1.StreamResponse
 			retries := 0
 			for _, ev := range all {
 				if r := ev.GetRetrying(); r != nil {
@@ -320,9 +320,9 @@ func TestRetryAndFailover(t *testing.T) {
 				got.Attempts, got.Kind, got.Failover, got.Retryable = d.GetAttempts(), d.GetKind(), d.GetFailoverEligible(), d.GetRetryable()
 			} else {
 				end := evs[len(evs)-1].GetEnded().GetResponse()
-				got.Provider, got.Attempts = end.GetProvider(), end.GetAttempts()
-				if s := evs[0].GetStarted(); s.GetProvider() != end.GetProvider() {
-					t.Errorf("started names %s, ended %s", s.GetProvider(), end.GetProvider())
+				got.Provider, got.Attempts = end.GetProviderId(), end.GetAttempts()
+				if s := evs[0].GetStarted(); s.GetProviderId() != end.GetProviderId() {
+					t.Errorf("started names %s, ended %s", s.GetProviderId(), end.GetProviderId())
 				}
 			}
 			for _, r := range u.requests() {
@@ -392,10 +392,10 @@ func TestFailureAfterOutput(t *testing.T) {
 					t.Error("a failed stream has an ended event")
 				}
 			}
-			if last.GetError().GetKind() != tt.kind || last.GetError().GetProvider() != "fake" {
+			if last.GetError().GetKind() != tt.kind || last.GetError().GetProviderId() != "fake" {
 				t.Errorf("error detail %v", last.GetError())
 			}
-			wantPartial := &llmv1.Response{Id: "r9", Model: "fake-1", Provider: "fake", Parts: []*llmv1.ContentPart{textPart("partial")},
+			wantPartial := &llmv1.Response{Id: "r9", ModelId: "fake-1", ProviderId: "fake", Parts: []*llmv1.ContentPart{textPart("partial")},
 				Usage: &llmv1.Usage{InputTokens: 7, OutputTokens: 3},
 				Cost:  &llmv1.Cost{InputUsdMicros: 21, OutputUsdMicros: 45, TotalUsdMicros: 66, Source: llmv1.CostSource_COST_SOURCE_CATALOG}, Attempts: 1}
 			if diff := cmp.Diff(wantPartial, last.GetPartialResponse(), protocmp.Transform()); diff != "" {
@@ -468,7 +468,7 @@ func TestCancelClosesUpstream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.GetEvent().GetTextDelta() != nil {
+		if r.GetTextDelta() != nil {
 			break
 		}
 	}
@@ -492,11 +492,11 @@ func TestCompleteObject(t *testing.T) {
 	}{
 		{"valid", `{"name":"x","n":3,"tags":["a"]}`, codes.OK},
 		{"fenced", "```json\n{\"name\":\"x\",\"n\":3}\n```", codes.OK},
-		{"not json", `name: x`, codes.Internal},
-		{"missing required", `{"name":"x"}`, codes.Internal},
-		{"wrong type", `{"name":"x","n":1.5}`, codes.Internal},
-		{"extra property", `{"name":"x","n":1,"z":0}`, codes.Internal},
-		{"enum", `{"name":"x","n":1,"tags":["c"]}`, codes.Internal},
+		{"not json", `name: x`, codes.Unavailable},
+		{"missing required", `{"name":"x"}`, codes.Unavailable},
+		{"wrong type", `{"name":"x","n":1.5}`, codes.Unavailable},
+		{"extra property", `{"name":"x","n":1,"z":0}`, codes.Unavailable},
+		{"enum", `{"name":"x","n":1,"tags":["c"]}`, codes.Unavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -555,8 +555,8 @@ func TestCompleteObjectComposedSchema(t *testing.T) {
 				}
 				return
 			}
-			if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), tt.want) {
-				t.Errorf("CompleteObject = %v, want INTERNAL containing %q", err, tt.want)
+			if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), tt.want) {
+				t.Errorf("CompleteObject = %v, want UNAVAILABLE containing %q", err, tt.want)
 			}
 		})
 	}
@@ -569,7 +569,7 @@ func TestProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !resp.GetOk() || resp.GetReply() != "ready" || resp.GetModel() != "fake-1" || resp.GetLatency() == nil {
+		if !resp.GetOk() || resp.GetReply() != "ready" || resp.GetModelId() != "fake-1" || resp.GetLatency() == nil {
 			t.Errorf("probe %v", resp)
 		}
 	})

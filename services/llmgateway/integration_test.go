@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,7 +76,18 @@ func TestSpans(t *testing.T) {
 // streaming included.
 func TestREST(t *testing.T) {
 	u := newUpstream(t, textTurn("over rest"), turn{events: textTurn("streamed").events})
-	gw := newGateway(t, u)
+	// One more model, whose id holds a ':' as Ollama tags do.
+	var overlay map[string]map[string]any
+	if err := json.Unmarshal([]byte(testOverlay(u.srv.URL)), &overlay); err != nil {
+		t.Fatal(err)
+	}
+	overlay["models"]["fake/tagged:v1"] = map[string]any{}
+	ob, _ := json.Marshal(overlay)
+	overlayPath := filepath.Join(t.TempDir(), "overlay.json")
+	if err := os.WriteFile(overlayPath, ob, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := newGateway(t, u, func(c *Config) { c.CatalogOverlay = overlayPath })
 	fx := authtest.New(t)
 	srv, err := server.Start(t.Context(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Auth: fx.Store}, slog.New(slog.DiscardHandler), gw)
 	if err != nil {
@@ -123,7 +136,7 @@ func TestREST(t *testing.T) {
 		if err := protojson.Unmarshal(line.Result, &sr); err != nil {
 			t.Fatal(err)
 		}
-		kinds = append(kinds, string(sr.GetEvent().ProtoReflect().WhichOneof(sr.GetEvent().ProtoReflect().Descriptor().Oneofs().Get(0)).Name()))
+		kinds = append(kinds, string(sr.ProtoReflect().WhichOneof(sr.ProtoReflect().Descriptor().Oneofs().Get(0)).Name()))
 	}
 	want := []string{"started", "content_block_start", "text_delta", "content_block_end", "usage", "ended"}
 	if !slices.Equal(kinds, want) {
@@ -142,16 +155,49 @@ func TestREST(t *testing.T) {
 	}
 
 	// ListModels over REST.
-	lreq, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/models?provider=fake", nil)
+	lreq, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/models?provider_id=fake", nil)
 	lreq.Header.Set("Authorization", "Bearer "+token)
 	lr, err := http.DefaultClient.Do(lreq)
 	if err == nil {
 		defer lr.Body.Close()
 		var ml llmv1.ListModelsResponse
-		if err := decodeProtoJSON(lr, &ml); err == nil && len(ml.GetModels()) != 2 {
+		if err := decodeProtoJSON(lr, &ml); err == nil && len(ml.GetModels()) != 3 { // fake-1, fake-2, tagged:v1
 			t.Errorf("REST ListModels: %d models", len(ml.GetModels()))
 		}
 	}
+
+	// The Get calls over REST, a model id with ':' included.
+	var gp llmv1.GetProviderResponse
+	if code := getREST(t, base, token, "/v1/providers/fake", &gp); code != http.StatusOK || gp.GetProvider().GetProviderId() != "fake" {
+		t.Errorf("GET /v1/providers/fake: %d %v", code, &gp)
+	}
+	for _, id := range []string{"fake-1", "tagged:v1"} {
+		var gm llmv1.GetModelResponse
+		if code := getREST(t, base, token, "/v1/providers/fake/models/"+id, &gm); code != http.StatusOK || gm.GetModel().GetModelId() != id {
+			t.Errorf("GET /v1/providers/fake/models/%s: %d %v", id, code, &gm)
+		}
+	}
+	if code := getREST(t, base, token, "/v1/providers/fake/models/nope", &llmv1.GetModelResponse{}); code != http.StatusNotFound {
+		t.Errorf("GET of an unknown model: %d, want 404", code)
+	}
+}
+
+// getREST GETs path with the token and decodes the JSON answer into m.
+func getREST(t *testing.T, base, token, path string, m proto.Message) int {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		if err := decodeProtoJSON(resp, m); err != nil {
+			t.Errorf("GET %s: %v", path, err)
+		}
+	}
+	return resp.StatusCode
 }
 
 func decodeProtoJSON(resp *http.Response, m proto.Message) error {

@@ -149,11 +149,59 @@ func TestMalformedInput(t *testing.T) {
 		{Method: "CompleteObject", Name: "malformed schema", Code: ia, Reason: invalid, Field: "schema",
 			Call: object(&llmv1.CompleteObjectRequest{Request: ok(), SchemaName: "s", Schema: `{"type":`})},
 		{Method: "ListModels", Name: "unknown provider", Code: codes.NotFound, Reason: "PROVIDER_UNKNOWN", Call: func(ctx context.Context) error {
-			_, err := c.ListModels(ctx, &llmv1.ListModelsRequest{Provider: "nope"})
+			_, err := c.ListModels(ctx, &llmv1.ListModelsRequest{ProviderId: "nope"})
 			return err
 		}},
 		{Method: "ListModels", Name: "zero request", Code: codes.OK, Call: func(ctx context.Context) error {
 			_, err := c.ListModels(ctx, &llmv1.ListModelsRequest{})
+			return err
+		}},
+		{Method: "ListModels", Name: "forged page token", Code: ia, Reason: invalid, Field: "page_token", Call: func(ctx context.Context) error {
+			_, err := c.ListModels(ctx, &llmv1.ListModelsRequest{PageToken: "b2Zmc2V0OjI"}) // base64 "offset:2"
+			return err
+		}},
+		{Method: "ListModels", Name: "token of another provider", Code: ia, Reason: invalid, Field: "page_token", Call: func(ctx context.Context) error {
+			first, err := c.ListModels(ctx, &llmv1.ListModelsRequest{PageSize: 1})
+			if err != nil {
+				return err
+			}
+			_, err = c.ListModels(ctx, &llmv1.ListModelsRequest{PageToken: first.GetNextPageToken(), ProviderId: "fake"})
+			return err
+		}},
+		{Method: "ListProviders", Name: "token with other filters", Code: ia, Reason: invalid, Field: "page_token", Call: func(ctx context.Context) error {
+			first, err := c.ListProviders(ctx, &llmv1.ListProvidersRequest{PageSize: 1, IncludeDisabled: true})
+			if err != nil {
+				return err
+			}
+			_, err = c.ListProviders(ctx, &llmv1.ListProvidersRequest{PageToken: first.GetNextPageToken()})
+			return err
+		}},
+		{Method: "ListProviders", Name: "negative page size", Code: ia, Reason: invalid, Field: "page_size", Call: func(ctx context.Context) error {
+			_, err := c.ListProviders(ctx, &llmv1.ListProvidersRequest{PageSize: -1})
+			return err
+		}},
+		{Method: "GetModel", Name: "no provider", Code: ia, Reason: invalid, Field: "provider_id", Call: func(ctx context.Context) error {
+			_, err := c.GetModel(ctx, &llmv1.GetModelRequest{ModelId: "x"})
+			return err
+		}},
+		{Method: "GetModel", Name: "no model", Code: ia, Reason: invalid, Field: "model_id", Call: func(ctx context.Context) error {
+			_, err := c.GetModel(ctx, &llmv1.GetModelRequest{ProviderId: "fake"})
+			return err
+		}},
+		{Method: "GetModel", Name: "unknown provider", Code: codes.NotFound, Reason: "PROVIDER_UNKNOWN", Call: func(ctx context.Context) error {
+			_, err := c.GetModel(ctx, &llmv1.GetModelRequest{ProviderId: "nope", ModelId: "x"})
+			return err
+		}},
+		{Method: "GetModel", Name: "unknown model", Code: codes.NotFound, Reason: "MODEL_NOT_FOUND", Call: func(ctx context.Context) error {
+			_, err := c.GetModel(ctx, &llmv1.GetModelRequest{ProviderId: "fake", ModelId: "nope"})
+			return err
+		}},
+		{Method: "GetProvider", Name: "no provider", Code: ia, Reason: invalid, Field: "provider_id", Call: func(ctx context.Context) error {
+			_, err := c.GetProvider(ctx, &llmv1.GetProviderRequest{})
+			return err
+		}},
+		{Method: "GetProvider", Name: "unknown provider", Code: codes.NotFound, Reason: "PROVIDER_UNKNOWN", Call: func(ctx context.Context) error {
+			_, err := c.GetProvider(ctx, &llmv1.GetProviderRequest{ProviderId: "nope"})
 			return err
 		}},
 		{Method: "ListProviders", Name: "zero request", Code: codes.OK, Call: func(ctx context.Context) error {

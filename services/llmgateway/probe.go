@@ -36,7 +36,7 @@ func (s *Service) Probe(ctx context.Context, req *llmv1.ProbeRequest) (*llmv1.Pr
 
 	base := &llmv1.Request{Model: route.Canonical(), ReasoningEffort: req.GetReasoningEffort(), DisableFallbacks: true,
 		Metadata: map[string]string{"purpose": "probe"}}
-	out := &llmv1.ProbeResponse{Model: route.Model.GetId(), Provider: route.Provider.GetId()}
+	out := &llmv1.ProbeResponse{ModelId: route.Model.GetModelId(), ProviderId: route.Provider.GetProviderId()}
 	start := time.Now()
 	var reply string
 	if req.GetMode() == llmv1.ProbeMode_PROBE_MODE_DEEP {

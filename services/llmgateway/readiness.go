@@ -6,23 +6,32 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/paging"
 )
 
 // readinessProbeTimeout bounds each provider's probe in ListProviders.
 const readinessProbeTimeout = 20 * time.Second
 
 // ListProviders implements LLMGatewayService.ListProviders: the providers
-// and the readiness of each, probed in parallel when asked.
+// sorted by id, a page after the page token's id, and the readiness of
+// each, probed in parallel when asked.
 func (s *Service) ListProviders(ctx context.Context, req *llmv1.ListProvidersRequest) (*llmv1.ListProvidersResponse, error) {
-	providers := s.cat.Providers(req.GetIncludeDisabled())
-	out := &llmv1.ListProvidersResponse{Providers: providers, Readiness: make([]*llmv1.ProviderReadiness, len(providers))}
+	key := func(p *llmv1.Provider) []string { return []string{p.GetProviderId()} }
+	filter := paging.Filter(strconv.FormatBool(req.GetIncludeDisabled()), strconv.FormatBool(req.GetProbe()))
+	providers, next, err := paging.Page(s.cat.Providers(req.GetIncludeDisabled()), req, filter, key, paging.Ascending(key))
+	if err != nil {
+		return nil, pageErr(err)
+	}
+	out := &llmv1.ListProvidersResponse{Providers: providers, Readiness: make([]*llmv1.ProviderReadiness, len(providers)), NextPageToken: next}
 	var wg sync.WaitGroup
 	for i, p := range providers {
 		wg.Go(func() { out.Readiness[i] = s.readiness(ctx, p, req.GetProbe()) })
@@ -31,19 +40,32 @@ func (s *Service) ListProviders(ctx context.Context, req *llmv1.ListProvidersReq
 	return out, nil
 }
 
+// GetProvider implements LLMGatewayService.GetProvider: one provider,
+// enabled or not, with its readiness from credentials alone.
+func (s *Service) GetProvider(ctx context.Context, req *llmv1.GetProviderRequest) (*llmv1.GetProviderResponse, error) {
+	if req.GetProviderId() == "" {
+		return nil, invalidField("provider_id", "provider_id is required")
+	}
+	p, ok := s.cat.Provider(req.GetProviderId())
+	if !ok {
+		return nil, newError(codes.NotFound, llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, "unknown provider %q", req.GetProviderId()).withReason("PROVIDER_UNKNOWN").statusErr()
+	}
+	return &llmv1.GetProviderResponse{Provider: p, Readiness: s.readiness(ctx, p, false)}, nil
+}
+
 // probeModel is the model a provider's readiness probe uses.
 func probeModel(p *llmv1.Provider) string {
 	if m := p.GetProbeModel(); m != "" {
-		return p.GetId() + "/" + m
+		return p.GetProviderId() + "/" + m
 	}
 	if m := p.GetDefaultModel(); m != "" {
-		return p.GetId() + "/" + m
+		return p.GetProviderId() + "/" + m
 	}
 	return ""
 }
 
 func (s *Service) readiness(ctx context.Context, p *llmv1.Provider, probe bool) *llmv1.ProviderReadiness {
-	r := &llmv1.ProviderReadiness{Provider: p.GetId()}
+	r := &llmv1.ProviderReadiness{ProviderId: p.GetProviderId()}
 	if !p.GetEnabled() {
 		r.State = llmv1.ReadinessState_READINESS_STATE_DISABLED
 		return r
@@ -140,7 +162,7 @@ func ProbeCredential(ctx context.Context, cfg Config, name, value string, logger
 		if model == "" {
 			continue
 		}
-		res := CredentialProbe{Provider: p.GetId(), Model: model}
+		res := CredentialProbe{Provider: p.GetProviderId(), Model: model}
 		resp, err := s.Probe(ctx, &llmv1.ProbeRequest{Model: model, Mode: llmv1.ProbeMode_PROBE_MODE_BASIC})
 		switch {
 		case err != nil:

@@ -95,7 +95,7 @@ func TestUpstreamEchoesAreRedacted(t *testing.T) {
 			break
 		}
 		seen = append(seen, prototext.Format(ev))
-		if ev.GetEvent().GetError() != nil {
+		if ev.GetError() != nil {
 			sawError = true
 		}
 	}

@@ -191,7 +191,7 @@ func (e *stackEnv) paths() []path {
 				if err != nil {
 					return err
 				}
-				if first != nil && m.GetEvent().GetTextDelta() != nil {
+				if first != nil && m.GetTextDelta() != nil {
 					first()
 					first = nil
 				}

@@ -52,8 +52,8 @@ func metrics() *instruments {
 
 func routeAttrs(route catalog.Route) []attribute.KeyValue {
 	return []attribute.KeyValue{
-		attribute.String("gen_ai.provider.name", route.Provider.GetId()),
-		attribute.String("gen_ai.request.model", route.Model.GetId()),
+		attribute.String("gen_ai.provider.name", route.Provider.GetProviderId()),
+		attribute.String("gen_ai.request.model", route.Model.GetModelId()),
 	}
 }
 
@@ -87,8 +87,8 @@ func recordAttempt(ctx context.Context, route catalog.Route, start time.Time, ge
 func retryEvent(ctx context.Context, route catalog.Route, attempt int, wait time.Duration, gerr *gwError) {
 	kind := gerr.detail.GetKind().String()
 	trace.SpanFromContext(ctx).AddEvent("gen_ai.retry", trace.WithAttributes(
-		attribute.String("gen_ai.provider.name", route.Provider.GetId()),
-		attribute.String("gen_ai.request.model", route.Model.GetId()),
+		attribute.String("gen_ai.provider.name", route.Provider.GetProviderId()),
+		attribute.String("gen_ai.request.model", route.Model.GetModelId()),
 		attribute.Int("fabro.llm.attempt", attempt),
 		attribute.Int64("fabro.llm.retry_wait_ms", wait.Milliseconds()),
 		attribute.String("error.type", kind),

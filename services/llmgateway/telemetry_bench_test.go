@@ -76,7 +76,7 @@ func BenchmarkTelemetryStream(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				if e := msg.GetEvent().GetError(); e != nil {
+				if e := msg.GetError(); e != nil {
 					return errors.New(e.GetError().GetMessage())
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
@@ -108,7 +109,7 @@ func statsToProto(c driver.CaptureStats) *sandboxv1.CaptureStats {
 func resultToProto(id string, r driver.ExecResult) *sandboxv1.ExecResult {
 	out := &sandboxv1.ExecResult{
 		ExecId: id, Termination: sandboxv1.Termination(r.Termination), Signal: r.Signal,
-		DurationMs: r.Duration.Milliseconds(), Stdout: r.Stdout, Stderr: r.Stderr,
+		Duration: durationpb.New(r.Duration), Stdout: r.Stdout, Stderr: r.Stderr,
 		StdoutStats: statsToProto(r.StdoutStats), StderrStats: statsToProto(r.StderrStats),
 		StreamsSeparated: r.StreamsSeparated,
 	}

@@ -20,6 +20,7 @@ import (
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
 
@@ -41,21 +42,61 @@ const domain grpcerr.Domain = "sandbox.fabro.dev"
 
 var execIDRe = regexp.MustCompile(`^[` + execIDAllowedChars + `]{1,128}$`)
 
-// ListDrivers implements SandboxService.
-func (s *Service) ListDrivers(ctx context.Context, _ *sandboxv1.ListDriversRequest) (*sandboxv1.ListDriversResponse, error) {
-	resp := &sandboxv1.ListDriversResponse{}
-	for _, name := range slices.Sorted(mapKeys(s.drivers)) {
-		d := s.drivers[name]
-		pd := &sandboxv1.Driver{Name: name, Capabilities: capsToProto(d.Capabilities()), Available: true}
-		if err := d.Available(ctx); err != nil {
-			pd.Available, pd.UnavailableReason = false, err.Error()
-		}
-		if v, ok := d.(interface{ Version() string }); ok { // plugins
-			pd.Version = v.Version()
-		}
-		resp.Drivers = append(resp.Drivers, pd)
+// ListDrivers implements SandboxService: sorted by driver id, a page after
+// the page token's id.
+func (s *Service) ListDrivers(ctx context.Context, req *sandboxv1.ListDriversRequest) (*sandboxv1.ListDriversResponse, error) {
+	names := slices.Sorted(mapKeys(s.drivers))
+	key := func(name string) []string { return []string{name} }
+	page, next, err := paging.Page(names, req, paging.Filter(), key, paging.Ascending(key))
+	if err != nil {
+		return nil, pageErr(err)
+	}
+	resp := &sandboxv1.ListDriversResponse{NextPageToken: next}
+	for _, name := range page {
+		resp.Drivers = append(resp.Drivers, s.describeDriver(ctx, name))
 	}
 	return resp, nil
+}
+
+// GetDriver implements SandboxService.
+func (s *Service) GetDriver(ctx context.Context, req *sandboxv1.GetDriverRequest) (*sandboxv1.GetDriverResponse, error) {
+	if req.GetDriverId() == "" {
+		return nil, domain.InvalidField("driver_id", "driver_id is required; ListDrivers names the drivers")
+	}
+	if _, ok := s.drivers[req.GetDriverId()]; !ok {
+		return nil, domain.New(codes.NotFound, "DRIVER_NOT_FOUND", fmt.Sprintf("no driver %q; ListDrivers names the drivers", req.GetDriverId()),
+			grpcerr.Meta("driver_id", req.GetDriverId()))
+	}
+	return &sandboxv1.GetDriverResponse{Driver: s.describeDriver(ctx, req.GetDriverId())}, nil
+}
+
+// describeDriver is a driver as ListDrivers and GetDriver give it.
+func (s *Service) describeDriver(ctx context.Context, name string) *sandboxv1.Driver {
+	d := s.drivers[name]
+	pd := &sandboxv1.Driver{DriverId: name, Capabilities: capsToProto(d.Capabilities()), Available: true}
+	if err := d.Available(ctx); err != nil {
+		pd.Available, pd.UnavailableReason = false, err.Error()
+	}
+	if v, ok := d.(interface{ Version() string }); ok { // plugins
+		pd.Version = v.Version()
+	}
+	return pd
+}
+
+// pageErr answers a paging error on the field it is about.
+func pageErr(err error) error {
+	if errors.Is(err, paging.ErrInvalidSize) {
+		return domain.InvalidField("page_size", err.Error())
+	}
+	return domain.InvalidField("page_token", err.Error())
+}
+
+// required refuses an empty required field.
+func required(field, value string) error {
+	if value == "" {
+		return domain.InvalidField(field, field+" is required")
+	}
+	return nil
 }
 
 // CreateSandbox implements SandboxService.
@@ -122,7 +163,8 @@ func (s *Service) GetSandbox(ctx context.Context, req *sandboxv1.GetSandboxReque
 	return &sandboxv1.GetSandboxResponse{Sandbox: e.toProto()}, nil
 }
 
-// ListSandboxes implements SandboxService.
+// ListSandboxes implements SandboxService: oldest first, ties by id, a
+// page after the page token's (creation time, id).
 func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxesRequest) (*sandboxv1.ListSandboxesResponse, error) {
 	s.mu.Lock()
 	var es []*entry
@@ -132,8 +174,18 @@ func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxe
 		}
 	}
 	s.mu.Unlock()
-	resp := &sandboxv1.ListSandboxesResponse{}
-	for _, e := range es {
+	key := func(e *entry) []string { return []string{fmt.Sprintf("%020d", e.created.UnixNano()), e.id} }
+	slices.SortStableFunc(es, func(a, b *entry) int { return slices.Compare(key(a), key(b)) })
+	var filter []string
+	for _, k := range slices.Sorted(mapKeys(req.GetLabels())) {
+		filter = append(filter, k, req.GetLabels()[k])
+	}
+	page, next, err := paging.Page(es, req, paging.Filter(filter...), key, paging.Ascending(key))
+	if err != nil {
+		return nil, pageErr(err)
+	}
+	resp := &sandboxv1.ListSandboxesResponse{NextPageToken: next}
+	for _, e := range page {
 		s.revive(ctx, e)
 		e.check(ctx)
 		resp.Sandboxes = append(resp.Sandboxes, e.toProto())
@@ -158,6 +210,9 @@ func (s *Service) DeleteSandbox(ctx context.Context, req *sandboxv1.DeleteSandbo
 func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) (*sandboxv1.ReadFileResponse, error) {
 	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
+		return nil, err
+	}
+	if err := required("path", req.GetPath()); err != nil {
 		return nil, err
 	}
 	if req.GetOffset() < 0 {
@@ -215,6 +270,9 @@ func (s *Service) ReadFileBytes(req *sandboxv1.ReadFileBytesRequest, stream grpc
 	if err != nil {
 		return err
 	}
+	if err := required("path", req.GetPath()); err != nil {
+		return err
+	}
 	if req.GetOffset() < 0 {
 		return domain.InvalidField("offset", "offset must not be negative")
 	}
@@ -256,6 +314,9 @@ func (s *Service) WriteFile(ctx context.Context, req *sandboxv1.WriteFileRequest
 	if err != nil {
 		return nil, err
 	}
+	if err := required("path", req.GetPath()); err != nil {
+		return nil, err
+	}
 	created, err := sb.WriteFile(ctx, req.GetPath(), req.GetContent())
 	if err != nil {
 		return nil, s.callErr(ctx, e, err)
@@ -269,6 +330,9 @@ func (s *Service) DeleteFile(ctx context.Context, req *sandboxv1.DeleteFileReque
 	if err != nil {
 		return nil, err
 	}
+	if err := required("path", req.GetPath()); err != nil {
+		return nil, err
+	}
 	if err := sb.Remove(ctx, req.GetPath(), req.GetRecursive()); err != nil {
 		return nil, s.callErr(ctx, e, err)
 	}
@@ -279,6 +343,9 @@ func (s *Service) DeleteFile(ctx context.Context, req *sandboxv1.DeleteFileReque
 func (s *Service) StatFile(ctx context.Context, req *sandboxv1.StatFileRequest) (*sandboxv1.StatFileResponse, error) {
 	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
+		return nil, err
+	}
+	if err := required("path", req.GetPath()); err != nil {
 		return nil, err
 	}
 	fi, err := sb.Stat(ctx, req.GetPath())
@@ -300,12 +367,23 @@ func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirector
 	if req.GetDepth() < 0 {
 		return nil, domain.InvalidField("depth", "depth must not be negative")
 	}
-	entries, err := sb.ListDir(ctx, req.GetPath(), int(cmp.Or(req.GetDepth(), defaultListDepth)))
+	depth := int(cmp.Or(req.GetDepth(), defaultListDepth))
+	filter := paging.Filter(req.GetPath(), strconv.Itoa(depth))
+	if _, err := paging.Decode(req.GetPageToken(), filter); err != nil {
+		return nil, pageErr(err) // before listing: a bad token costs no walk
+	}
+	entries, err := sb.ListDir(ctx, req.GetPath(), depth)
 	if err != nil {
 		return nil, s.callErr(ctx, e, err)
 	}
-	resp := &sandboxv1.ListDirectoryResponse{}
-	for _, fi := range entries {
+	slices.SortFunc(entries, func(a, b driver.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	key := func(fi driver.FileInfo) []string { return []string{fi.Path} }
+	page, next, err := paging.Page(entries, req, filter, key, paging.Ascending(key))
+	if err != nil {
+		return nil, pageErr(err)
+	}
+	resp := &sandboxv1.ListDirectoryResponse{NextPageToken: next}
+	for _, fi := range page {
 		resp.Entries = append(resp.Entries, infoToProto(fi))
 	}
 	return resp, nil
@@ -315,6 +393,12 @@ func (s *Service) ListDirectory(ctx context.Context, req *sandboxv1.ListDirector
 func (s *Service) RenameFile(ctx context.Context, req *sandboxv1.RenameFileRequest) (*sandboxv1.RenameFileResponse, error) {
 	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
+		return nil, err
+	}
+	if err := required("from_path", req.GetFromPath()); err != nil {
+		return nil, err
+	}
+	if err := required("to_path", req.GetToPath()); err != nil {
 		return nil, err
 	}
 	if err := sb.Rename(ctx, req.GetFromPath(), req.GetToPath()); err != nil {
@@ -327,6 +411,9 @@ func (s *Service) RenameFile(ctx context.Context, req *sandboxv1.RenameFileReque
 func (s *Service) MakeDirectory(ctx context.Context, req *sandboxv1.MakeDirectoryRequest) (*sandboxv1.MakeDirectoryResponse, error) {
 	e, sb, err := s.lookup(ctx, req.GetSandboxId())
 	if err != nil {
+		return nil, err
+	}
+	if err := required("path", req.GetPath()); err != nil {
 		return nil, err
 	}
 	created, err := sb.Mkdir(ctx, req.GetPath())
@@ -412,8 +499,8 @@ func execSpec(spec *sandboxv1.ExecSpec) (driver.ExecSpec, string, error) {
 	switch {
 	case spec.GetCommand() == "":
 		return driver.ExecSpec{}, "", domain.InvalidField("spec.command", "the command is empty")
-	case spec.GetTimeoutMs() < 0:
-		return driver.ExecSpec{}, "", domain.InvalidField("spec.timeout_ms", "timeout_ms must not be negative")
+	case spec.GetTimeout().AsDuration() < 0:
+		return driver.ExecSpec{}, "", domain.InvalidField("spec.timeout", "the timeout must not be negative")
 	case spec.GetRetainedOutputLimitBytes() < 0:
 		return driver.ExecSpec{}, "", domain.InvalidField("spec.retained_output_limit_bytes", "the output limit must not be negative")
 	case spec.GetExecId() != "" && !execIDRe.MatchString(spec.GetExecId()):
@@ -424,7 +511,7 @@ func execSpec(spec *sandboxv1.ExecSpec) (driver.ExecSpec, string, error) {
 	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
 		return driver.ExecSpec{}, "", err
 	}
-	timeout := time.Duration(spec.GetTimeoutMs()) * time.Millisecond
+	timeout := spec.GetTimeout().AsDuration()
 	if timeout == 0 {
 		timeout = defaultTimeout
 	}

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/platform/server/malformedtest"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
@@ -118,6 +120,22 @@ func TestMalformedInput(t *testing.T) {
 			_, err := c.ListDrivers(ctx, &sandboxv1.ListDriversRequest{})
 			return err
 		})},
+		{Method: "ListDrivers", Name: "forged page token", Code: ia, Reason: invalid, Field: "page_token", Call: u(func(ctx context.Context) error {
+			_, err := c.ListDrivers(ctx, &sandboxv1.ListDriversRequest{PageToken: "b2Zmc2V0OjE"}) // base64 "offset:1"
+			return err
+		})},
+		{Method: "ListDrivers", Name: "negative page size", Code: ia, Reason: invalid, Field: "page_size", Call: u(func(ctx context.Context) error {
+			_, err := c.ListDrivers(ctx, &sandboxv1.ListDriversRequest{PageSize: -1})
+			return err
+		})},
+		{Method: "GetDriver", Name: "no id", Code: ia, Reason: invalid, Field: "driver_id", Call: u(func(ctx context.Context) error {
+			_, err := c.GetDriver(ctx, &sandboxv1.GetDriverRequest{})
+			return err
+		})},
+		{Method: "GetDriver", Name: "unknown id", Code: codes.NotFound, Reason: "DRIVER_NOT_FOUND", Call: u(func(ctx context.Context) error {
+			_, err := c.GetDriver(ctx, &sandboxv1.GetDriverRequest{DriverId: "nope"})
+			return err
+		})},
 		{Method: "CreateSandbox", Name: "no spec", Call: create(nil), Code: ia, Reason: invalid, Field: "spec"},
 		{Method: "CreateSandbox", Name: "unknown driver", Call: create(&sandboxv1.SandboxSpec{Driver: "nope"}), Code: ia, Reason: invalid, Field: "spec.driver"},
 		{Method: "CreateSandbox", Name: "env name with =", Call: create(&sandboxv1.SandboxSpec{Env: map[string]string{"A=B": "x"}}), Code: ia, Reason: invalid, Field: "spec.env"},
@@ -135,6 +153,19 @@ func TestMalformedInput(t *testing.T) {
 		})},
 		{Method: "GetSandbox", Name: "unknown id", Code: codes.NotFound, Reason: notFound, Call: u(func(ctx context.Context) error {
 			_, err := c.GetSandbox(ctx, &sandboxv1.GetSandboxRequest{SandboxId: "sbx-nope"})
+			return err
+		})},
+		{Method: "ListSandboxes", Name: "token of other labels", Code: ia, Reason: invalid, Field: "page_token", Call: u(func(ctx context.Context) error {
+			first, err := c.ListSandboxes(ctx, &sandboxv1.ListSandboxesRequest{PageSize: 1, Labels: map[string]string{"a": "1"}})
+			if err != nil {
+				return err
+			}
+			tok := cmp.Or(first.GetNextPageToken(), paging.Encode(paging.Filter("a", "1"), "0", "x"))
+			_, err = c.ListSandboxes(ctx, &sandboxv1.ListSandboxesRequest{PageToken: tok, Labels: map[string]string{"a": "2"}})
+			return err
+		})},
+		{Method: "ListSandboxes", Name: "garbage page token", Code: ia, Reason: invalid, Field: "page_token", Call: u(func(ctx context.Context) error {
+			_, err := c.ListSandboxes(ctx, &sandboxv1.ListSandboxesRequest{PageToken: "not a token!"})
 			return err
 		})},
 		{Method: "ListSandboxes", Name: "labels matching nothing", Code: codes.OK, Call: u(func(ctx context.Context) error {
@@ -195,6 +226,11 @@ func TestMalformedInput(t *testing.T) {
 		})},
 		{Method: "StatFile", Name: "missing file", Code: codes.OK, Call: u(func(ctx context.Context) error { // exists: false
 			_, err := c.StatFile(ctx, &sandboxv1.StatFileRequest{SandboxId: id, Path: "absent"})
+			return err
+		})},
+		{Method: "ListDirectory", Name: "token of another path", Code: ia, Reason: invalid, Field: "page_token", Call: u(func(ctx context.Context) error {
+			tok := paging.Encode(paging.Filter("elsewhere", "1"), "a")
+			_, err := c.ListDirectory(ctx, &sandboxv1.ListDirectoryRequest{SandboxId: id, PageToken: tok})
 			return err
 		})},
 		{Method: "ListDirectory", Name: "no id", Code: ia, Reason: invalid, Field: "sandbox_id", Call: u(func(ctx context.Context) error {

@@ -116,7 +116,7 @@ func listedDriver(t *testing.T, c sandboxv1.SandboxServiceClient, name string) *
 		t.Fatal(err)
 	}
 	for _, d := range resp.GetDrivers() {
-		if d.GetName() == name {
+		if d.GetDriverId() == name {
 			return d
 		}
 	}

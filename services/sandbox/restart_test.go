@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
@@ -138,7 +139,7 @@ func TestRestart(t *testing.T) {
 	}
 	// A command running when the service dies must not outlive the
 	// container's sandbox being usable again.
-	go first.client.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: dk.GetSandboxId(), Spec: &sandboxv1.ExecSpec{Command: "sleep 600", TimeoutMs: 2000}})
+	go first.client.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: dk.GetSandboxId(), Spec: &sandboxv1.ExecSpec{Command: "sleep 600", Timeout: durationpb.New(2 * time.Second)}})
 
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

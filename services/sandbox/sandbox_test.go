@@ -228,7 +228,7 @@ func TestLifecycle(t *testing.T) {
 	// The limits the local driver enforces depend on the host's cgroups.
 	lim := local.New(local.Config{}).Capabilities().Limits
 	wantDrivers := &sandboxv1.ListDriversResponse{Drivers: []*sandboxv1.Driver{{
-		Name: "local", Available: true,
+		DriverId: "local", Available: true,
 		Capabilities: &sandboxv1.Capabilities{Isolation: sandboxv1.Isolation_ISOLATION_NONE, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true,
 			Limits: &sandboxv1.LimitSupport{Memory: lim.Memory, Processes: lim.Processes, Cpu: lim.CPU, NetworkNone: lim.NetworkNone}},
 	}}}

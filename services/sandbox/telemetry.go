@@ -51,7 +51,7 @@ func endExecSpan(ctx context.Context, span trace.Span, driver string, res *sandb
 	span.SetAttributes(
 		attribute.String("fabro.exec.id", res.GetExecId()),
 		attribute.String("fabro.exec.termination", term),
-		attribute.Int64("fabro.exec.duration_ms", res.GetDurationMs()),
+		attribute.Int64("fabro.exec.duration_ms", res.GetDuration().AsDuration().Milliseconds()),
 		attribute.Int64("fabro.exec.stdout_bytes", res.GetStdoutStats().GetObservedBytes()),
 		attribute.Int64("fabro.exec.stderr_bytes", res.GetStderrStats().GetObservedBytes()),
 		attribute.Int64("fabro.exec.omitted_bytes", res.GetStdoutStats().GetOmittedBytes()+res.GetStderrStats().GetOmittedBytes()),
@@ -64,7 +64,7 @@ func endExecSpan(ctx context.Context, span trace.Span, driver string, res *sandb
 	}
 	attrs := metric.WithAttributes(attribute.String("driver", driver), attribute.String("termination", term))
 	execs.Add(ctx, 1, attrs)
-	execDur.Record(ctx, float64(res.GetDurationMs())/1000, attrs)
+	execDur.Record(ctx, res.GetDuration().AsDuration().Seconds(), attrs)
 }
 
 func initMetrics() {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +16,7 @@ import (
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/services/vault/internal/audit"
 	"github.com/fabro-sh/fabro-go/services/vault/internal/store"
 )
@@ -50,12 +53,38 @@ func (s *Service) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest) 
 	return &vaultv1.GetSecretResponse{Secret: toProto(md)}, nil
 }
 
-// ListSecrets implements VaultService.
+// ListSecrets implements VaultService: one page of the secrets and corrupt
+// records, merged by name, continuing after the page token's name.
 func (s *Service) ListSecrets(ctx context.Context, req *vaultv1.ListSecretsRequest) (*vaultv1.ListSecretsResponse, error) {
 	secrets, corrupt := s.store.List(req.GetPrefix())
-	resp := &vaultv1.ListSecretsResponse{CorruptNames: corrupt}
-	for _, md := range secrets {
-		resp.Secrets = append(resp.Secrets, toProto(md))
+	type item struct {
+		name string
+		md   *store.Metadata // nil for a corrupt record
+	}
+	items := make([]item, 0, len(secrets)+len(corrupt))
+	for i := range secrets {
+		items = append(items, item{name: secrets[i].Name, md: &secrets[i]})
+	}
+	for _, n := range corrupt {
+		items = append(items, item{name: n})
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.name, b.name) })
+	key := func(it item) []string { return []string{it.name} }
+	page, next, err := paging.Page(items, req, paging.Filter(req.GetPrefix()), key, paging.Ascending(key))
+	if err != nil {
+		field := "page_token"
+		if errors.Is(err, paging.ErrInvalidSize) {
+			field = "page_size"
+		}
+		return nil, domain.InvalidField(field, err.Error())
+	}
+	resp := &vaultv1.ListSecretsResponse{NextPageToken: next}
+	for _, it := range page {
+		if it.md == nil {
+			resp.CorruptNames = append(resp.CorruptNames, it.name)
+			continue
+		}
+		resp.Secrets = append(resp.Secrets, toProto(*it.md))
 	}
 	s.record(ctx, audit.Entry{Op: "list", Caller: s.caller(ctx), Outcome: codes.OK.String()})
 	return resp, nil

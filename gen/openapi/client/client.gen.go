@@ -65,6 +65,42 @@ func (e FabroAgentV1AgentErrorKind) Valid() bool {
 	}
 }
 
+// Defines values for FabroAgentV1AgentProfile.
+const (
+	AGENTPROFILEANTHROPIC   FabroAgentV1AgentProfile = "AGENT_PROFILE_ANTHROPIC"
+	AGENTPROFILECLAUDE5     FabroAgentV1AgentProfile = "AGENT_PROFILE_CLAUDE_5"
+	AGENTPROFILEGEMINI      FabroAgentV1AgentProfile = "AGENT_PROFILE_GEMINI"
+	AGENTPROFILEGPT56       FabroAgentV1AgentProfile = "AGENT_PROFILE_GPT56"
+	AGENTPROFILEGPT6        FabroAgentV1AgentProfile = "AGENT_PROFILE_GPT6"
+	AGENTPROFILEKIMI        FabroAgentV1AgentProfile = "AGENT_PROFILE_KIMI"
+	AGENTPROFILEOPENAI      FabroAgentV1AgentProfile = "AGENT_PROFILE_OPENAI"
+	AGENTPROFILEUNSPECIFIED FabroAgentV1AgentProfile = "AGENT_PROFILE_UNSPECIFIED"
+)
+
+// Valid indicates whether the value is a known member of the FabroAgentV1AgentProfile enum.
+func (e FabroAgentV1AgentProfile) Valid() bool {
+	switch e {
+	case AGENTPROFILEANTHROPIC:
+		return true
+	case AGENTPROFILECLAUDE5:
+		return true
+	case AGENTPROFILEGEMINI:
+		return true
+	case AGENTPROFILEGPT56:
+		return true
+	case AGENTPROFILEGPT6:
+		return true
+	case AGENTPROFILEKIMI:
+		return true
+	case AGENTPROFILEOPENAI:
+		return true
+	case AGENTPROFILEUNSPECIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FabroAgentV1ApprovalDecision.
 const (
 	APPROVALDECISIONALLOWONCE    FabroAgentV1ApprovalDecision = "APPROVAL_DECISION_ALLOW_ONCE"
@@ -545,42 +581,6 @@ func (e FabroAuthV1Role) Valid() bool {
 	case FabroAuthV1RoleROLEUNSPECIFIED:
 		return true
 	case FabroAuthV1RoleROLEUSER:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for FabroLlmV1AgentProfile.
-const (
-	AGENTPROFILEANTHROPIC   FabroLlmV1AgentProfile = "AGENT_PROFILE_ANTHROPIC"
-	AGENTPROFILECLAUDE5     FabroLlmV1AgentProfile = "AGENT_PROFILE_CLAUDE_5"
-	AGENTPROFILEGEMINI      FabroLlmV1AgentProfile = "AGENT_PROFILE_GEMINI"
-	AGENTPROFILEGPT56       FabroLlmV1AgentProfile = "AGENT_PROFILE_GPT56"
-	AGENTPROFILEGPT6        FabroLlmV1AgentProfile = "AGENT_PROFILE_GPT6"
-	AGENTPROFILEKIMI        FabroLlmV1AgentProfile = "AGENT_PROFILE_KIMI"
-	AGENTPROFILEOPENAI      FabroLlmV1AgentProfile = "AGENT_PROFILE_OPENAI"
-	AGENTPROFILEUNSPECIFIED FabroLlmV1AgentProfile = "AGENT_PROFILE_UNSPECIFIED"
-)
-
-// Valid indicates whether the value is a known member of the FabroLlmV1AgentProfile enum.
-func (e FabroLlmV1AgentProfile) Valid() bool {
-	switch e {
-	case AGENTPROFILEANTHROPIC:
-		return true
-	case AGENTPROFILECLAUDE5:
-		return true
-	case AGENTPROFILEGEMINI:
-		return true
-	case AGENTPROFILEGPT56:
-		return true
-	case AGENTPROFILEGPT6:
-		return true
-	case AGENTPROFILEKIMI:
-		return true
-	case AGENTPROFILEOPENAI:
-		return true
-	case AGENTPROFILEUNSPECIFIED:
 		return true
 	default:
 		return false
@@ -1451,6 +1451,22 @@ type FabroAgentV1AgentOptions struct {
 	WallClockTimeout *string `json:"wallClockTimeout,omitempty"`
 }
 
+// FabroAgentV1AgentProfile AgentProfile picks the agent's prompt and tool set for a model family. It
+// is the agent's, not the gateway's: the model catalog names a profile by
+// the name given on each value below (Model.agent_profile, such as
+// "claude-5"), and the agent maps that name to a value here, refusing a
+// name it does not know.
+//
+//   - AGENT_PROFILE_UNSPECIFIED: No profile; the agent picks one from the route's codec.
+//   - AGENT_PROFILE_ANTHROPIC: Anthropic Claude (before Claude 5); catalog name "anthropic".
+//   - AGENT_PROFILE_CLAUDE_5: Anthropic Claude 5 family; catalog name "claude-5".
+//   - AGENT_PROFILE_OPENAI: OpenAI GPT and o-series; catalog name "openai".
+//   - AGENT_PROFILE_GEMINI: Google Gemini; catalog name "gemini".
+//   - AGENT_PROFILE_KIMI: Moonshot Kimi; catalog name "kimi".
+//   - AGENT_PROFILE_GPT56: OpenAI GPT-5.6; catalog name "gpt-5.6".
+//   - AGENT_PROFILE_GPT6: OpenAI GPT-6; catalog name "gpt-6".
+type FabroAgentV1AgentProfile string
+
 // FabroAgentV1AgentServiceAbortBody AbortRequest cancels the running prompt.
 type FabroAgentV1AgentServiceAbortBody struct {
 	// Reason Optional. Why, recorded in the prompt report's error message.
@@ -2165,17 +2181,21 @@ type FabroAgentV1MemoryLoaded struct {
 	// Memory Memory is the project memory in the system prompt.
 	Memory *FabroAgentV1Memory `json:"memory,omitempty"`
 
-	// Profile AgentProfile picks the agent's prompt and tool set for a model family.
+	// Profile AgentProfile picks the agent's prompt and tool set for a model family. It
+	// is the agent's, not the gateway's: the model catalog names a profile by
+	// the name given on each value below (Model.agent_profile, such as
+	// "claude-5"), and the agent maps that name to a value here, refusing a
+	// name it does not know.
 	//
-	//  - AGENT_PROFILE_UNSPECIFIED: No profile; the agent uses its default.
-	//  - AGENT_PROFILE_ANTHROPIC: Anthropic Claude (before Claude 5).
-	//  - AGENT_PROFILE_CLAUDE_5: Anthropic Claude 5 family.
-	//  - AGENT_PROFILE_OPENAI: OpenAI GPT and o-series.
-	//  - AGENT_PROFILE_GEMINI: Google Gemini.
-	//  - AGENT_PROFILE_KIMI: Moonshot Kimi.
-	//  - AGENT_PROFILE_GPT56: OpenAI GPT-5.6.
-	//  - AGENT_PROFILE_GPT6: OpenAI GPT-6.
-	Profile *FabroLlmV1AgentProfile `json:"profile,omitempty"`
+	//  - AGENT_PROFILE_UNSPECIFIED: No profile; the agent picks one from the route's codec.
+	//  - AGENT_PROFILE_ANTHROPIC: Anthropic Claude (before Claude 5); catalog name "anthropic".
+	//  - AGENT_PROFILE_CLAUDE_5: Anthropic Claude 5 family; catalog name "claude-5".
+	//  - AGENT_PROFILE_OPENAI: OpenAI GPT and o-series; catalog name "openai".
+	//  - AGENT_PROFILE_GEMINI: Google Gemini; catalog name "gemini".
+	//  - AGENT_PROFILE_KIMI: Moonshot Kimi; catalog name "kimi".
+	//  - AGENT_PROFILE_GPT56: OpenAI GPT-5.6; catalog name "gpt-5.6".
+	//  - AGENT_PROFILE_GPT6: OpenAI GPT-6; catalog name "gpt-6".
+	Profile *FabroAgentV1AgentProfile `json:"profile,omitempty"`
 }
 
 // FabroAgentV1ModelRoute ModelRoute is the model a session resolved its selector to.
@@ -2200,17 +2220,21 @@ type FabroAgentV1ModelRoute struct {
 	// Model Canonical model id.
 	Model *string `json:"model,omitempty"`
 
-	// Profile AgentProfile picks the agent's prompt and tool set for a model family.
+	// Profile AgentProfile picks the agent's prompt and tool set for a model family. It
+	// is the agent's, not the gateway's: the model catalog names a profile by
+	// the name given on each value below (Model.agent_profile, such as
+	// "claude-5"), and the agent maps that name to a value here, refusing a
+	// name it does not know.
 	//
-	//  - AGENT_PROFILE_UNSPECIFIED: No profile; the agent uses its default.
-	//  - AGENT_PROFILE_ANTHROPIC: Anthropic Claude (before Claude 5).
-	//  - AGENT_PROFILE_CLAUDE_5: Anthropic Claude 5 family.
-	//  - AGENT_PROFILE_OPENAI: OpenAI GPT and o-series.
-	//  - AGENT_PROFILE_GEMINI: Google Gemini.
-	//  - AGENT_PROFILE_KIMI: Moonshot Kimi.
-	//  - AGENT_PROFILE_GPT56: OpenAI GPT-5.6.
-	//  - AGENT_PROFILE_GPT6: OpenAI GPT-6.
-	Profile *FabroLlmV1AgentProfile `json:"profile,omitempty"`
+	//  - AGENT_PROFILE_UNSPECIFIED: No profile; the agent picks one from the route's codec.
+	//  - AGENT_PROFILE_ANTHROPIC: Anthropic Claude (before Claude 5); catalog name "anthropic".
+	//  - AGENT_PROFILE_CLAUDE_5: Anthropic Claude 5 family; catalog name "claude-5".
+	//  - AGENT_PROFILE_OPENAI: OpenAI GPT and o-series; catalog name "openai".
+	//  - AGENT_PROFILE_GEMINI: Google Gemini; catalog name "gemini".
+	//  - AGENT_PROFILE_KIMI: Moonshot Kimi; catalog name "kimi".
+	//  - AGENT_PROFILE_GPT56: OpenAI GPT-5.6; catalog name "gpt-5.6".
+	//  - AGENT_PROFILE_GPT6: OpenAI GPT-6; catalog name "gpt-6".
+	Profile *FabroAgentV1AgentProfile `json:"profile,omitempty"`
 
 	// Provider Id of the provider that serves it.
 	Provider *string `json:"provider,omitempty"`
@@ -2268,7 +2292,7 @@ type FabroAgentV1ProcessOutcome struct {
 	//  - TERMINATION_UNSPECIFIED: Not known, such as when a driver lost track of the process.
 	//  - TERMINATION_EXITED: It ended by itself, with an exit code or by a signal it was not sent by
 	// the service.
-	//  - TERMINATION_TIMED_OUT: The service stopped it when timeout_ms ran out.
+	//  - TERMINATION_TIMED_OUT: The service stopped it when its timeout ran out.
 	//  - TERMINATION_CANCELLED: The service stopped it (TERM, 2 s, KILL) because of CancelExec or a
 	// cancelled RPC.
 	//  - TERMINATION_KILLED: The service sent KILL at once: CancelExec with kill, or DeleteSandbox.
@@ -3259,9 +3283,9 @@ type FabroAgentV1WarningKind string
 
 // FabroAuthV1CreateTokenRequest CreateTokenRequest describes the token to issue.
 type FabroAuthV1CreateTokenRequest struct {
-	// Name The person's name (letters, digits, '.', '-', '_' and '@', at most 64
-	// characters); it appears in logs and audit entries.
-	Name *string `json:"name,omitempty"`
+	// Name Required. The person's name (letters, digits, '.', '-', '_' and '@', at
+	// most 64 characters); it appears in logs and audit entries.
+	Name string `json:"name"`
 
 	// Role Role is what a principal may do.
 	//
@@ -3270,7 +3294,7 @@ type FabroAuthV1CreateTokenRequest struct {
 	//  - ROLE_ADMIN: A person who may also manage secrets and tokens.
 	//  - ROLE_SERVICE: One of fabro's own services; such tokens are issued at start-up, not
 	// through CreateToken.
-	Role *FabroAuthV1Role `json:"role,omitempty"`
+	Role FabroAuthV1Role `json:"role"`
 }
 
 // FabroAuthV1CreateTokenResponse CreateTokenResponse holds the new token.
@@ -3282,9 +3306,18 @@ type FabroAuthV1CreateTokenResponse struct {
 	Value *string `json:"value,omitempty"`
 }
 
+// FabroAuthV1GetTokenResponse GetTokenResponse holds one token's metadata.
+type FabroAuthV1GetTokenResponse struct {
+	// Token Token describes a token without its value.
+	Token *FabroAuthV1Token `json:"token,omitempty"`
+}
+
 // FabroAuthV1ListTokensResponse ListTokensResponse lists the tokens.
 type FabroAuthV1ListTokensResponse struct {
-	// Tokens Every token, oldest first.
+	// NextPageToken The token of the next page; empty after the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+
+	// Tokens Tokens of this page, oldest first.
 	Tokens *[]FabroAuthV1Token `json:"tokens,omitempty"`
 }
 
@@ -3303,12 +3336,8 @@ type FabroAuthV1Role string
 
 // FabroAuthV1Token Token describes a token without its value.
 type FabroAuthV1Token struct {
-	// CreateTime When the token was issued.
+	// CreateTime Output only. When the token was issued.
 	CreateTime *time.Time `json:"createTime,omitempty"`
-
-	// Id The public id, the part of the value after "fabro_" and before the next
-	// "_"; safe to show and log.
-	Id *string `json:"id,omitempty"`
 
 	// Name The principal's name: a person's name, or the service's name.
 	Name *string `json:"name,omitempty"`
@@ -3321,19 +3350,11 @@ type FabroAuthV1Token struct {
 	//  - ROLE_SERVICE: One of fabro's own services; such tokens are issued at start-up, not
 	// through CreateToken.
 	Role *FabroAuthV1Role `json:"role,omitempty"`
-}
 
-// FabroLlmV1AgentProfile AgentProfile picks the agent's prompt and tool set for a model family.
-//
-//   - AGENT_PROFILE_UNSPECIFIED: No profile; the agent uses its default.
-//   - AGENT_PROFILE_ANTHROPIC: Anthropic Claude (before Claude 5).
-//   - AGENT_PROFILE_CLAUDE_5: Anthropic Claude 5 family.
-//   - AGENT_PROFILE_OPENAI: OpenAI GPT and o-series.
-//   - AGENT_PROFILE_GEMINI: Google Gemini.
-//   - AGENT_PROFILE_KIMI: Moonshot Kimi.
-//   - AGENT_PROFILE_GPT56: OpenAI GPT-5.6.
-//   - AGENT_PROFILE_GPT6: OpenAI GPT-6.
-type FabroLlmV1AgentProfile string
+	// TokenId Output only. The public id, the part of the value after "fabro_" and
+	// before the next "_"; safe to show and log.
+	TokenId *string `json:"tokenId,omitempty"`
+}
 
 // FabroLlmV1Auth Auth says how to authenticate to a provider.
 type FabroLlmV1Auth struct {
@@ -3411,13 +3432,13 @@ type FabroLlmV1Codec string
 type FabroLlmV1CompleteObjectRequest struct {
 	// Request Request is one model call: what the Stream, Complete and CompleteObject
 	// RPCs send upstream.
-	Request *FabroLlmV1Request `json:"request,omitempty"`
+	Request FabroLlmV1Request `json:"request"`
 
-	// Schema JSON Schema as JSON text.
-	Schema *string `json:"schema,omitempty"`
+	// Schema Required. JSON Schema as JSON text.
+	Schema string `json:"schema"`
 
-	// SchemaName Schema name: letters, digits, '_' and '-'.
-	SchemaName *string `json:"schemaName,omitempty"`
+	// SchemaName Required. Schema name: letters, digits, '_' and '-'.
+	SchemaName string `json:"schemaName"`
 }
 
 // FabroLlmV1CompleteObjectResponse CompleteObjectResponse is the parsed and validated reply.
@@ -3433,7 +3454,7 @@ type FabroLlmV1CompleteObjectResponse struct {
 type FabroLlmV1CompleteRequest struct {
 	// Request Request is one model call: what the Stream, Complete and CompleteObject
 	// RPCs send upstream.
-	Request *FabroLlmV1Request `json:"request,omitempty"`
+	Request FabroLlmV1Request `json:"request"`
 }
 
 // FabroLlmV1CompleteResponse CompleteResponse is the complete reply.
@@ -3593,7 +3614,8 @@ type FabroLlmV1ErrorDetail struct {
 	// UNAVAILABLE.
 	//  - ERROR_KIND_CANCELLED: The caller cancelled. gRPC CANCELLED.
 	//  - ERROR_KIND_RESPONSE_DECODE: A complete reply did not parse as JSON or did not match the requested
-	// schema (CompleteObject). gRPC INTERNAL.
+	// schema (CompleteObject). gRPC UNAVAILABLE: the provider's reply, not a
+	// fault of the gateway.
 	Kind *FabroLlmV1ErrorKind `json:"kind,omitempty"`
 
 	// Message Human-readable message; never contains credential values.
@@ -3603,15 +3625,15 @@ type FabroLlmV1ErrorDetail struct {
 	// `fabro secret set <NAME>`.
 	MissingCredentials *[]string `json:"missingCredentials,omitempty"`
 
-	// Model Canonical id of the model that failed, when known.
-	Model *string `json:"model,omitempty"`
-
-	// Provider Id of the provider that failed, when an upstream was involved.
-	Provider *string `json:"provider,omitempty"`
+	// ModelId Canonical id of the model that failed, when known.
+	ModelId *string `json:"modelId,omitempty"`
 
 	// ProviderErrorCode Upstream error code or type, such as "insufficient_quota",
 	// "overloaded_error" or "ThrottlingException".
 	ProviderErrorCode *string `json:"providerErrorCode,omitempty"`
+
+	// ProviderId Id of the provider that failed, when an upstream was involved.
+	ProviderId *string `json:"providerId,omitempty"`
 
 	// ProviderRequestId Upstream request id, for support tickets.
 	ProviderRequestId *string `json:"providerRequestId,omitempty"`
@@ -3651,7 +3673,8 @@ type FabroLlmV1ErrorDetail struct {
 //   - ERROR_KIND_CANCELLED: The caller cancelled. gRPC CANCELLED.
 //   - ERROR_KIND_RESPONSE_DECODE: A complete reply did not parse as JSON or did not match the requested
 //
-// schema (CompleteObject). gRPC INTERNAL.
+// schema (CompleteObject). gRPC UNAVAILABLE: the provider's reply, not a
+// fault of the gateway.
 type FabroLlmV1ErrorKind string
 
 // FabroLlmV1FinishReason FinishReason says why the model stopped, normalized across providers.
@@ -3672,6 +3695,21 @@ type FabroLlmV1ErrorKind string
 //   - FINISH_REASON_OTHER: Any other provider value; see Response.raw_finish_reason.
 type FabroLlmV1FinishReason string
 
+// FabroLlmV1GetModelResponse GetModelResponse holds one model.
+type FabroLlmV1GetModelResponse struct {
+	// Model Model is one model offered by one provider.
+	Model *FabroLlmV1Model `json:"model,omitempty"`
+}
+
+// FabroLlmV1GetProviderResponse GetProviderResponse holds one provider and its readiness.
+type FabroLlmV1GetProviderResponse struct {
+	// Provider Provider is one upstream host.
+	Provider *FabroLlmV1Provider `json:"provider,omitempty"`
+
+	// Readiness ProviderReadiness is one provider's readiness.
+	Readiness *FabroLlmV1ProviderReadiness `json:"readiness,omitempty"`
+}
+
 // FabroLlmV1ImagePart ImagePart is an image, inline or by URL.
 type FabroLlmV1ImagePart struct {
 	// Data The image bytes (base64 in JSON).
@@ -3689,8 +3727,11 @@ type FabroLlmV1ListModelsResponse struct {
 	// DefaultModel The catalog's default model for agents (provider/model).
 	DefaultModel *string `json:"defaultModel,omitempty"`
 
-	// Models Models sorted by provider, then id.
+	// Models Models of this page sorted by provider_id, then model_id.
 	Models *[]FabroLlmV1Model `json:"models,omitempty"`
+
+	// NextPageToken The token of the next page; empty after the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
 
 	// ProbeModel The catalog's model for probes (provider/model).
 	ProbeModel *string `json:"probeModel,omitempty"`
@@ -3707,7 +3748,10 @@ type FabroLlmV1ListModelsResponse struct {
 
 // FabroLlmV1ListProvidersResponse ListProvidersResponse is the list of providers.
 type FabroLlmV1ListProvidersResponse struct {
-	// Providers Providers sorted by id.
+	// NextPageToken The token of the next page; empty after the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+
+	// Providers Providers of this page sorted by provider_id.
 	Providers *[]FabroLlmV1Provider `json:"providers,omitempty"`
 
 	// Readiness The readiness of each provider in providers, in the same order.
@@ -3738,17 +3782,11 @@ type FabroLlmV1Message struct {
 
 // FabroLlmV1Model Model is one model offered by one provider.
 type FabroLlmV1Model struct {
-	// AgentProfile AgentProfile picks the agent's prompt and tool set for a model family.
-	//
-	//  - AGENT_PROFILE_UNSPECIFIED: No profile; the agent uses its default.
-	//  - AGENT_PROFILE_ANTHROPIC: Anthropic Claude (before Claude 5).
-	//  - AGENT_PROFILE_CLAUDE_5: Anthropic Claude 5 family.
-	//  - AGENT_PROFILE_OPENAI: OpenAI GPT and o-series.
-	//  - AGENT_PROFILE_GEMINI: Google Gemini.
-	//  - AGENT_PROFILE_KIMI: Moonshot Kimi.
-	//  - AGENT_PROFILE_GPT56: OpenAI GPT-5.6.
-	//  - AGENT_PROFILE_GPT6: OpenAI GPT-6.
-	AgentProfile *FabroLlmV1AgentProfile `json:"agentProfile,omitempty"`
+	// AgentProfile The name of the agent profile to use with it, such as "claude-5" or
+	// "openai"; empty leaves the choice to the agent. The gateway only carries
+	// the name: the agent owns the profiles (fabro.agent.v1.AgentProfile) and
+	// refuses a name it does not know.
+	AgentProfile *string `json:"agentProfile,omitempty"`
 
 	// Aliases Other selectors for it, such as "sonnet".
 	Aliases *[]string `json:"aliases,omitempty"`
@@ -3776,18 +3814,19 @@ type FabroLlmV1Model struct {
 	// Fallbacks Selectors to fail over to, in order, when an error allows it.
 	Fallbacks *[]string `json:"fallbacks,omitempty"`
 
-	// Id Id, such as "claude-sonnet-4.5"; never contains '/'.
-	Id *string `json:"id,omitempty"`
-
 	// MaxOutputTokens Most output tokens per response.
 	MaxOutputTokens *string `json:"maxOutputTokens,omitempty"`
+
+	// ModelId The model's id, such as "claude-sonnet-4.5"; never contains '/'. In a
+	// catalog file it is the part of the models table's key after the '/'.
+	ModelId *string `json:"modelId,omitempty"`
 
 	// Pricing Pricing is the price per million tokens in integer micro-dollars, so
 	// $3.00 per million is 3000000.
 	Pricing *FabroLlmV1Pricing `json:"pricing,omitempty"`
 
-	// Provider Id of the provider serving it.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId The id of the provider serving it.
+	ProviderId *string `json:"providerId,omitempty"`
 }
 
 // FabroLlmV1OpaquePart OpaquePart is provider round-trip state with no neutral form, such as an
@@ -3835,8 +3874,8 @@ type FabroLlmV1ProbeRequest struct {
 	// using its result.
 	Mode *FabroLlmV1ProbeMode `json:"mode,omitempty"`
 
-	// Model Model selector.
-	Model *string `json:"model,omitempty"`
+	// Model Required. Model selector.
+	Model string `json:"model"`
 
 	// ReasoningEffort ReasoningEffort asks reasoning models for more or less thinking.
 	//
@@ -3848,7 +3887,7 @@ type FabroLlmV1ProbeRequest struct {
 	//  - REASONING_EFFORT_MAX: The most the model allows.
 	ReasoningEffort *FabroLlmV1ReasoningEffort `json:"reasoningEffort,omitempty"`
 
-	// Timeout Give up after this long; 30 seconds when unset.
+	// Timeout Optional. Give up after this long; 30 seconds when unset.
 	Timeout *string `json:"timeout,omitempty"`
 }
 
@@ -3862,14 +3901,14 @@ type FabroLlmV1ProbeResponse struct {
 	// Latency Wall time of the whole probe (both steps when deep).
 	Latency *string `json:"latency,omitempty"`
 
-	// Model Canonical id of the model probed.
-	Model *string `json:"model,omitempty"`
+	// ModelId Canonical id of the model probed.
+	ModelId *string `json:"modelId,omitempty"`
 
 	// Ok True when the model answered as expected.
 	Ok *bool `json:"ok,omitempty"`
 
-	// Provider Id of the provider probed.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId Id of the provider probed.
+	ProviderId *string `json:"providerId,omitempty"`
 
 	// Reply The model's final text.
 	Reply *string `json:"reply,omitempty"`
@@ -3927,9 +3966,6 @@ type FabroLlmV1Provider struct {
 	// ExtraHeaders Headers added to every request, such as anthropic-version.
 	ExtraHeaders *map[string]string `json:"extraHeaders,omitempty"`
 
-	// Id Id, such as "anthropic" or "openrouter"; never contains '/'.
-	Id *string `json:"id,omitempty"`
-
 	// IdleTimeout How long a response body may send nothing before the attempt fails
 	// with TIMEOUT; unset means the gateway's default.
 	IdleTimeout *string `json:"idleTimeout,omitempty"`
@@ -3937,6 +3973,10 @@ type FabroLlmV1Provider struct {
 	// ProbeModel The model the provider's readiness probe uses (a model id of this
 	// provider); empty means default_model.
 	ProbeModel *string `json:"probeModel,omitempty"`
+
+	// ProviderId The provider's id, such as "anthropic" or "openrouter"; never contains
+	// '/'. In a catalog file it is the key of the providers table.
+	ProviderId *string `json:"providerId,omitempty"`
 }
 
 // FabroLlmV1ProviderReadiness ProviderReadiness is one provider's readiness.
@@ -3957,8 +3997,8 @@ type FabroLlmV1ProviderReadiness struct {
 	// presence of credentials.
 	Probed *bool `json:"probed,omitempty"`
 
-	// Provider The provider id.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId The provider's id.
+	ProviderId *string `json:"providerId,omitempty"`
 
 	// State ReadinessState says whether a provider can serve calls.
 	//
@@ -4042,26 +4082,26 @@ type FabroLlmV1ReasoningPart struct {
 // FabroLlmV1Request Request is one model call: what the Stream, Complete and CompleteObject
 // RPCs send upstream.
 type FabroLlmV1Request struct {
-	// DisableFallbacks True disables failover for this request, configured routes included.
+	// DisableFallbacks Optional. True disables failover for this request, configured routes included.
 	DisableFallbacks *bool `json:"disableFallbacks,omitempty"`
 
-	// Fallbacks Selectors to fail over to, in order, replacing the model's configured
+	// Fallbacks Optional. Selectors to fail over to, in order, replacing the model's configured
 	// fallback routes. Empty means the configured ones.
 	Fallbacks *[]string `json:"fallbacks,omitempty"`
 
-	// MaxOutputTokens Upper bound on output tokens; the model's max output when unset.
+	// MaxOutputTokens Optional. Upper bound on output tokens; the model's max output when unset.
 	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
 
-	// Messages The conversation, oldest first.
+	// Messages Optional. The conversation, oldest first.
 	Messages *[]FabroLlmV1Message `json:"messages,omitempty"`
 
-	// Metadata Caller labels (run id, stage ...), recorded on spans and logs, never
+	// Metadata Optional. Caller labels (run id, stage ...), recorded on spans and logs, never
 	// sent upstream.
 	Metadata *map[string]string `json:"metadata,omitempty"`
 
-	// Model Model selector: "provider/model", a model id, an alias, or a provider id
+	// Model Required. Model selector: "provider/model", a model id, an alias, or a provider id
 	// (its default model). Ids never contain '/'.
-	Model *string `json:"model,omitempty"`
+	Model string `json:"model"`
 
 	// ReasoningEffort ReasoningEffort asks reasoning models for more or less thinking.
 	//
@@ -4082,21 +4122,21 @@ type FabroLlmV1Request struct {
 	// rather than ignoring it.
 	Speed *string `json:"speed,omitempty"`
 
-	// StopSequences Sequences that end the output when the model produces one (at most 16,
+	// StopSequences Optional. Sequences that end the output when the model produces one (at most 16,
 	// each 1-256 bytes). A route whose protocol cannot carry them fails with
 	// INVALID_REQUEST rather than ignoring them.
 	StopSequences *[]string `json:"stopSequences,omitempty"`
 
-	// System The system prompt.
+	// System Optional. The system prompt.
 	System *string `json:"system,omitempty"`
 
-	// Temperature Sampling temperature; the provider's default when unset.
+	// Temperature Optional. Sampling temperature; the provider's default when unset.
 	Temperature *float64 `json:"temperature,omitempty"`
 
 	// ToolChoice ToolChoice constrains tool calling.
 	ToolChoice *FabroLlmV1ToolChoice `json:"toolChoice,omitempty"`
 
-	// Tools Tools the model may call.
+	// Tools Optional. Tools the model may call.
 	Tools *[]FabroLlmV1ToolDefinition `json:"tools,omitempty"`
 }
 
@@ -4144,8 +4184,8 @@ type FabroLlmV1Response struct {
 	// Id The provider's response id, or one the gateway made.
 	Id *string `json:"id,omitempty"`
 
-	// Model Canonical id of the model that answered (after failover, the fallback).
-	Model *string `json:"model,omitempty"`
+	// ModelId Canonical id of the model that answered (after failover, the fallback).
+	ModelId *string `json:"modelId,omitempty"`
 
 	// Parts The reply's content parts in order: a streamed block's index is its
 	// position here. Tool calls of a LENGTH or INCOMPLETE turn are not here
@@ -4153,8 +4193,8 @@ type FabroLlmV1Response struct {
 	// lower here than their index).
 	Parts *[]FabroLlmV1ContentPart `json:"parts,omitempty"`
 
-	// Provider Id of the provider that answered.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId Id of the provider that answered.
+	ProviderId *string `json:"providerId,omitempty"`
 
 	// RawFinishReason The provider's own finish value, such as "end_turn" or "MAX_TOKENS".
 	RawFinishReason *string `json:"rawFinishReason,omitempty"`
@@ -4233,11 +4273,11 @@ type FabroLlmV1Started struct {
 	// Id The response id.
 	Id *string `json:"id,omitempty"`
 
-	// Model Canonical id of the model answering.
-	Model *string `json:"model,omitempty"`
+	// ModelId Canonical id of the model answering.
+	ModelId *string `json:"modelId,omitempty"`
 
-	// Provider Id of the provider answering.
-	Provider *string `json:"provider,omitempty"`
+	// ProviderId Id of the provider answering.
+	ProviderId *string `json:"providerId,omitempty"`
 }
 
 // FabroLlmV1StreamError StreamError is the terminal event of a stream that failed after visible
@@ -4252,8 +4292,16 @@ type FabroLlmV1StreamError struct {
 	PartialResponse *FabroLlmV1Response `json:"partialResponse,omitempty"`
 }
 
-// FabroLlmV1StreamEvent StreamEvent is one event of a streamed reply. Content blocks are numbered
-// by index: dense, from 0, in stream order (content_block_start order),
+// FabroLlmV1StreamRequest StreamRequest starts a streamed call.
+type FabroLlmV1StreamRequest struct {
+	// Request Request is one model call: what the Stream, Complete and CompleteObject
+	// RPCs send upstream.
+	Request FabroLlmV1Request `json:"request"`
+}
+
+// FabroLlmV1StreamResponse StreamResponse is one event of a streamed reply: each message of the
+// stream is one event (over REST, each line is {"result": <StreamResponse>}).
+// Content blocks are numbered by index: dense, from 0, in stream order (content_block_start order),
 // across all block kinds. Response.parts holds the same blocks in index
 // order, so Response.parts[index] is the streamed block, with one
 // exception: a LENGTH or INCOMPLETE turn's tool-call blocks are streamed
@@ -4263,7 +4311,7 @@ type FabroLlmV1StreamError struct {
 // by its id. Order: started, then for each block content_block_start, its
 // deltas and content_block_end (blocks may interleave for parallel tool
 // calls), usage and rate_limits at any point, then ended or error last.
-type FabroLlmV1StreamEvent struct {
+type FabroLlmV1StreamResponse struct {
 	// ContentBlockEnd ContentBlockEnd completes a content block.
 	ContentBlockEnd *FabroLlmV1ContentBlockEnd `json:"contentBlockEnd,omitempty"`
 
@@ -4305,17 +4353,13 @@ type FabroLlmV1StreamEvent struct {
 	Usage *FabroLlmV1Usage `json:"usage,omitempty"`
 }
 
-// FabroLlmV1StreamRequest StreamRequest starts a streamed call.
-type FabroLlmV1StreamRequest struct {
-	// Request Request is one model call: what the Stream, Complete and CompleteObject
-	// RPCs send upstream.
-	Request *FabroLlmV1Request `json:"request,omitempty"`
-}
+// FabroLlmV1StreamResponseStreamResult One line of the application/x-ndjson stream: result for each message, or error once when the stream fails.
+type FabroLlmV1StreamResponseStreamResult struct {
+	Error *GoogleRpcStatus `json:"error,omitempty"`
 
-// FabroLlmV1StreamResponse StreamResponse carries one stream event.
-type FabroLlmV1StreamResponse struct {
-	// Event StreamEvent is one event of a streamed reply. Content blocks are numbered
-	// by index: dense, from 0, in stream order (content_block_start order),
+	// Result StreamResponse is one event of a streamed reply: each message of the
+	// stream is one event (over REST, each line is {"result": <StreamResponse>}).
+	// Content blocks are numbered by index: dense, from 0, in stream order (content_block_start order),
 	// across all block kinds. Response.parts holds the same blocks in index
 	// order, so Response.parts[index] is the streamed block, with one
 	// exception: a LENGTH or INCOMPLETE turn's tool-call blocks are streamed
@@ -4325,14 +4369,6 @@ type FabroLlmV1StreamResponse struct {
 	// by its id. Order: started, then for each block content_block_start, its
 	// deltas and content_block_end (blocks may interleave for parallel tool
 	// calls), usage and rate_limits at any point, then ended or error last.
-	Event *FabroLlmV1StreamEvent `json:"event,omitempty"`
-}
-
-// FabroLlmV1StreamResponseStreamResult One line of the application/x-ndjson stream: result for each message, or error once when the stream fails.
-type FabroLlmV1StreamResponseStreamResult struct {
-	Error *GoogleRpcStatus `json:"error,omitempty"`
-
-	// Result StreamResponse carries one stream event.
 	Result *FabroLlmV1StreamResponse `json:"result,omitempty"`
 }
 
@@ -4531,7 +4567,7 @@ type FabroSandboxV1CaptureStats struct {
 type FabroSandboxV1CreateSandboxRequest struct {
 	// Spec SandboxSpec is what a sandbox is created from. Other contracts (the agent
 	// service) embed it to say where their tools run.
-	Spec *FabroSandboxV1SandboxSpec `json:"spec,omitempty"`
+	Spec FabroSandboxV1SandboxSpec `json:"spec"`
 }
 
 // FabroSandboxV1CreateSandboxResponse CreateSandboxResponse holds the new sandbox.
@@ -4560,8 +4596,9 @@ type FabroSandboxV1Driver struct {
 	// that needs a capability not stated is refused with FAILED_PRECONDITION.
 	Capabilities *FabroSandboxV1Capabilities `json:"capabilities,omitempty"`
 
-	// Name The name used in SandboxSpec.driver.
-	Name *string `json:"name,omitempty"`
+	// DriverId Output only. The driver's id, the name used in SandboxSpec.driver, such
+	// as "docker".
+	DriverId *string `json:"driverId,omitempty"`
 
 	// UnavailableReason Why not, when available is false, naming what is missing.
 	UnavailableReason *string `json:"unavailableReason,omitempty"`
@@ -4591,8 +4628,8 @@ type FabroSandboxV1ExecResponse struct {
 
 // FabroSandboxV1ExecResult ExecResult is how a command ended and what it wrote.
 type FabroSandboxV1ExecResult struct {
-	// DurationMs Wall-clock time from start to end, in milliseconds.
-	DurationMs *string `json:"durationMs,omitempty"`
+	// Duration Wall-clock time from start to end.
+	Duration *string `json:"duration,omitempty"`
 
 	// ExecId The command's exec id.
 	ExecId *string `json:"execId,omitempty"`
@@ -4634,7 +4671,7 @@ type FabroSandboxV1ExecResult struct {
 	//  - TERMINATION_UNSPECIFIED: Not known, such as when a driver lost track of the process.
 	//  - TERMINATION_EXITED: It ended by itself, with an exit code or by a signal it was not sent by
 	// the service.
-	//  - TERMINATION_TIMED_OUT: The service stopped it when timeout_ms ran out.
+	//  - TERMINATION_TIMED_OUT: The service stopped it when its timeout ran out.
 	//  - TERMINATION_CANCELLED: The service stopped it (TERM, 2 s, KILL) because of CancelExec or a
 	// cancelled RPC.
 	//  - TERMINATION_KILLED: The service sent KILL at once: CancelExec with kill, or DeleteSandbox.
@@ -4643,35 +4680,36 @@ type FabroSandboxV1ExecResult struct {
 
 // FabroSandboxV1ExecSpec ExecSpec is one command to run; Exec and ExecStream share it.
 type FabroSandboxV1ExecSpec struct {
-	// Command Bash source, run as `bash -c <command>`. Must not be empty.
-	Command *string `json:"command,omitempty"`
+	// Command Required. Bash source, run as `bash -c <command>`. Must not be empty.
+	Command string `json:"command"`
 
-	// Env Environment variables for this command, overriding the sandbox's. Names
+	// Env Optional. Environment variables for this command, overriding the sandbox's. Names
 	// must be non-empty and contain no "=" or NUL.
 	Env *map[string]string `json:"env,omitempty"`
 
-	// ExecId An id chosen by the client so it can cancel the command with CancelExec
+	// ExecId Optional. An id chosen by the client so it can cancel the command with CancelExec
 	// before the first response arrives: 1 to 128 characters from
 	// [A-Za-z0-9._-], unique among this sandbox's running commands. Empty
 	// means the service picks one.
 	ExecId *string `json:"execId,omitempty"`
 
-	// RetainedOutputLimitBytes The most bytes of each stream retained in the result: the head and the
+	// RetainedOutputLimitBytes Optional. The most bytes of each stream retained in the result: the head and the
 	// tail of the output are kept, the middle omitted. 0 means 1 MiB, and
 	// values above 1 MiB are lowered to 1 MiB. Output is always drained to the
 	// end, however much is retained.
 	RetainedOutputLimitBytes *string `json:"retainedOutputLimitBytes,omitempty"`
 
-	// Stdin Bytes given to the command's stdin, which is then closed; empty means
+	// Stdin Optional. Bytes given to the command's stdin, which is then closed; empty means
 	// stdin is empty (/dev/null). Needs the stdin capability when not empty.
 	Stdin *[]byte `json:"stdin,omitempty"`
 
-	// TimeoutMs The timeout in milliseconds; 0 means 10,000 (the shell tool's default),
-	// and values above 600,000 (10 minutes) are lowered to 600,000. Past it the
-	// command is stopped (TERM, 2 s, KILL) with termination TIMED_OUT.
-	TimeoutMs *string `json:"timeoutMs,omitempty"`
+	// Timeout Optional. How long the command may run; unset or zero means 10 s (the shell
+	// tool's default), and more than 10 minutes is lowered to 10 minutes.
+	// Past it the command is stopped (TERM, 2 s, KILL) with termination
+	// TIMED_OUT.
+	Timeout *string `json:"timeout,omitempty"`
 
-	// WorkingDir The directory to start in, relative to the working directory (or
+	// WorkingDir Optional. The directory to start in, relative to the working directory (or
 	// absolute inside the root); empty means the working directory.
 	WorkingDir *string `json:"workingDir,omitempty"`
 }
@@ -4741,6 +4779,12 @@ type FabroSandboxV1FileInfo struct {
 //   - FILE_TYPE_SYMLINK: A symbolic link (only where links are not followed).
 //   - FILE_TYPE_OTHER: Anything else: a device, socket or pipe.
 type FabroSandboxV1FileType string
+
+// FabroSandboxV1GetDriverResponse GetDriverResponse describes a driver.
+type FabroSandboxV1GetDriverResponse struct {
+	// Driver Driver is one way of making sandboxes.
+	Driver *FabroSandboxV1Driver `json:"driver,omitempty"`
+}
 
 // FabroSandboxV1GetSandboxResponse GetSandboxResponse describes a sandbox.
 type FabroSandboxV1GetSandboxResponse struct {
@@ -4831,19 +4875,29 @@ type FabroSandboxV1LimitSupport struct {
 
 // FabroSandboxV1ListDirectoryResponse ListDirectoryResponse holds the entries.
 type FabroSandboxV1ListDirectoryResponse struct {
-	// Entries Entries sorted by path; a directory comes before its children.
+	// Entries Entries of this page sorted by path; a directory comes before its
+	// children.
 	Entries *[]FabroSandboxV1FileInfo `json:"entries,omitempty"`
+
+	// NextPageToken The token of the next page; empty after the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
 }
 
 // FabroSandboxV1ListDriversResponse ListDriversResponse is the list of drivers.
 type FabroSandboxV1ListDriversResponse struct {
-	// Drivers Drivers sorted by name.
+	// Drivers Drivers of this page, sorted by driver_id.
 	Drivers *[]FabroSandboxV1Driver `json:"drivers,omitempty"`
+
+	// NextPageToken The token of the next page; empty after the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
 }
 
 // FabroSandboxV1ListSandboxesResponse ListSandboxesResponse is the list of sandboxes.
 type FabroSandboxV1ListSandboxesResponse struct {
-	// Sandboxes Matching sandboxes, oldest first.
+	// NextPageToken The token of the next page; empty after the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+
+	// Sandboxes Matching sandboxes of this page, oldest first.
 	Sandboxes *[]FabroSandboxV1Sandbox `json:"sandboxes,omitempty"`
 }
 
@@ -4947,7 +5001,7 @@ type FabroSandboxV1Sandbox struct {
 	// that needs a capability not stated is refused with FAILED_PRECONDITION.
 	Capabilities *FabroSandboxV1Capabilities `json:"capabilities,omitempty"`
 
-	// CreateTime When it was created.
+	// CreateTime Output only. When it was created.
 	CreateTime *time.Time `json:"createTime,omitempty"`
 
 	// Driver The driver that made it.
@@ -4973,7 +5027,7 @@ type FabroSandboxV1Sandbox struct {
 	// confined to; working_directory is inside it (or equal to it).
 	RootDirectory *string `json:"rootDirectory,omitempty"`
 
-	// SandboxId The id, assigned by the service at creation; opaque.
+	// SandboxId Output only. The id, assigned by the service at creation; opaque.
 	SandboxId *string `json:"sandboxId,omitempty"`
 
 	// State SandboxState is where a sandbox is in its life.
@@ -4996,159 +5050,167 @@ type FabroSandboxV1Sandbox struct {
 
 // FabroSandboxV1SandboxServiceCancelExecBody CancelExecRequest stops a running command.
 type FabroSandboxV1SandboxServiceCancelExecBody struct {
-	// Kill Send KILL at once instead of TERM, 2 s, KILL.
+	// Kill Optional. Send KILL at once instead of TERM, 2 s, KILL.
 	Kill *bool `json:"kill,omitempty"`
 }
 
 // FabroSandboxV1SandboxServiceDeleteFileBody DeleteFileRequest deletes a path.
 type FabroSandboxV1SandboxServiceDeleteFileBody struct {
-	// Path The file, link or directory.
-	Path *string `json:"path,omitempty"`
+	// Path Required. The file, link or directory.
+	Path string `json:"path"`
 
-	// Recursive Delete a non-empty directory with everything below it.
+	// Recursive Optional. Delete a non-empty directory with everything below it.
 	Recursive *bool `json:"recursive,omitempty"`
 }
 
 // FabroSandboxV1SandboxServiceExecBody ExecRequest runs a command to its end.
 type FabroSandboxV1SandboxServiceExecBody struct {
 	// Spec ExecSpec is one command to run; Exec and ExecStream share it.
-	Spec *FabroSandboxV1ExecSpec `json:"spec,omitempty"`
+	Spec FabroSandboxV1ExecSpec `json:"spec"`
 }
 
 // FabroSandboxV1SandboxServiceExecStreamBody ExecStreamRequest runs a command and streams it.
 type FabroSandboxV1SandboxServiceExecStreamBody struct {
 	// Spec ExecSpec is one command to run; Exec and ExecStream share it.
-	Spec *FabroSandboxV1ExecSpec `json:"spec,omitempty"`
+	Spec FabroSandboxV1ExecSpec `json:"spec"`
 }
 
 // FabroSandboxV1SandboxServiceGlobBody GlobRequest finds files by a pattern.
 type FabroSandboxV1SandboxServiceGlobBody struct {
-	// Path The directory to search in; empty means the working directory.
+	// Path Optional. The directory to search in; empty means the working directory.
 	Path *string `json:"path,omitempty"`
 
-	// Pattern A relative, case-sensitive pattern using "/": "*" and "?" stay within a
+	// Pattern Required. A relative, case-sensitive pattern using "/": "*" and "?" stay within a
 	// segment, "[abc]" matches one character, and "**" as a whole segment
 	// crosses directories. Leading dots match normally. "*.go" matches only
 	// at the top of path; "**/*.go" matches at any depth.
-	Pattern *string `json:"pattern,omitempty"`
+	Pattern string `json:"pattern"`
 }
 
 // FabroSandboxV1SandboxServiceGrepBody GrepRequest searches file contents.
 type FabroSandboxV1SandboxServiceGrepBody struct {
-	// CaseInsensitive Match regardless of case.
+	// CaseInsensitive Optional. Match regardless of case.
 	CaseInsensitive *bool `json:"caseInsensitive,omitempty"`
 
-	// GlobFilter Only files whose name matches this glob, such as "*.go"; empty means
+	// GlobFilter Optional. Only files whose name matches this glob, such as "*.go"; empty means
 	// all files.
 	GlobFilter *string `json:"globFilter,omitempty"`
 
-	// MaxResults The most matches to return; 0 means 10,000, the service's cap, and
+	// MaxResults Optional. The most matches to return; 0 means 10,000, the service's cap, and
 	// larger values are lowered to it.
 	MaxResults *int32 `json:"maxResults,omitempty"`
 
-	// Path A file or directory to search; empty means ".", the working directory.
+	// Path Optional. A file or directory to search; empty means ".", the working directory.
 	Path *string `json:"path,omitempty"`
 
-	// Pattern The regular expression, in the syntax ripgrep and POSIX extended regular
+	// Pattern Required. The regular expression, in the syntax ripgrep and POSIX extended regular
 	// expressions (grep -E) share; keep patterns portable. Must not be empty.
-	Pattern *string `json:"pattern,omitempty"`
+	Pattern string `json:"pattern"`
 }
 
 // FabroSandboxV1SandboxServiceListDirectoryBody ListDirectoryRequest lists a directory.
 type FabroSandboxV1SandboxServiceListDirectoryBody struct {
-	// Depth How many levels to list: 1 lists the directory's own entries, 2 adds
+	// Depth Optional. How many levels to list: 1 lists the directory's own entries, 2 adds
 	// their children, and so on; 0 means 1.
 	Depth *int32 `json:"depth,omitempty"`
 
-	// Path The directory; empty means the working directory.
+	// PageSize Optional. The most entries to return; 0 means 100, and values above 1,000 are
+	// lowered to 1,000.
+	PageSize *int32 `json:"pageSize,omitempty"`
+
+	// PageToken Optional. The next_page_token of the previous page, with the same path and depth;
+	// empty for the first page.
+	PageToken *string `json:"pageToken,omitempty"`
+
+	// Path Optional. The directory; empty means the working directory.
 	Path *string `json:"path,omitempty"`
 }
 
 // FabroSandboxV1SandboxServiceMakeDirectoryBody MakeDirectoryRequest creates a directory.
 type FabroSandboxV1SandboxServiceMakeDirectoryBody struct {
-	// Path The directory.
-	Path *string `json:"path,omitempty"`
+	// Path Required. The directory.
+	Path string `json:"path"`
 }
 
 // FabroSandboxV1SandboxServiceReadFileBody ReadFileRequest reads a text file as numbered lines.
 type FabroSandboxV1SandboxServiceReadFileBody struct {
-	// Limit How many lines to return at most; 0 means 2,000.
+	// Limit Optional. How many lines to return at most; 0 means 2,000.
 	Limit *string `json:"limit,omitempty"`
 
-	// Offset The 1-based number of the first line to return; 0 means 1.
+	// Offset Optional. The 1-based number of the first line to return; 0 means 1.
 	Offset *string `json:"offset,omitempty"`
 
-	// Path The file.
-	Path *string `json:"path,omitempty"`
+	// Path Required. The file.
+	Path string `json:"path"`
 }
 
 // FabroSandboxV1SandboxServiceReadFileBytesBody ReadFileBytesRequest reads raw bytes, whole or a range.
 type FabroSandboxV1SandboxServiceReadFileBytesBody struct {
-	// Length How many bytes to read at most; 0 means to the end.
+	// Length Optional. How many bytes to read at most; 0 means to the end.
 	Length *string `json:"length,omitempty"`
 
-	// Offset The byte offset to start at; past the end gives no data.
+	// Offset Optional. The byte offset to start at; past the end gives no data.
 	Offset *string `json:"offset,omitempty"`
 
-	// Path The file.
-	Path *string `json:"path,omitempty"`
+	// Path Required. The file.
+	Path string `json:"path"`
 }
 
 // FabroSandboxV1SandboxServiceRenameFileBody RenameFileRequest moves a path.
 type FabroSandboxV1SandboxServiceRenameFileBody struct {
-	// FromPath The path to move.
-	FromPath *string `json:"fromPath,omitempty"`
+	// FromPath Required. The path to move.
+	FromPath string `json:"fromPath"`
 
-	// ToPath The new path.
-	ToPath *string `json:"toPath,omitempty"`
+	// ToPath Required. The new path.
+	ToPath string `json:"toPath"`
 }
 
 // FabroSandboxV1SandboxServiceStatFileBody StatFileRequest asks about a path.
 type FabroSandboxV1SandboxServiceStatFileBody struct {
-	// Path The path.
-	Path *string `json:"path,omitempty"`
+	// Path Required. The path.
+	Path string `json:"path"`
 }
 
 // FabroSandboxV1SandboxServiceWalkBody WalkRequest lists files below a directory.
 type FabroSandboxV1SandboxServiceWalkBody struct {
-	// ExcludeDirs Names of directories to skip wherever they occur, such as ".git" or
+	// ExcludeDirs Optional. Names of directories to skip wherever they occur, such as ".git" or
 	// "node_modules".
 	ExcludeDirs *[]string `json:"excludeDirs,omitempty"`
 
-	// MaxDepth How deep to go: 1 lists only the directory's own files; 0 means no
+	// MaxDepth Optional. How deep to go: 1 lists only the directory's own files; 0 means no
 	// limit.
 	MaxDepth *int32 `json:"maxDepth,omitempty"`
 
-	// Path The directory to walk; empty means the working directory.
+	// Path Optional. The directory to walk; empty means the working directory.
 	Path *string `json:"path,omitempty"`
 }
 
 // FabroSandboxV1SandboxServiceWriteFileBody WriteFileRequest writes a whole file.
 type FabroSandboxV1SandboxServiceWriteFileBody struct {
-	// Content The complete new content. Over REST it is base64, as JSON bytes are.
+	// Content Optional. The complete new content. Over REST it is base64, as JSON bytes are.
 	Content *[]byte `json:"content,omitempty"`
 
-	// Path The file.
-	Path *string `json:"path,omitempty"`
+	// Path Required. The file.
+	Path string `json:"path"`
 }
 
 // FabroSandboxV1SandboxSpec SandboxSpec is what a sandbox is created from. Other contracts (the agent
 // service) embed it to say where their tools run.
 type FabroSandboxV1SandboxSpec struct {
-	// Driver The driver: "local", "docker", "daytona", or the kind of a configured
+	// Driver Optional. The driver: "local", "docker", "daytona", or the kind of a configured
 	// plugin (the plugin binary fabro-sandbox-<kind>). See ListDrivers.
 	Driver *string `json:"driver,omitempty"`
 
-	// DriverOptions Driver-specific settings, such as image for docker or snapshot for
+	// DriverOptions Optional. Driver-specific settings, such as image for docker or snapshot for
 	// daytona. Each driver documents its keys; an unknown key is
 	// INVALID_ARGUMENT.
 	DriverOptions *map[string]string `json:"driverOptions,omitempty"`
 
-	// Env Environment variables given to every command of this sandbox, on top of
+	// Env Optional. Environment variables given to every command of this sandbox, on top of
 	// the service's allowlisted environment. A request's env overrides them.
 	Env *map[string]string `json:"env,omitempty"`
 
-	// Labels Labels for finding the sandbox again, such as run_id=...; keys and
+	// Labels Optional. Labels for finding the sandbox again, such as run_id=...; keys and
 	// values are free text. Drivers that label their own resources (container
 	// labels, Daytona labels) copy them there too.
 	Labels *map[string]string `json:"labels,omitempty"`
@@ -5159,7 +5221,7 @@ type FabroSandboxV1SandboxSpec struct {
 	// apply them to each command.
 	Limits *FabroSandboxV1ResourceLimits `json:"limits,omitempty"`
 
-	// WorkingDirectory The directory commands start in and relative paths resolve against.
+	// WorkingDirectory Optional. The directory commands start in and relative paths resolve against.
 	// Local driver: an existing host directory to use as the workspace (a
 	// designated workspace, kept on delete); empty means a managed workspace,
 	// a fresh directory created here and removed on delete. Other drivers: a
@@ -5194,7 +5256,7 @@ type FabroSandboxV1StatFileResponse struct {
 //   - TERMINATION_EXITED: It ended by itself, with an exit code or by a signal it was not sent by
 //
 // the service.
-//   - TERMINATION_TIMED_OUT: The service stopped it when timeout_ms ran out.
+//   - TERMINATION_TIMED_OUT: The service stopped it when its timeout ran out.
 //   - TERMINATION_CANCELLED: The service stopped it (TERM, 2 s, KILL) because of CancelExec or a
 //
 // cancelled RPC.
@@ -5239,9 +5301,12 @@ type FabroVaultV1GetSecretResponse struct {
 
 // FabroVaultV1ListSecretsResponse ListSecretsResponse is the list of secrets.
 type FabroVaultV1ListSecretsResponse struct {
-	// CorruptNames Names whose records could not be read: each is reported, and every other
-	// secret is still listed.
+	// CorruptNames Names of this page whose records could not be read: each is reported,
+	// and every other secret is still listed.
 	CorruptNames *[]string `json:"corruptNames,omitempty"`
+
+	// NextPageToken The token of the next page; empty after the last page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
 
 	// Secrets Secrets sorted by name.
 	Secrets *[]FabroVaultV1SecretMetadata `json:"secrets,omitempty"`
@@ -5255,20 +5320,21 @@ type FabroVaultV1PutSecretResponse struct {
 
 // FabroVaultV1SecretMetadata SecretMetadata describes a secret without its value.
 type FabroVaultV1SecretMetadata struct {
-	// CreateTime When the first version was written.
+	// CreateTime Output only. When the first version was written.
 	CreateTime *time.Time `json:"createTime,omitempty"`
 
-	// CurrentVersion The newest version; versions count from 1 and are never reused.
+	// CurrentVersion Output only. The newest version; versions count from 1 and are never
+	// reused.
 	CurrentVersion *string `json:"currentVersion,omitempty"`
 
 	// Name Name, such as ANTHROPIC_API_KEY: upper-case letters, digits and
 	// underscores, starting with a letter, at most 128 characters.
 	Name *string `json:"name,omitempty"`
 
-	// UpdateTime When the newest version was written.
+	// UpdateTime Output only. When the newest version was written.
 	UpdateTime *time.Time `json:"updateTime,omitempty"`
 
-	// Versions Versions still held, newest first.
+	// Versions Output only. Versions still held, newest first.
 	Versions *[]FabroVaultV1SecretVersion `json:"versions,omitempty"`
 }
 
@@ -5289,12 +5355,13 @@ type FabroVaultV1SecretVersion struct {
 
 // FabroVaultV1VaultServicePutSecretBody PutSecretRequest writes a secret.
 type FabroVaultV1VaultServicePutSecretBody struct {
-	// ExpectedVersion Check-and-set: when present, the write succeeds only if the current
+	// ExpectedVersion Optional. Check-and-set: when present, the write succeeds only if the current
 	// version equals it; 0 means the secret must not exist yet.
 	ExpectedVersion *string `json:"expectedVersion,omitempty"`
 
-	// Value The value. It is encrypted before it is stored and never echoed.
-	Value *string `json:"value,omitempty"`
+	// Value Required. The value. It is encrypted before it is stored and never
+	// echoed.
+	Value string `json:"value"`
 }
 
 // GoogleProtobufAny defines model for google.protobuf.Any.
@@ -5312,49 +5379,92 @@ type GoogleRpcStatus struct {
 
 // LLMGatewayServiceListModelsParams defines parameters for LLMGatewayServiceListModels.
 type LLMGatewayServiceListModelsParams struct {
-	// Provider Only this provider's models, when set.
-	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
+	// ProviderId Optional. Only this provider's models, when set.
+	ProviderId *string `form:"providerId,omitempty" json:"providerId,omitempty"`
 
-	// IncludeDisabled Include disabled models and models of disabled providers.
+	// IncludeDisabled Optional. Include disabled models and models of disabled providers.
 	IncludeDisabled *bool `form:"includeDisabled,omitempty" json:"includeDisabled,omitempty"`
+
+	// PageSize Optional. The most models to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken Optional. The next_page_token of the previous page, with the same
+	// filters; empty for the first page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // LLMGatewayServiceResolveModelParams defines parameters for LLMGatewayServiceResolveModel.
 type LLMGatewayServiceResolveModelParams struct {
-	// Selector "provider/model", a model id, an alias, or a provider id.
-	Selector *string `form:"selector,omitempty" json:"selector,omitempty"`
+	// Selector Required. "provider/model", a model id, an alias, or a provider id.
+	Selector string `form:"selector" json:"selector"`
 }
 
 // LLMGatewayServiceListProvidersParams defines parameters for LLMGatewayServiceListProviders.
 type LLMGatewayServiceListProvidersParams struct {
-	// IncludeDisabled Include disabled providers.
+	// IncludeDisabled Optional. Include disabled providers.
 	IncludeDisabled *bool `form:"includeDisabled,omitempty" json:"includeDisabled,omitempty"`
 
-	// Probe Run each ready provider's basic probe (on its probe model) and report
+	// Probe Optional. Run each ready provider's basic probe (on its probe model) and report
 	// UNUSABLE with the probe's error when it fails. Costs one small call
 	// per provider; false reports from credentials alone.
 	Probe *bool `form:"probe,omitempty" json:"probe,omitempty"`
+
+	// PageSize Optional. The most providers to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken Optional. The next_page_token of the previous page, with the same
+	// filters; empty for the first page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
+}
+
+// SandboxServiceListDriversParams defines parameters for SandboxServiceListDrivers.
+type SandboxServiceListDriversParams struct {
+	// PageSize Optional. The most drivers to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken Optional. The next_page_token of the previous page; empty for the first
+	// page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // SandboxServiceListSandboxesParams defines parameters for SandboxServiceListSandboxes.
 type SandboxServiceListSandboxesParams struct {
-	// LabelsString Only sandboxes having every one of these labels with the same value.
+	// LabelsString Optional. Only sandboxes having every one of these labels with the same value.
 	// Over REST: ?labels[run_id]=abc.
 	LabelsString *string `form:"labels[string],omitempty" json:"labels[string],omitempty"`
+
+	// PageSize Optional. The most sandboxes to return; 0 means 100, and values above 1,000 are
+	// lowered to 1,000.
+	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken Optional. The next_page_token of the previous page, with the same labels; empty
+	// for the first page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // VaultServiceListSecretsParams defines parameters for VaultServiceListSecrets.
 type VaultServiceListSecretsParams struct {
-	// Prefix Only names starting with this prefix, when set.
+	// Prefix Optional. Only names starting with this prefix, when set.
 	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// PageSize Optional. The most secrets to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken Optional. The next_page_token of the previous page, with the same
+	// prefix; empty for the first page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // VaultServiceDeleteSecretParams defines parameters for VaultServiceDeleteSecret.
 type VaultServiceDeleteSecretParams struct {
-	// Version One version to destroy; all versions when unset.
+	// Version Optional. One version to destroy; all versions when unset.
 	Version *string `form:"version,omitempty" json:"version,omitempty"`
 
-	// ExpectedVersion Check-and-set: delete only if the current version equals it.
+	// ExpectedVersion Optional. Check-and-set: delete only if the current version equals it.
 	ExpectedVersion *string `form:"expectedVersion,omitempty" json:"expectedVersion,omitempty"`
 }
 
@@ -5413,6 +5523,17 @@ type AgentServiceStreamEventsParams struct {
 	// prompt_completed. How a client that lost its Prompt stream, or started
 	// the prompt with StartPrompt, watches it.
 	PromptId *string `form:"promptId,omitempty" json:"promptId,omitempty"`
+}
+
+// TokenServiceListTokensParams defines parameters for TokenServiceListTokens.
+type TokenServiceListTokensParams struct {
+	// PageSize Optional. The most tokens to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
+
+	// PageToken Optional. The next_page_token of the previous page; empty for the first
+	// page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // LLMGatewayServiceCompleteJSONRequestBody defines body for LLMGatewayServiceComplete for application/json ContentType.
@@ -5671,8 +5792,10 @@ type ClientInterface interface {
 
 	// LLMGatewayServiceCompleteObjectWithBody CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5681,8 +5804,10 @@ type ClientInterface interface {
 
 	// LLMGatewayServiceCompleteObject CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5717,8 +5842,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/llm:stream (the `LLMGatewayServiceStream` operationId).
 	LLMGatewayServiceStream(ctx context.Context, body LLMGatewayServiceStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// LLMGatewayServiceListModels ListModels lists the catalog's models, sorted by provider then id.
-	// NOT_FOUND when the provider filter names no provider.
+	// LLMGatewayServiceListModels ListModels lists the catalog's models (and discovered ones), sorted by
+	// provider_id then model_id, a page at a time: a page token continues
+	// after the last model it returned, so models appearing or vanishing
+	// between pages (live discovery) never make a page skip or repeat one
+	// that was there throughout. NOT_FOUND when the provider filter names no
+	// provider; INVALID_ARGUMENT for a page token this listing did not issue
+	// (or issued with other filters) or a negative page size.
 	//
 	// Corresponds with GET /v1/models (the `LLMGatewayServiceListModels` operationId).
 	LLMGatewayServiceListModels(ctx context.Context, params *LLMGatewayServiceListModelsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5754,22 +5884,52 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/models:resolve (the `LLMGatewayServiceResolveModel` operationId).
 	LLMGatewayServiceResolveModel(ctx context.Context, params *LLMGatewayServiceResolveModelParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// LLMGatewayServiceListProviders ListProviders lists the catalog's providers, sorted by id. Credential
-	// names are listed, never values.
+	// LLMGatewayServiceListProviders ListProviders lists the catalog's providers with their readiness,
+	// sorted by provider_id, a page at a time (a probe runs for the page's
+	// providers only). Credential names are listed, never values.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other filters) or a negative page size.
 	//
 	// Corresponds with GET /v1/providers (the `LLMGatewayServiceListProviders` operationId).
 	LLMGatewayServiceListProviders(ctx context.Context, params *LLMGatewayServiceListProvidersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// LLMGatewayServiceGetProvider GetProvider returns one provider, enabled or not, with its readiness
+	// from credentials alone. NOT_FOUND for an unknown provider.
+	//
+	// Corresponds with GET /v1/providers/{providerId} (the `LLMGatewayServiceGetProvider` operationId).
+	LLMGatewayServiceGetProvider(ctx context.Context, providerId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LLMGatewayServiceGetModel GetModel returns one model by its provider_id and model_id, catalogued
+	// or discovered, enabled or not (unlike ResolveModel, which takes a
+	// selector and refuses disabled ones). NOT_FOUND when the provider or
+	// the model is unknown.
+	//
+	// Corresponds with GET /v1/providers/{providerId}/models/{modelId} (the `LLMGatewayServiceGetModel` operationId).
+	LLMGatewayServiceGetModel(ctx context.Context, providerId string, modelId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SandboxServiceListDrivers ListDrivers returns every driver this service can create sandboxes with,
 	// each with the capabilities it honestly has. It never fails for a driver
 	// that is configured but not reachable: that driver is listed with
-	// available false and the reason.
+	// available false and the reason. Sorted by driver_id, a page at a time.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	//
 	// Corresponds with GET /v1/sandboxDrivers (the `SandboxServiceListDrivers` operationId).
-	SandboxServiceListDrivers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SandboxServiceListDrivers(ctx context.Context, params *SandboxServiceListDriversParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceGetDriver GetDriver describes one driver as ListDrivers does. NOT_FOUND (reason
+	// DRIVER_NOT_FOUND) for a driver this service does not have.
+	//
+	// Corresponds with GET /v1/sandboxDrivers/{driverId} (the `SandboxServiceGetDriver` operationId).
+	SandboxServiceGetDriver(ctx context.Context, driverId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxServiceListSandboxes ListSandboxes returns the sandboxes whose labels include every label of
-	// the filter, oldest first. An empty filter lists them all.
+	// the filter, oldest first (ties by sandbox_id), a page at a time. An
+	// empty filter lists them all. A page token continues after the last
+	// sandbox it returned, so sandboxes created or deleted between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other labels) or a negative page size.
 	//
 	// Corresponds with GET /v1/sandboxes (the `SandboxServiceListSandboxes` operationId).
 	SandboxServiceListSandboxes(ctx context.Context, params *SandboxServiceListSandboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5865,10 +6025,13 @@ type ClientInterface interface {
 	SandboxServiceDeleteFile(ctx context.Context, sandboxId string, body SandboxServiceDeleteFileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxServiceListDirectoryWithBody ListDirectory lists a directory's entries down to a depth (default 1),
-	// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-	// missing directory; PERMISSION_DENIED for a path that escapes the root;
-	// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-	// for a negative depth.
+	// sorted by path (at depth 1, by name), a page at a time: a page token
+	// continues after the last path it returned. Symbolic links are listed,
+	// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+	// path that escapes the root; FAILED_PRECONDITION when the path is not a
+	// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+	// or a page token this listing did not issue (or issued for another path
+	// or depth).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5876,10 +6039,13 @@ type ClientInterface interface {
 	SandboxServiceListDirectoryWithBody(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxServiceListDirectory ListDirectory lists a directory's entries down to a depth (default 1),
-	// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-	// missing directory; PERMISSION_DENIED for a path that escapes the root;
-	// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-	// for a negative depth.
+	// sorted by path (at depth 1, by name), a page at a time: a page token
+	// continues after the last path it returned. Symbolic links are listed,
+	// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+	// path that escapes the root; FAILED_PRECONDITION when the path is not a
+	// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+	// or a page token this listing did not issue (or issued for another path
+	// or depth).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6024,7 +6190,7 @@ type ClientInterface interface {
 	// fails, times out, is cancelled or is not found (exit code 127) is a
 	// result, not an RPC error. Cancelling the RPC (client context, deadline)
 	// stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-	// command, a negative timeout_ms or output limit, a bad env name or exec
+	// command, a negative timeout or output limit, a bad env name or exec
 	// id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 	// working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 	// exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -6041,7 +6207,7 @@ type ClientInterface interface {
 	// fails, times out, is cancelled or is not found (exit code 127) is a
 	// result, not an RPC error. Cancelling the RPC (client context, deadline)
 	// stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-	// command, a negative timeout_ms or output limit, a bad env name or exec
+	// command, a negative timeout or output limit, a bad env name or exec
 	// id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 	// working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 	// exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -6160,8 +6326,12 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{sandboxId}:walk (the `SandboxServiceWalk` operationId).
 	SandboxServiceWalk(ctx context.Context, sandboxId string, body SandboxServiceWalkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// VaultServiceListSecrets ListSecrets returns the metadata of every secret, sorted by name. Values
-	// are never listed.
+	// VaultServiceListSecrets ListSecrets returns the metadata of the secrets, sorted by name, a page
+	// at a time; a page token continues after the last name it returned, so
+	// secrets written or deleted between pages never make a page skip or
+	// repeat one that was there throughout. Values are never listed.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with another prefix) or a negative page size.
 	//
 	// Corresponds with GET /v1/secrets (the `VaultServiceListSecrets` operationId).
 	VaultServiceListSecrets(ctx context.Context, params *VaultServiceListSecretsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6555,10 +6725,15 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sessions/{sessionId}:steer (the `AgentServiceSteer` operationId).
 	AgentServiceSteer(ctx context.Context, sessionId string, body AgentServiceSteerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// TokenServiceListTokens ListTokens returns every token's metadata, never a value, oldest first.
+	// TokenServiceListTokens ListTokens returns the tokens' metadata, never a value, oldest first
+	// (ties by token_id), a page at a time: a page token continues after the
+	// last token it returned, so tokens issued or revoked between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	//
 	// Corresponds with GET /v1/tokens (the `TokenServiceListTokens` operationId).
-	TokenServiceListTokens(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	TokenServiceListTokens(ctx context.Context, params *TokenServiceListTokensParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TokenServiceCreateTokenWithBody CreateToken issues a token for a person with the given role and returns
 	// its value, once. INVALID_ARGUMENT for an unknown role or a bad name.
@@ -6579,8 +6754,14 @@ type ClientInterface interface {
 	// TokenServiceRevokeToken RevokeToken removes a token by its id; the next call presenting it gets
 	// UNAUTHENTICATED. NOT_FOUND when no token has that id.
 	//
-	// Corresponds with DELETE /v1/tokens/{id} (the `TokenServiceRevokeToken` operationId).
-	TokenServiceRevokeToken(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// Corresponds with DELETE /v1/tokens/{tokenId} (the `TokenServiceRevokeToken` operationId).
+	TokenServiceRevokeToken(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TokenServiceGetToken GetToken returns one token's metadata, never its value. NOT_FOUND
+	// (reason TOKEN_NOT_FOUND) when no token has that id.
+	//
+	// Corresponds with GET /v1/tokens/{tokenId} (the `TokenServiceGetToken` operationId).
+	TokenServiceGetToken(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // LLMGatewayServiceCompleteWithBody Complete sends a request and returns the complete Response. Errors as
@@ -6621,8 +6802,10 @@ func (c *Client) LLMGatewayServiceComplete(ctx context.Context, body LLMGatewayS
 
 // LLMGatewayServiceCompleteObjectWithBody CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6641,8 +6824,10 @@ func (c *Client) LLMGatewayServiceCompleteObjectWithBody(ctx context.Context, co
 
 // LLMGatewayServiceCompleteObject CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6707,8 +6892,13 @@ func (c *Client) LLMGatewayServiceStream(ctx context.Context, body LLMGatewaySer
 	return c.Client.Do(req)
 }
 
-// LLMGatewayServiceListModels ListModels lists the catalog's models, sorted by provider then id.
-// NOT_FOUND when the provider filter names no provider.
+// LLMGatewayServiceListModels ListModels lists the catalog's models (and discovered ones), sorted by
+// provider_id then model_id, a page at a time: a page token continues
+// after the last model it returned, so models appearing or vanishing
+// between pages (live discovery) never make a page skip or repeat one
+// that was there throughout. NOT_FOUND when the provider filter names no
+// provider; INVALID_ARGUMENT for a page token this listing did not issue
+// (or issued with other filters) or a negative page size.
 //
 // Corresponds with GET /v1/models (the `LLMGatewayServiceListModels` operationId).
 func (c *Client) LLMGatewayServiceListModels(ctx context.Context, params *LLMGatewayServiceListModelsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6784,8 +6974,11 @@ func (c *Client) LLMGatewayServiceResolveModel(ctx context.Context, params *LLMG
 	return c.Client.Do(req)
 }
 
-// LLMGatewayServiceListProviders ListProviders lists the catalog's providers, sorted by id. Credential
-// names are listed, never values.
+// LLMGatewayServiceListProviders ListProviders lists the catalog's providers with their readiness,
+// sorted by provider_id, a page at a time (a probe runs for the page's
+// providers only). Credential names are listed, never values.
+// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+// with other filters) or a negative page size.
 //
 // Corresponds with GET /v1/providers (the `LLMGatewayServiceListProviders` operationId).
 func (c *Client) LLMGatewayServiceListProviders(ctx context.Context, params *LLMGatewayServiceListProvidersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6800,14 +6993,66 @@ func (c *Client) LLMGatewayServiceListProviders(ctx context.Context, params *LLM
 	return c.Client.Do(req)
 }
 
+// LLMGatewayServiceGetProvider GetProvider returns one provider, enabled or not, with its readiness
+// from credentials alone. NOT_FOUND for an unknown provider.
+//
+// Corresponds with GET /v1/providers/{providerId} (the `LLMGatewayServiceGetProvider` operationId).
+func (c *Client) LLMGatewayServiceGetProvider(ctx context.Context, providerId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLLMGatewayServiceGetProviderRequest(c.Server, providerId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LLMGatewayServiceGetModel GetModel returns one model by its provider_id and model_id, catalogued
+// or discovered, enabled or not (unlike ResolveModel, which takes a
+// selector and refuses disabled ones). NOT_FOUND when the provider or
+// the model is unknown.
+//
+// Corresponds with GET /v1/providers/{providerId}/models/{modelId} (the `LLMGatewayServiceGetModel` operationId).
+func (c *Client) LLMGatewayServiceGetModel(ctx context.Context, providerId string, modelId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLLMGatewayServiceGetModelRequest(c.Server, providerId, modelId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SandboxServiceListDrivers ListDrivers returns every driver this service can create sandboxes with,
 // each with the capabilities it honestly has. It never fails for a driver
 // that is configured but not reachable: that driver is listed with
-// available false and the reason.
+// available false and the reason. Sorted by driver_id, a page at a time.
+// INVALID_ARGUMENT for a page token this listing did not issue or a
+// negative page size.
 //
 // Corresponds with GET /v1/sandboxDrivers (the `SandboxServiceListDrivers` operationId).
-func (c *Client) SandboxServiceListDrivers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSandboxServiceListDriversRequest(c.Server)
+func (c *Client) SandboxServiceListDrivers(ctx context.Context, params *SandboxServiceListDriversParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceListDriversRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceGetDriver GetDriver describes one driver as ListDrivers does. NOT_FOUND (reason
+// DRIVER_NOT_FOUND) for a driver this service does not have.
+//
+// Corresponds with GET /v1/sandboxDrivers/{driverId} (the `SandboxServiceGetDriver` operationId).
+func (c *Client) SandboxServiceGetDriver(ctx context.Context, driverId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceGetDriverRequest(c.Server, driverId)
 	if err != nil {
 		return nil, err
 	}
@@ -6819,7 +7064,12 @@ func (c *Client) SandboxServiceListDrivers(ctx context.Context, reqEditors ...Re
 }
 
 // SandboxServiceListSandboxes ListSandboxes returns the sandboxes whose labels include every label of
-// the filter, oldest first. An empty filter lists them all.
+// the filter, oldest first (ties by sandbox_id), a page at a time. An
+// empty filter lists them all. A page token continues after the last
+// sandbox it returned, so sandboxes created or deleted between pages never
+// make a page skip or repeat one that was there throughout.
+// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+// with other labels) or a negative page size.
 //
 // Corresponds with GET /v1/sandboxes (the `SandboxServiceListSandboxes` operationId).
 func (c *Client) SandboxServiceListSandboxes(ctx context.Context, params *SandboxServiceListSandboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7005,10 +7255,13 @@ func (c *Client) SandboxServiceDeleteFile(ctx context.Context, sandboxId string,
 }
 
 // SandboxServiceListDirectoryWithBody ListDirectory lists a directory's entries down to a depth (default 1),
-// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-// missing directory; PERMISSION_DENIED for a path that escapes the root;
-// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-// for a negative depth.
+// sorted by path (at depth 1, by name), a page at a time: a page token
+// continues after the last path it returned. Symbolic links are listed,
+// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+// path that escapes the root; FAILED_PRECONDITION when the path is not a
+// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+// or a page token this listing did not issue (or issued for another path
+// or depth).
 //
 // Takes any type of body and a specified content type.
 //
@@ -7026,10 +7279,13 @@ func (c *Client) SandboxServiceListDirectoryWithBody(ctx context.Context, sandbo
 }
 
 // SandboxServiceListDirectory ListDirectory lists a directory's entries down to a depth (default 1),
-// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-// missing directory; PERMISSION_DENIED for a path that escapes the root;
-// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-// for a negative depth.
+// sorted by path (at depth 1, by name), a page at a time: a page token
+// continues after the last path it returned. Symbolic links are listed,
+// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+// path that escapes the root; FAILED_PRECONDITION when the path is not a
+// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+// or a page token this listing did not issue (or issued for another path
+// or depth).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7304,7 +7560,7 @@ func (c *Client) SandboxServiceWriteFile(ctx context.Context, sandboxId string, 
 // fails, times out, is cancelled or is not found (exit code 127) is a
 // result, not an RPC error. Cancelling the RPC (client context, deadline)
 // stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-// command, a negative timeout_ms or output limit, a bad env name or exec
+// command, a negative timeout or output limit, a bad env name or exec
 // id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 // working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 // exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -7331,7 +7587,7 @@ func (c *Client) SandboxServiceExecWithBody(ctx context.Context, sandboxId strin
 // fails, times out, is cancelled or is not found (exit code 127) is a
 // result, not an RPC error. Cancelling the RPC (client context, deadline)
 // stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-// command, a negative timeout_ms or output limit, a bad env name or exec
+// command, a negative timeout or output limit, a bad env name or exec
 // id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 // working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 // exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -7540,8 +7796,12 @@ func (c *Client) SandboxServiceWalk(ctx context.Context, sandboxId string, body 
 	return c.Client.Do(req)
 }
 
-// VaultServiceListSecrets ListSecrets returns the metadata of every secret, sorted by name. Values
-// are never listed.
+// VaultServiceListSecrets ListSecrets returns the metadata of the secrets, sorted by name, a page
+// at a time; a page token continues after the last name it returned, so
+// secrets written or deleted between pages never make a page skip or
+// repeat one that was there throughout. Values are never listed.
+// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+// with another prefix) or a negative page size.
 //
 // Corresponds with GET /v1/secrets (the `VaultServiceListSecrets` operationId).
 func (c *Client) VaultServiceListSecrets(ctx context.Context, params *VaultServiceListSecretsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8265,11 +8525,16 @@ func (c *Client) AgentServiceSteer(ctx context.Context, sessionId string, body A
 	return c.Client.Do(req)
 }
 
-// TokenServiceListTokens ListTokens returns every token's metadata, never a value, oldest first.
+// TokenServiceListTokens ListTokens returns the tokens' metadata, never a value, oldest first
+// (ties by token_id), a page at a time: a page token continues after the
+// last token it returned, so tokens issued or revoked between pages never
+// make a page skip or repeat one that was there throughout.
+// INVALID_ARGUMENT for a page token this listing did not issue or a
+// negative page size.
 //
 // Corresponds with GET /v1/tokens (the `TokenServiceListTokens` operationId).
-func (c *Client) TokenServiceListTokens(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewTokenServiceListTokensRequest(c.Server)
+func (c *Client) TokenServiceListTokens(ctx context.Context, params *TokenServiceListTokensParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTokenServiceListTokensRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8319,9 +8584,25 @@ func (c *Client) TokenServiceCreateToken(ctx context.Context, body TokenServiceC
 // TokenServiceRevokeToken RevokeToken removes a token by its id; the next call presenting it gets
 // UNAUTHENTICATED. NOT_FOUND when no token has that id.
 //
-// Corresponds with DELETE /v1/tokens/{id} (the `TokenServiceRevokeToken` operationId).
-func (c *Client) TokenServiceRevokeToken(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewTokenServiceRevokeTokenRequest(c.Server, id)
+// Corresponds with DELETE /v1/tokens/{tokenId} (the `TokenServiceRevokeToken` operationId).
+func (c *Client) TokenServiceRevokeToken(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTokenServiceRevokeTokenRequest(c.Server, tokenId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TokenServiceGetToken GetToken returns one token's metadata, never its value. NOT_FOUND
+// (reason TOKEN_NOT_FOUND) when no token has that id.
+//
+// Corresponds with GET /v1/tokens/{tokenId} (the `TokenServiceGetToken` operationId).
+func (c *Client) TokenServiceGetToken(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTokenServiceGetTokenRequest(c.Server, tokenId)
 	if err != nil {
 		return nil, err
 	}
@@ -8480,9 +8761,9 @@ func NewLLMGatewayServiceListModelsRequest(server string, params *LLMGatewayServ
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if params.Provider != nil {
+		if params.ProviderId != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "provider", *params.Provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "providerId", *params.ProviderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -8495,6 +8776,30 @@ func NewLLMGatewayServiceListModelsRequest(server string, params *LLMGatewayServ
 		if params.IncludeDisabled != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "includeDisabled", *params.IncludeDisabled, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -8586,16 +8891,12 @@ func NewLLMGatewayServiceResolveModelRequest(server string, params *LLMGatewaySe
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
-		if params.Selector != nil {
-
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "selector", *params.Selector, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			} else {
-				for _, qp := range strings.Split(queryFrag, "&") {
-					rawQueryFragments = append(rawQueryFragments, qp)
-				}
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "selector", params.Selector, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
 			}
-
 		}
 
 		if encoded := queryValues.Encode(); encoded != "" {
@@ -8664,6 +8965,30 @@ func NewLLMGatewayServiceListProvidersRequest(server string, params *LLMGatewayS
 
 		}
 
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -8678,8 +9003,83 @@ func NewLLMGatewayServiceListProvidersRequest(server string, params *LLMGatewayS
 	return req, nil
 }
 
+// NewLLMGatewayServiceGetProviderRequest constructs an http.Request for the LLMGatewayServiceGetProvider method
+func NewLLMGatewayServiceGetProviderRequest(server string, providerId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "providerId", providerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/providers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewLLMGatewayServiceGetModelRequest constructs an http.Request for the LLMGatewayServiceGetModel method
+func NewLLMGatewayServiceGetModelRequest(server string, providerId string, modelId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "providerId", providerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "modelId", modelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/providers/%s/models/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSandboxServiceListDriversRequest constructs an http.Request for the SandboxServiceListDrivers method
-func NewSandboxServiceListDriversRequest(server string) (*http.Request, error) {
+func NewSandboxServiceListDriversRequest(server string, params *SandboxServiceListDriversParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8688,6 +9088,79 @@ func NewSandboxServiceListDriversRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/sandboxDrivers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSandboxServiceGetDriverRequest constructs an http.Request for the SandboxServiceGetDriver method
+func NewSandboxServiceGetDriverRequest(server string, driverId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "driverId", driverId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxDrivers/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -8736,6 +9209,30 @@ func NewSandboxServiceListSandboxesRequest(server string, params *SandboxService
 		if params.LabelsString != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "labels[string]", *params.LabelsString, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -9563,6 +10060,30 @@ func NewVaultServiceListSecretsRequest(server string, params *VaultServiceListSe
 		if params.Prefix != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -10600,7 +11121,7 @@ func NewAgentServiceSteerRequestWithBody(server string, sessionId string, conten
 }
 
 // NewTokenServiceListTokensRequest constructs an http.Request for the TokenServiceListTokens method
-func NewTokenServiceListTokensRequest(server string) (*http.Request, error) {
+func NewTokenServiceListTokensRequest(server string, params *TokenServiceListTokensParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -10616,6 +11137,45 @@ func NewTokenServiceListTokensRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageSize", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -10667,12 +11227,12 @@ func NewTokenServiceCreateTokenRequestWithBody(server string, contentType string
 }
 
 // NewTokenServiceRevokeTokenRequest constructs an http.Request for the TokenServiceRevokeToken method
-func NewTokenServiceRevokeTokenRequest(server string, id string) (*http.Request, error) {
+func NewTokenServiceRevokeTokenRequest(server string, tokenId string) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tokenId", tokenId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
 	if err != nil {
 		return nil, err
 	}
@@ -10693,6 +11253,40 @@ func NewTokenServiceRevokeTokenRequest(server string, id string) (*http.Request,
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTokenServiceGetTokenRequest constructs an http.Request for the TokenServiceGetToken method
+func NewTokenServiceGetTokenRequest(server string, tokenId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tokenId", tokenId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -10762,8 +11356,10 @@ type ClientWithResponsesInterface interface {
 
 	// LLMGatewayServiceCompleteObjectWithBodyWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10772,8 +11368,10 @@ type ClientWithResponsesInterface interface {
 
 	// LLMGatewayServiceCompleteObjectWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10808,8 +11406,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/llm:stream (the `LLMGatewayServiceStream` operationId).
 	LLMGatewayServiceStreamWithResponse(ctx context.Context, body LLMGatewayServiceStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*LLMGatewayServiceStreamResponse, error)
 
-	// LLMGatewayServiceListModelsWithResponse ListModels lists the catalog's models, sorted by provider then id.
-	// NOT_FOUND when the provider filter names no provider.
+	// LLMGatewayServiceListModelsWithResponse ListModels lists the catalog's models (and discovered ones), sorted by
+	// provider_id then model_id, a page at a time: a page token continues
+	// after the last model it returned, so models appearing or vanishing
+	// between pages (live discovery) never make a page skip or repeat one
+	// that was there throughout. NOT_FOUND when the provider filter names no
+	// provider; INVALID_ARGUMENT for a page token this listing did not issue
+	// (or issued with other filters) or a negative page size.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10849,26 +11452,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/models:resolve (the `LLMGatewayServiceResolveModel` operationId).
 	LLMGatewayServiceResolveModelWithResponse(ctx context.Context, params *LLMGatewayServiceResolveModelParams, reqEditors ...RequestEditorFn) (*LLMGatewayServiceResolveModelResponse, error)
 
-	// LLMGatewayServiceListProvidersWithResponse ListProviders lists the catalog's providers, sorted by id. Credential
-	// names are listed, never values.
+	// LLMGatewayServiceListProvidersWithResponse ListProviders lists the catalog's providers with their readiness,
+	// sorted by provider_id, a page at a time (a probe runs for the page's
+	// providers only). Credential names are listed, never values.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other filters) or a negative page size.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/providers (the `LLMGatewayServiceListProviders` operationId).
 	LLMGatewayServiceListProvidersWithResponse(ctx context.Context, params *LLMGatewayServiceListProvidersParams, reqEditors ...RequestEditorFn) (*LLMGatewayServiceListProvidersResponse, error)
 
+	// LLMGatewayServiceGetProviderWithResponse GetProvider returns one provider, enabled or not, with its readiness
+	// from credentials alone. NOT_FOUND for an unknown provider.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/providers/{providerId} (the `LLMGatewayServiceGetProvider` operationId).
+	LLMGatewayServiceGetProviderWithResponse(ctx context.Context, providerId string, reqEditors ...RequestEditorFn) (*LLMGatewayServiceGetProviderResponse, error)
+
+	// LLMGatewayServiceGetModelWithResponse GetModel returns one model by its provider_id and model_id, catalogued
+	// or discovered, enabled or not (unlike ResolveModel, which takes a
+	// selector and refuses disabled ones). NOT_FOUND when the provider or
+	// the model is unknown.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/providers/{providerId}/models/{modelId} (the `LLMGatewayServiceGetModel` operationId).
+	LLMGatewayServiceGetModelWithResponse(ctx context.Context, providerId string, modelId string, reqEditors ...RequestEditorFn) (*LLMGatewayServiceGetModelResponse, error)
+
 	// SandboxServiceListDriversWithResponse ListDrivers returns every driver this service can create sandboxes with,
 	// each with the capabilities it honestly has. It never fails for a driver
 	// that is configured but not reachable: that driver is listed with
-	// available false and the reason.
+	// available false and the reason. Sorted by driver_id, a page at a time.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/sandboxDrivers (the `SandboxServiceListDrivers` operationId).
-	SandboxServiceListDriversWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SandboxServiceListDriversResponse, error)
+	SandboxServiceListDriversWithResponse(ctx context.Context, params *SandboxServiceListDriversParams, reqEditors ...RequestEditorFn) (*SandboxServiceListDriversResponse, error)
+
+	// SandboxServiceGetDriverWithResponse GetDriver describes one driver as ListDrivers does. NOT_FOUND (reason
+	// DRIVER_NOT_FOUND) for a driver this service does not have.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxDrivers/{driverId} (the `SandboxServiceGetDriver` operationId).
+	SandboxServiceGetDriverWithResponse(ctx context.Context, driverId string, reqEditors ...RequestEditorFn) (*SandboxServiceGetDriverResponse, error)
 
 	// SandboxServiceListSandboxesWithResponse ListSandboxes returns the sandboxes whose labels include every label of
-	// the filter, oldest first. An empty filter lists them all.
+	// the filter, oldest first (ties by sandbox_id), a page at a time. An
+	// empty filter lists them all. A page token continues after the last
+	// sandbox it returned, so sandboxes created or deleted between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other labels) or a negative page size.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10970,10 +11609,13 @@ type ClientWithResponsesInterface interface {
 	SandboxServiceDeleteFileWithResponse(ctx context.Context, sandboxId string, body SandboxServiceDeleteFileJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceDeleteFileResponse, error)
 
 	// SandboxServiceListDirectoryWithBodyWithResponse ListDirectory lists a directory's entries down to a depth (default 1),
-	// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-	// missing directory; PERMISSION_DENIED for a path that escapes the root;
-	// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-	// for a negative depth.
+	// sorted by path (at depth 1, by name), a page at a time: a page token
+	// continues after the last path it returned. Symbolic links are listed,
+	// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+	// path that escapes the root; FAILED_PRECONDITION when the path is not a
+	// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+	// or a page token this listing did not issue (or issued for another path
+	// or depth).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10981,10 +11623,13 @@ type ClientWithResponsesInterface interface {
 	SandboxServiceListDirectoryWithBodyWithResponse(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceListDirectoryResponse, error)
 
 	// SandboxServiceListDirectoryWithResponse ListDirectory lists a directory's entries down to a depth (default 1),
-	// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-	// missing directory; PERMISSION_DENIED for a path that escapes the root;
-	// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-	// for a negative depth.
+	// sorted by path (at depth 1, by name), a page at a time: a page token
+	// continues after the last path it returned. Symbolic links are listed,
+	// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+	// path that escapes the root; FAILED_PRECONDITION when the path is not a
+	// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+	// or a page token this listing did not issue (or issued for another path
+	// or depth).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11129,7 +11774,7 @@ type ClientWithResponsesInterface interface {
 	// fails, times out, is cancelled or is not found (exit code 127) is a
 	// result, not an RPC error. Cancelling the RPC (client context, deadline)
 	// stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-	// command, a negative timeout_ms or output limit, a bad env name or exec
+	// command, a negative timeout or output limit, a bad env name or exec
 	// id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 	// working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 	// exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -11146,7 +11791,7 @@ type ClientWithResponsesInterface interface {
 	// fails, times out, is cancelled or is not found (exit code 127) is a
 	// result, not an RPC error. Cancelling the RPC (client context, deadline)
 	// stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-	// command, a negative timeout_ms or output limit, a bad env name or exec
+	// command, a negative timeout or output limit, a bad env name or exec
 	// id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 	// working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 	// exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -11265,8 +11910,12 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{sandboxId}:walk (the `SandboxServiceWalk` operationId).
 	SandboxServiceWalkWithResponse(ctx context.Context, sandboxId string, body SandboxServiceWalkJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceWalkResponse, error)
 
-	// VaultServiceListSecretsWithResponse ListSecrets returns the metadata of every secret, sorted by name. Values
-	// are never listed.
+	// VaultServiceListSecretsWithResponse ListSecrets returns the metadata of the secrets, sorted by name, a page
+	// at a time; a page token continues after the last name it returned, so
+	// secrets written or deleted between pages never make a page skip or
+	// repeat one that was there throughout. Values are never listed.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with another prefix) or a negative page size.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11678,12 +12327,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sessions/{sessionId}:steer (the `AgentServiceSteer` operationId).
 	AgentServiceSteerWithResponse(ctx context.Context, sessionId string, body AgentServiceSteerJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceSteerResponse, error)
 
-	// TokenServiceListTokensWithResponse ListTokens returns every token's metadata, never a value, oldest first.
+	// TokenServiceListTokensWithResponse ListTokens returns the tokens' metadata, never a value, oldest first
+	// (ties by token_id), a page at a time: a page token continues after the
+	// last token it returned, so tokens issued or revoked between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/tokens (the `TokenServiceListTokens` operationId).
-	TokenServiceListTokensWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*TokenServiceListTokensResponse, error)
+	TokenServiceListTokensWithResponse(ctx context.Context, params *TokenServiceListTokensParams, reqEditors ...RequestEditorFn) (*TokenServiceListTokensResponse, error)
 
 	// TokenServiceCreateTokenWithBodyWithResponse CreateToken issues a token for a person with the given role and returns
 	// its value, once. INVALID_ARGUMENT for an unknown role or a bad name.
@@ -11706,8 +12360,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with DELETE /v1/tokens/{id} (the `TokenServiceRevokeToken` operationId).
-	TokenServiceRevokeTokenWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*TokenServiceRevokeTokenResponse, error)
+	// Corresponds with DELETE /v1/tokens/{tokenId} (the `TokenServiceRevokeToken` operationId).
+	TokenServiceRevokeTokenWithResponse(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*TokenServiceRevokeTokenResponse, error)
+
+	// TokenServiceGetTokenWithResponse GetToken returns one token's metadata, never its value. NOT_FOUND
+	// (reason TOKEN_NOT_FOUND) when no token has that id.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens/{tokenId} (the `TokenServiceGetToken` operationId).
+	TokenServiceGetTokenWithResponse(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*TokenServiceGetTokenResponse, error)
 }
 
 type LLMGatewayServiceCompleteResponse struct {
@@ -12039,6 +12701,102 @@ func (r LLMGatewayServiceListProvidersResponse) ContentType() string {
 	return ""
 }
 
+type LLMGatewayServiceGetProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroLlmV1GetProviderResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r LLMGatewayServiceGetProviderResponse) GetJSON200() *FabroLlmV1GetProviderResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r LLMGatewayServiceGetProviderResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r LLMGatewayServiceGetProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LLMGatewayServiceGetProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LLMGatewayServiceGetProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LLMGatewayServiceGetProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type LLMGatewayServiceGetModelResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroLlmV1GetModelResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r LLMGatewayServiceGetModelResponse) GetJSON200() *FabroLlmV1GetModelResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r LLMGatewayServiceGetModelResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r LLMGatewayServiceGetModelResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LLMGatewayServiceGetModelResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LLMGatewayServiceGetModelResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LLMGatewayServiceGetModelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SandboxServiceListDriversResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12081,6 +12839,54 @@ func (r SandboxServiceListDriversResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SandboxServiceListDriversResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SandboxServiceGetDriverResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroSandboxV1GetDriverResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxServiceGetDriverResponse) GetJSON200() *FabroSandboxV1GetDriverResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServiceGetDriverResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServiceGetDriverResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServiceGetDriverResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServiceGetDriverResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServiceGetDriverResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14075,6 +14881,54 @@ func (r TokenServiceRevokeTokenResponse) ContentType() string {
 	return ""
 }
 
+type TokenServiceGetTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroAuthV1GetTokenResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TokenServiceGetTokenResponse) GetJSON200() *FabroAuthV1GetTokenResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r TokenServiceGetTokenResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r TokenServiceGetTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TokenServiceGetTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TokenServiceGetTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TokenServiceGetTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // LLMGatewayServiceCompleteWithBodyWithResponse Complete sends a request and returns the complete Response. Errors as
 // for Stream, all returned as the status with an ErrorDetail.
 //
@@ -14105,8 +14959,10 @@ func (c *ClientWithResponses) LLMGatewayServiceCompleteWithResponse(ctx context.
 
 // LLMGatewayServiceCompleteObjectWithBodyWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14121,8 +14977,10 @@ func (c *ClientWithResponses) LLMGatewayServiceCompleteObjectWithBodyWithRespons
 
 // LLMGatewayServiceCompleteObjectWithResponse CompleteObject asks for JSON matching a schema, then parses the reply and
 // validates it against the schema. INVALID_ARGUMENT for a malformed
-// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-// JSON or does not match; otherwise errors as for Complete.
+// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+// not valid JSON or does not match (the model's output, not a fault of
+// the gateway: asking again may succeed); otherwise errors as for
+// Complete.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14175,8 +15033,13 @@ func (c *ClientWithResponses) LLMGatewayServiceStreamWithResponse(ctx context.Co
 	return ParseLLMGatewayServiceStreamResponse(rsp)
 }
 
-// LLMGatewayServiceListModelsWithResponse ListModels lists the catalog's models, sorted by provider then id.
-// NOT_FOUND when the provider filter names no provider.
+// LLMGatewayServiceListModelsWithResponse ListModels lists the catalog's models (and discovered ones), sorted by
+// provider_id then model_id, a page at a time: a page token continues
+// after the last model it returned, so models appearing or vanishing
+// between pages (live discovery) never make a page skip or repeat one
+// that was there throughout. NOT_FOUND when the provider filter names no
+// provider; INVALID_ARGUMENT for a page token this listing did not issue
+// (or issued with other filters) or a negative page size.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14240,8 +15103,11 @@ func (c *ClientWithResponses) LLMGatewayServiceResolveModelWithResponse(ctx cont
 	return ParseLLMGatewayServiceResolveModelResponse(rsp)
 }
 
-// LLMGatewayServiceListProvidersWithResponse ListProviders lists the catalog's providers, sorted by id. Credential
-// names are listed, never values.
+// LLMGatewayServiceListProvidersWithResponse ListProviders lists the catalog's providers with their readiness,
+// sorted by provider_id, a page at a time (a probe runs for the page's
+// providers only). Credential names are listed, never values.
+// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+// with other filters) or a negative page size.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14254,24 +15120,75 @@ func (c *ClientWithResponses) LLMGatewayServiceListProvidersWithResponse(ctx con
 	return ParseLLMGatewayServiceListProvidersResponse(rsp)
 }
 
+// LLMGatewayServiceGetProviderWithResponse GetProvider returns one provider, enabled or not, with its readiness
+// from credentials alone. NOT_FOUND for an unknown provider.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/providers/{providerId} (the `LLMGatewayServiceGetProvider` operationId).
+func (c *ClientWithResponses) LLMGatewayServiceGetProviderWithResponse(ctx context.Context, providerId string, reqEditors ...RequestEditorFn) (*LLMGatewayServiceGetProviderResponse, error) {
+	rsp, err := c.LLMGatewayServiceGetProvider(ctx, providerId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLLMGatewayServiceGetProviderResponse(rsp)
+}
+
+// LLMGatewayServiceGetModelWithResponse GetModel returns one model by its provider_id and model_id, catalogued
+// or discovered, enabled or not (unlike ResolveModel, which takes a
+// selector and refuses disabled ones). NOT_FOUND when the provider or
+// the model is unknown.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/providers/{providerId}/models/{modelId} (the `LLMGatewayServiceGetModel` operationId).
+func (c *ClientWithResponses) LLMGatewayServiceGetModelWithResponse(ctx context.Context, providerId string, modelId string, reqEditors ...RequestEditorFn) (*LLMGatewayServiceGetModelResponse, error) {
+	rsp, err := c.LLMGatewayServiceGetModel(ctx, providerId, modelId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLLMGatewayServiceGetModelResponse(rsp)
+}
+
 // SandboxServiceListDriversWithResponse ListDrivers returns every driver this service can create sandboxes with,
 // each with the capabilities it honestly has. It never fails for a driver
 // that is configured but not reachable: that driver is listed with
-// available false and the reason.
+// available false and the reason. Sorted by driver_id, a page at a time.
+// INVALID_ARGUMENT for a page token this listing did not issue or a
+// negative page size.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/sandboxDrivers (the `SandboxServiceListDrivers` operationId).
-func (c *ClientWithResponses) SandboxServiceListDriversWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SandboxServiceListDriversResponse, error) {
-	rsp, err := c.SandboxServiceListDrivers(ctx, reqEditors...)
+func (c *ClientWithResponses) SandboxServiceListDriversWithResponse(ctx context.Context, params *SandboxServiceListDriversParams, reqEditors ...RequestEditorFn) (*SandboxServiceListDriversResponse, error) {
+	rsp, err := c.SandboxServiceListDrivers(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseSandboxServiceListDriversResponse(rsp)
 }
 
+// SandboxServiceGetDriverWithResponse GetDriver describes one driver as ListDrivers does. NOT_FOUND (reason
+// DRIVER_NOT_FOUND) for a driver this service does not have.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxDrivers/{driverId} (the `SandboxServiceGetDriver` operationId).
+func (c *ClientWithResponses) SandboxServiceGetDriverWithResponse(ctx context.Context, driverId string, reqEditors ...RequestEditorFn) (*SandboxServiceGetDriverResponse, error) {
+	rsp, err := c.SandboxServiceGetDriver(ctx, driverId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceGetDriverResponse(rsp)
+}
+
 // SandboxServiceListSandboxesWithResponse ListSandboxes returns the sandboxes whose labels include every label of
-// the filter, oldest first. An empty filter lists them all.
+// the filter, oldest first (ties by sandbox_id), a page at a time. An
+// empty filter lists them all. A page token continues after the last
+// sandbox it returned, so sandboxes created or deleted between pages never
+// make a page skip or repeat one that was there throughout.
+// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+// with other labels) or a negative page size.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14427,10 +15344,13 @@ func (c *ClientWithResponses) SandboxServiceDeleteFileWithResponse(ctx context.C
 }
 
 // SandboxServiceListDirectoryWithBodyWithResponse ListDirectory lists a directory's entries down to a depth (default 1),
-// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-// missing directory; PERMISSION_DENIED for a path that escapes the root;
-// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-// for a negative depth.
+// sorted by path (at depth 1, by name), a page at a time: a page token
+// continues after the last path it returned. Symbolic links are listed,
+// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+// path that escapes the root; FAILED_PRECONDITION when the path is not a
+// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+// or a page token this listing did not issue (or issued for another path
+// or depth).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14444,10 +15364,13 @@ func (c *ClientWithResponses) SandboxServiceListDirectoryWithBodyWithResponse(ct
 }
 
 // SandboxServiceListDirectoryWithResponse ListDirectory lists a directory's entries down to a depth (default 1),
-// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-// missing directory; PERMISSION_DENIED for a path that escapes the root;
-// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-// for a negative depth.
+// sorted by path (at depth 1, by name), a page at a time: a page token
+// continues after the last path it returned. Symbolic links are listed,
+// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+// path that escapes the root; FAILED_PRECONDITION when the path is not a
+// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+// or a page token this listing did not issue (or issued for another path
+// or depth).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14670,7 +15593,7 @@ func (c *ClientWithResponses) SandboxServiceWriteFileWithResponse(ctx context.Co
 // fails, times out, is cancelled or is not found (exit code 127) is a
 // result, not an RPC error. Cancelling the RPC (client context, deadline)
 // stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-// command, a negative timeout_ms or output limit, a bad env name or exec
+// command, a negative timeout or output limit, a bad env name or exec
 // id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 // working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 // exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -14693,7 +15616,7 @@ func (c *ClientWithResponses) SandboxServiceExecWithBodyWithResponse(ctx context
 // fails, times out, is cancelled or is not found (exit code 127) is a
 // result, not an RPC error. Cancelling the RPC (client context, deadline)
 // stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-// command, a negative timeout_ms or output limit, a bad env name or exec
+// command, a negative timeout or output limit, a bad env name or exec
 // id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 // working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 // exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -14866,8 +15789,12 @@ func (c *ClientWithResponses) SandboxServiceWalkWithResponse(ctx context.Context
 	return ParseSandboxServiceWalkResponse(rsp)
 }
 
-// VaultServiceListSecretsWithResponse ListSecrets returns the metadata of every secret, sorted by name. Values
-// are never listed.
+// VaultServiceListSecretsWithResponse ListSecrets returns the metadata of the secrets, sorted by name, a page
+// at a time; a page token continues after the last name it returned, so
+// secrets written or deleted between pages never make a page skip or
+// repeat one that was there throughout. Values are never listed.
+// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+// with another prefix) or a negative page size.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15477,13 +16404,18 @@ func (c *ClientWithResponses) AgentServiceSteerWithResponse(ctx context.Context,
 	return ParseAgentServiceSteerResponse(rsp)
 }
 
-// TokenServiceListTokensWithResponse ListTokens returns every token's metadata, never a value, oldest first.
+// TokenServiceListTokensWithResponse ListTokens returns the tokens' metadata, never a value, oldest first
+// (ties by token_id), a page at a time: a page token continues after the
+// last token it returned, so tokens issued or revoked between pages never
+// make a page skip or repeat one that was there throughout.
+// INVALID_ARGUMENT for a page token this listing did not issue or a
+// negative page size.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/tokens (the `TokenServiceListTokens` operationId).
-func (c *ClientWithResponses) TokenServiceListTokensWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*TokenServiceListTokensResponse, error) {
-	rsp, err := c.TokenServiceListTokens(ctx, reqEditors...)
+func (c *ClientWithResponses) TokenServiceListTokensWithResponse(ctx context.Context, params *TokenServiceListTokensParams, reqEditors ...RequestEditorFn) (*TokenServiceListTokensResponse, error) {
+	rsp, err := c.TokenServiceListTokens(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15523,13 +16455,27 @@ func (c *ClientWithResponses) TokenServiceCreateTokenWithResponse(ctx context.Co
 //
 // Returns a wrapper object for the known response body format(s).
 //
-// Corresponds with DELETE /v1/tokens/{id} (the `TokenServiceRevokeToken` operationId).
-func (c *ClientWithResponses) TokenServiceRevokeTokenWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*TokenServiceRevokeTokenResponse, error) {
-	rsp, err := c.TokenServiceRevokeToken(ctx, id, reqEditors...)
+// Corresponds with DELETE /v1/tokens/{tokenId} (the `TokenServiceRevokeToken` operationId).
+func (c *ClientWithResponses) TokenServiceRevokeTokenWithResponse(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*TokenServiceRevokeTokenResponse, error) {
+	rsp, err := c.TokenServiceRevokeToken(ctx, tokenId, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseTokenServiceRevokeTokenResponse(rsp)
+}
+
+// TokenServiceGetTokenWithResponse GetToken returns one token's metadata, never its value. NOT_FOUND
+// (reason TOKEN_NOT_FOUND) when no token has that id.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens/{tokenId} (the `TokenServiceGetToken` operationId).
+func (c *ClientWithResponses) TokenServiceGetTokenWithResponse(ctx context.Context, tokenId string, reqEditors ...RequestEditorFn) (*TokenServiceGetTokenResponse, error) {
+	rsp, err := c.TokenServiceGetToken(ctx, tokenId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTokenServiceGetTokenResponse(rsp)
 }
 
 // ParseLLMGatewayServiceCompleteResponse parses an HTTP response from a LLMGatewayServiceCompleteWithResponse call
@@ -15756,6 +16702,72 @@ func ParseLLMGatewayServiceListProvidersResponse(rsp *http.Response) (*LLMGatewa
 	return response, nil
 }
 
+// ParseLLMGatewayServiceGetProviderResponse parses an HTTP response from a LLMGatewayServiceGetProviderWithResponse call
+func ParseLLMGatewayServiceGetProviderResponse(rsp *http.Response) (*LLMGatewayServiceGetProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LLMGatewayServiceGetProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroLlmV1GetProviderResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseLLMGatewayServiceGetModelResponse parses an HTTP response from a LLMGatewayServiceGetModelWithResponse call
+func ParseLLMGatewayServiceGetModelResponse(rsp *http.Response) (*LLMGatewayServiceGetModelResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LLMGatewayServiceGetModelResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroLlmV1GetModelResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseSandboxServiceListDriversResponse parses an HTTP response from a SandboxServiceListDriversWithResponse call
 func ParseSandboxServiceListDriversResponse(rsp *http.Response) (*SandboxServiceListDriversResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -15772,6 +16784,39 @@ func ParseSandboxServiceListDriversResponse(rsp *http.Response) (*SandboxService
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest FabroSandboxV1ListDriversResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSandboxServiceGetDriverResponse parses an HTTP response from a SandboxServiceGetDriverWithResponse call
+func ParseSandboxServiceGetDriverResponse(rsp *http.Response) (*SandboxServiceGetDriverResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServiceGetDriverResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroSandboxV1GetDriverResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17130,6 +18175,39 @@ func ParseTokenServiceRevokeTokenResponse(rsp *http.Response) (*TokenServiceRevo
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest FabroAuthV1RevokeTokenResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTokenServiceGetTokenResponse parses an HTTP response from a TokenServiceGetTokenWithResponse call
+func ParseTokenServiceGetTokenResponse(rsp *http.Response) (*TokenServiceGetTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TokenServiceGetTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroAuthV1GetTokenResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

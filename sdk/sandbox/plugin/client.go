@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	pluginv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/plugin/v1"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
@@ -295,7 +297,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	start := &pluginv1.ExecStart{
 		Sandbox: s.handle, Command: spec.Command, Dir: spec.Dir, Env: spec.Env, Stdin: spec.Stdin,
-		TimeoutMs: spec.Timeout.Milliseconds(), RetainLimit: int64(spec.RetainLimit),
+		Timeout: durationpb.New(spec.Timeout), RetainLimit: int64(spec.RetainLimit),
 	}
 	if err := stream.Send(&pluginv1.ExecRequest{Request: &pluginv1.ExecRequest_Start{Start: start}}); err != nil {
 		_, rerr := stream.Recv() // the send error hides the status

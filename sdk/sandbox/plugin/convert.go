@@ -3,6 +3,8 @@ package plugin
 import (
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	pluginv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/plugin/v1"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 )
@@ -88,7 +90,7 @@ func statsFromProto(c *pluginv1.CaptureStats) driver.CaptureStats {
 
 func resultToProto(r driver.ExecResult) *pluginv1.ExecResult {
 	out := &pluginv1.ExecResult{
-		Termination: pluginv1.Termination(r.Termination), Signal: r.Signal, DurationNanos: int64(r.Duration),
+		Termination: pluginv1.Termination(r.Termination), Signal: r.Signal, Duration: durationpb.New(r.Duration),
 		Stdout: r.Stdout, Stderr: r.Stderr, StdoutStats: statsToProto(r.StdoutStats), StderrStats: statsToProto(r.StderrStats),
 		StreamsSeparated: r.StreamsSeparated, LimitHit: pluginv1.LimitHit(r.LimitHit),
 	}
@@ -101,7 +103,7 @@ func resultToProto(r driver.ExecResult) *pluginv1.ExecResult {
 
 func resultFromProto(r *pluginv1.ExecResult) driver.ExecResult {
 	out := driver.ExecResult{
-		Termination: driver.Termination(r.GetTermination()), Signal: r.GetSignal(), Duration: time.Duration(r.GetDurationNanos()),
+		Termination: driver.Termination(r.GetTermination()), Signal: r.GetSignal(), Duration: r.GetDuration().AsDuration(),
 		Stdout: r.GetStdout(), Stderr: r.GetStderr(), StdoutStats: statsFromProto(r.GetStdoutStats()), StderrStats: statsFromProto(r.GetStderrStats()),
 		StreamsSeparated: r.GetStreamsSeparated(), LimitHit: driver.LimitHit(r.GetLimitHit()),
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -321,7 +320,7 @@ func (s *server) Exec(stream grpc.BidiStreamingServer[pluginv1.ExecRequest, plug
 	}()
 	res, err := sb.Exec(ctx, driver.ExecSpec{
 		Command: start.GetCommand(), Dir: start.GetDir(), Env: start.GetEnv(), Stdin: start.GetStdin(),
-		Timeout: time.Duration(start.GetTimeoutMs()) * time.Millisecond, RetainLimit: int(start.GetRetainLimit()), Kill: kill,
+		Timeout: start.GetTimeout().AsDuration(), RetainLimit: int(start.GetRetainLimit()), Kill: kill,
 	}, &streamOutput{stream: stream})
 	if err != nil {
 		return toStatus(err)

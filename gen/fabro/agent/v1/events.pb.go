@@ -2676,7 +2676,7 @@ func (x *LlmRetry) GetPhase() LlmRetryPhase {
 type MemoryLoaded struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The profile whose memory file names were used.
-	Profile v1.AgentProfile `protobuf:"varint,1,opt,name=profile,proto3,enum=fabro.llm.v1.AgentProfile" json:"profile,omitempty"`
+	Profile AgentProfile `protobuf:"varint,1,opt,name=profile,proto3,enum=fabro.agent.v1.AgentProfile" json:"profile,omitempty"`
 	// What was loaded.
 	Memory        *Memory `protobuf:"bytes,2,opt,name=memory,proto3" json:"memory,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2713,11 +2713,11 @@ func (*MemoryLoaded) Descriptor() ([]byte, []int) {
 	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
-func (x *MemoryLoaded) GetProfile() v1.AgentProfile {
+func (x *MemoryLoaded) GetProfile() AgentProfile {
 	if x != nil {
 		return x.Profile
 	}
-	return v1.AgentProfile(0)
+	return AgentProfile_AGENT_PROFILE_UNSPECIFIED
 }
 
 func (x *MemoryLoaded) GetMemory() *Memory {
@@ -3888,7 +3888,7 @@ var File_fabro_agent_v1_events_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x18\n" +
+	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x18\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -4044,9 +4044,9 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12/\n" +
 	"\x05delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12/\n" +
 	"\x05error\x18\x05 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error\x123\n" +
-	"\x05phase\x18\x06 \x01(\x0e2\x1d.fabro.agent.v1.LlmRetryPhaseR\x05phase\"t\n" +
-	"\fMemoryLoaded\x124\n" +
-	"\aprofile\x18\x01 \x01(\x0e2\x1a.fabro.llm.v1.AgentProfileR\aprofile\x12.\n" +
+	"\x05phase\x18\x06 \x01(\x0e2\x1d.fabro.agent.v1.LlmRetryPhaseR\x05phase\"v\n" +
+	"\fMemoryLoaded\x126\n" +
+	"\aprofile\x18\x01 \x01(\x0e2\x1c.fabro.agent.v1.AgentProfileR\aprofile\x12.\n" +
 	"\x06memory\x18\x02 \x01(\v2\x16.fabro.agent.v1.MemoryR\x06memory\"\x9a\x01\n" +
 	"\x10SkillsDiscovered\x12\x1f\n" +
 	"\vsource_dirs\x18\x01 \x03(\tR\n" +
@@ -4248,7 +4248,7 @@ var file_fabro_agent_v1_events_proto_goTypes = []any{
 	(v11.Termination)(0),           // 61: fabro.sandbox.v1.Termination
 	(*durationpb.Duration)(nil),    // 62: google.protobuf.Duration
 	(*v1.ErrorDetail)(nil),         // 63: fabro.llm.v1.ErrorDetail
-	(v1.AgentProfile)(0),           // 64: fabro.llm.v1.AgentProfile
+	(AgentProfile)(0),              // 64: fabro.agent.v1.AgentProfile
 	(*Memory)(nil),                 // 65: fabro.agent.v1.Memory
 	(*Skill)(nil),                  // 66: fabro.agent.v1.Skill
 	(*SkippedSkill)(nil),           // 67: fabro.agent.v1.SkippedSkill
@@ -4321,7 +4321,7 @@ var file_fabro_agent_v1_events_proto_depIdxs = []int32{
 	62, // 61: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
 	63, // 62: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
 	4,  // 63: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
-	64, // 64: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.llm.v1.AgentProfile
+	64, // 64: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.agent.v1.AgentProfile
 	65, // 65: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
 	66, // 66: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
 	67, // 67: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
@@ -4360,6 +4360,7 @@ func file_fabro_agent_v1_events_proto_init() {
 		return
 	}
 	file_fabro_agent_v1_extensions_proto_init()
+	file_fabro_agent_v1_profile_proto_init()
 	file_fabro_agent_v1_types_proto_init()
 	file_fabro_agent_v1_events_proto_msgTypes[0].OneofWrappers = []any{
 		(*AgentEvent_SessionStarted)(nil),

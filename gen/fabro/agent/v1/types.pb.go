@@ -890,7 +890,7 @@ type ModelRoute struct {
 	// Canonical model id.
 	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
 	// The harness profile chosen from the catalog: prompt, tool set, defaults.
-	Profile v1.AgentProfile `protobuf:"varint,4,opt,name=profile,proto3,enum=fabro.llm.v1.AgentProfile" json:"profile,omitempty"`
+	Profile AgentProfile `protobuf:"varint,4,opt,name=profile,proto3,enum=fabro.agent.v1.AgentProfile" json:"profile,omitempty"`
 	// The wire codec of the route (apply_patch is offered only on
 	// openai-responses).
 	Codec v1.Codec `protobuf:"varint,5,opt,name=codec,proto3,enum=fabro.llm.v1.Codec" json:"codec,omitempty"`
@@ -953,11 +953,11 @@ func (x *ModelRoute) GetModel() string {
 	return ""
 }
 
-func (x *ModelRoute) GetProfile() v1.AgentProfile {
+func (x *ModelRoute) GetProfile() AgentProfile {
 	if x != nil {
 		return x.Profile
 	}
-	return v1.AgentProfile(0)
+	return AgentProfile_AGENT_PROFILE_UNSPECIFIED
 }
 
 func (x *ModelRoute) GetCodec() v1.Codec {
@@ -2064,7 +2064,7 @@ var File_fabro_agent_v1_types_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/types.proto\x12\x0efabro.agent.v1\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x01\n" +
+	"\x1afabro/agent/v1/types.proto\x12\x0efabro.agent.v1\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x01\n" +
 	"\x0fToolOutputLimit\x12 \n" +
 	"\tmax_chars\x18\x01 \x01(\x03H\x00R\bmaxChars\x88\x01\x01\x12 \n" +
 	"\tmax_lines\x18\x02 \x01(\x05H\x01R\bmaxLines\x88\x01\x01\x122\n" +
@@ -2112,13 +2112,13 @@ const file_fabro_agent_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"_max_turnsB\x19\n" +
 	"\x17_system_prompt_overrideB\x1b\n" +
-	"\x19_loop_detection_thresholdJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10R\x1adefault_command_timeout_msR\x16max_command_timeout_ms\"\x9b\x02\n" +
+	"\x19_loop_detection_thresholdJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10R\x1adefault_command_timeout_msR\x16max_command_timeout_ms\"\x9d\x02\n" +
 	"\n" +
 	"ModelRoute\x12\x1a\n" +
 	"\bselector\x18\x01 \x01(\tR\bselector\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\x124\n" +
-	"\aprofile\x18\x04 \x01(\x0e2\x1a.fabro.llm.v1.AgentProfileR\aprofile\x12)\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x126\n" +
+	"\aprofile\x18\x04 \x01(\x0e2\x1c.fabro.agent.v1.AgentProfileR\aprofile\x12)\n" +
 	"\x05codec\x18\x05 \x01(\x0e2\x13.fabro.llm.v1.CodecR\x05codec\x122\n" +
 	"\x15context_window_tokens\x18\x06 \x01(\x03R\x13contextWindowTokens\x12*\n" +
 	"\x11max_output_tokens\x18\a \x01(\x03R\x0fmaxOutputTokens\"\xfc\x06\n" +
@@ -2323,7 +2323,7 @@ var file_fabro_agent_v1_types_proto_goTypes = []any{
 	nil,                           // 23: fabro.agent.v1.AgentOptions.ToolOutputLimitsEntry
 	(v1.ReasoningEffort)(0),       // 24: fabro.llm.v1.ReasoningEffort
 	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
-	(v1.AgentProfile)(0),          // 26: fabro.llm.v1.AgentProfile
+	(AgentProfile)(0),             // 26: fabro.agent.v1.AgentProfile
 	(v1.Codec)(0),                 // 27: fabro.llm.v1.Codec
 	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
 	(*v1.Usage)(nil),              // 29: fabro.llm.v1.Usage
@@ -2339,7 +2339,7 @@ var file_fabro_agent_v1_types_proto_depIdxs = []int32{
 	25, // 4: fabro.agent.v1.AgentOptions.default_command_timeout:type_name -> google.protobuf.Duration
 	25, // 5: fabro.agent.v1.AgentOptions.max_command_timeout:type_name -> google.protobuf.Duration
 	9,  // 6: fabro.agent.v1.AgentOptions.subagents:type_name -> fabro.agent.v1.SubagentOptions
-	26, // 7: fabro.agent.v1.ModelRoute.profile:type_name -> fabro.llm.v1.AgentProfile
+	26, // 7: fabro.agent.v1.ModelRoute.profile:type_name -> fabro.agent.v1.AgentProfile
 	27, // 8: fabro.agent.v1.ModelRoute.codec:type_name -> fabro.llm.v1.Codec
 	1,  // 9: fabro.agent.v1.Session.state:type_name -> fabro.agent.v1.SessionState
 	11, // 10: fabro.agent.v1.Session.route:type_name -> fabro.agent.v1.ModelRoute
@@ -2383,6 +2383,7 @@ func file_fabro_agent_v1_types_proto_init() {
 	if File_fabro_agent_v1_types_proto != nil {
 		return
 	}
+	file_fabro_agent_v1_profile_proto_init()
 	file_fabro_agent_v1_types_proto_msgTypes[0].OneofWrappers = []any{}
 	file_fabro_agent_v1_types_proto_msgTypes[1].OneofWrappers = []any{}
 	file_fabro_agent_v1_types_proto_msgTypes[2].OneofWrappers = []any{}

@@ -7,6 +7,7 @@
 package authv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -83,14 +84,14 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 // Token describes a token without its value.
 type Token struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The public id, the part of the value after "fabro_" and before the next
-	// "_"; safe to show and log.
-	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Output only. The public id, the part of the value after "fabro_" and
+	// before the next "_"; safe to show and log.
+	TokenId string `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	// The principal's name: a person's name, or the service's name.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The principal's role.
 	Role Role `protobuf:"varint,3,opt,name=role,proto3,enum=fabro.auth.v1.Role" json:"role,omitempty"`
-	// When the token was issued.
+	// Output only. When the token was issued.
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -126,9 +127,9 @@ func (*Token) Descriptor() ([]byte, []int) {
 	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *Token) GetId() string {
+func (x *Token) GetTokenId() string {
 	if x != nil {
-		return x.Id
+		return x.TokenId
 	}
 	return ""
 }
@@ -157,10 +158,10 @@ func (x *Token) GetCreateTime() *timestamppb.Timestamp {
 // CreateTokenRequest describes the token to issue.
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The role: ROLE_USER or ROLE_ADMIN.
+	// Required. The role: ROLE_USER or ROLE_ADMIN.
 	Role Role `protobuf:"varint,1,opt,name=role,proto3,enum=fabro.auth.v1.Role" json:"role,omitempty"`
-	// The person's name (letters, digits, '.', '-', '_' and '@', at most 64
-	// characters); it appears in logs and audit entries.
+	// Required. The person's name (letters, digits, '.', '-', '_' and '@', at
+	// most 64 characters); it appears in logs and audit entries.
 	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -265,9 +266,15 @@ func (x *CreateTokenResponse) GetValue() string {
 	return ""
 }
 
-// ListTokensRequest is empty.
+// ListTokensRequest pages through the tokens.
 type ListTokensRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. The most tokens to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. The next_page_token of the previous page; empty for the first
+	// page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,11 +309,27 @@ func (*ListTokensRequest) Descriptor() ([]byte, []int) {
 	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{3}
 }
 
+func (x *ListTokensRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTokensRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListTokensResponse lists the tokens.
 type ListTokensResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Every token, oldest first.
-	Tokens        []*Token `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// Tokens of this page, oldest first.
+	Tokens []*Token `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// The token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,18 +371,117 @@ func (x *ListTokensResponse) GetTokens() []*Token {
 	return nil
 }
 
+func (x *ListTokensResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetTokenRequest names a token.
+type GetTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The token's public id.
+	TokenId       string `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTokenRequest) Reset() {
+	*x = GetTokenRequest{}
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTokenRequest) ProtoMessage() {}
+
+func (x *GetTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTokenRequest.ProtoReflect.Descriptor instead.
+func (*GetTokenRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetTokenRequest) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+// GetTokenResponse holds one token's metadata.
+type GetTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token.
+	Token         *Token `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTokenResponse) Reset() {
+	*x = GetTokenResponse{}
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTokenResponse) ProtoMessage() {}
+
+func (x *GetTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTokenResponse.ProtoReflect.Descriptor instead.
+func (*GetTokenResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetTokenResponse) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
 // RevokeTokenRequest names the token to revoke.
 type RevokeTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The token's public id.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Required. The token's public id.
+	TokenId       string `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +493,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,12 +506,12 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *RevokeTokenRequest) GetId() string {
+func (x *RevokeTokenRequest) GetTokenId() string {
 	if x != nil {
-		return x.Id
+		return x.TokenId
 	}
 	return ""
 }
@@ -403,7 +525,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +537,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,42 +550,51 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 var File_fabro_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_fabro_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x18fabro/auth/v1/auth.proto\x12\rfabro.auth.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\x01\n" +
-	"\x05Token\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x18fabro/auth/v1/auth.proto\x12\rfabro.auth.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x01\n" +
+	"\x05Token\x12\x1e\n" +
+	"\btoken_id\x18\x01 \x01(\tB\x03\xe0A\x03R\atokenId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
-	"\x04role\x18\x03 \x01(\x0e2\x13.fabro.auth.v1.RoleR\x04role\x12;\n" +
-	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"Q\n" +
-	"\x12CreateTokenRequest\x12'\n" +
-	"\x04role\x18\x01 \x01(\x0e2\x13.fabro.auth.v1.RoleR\x04role\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"W\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x13.fabro.auth.v1.RoleR\x04role\x12@\n" +
+	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
+	"createTime\"[\n" +
+	"\x12CreateTokenRequest\x12,\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x13.fabro.auth.v1.RoleB\x03\xe0A\x02R\x04role\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tB\x03\xe0A\x02R\x04name\"W\n" +
 	"\x13CreateTokenResponse\x12*\n" +
 	"\x05token\x18\x01 \x01(\v2\x14.fabro.auth.v1.TokenR\x05token\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x13\n" +
-	"\x11ListTokensRequest\"B\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"O\n" +
+	"\x11ListTokensRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
 	"\x12ListTokensResponse\x12,\n" +
-	"\x06tokens\x18\x01 \x03(\v2\x14.fabro.auth.v1.TokenR\x06tokens\"$\n" +
-	"\x12RevokeTokenRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x14.fabro.auth.v1.TokenR\x06tokens\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"1\n" +
+	"\x0fGetTokenRequest\x12\x1e\n" +
+	"\btoken_id\x18\x01 \x01(\tB\x03\xe0A\x02R\atokenId\">\n" +
+	"\x10GetTokenResponse\x12*\n" +
+	"\x05token\x18\x01 \x01(\v2\x14.fabro.auth.v1.TokenR\x05token\"4\n" +
+	"\x12RevokeTokenRequest\x12\x1e\n" +
+	"\btoken_id\x18\x01 \x01(\tB\x03\xe0A\x02R\atokenId\"\x15\n" +
 	"\x13RevokeTokenResponse*M\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x0e\n" +
 	"\n" +
 	"ROLE_ADMIN\x10\x02\x12\x10\n" +
-	"\fROLE_SERVICE\x10\x032\x8d\x02\n" +
+	"\fROLE_SERVICE\x10\x032\xda\x02\n" +
 	"\fTokenService\x12T\n" +
 	"\vCreateToken\x12!.fabro.auth.v1.CreateTokenRequest\x1a\".fabro.auth.v1.CreateTokenResponse\x12Q\n" +
 	"\n" +
-	"ListTokens\x12 .fabro.auth.v1.ListTokensRequest\x1a!.fabro.auth.v1.ListTokensResponse\x12T\n" +
+	"ListTokens\x12 .fabro.auth.v1.ListTokensRequest\x1a!.fabro.auth.v1.ListTokensResponse\x12K\n" +
+	"\bGetToken\x12\x1e.fabro.auth.v1.GetTokenRequest\x1a\x1f.fabro.auth.v1.GetTokenResponse\x12T\n" +
 	"\vRevokeToken\x12!.fabro.auth.v1.RevokeTokenRequest\x1a\".fabro.auth.v1.RevokeTokenResponseB\xab\x01\n" +
 	"\x11com.fabro.auth.v1B\tAuthProtoP\x01Z5github.com/fabro-sh/fabro-go/gen/fabro/auth/v1;authv1\xa2\x02\x03FAX\xaa\x02\rFabro.Auth.V1\xca\x02\rFabro\\Auth\\V1\xe2\x02\x19Fabro\\Auth\\V1\\GPBMetadata\xea\x02\x0fFabro::Auth::V1b\x06proto3"
 
@@ -480,7 +611,7 @@ func file_fabro_auth_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fabro_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_fabro_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_fabro_auth_v1_auth_proto_goTypes = []any{
 	(Role)(0),                     // 0: fabro.auth.v1.Role
 	(*Token)(nil),                 // 1: fabro.auth.v1.Token
@@ -488,27 +619,32 @@ var file_fabro_auth_v1_auth_proto_goTypes = []any{
 	(*CreateTokenResponse)(nil),   // 3: fabro.auth.v1.CreateTokenResponse
 	(*ListTokensRequest)(nil),     // 4: fabro.auth.v1.ListTokensRequest
 	(*ListTokensResponse)(nil),    // 5: fabro.auth.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),    // 6: fabro.auth.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),   // 7: fabro.auth.v1.RevokeTokenResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*GetTokenRequest)(nil),       // 6: fabro.auth.v1.GetTokenRequest
+	(*GetTokenResponse)(nil),      // 7: fabro.auth.v1.GetTokenResponse
+	(*RevokeTokenRequest)(nil),    // 8: fabro.auth.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),   // 9: fabro.auth.v1.RevokeTokenResponse
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_fabro_auth_v1_auth_proto_depIdxs = []int32{
-	0, // 0: fabro.auth.v1.Token.role:type_name -> fabro.auth.v1.Role
-	8, // 1: fabro.auth.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	0, // 2: fabro.auth.v1.CreateTokenRequest.role:type_name -> fabro.auth.v1.Role
-	1, // 3: fabro.auth.v1.CreateTokenResponse.token:type_name -> fabro.auth.v1.Token
-	1, // 4: fabro.auth.v1.ListTokensResponse.tokens:type_name -> fabro.auth.v1.Token
-	2, // 5: fabro.auth.v1.TokenService.CreateToken:input_type -> fabro.auth.v1.CreateTokenRequest
-	4, // 6: fabro.auth.v1.TokenService.ListTokens:input_type -> fabro.auth.v1.ListTokensRequest
-	6, // 7: fabro.auth.v1.TokenService.RevokeToken:input_type -> fabro.auth.v1.RevokeTokenRequest
-	3, // 8: fabro.auth.v1.TokenService.CreateToken:output_type -> fabro.auth.v1.CreateTokenResponse
-	5, // 9: fabro.auth.v1.TokenService.ListTokens:output_type -> fabro.auth.v1.ListTokensResponse
-	7, // 10: fabro.auth.v1.TokenService.RevokeToken:output_type -> fabro.auth.v1.RevokeTokenResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0,  // 0: fabro.auth.v1.Token.role:type_name -> fabro.auth.v1.Role
+	10, // 1: fabro.auth.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	0,  // 2: fabro.auth.v1.CreateTokenRequest.role:type_name -> fabro.auth.v1.Role
+	1,  // 3: fabro.auth.v1.CreateTokenResponse.token:type_name -> fabro.auth.v1.Token
+	1,  // 4: fabro.auth.v1.ListTokensResponse.tokens:type_name -> fabro.auth.v1.Token
+	1,  // 5: fabro.auth.v1.GetTokenResponse.token:type_name -> fabro.auth.v1.Token
+	2,  // 6: fabro.auth.v1.TokenService.CreateToken:input_type -> fabro.auth.v1.CreateTokenRequest
+	4,  // 7: fabro.auth.v1.TokenService.ListTokens:input_type -> fabro.auth.v1.ListTokensRequest
+	6,  // 8: fabro.auth.v1.TokenService.GetToken:input_type -> fabro.auth.v1.GetTokenRequest
+	8,  // 9: fabro.auth.v1.TokenService.RevokeToken:input_type -> fabro.auth.v1.RevokeTokenRequest
+	3,  // 10: fabro.auth.v1.TokenService.CreateToken:output_type -> fabro.auth.v1.CreateTokenResponse
+	5,  // 11: fabro.auth.v1.TokenService.ListTokens:output_type -> fabro.auth.v1.ListTokensResponse
+	7,  // 12: fabro.auth.v1.TokenService.GetToken:output_type -> fabro.auth.v1.GetTokenResponse
+	9,  // 13: fabro.auth.v1.TokenService.RevokeToken:output_type -> fabro.auth.v1.RevokeTokenResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_fabro_auth_v1_auth_proto_init() }
@@ -522,7 +658,7 @@ func file_fabro_auth_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_auth_v1_auth_proto_rawDesc), len(file_fabro_auth_v1_auth_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	TokenService_CreateToken_FullMethodName = "/fabro.auth.v1.TokenService/CreateToken"
 	TokenService_ListTokens_FullMethodName  = "/fabro.auth.v1.TokenService/ListTokens"
+	TokenService_GetToken_FullMethodName    = "/fabro.auth.v1.TokenService/GetToken"
 	TokenService_RevokeToken_FullMethodName = "/fabro.auth.v1.TokenService/RevokeToken"
 )
 
@@ -41,8 +42,16 @@ type TokenServiceClient interface {
 	// CreateToken issues a token for a person with the given role and returns
 	// its value, once. INVALID_ARGUMENT for an unknown role or a bad name.
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
-	// ListTokens returns every token's metadata, never a value, oldest first.
+	// ListTokens returns the tokens' metadata, never a value, oldest first
+	// (ties by token_id), a page at a time: a page token continues after the
+	// last token it returned, so tokens issued or revoked between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
+	// GetToken returns one token's metadata, never its value. NOT_FOUND
+	// (reason TOKEN_NOT_FOUND) when no token has that id.
+	GetToken(ctx context.Context, in *GetTokenRequest, opts ...grpc.CallOption) (*GetTokenResponse, error)
 	// RevokeToken removes a token by its id; the next call presenting it gets
 	// UNAUTHENTICATED. NOT_FOUND when no token has that id.
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
@@ -76,6 +85,16 @@ func (c *tokenServiceClient) ListTokens(ctx context.Context, in *ListTokensReque
 	return out, nil
 }
 
+func (c *tokenServiceClient) GetToken(ctx context.Context, in *GetTokenRequest, opts ...grpc.CallOption) (*GetTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTokenResponse)
+	err := c.cc.Invoke(ctx, TokenService_GetToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *tokenServiceClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RevokeTokenResponse)
@@ -103,8 +122,16 @@ type TokenServiceServer interface {
 	// CreateToken issues a token for a person with the given role and returns
 	// its value, once. INVALID_ARGUMENT for an unknown role or a bad name.
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
-	// ListTokens returns every token's metadata, never a value, oldest first.
+	// ListTokens returns the tokens' metadata, never a value, oldest first
+	// (ties by token_id), a page at a time: a page token continues after the
+	// last token it returned, so tokens issued or revoked between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
+	// GetToken returns one token's metadata, never its value. NOT_FOUND
+	// (reason TOKEN_NOT_FOUND) when no token has that id.
+	GetToken(context.Context, *GetTokenRequest) (*GetTokenResponse, error)
 	// RevokeToken removes a token by its id; the next call presenting it gets
 	// UNAUTHENTICATED. NOT_FOUND when no token has that id.
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
@@ -123,6 +150,9 @@ func (UnimplementedTokenServiceServer) CreateToken(context.Context, *CreateToken
 }
 func (UnimplementedTokenServiceServer) ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTokens not implemented")
+}
+func (UnimplementedTokenServiceServer) GetToken(context.Context, *GetTokenRequest) (*GetTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetToken not implemented")
 }
 func (UnimplementedTokenServiceServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
@@ -184,6 +214,24 @@ func _TokenService_ListTokens_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TokenService_GetToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TokenServiceServer).GetToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TokenService_GetToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TokenServiceServer).GetToken(ctx, req.(*GetTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TokenService_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RevokeTokenRequest)
 	if err := dec(in); err != nil {
@@ -216,6 +264,10 @@ var TokenService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTokens",
 			Handler:    _TokenService_ListTokens_Handler,
+		},
+		{
+			MethodName: "GetToken",
+			Handler:    _TokenService_GetToken_Handler,
 		},
 		{
 			MethodName: "RevokeToken",

@@ -259,79 +259,6 @@ func (ChatDialect) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{3}
 }
 
-// AgentProfile picks the agent's prompt and tool set for a model family.
-type AgentProfile int32
-
-const (
-	// No profile; the agent uses its default.
-	AgentProfile_AGENT_PROFILE_UNSPECIFIED AgentProfile = 0
-	// Anthropic Claude (before Claude 5).
-	AgentProfile_AGENT_PROFILE_ANTHROPIC AgentProfile = 1
-	// Anthropic Claude 5 family.
-	AgentProfile_AGENT_PROFILE_CLAUDE_5 AgentProfile = 2
-	// OpenAI GPT and o-series.
-	AgentProfile_AGENT_PROFILE_OPENAI AgentProfile = 3
-	// Google Gemini.
-	AgentProfile_AGENT_PROFILE_GEMINI AgentProfile = 4
-	// Moonshot Kimi.
-	AgentProfile_AGENT_PROFILE_KIMI AgentProfile = 5
-	// OpenAI GPT-5.6.
-	AgentProfile_AGENT_PROFILE_GPT56 AgentProfile = 6
-	// OpenAI GPT-6.
-	AgentProfile_AGENT_PROFILE_GPT6 AgentProfile = 7
-)
-
-// Enum value maps for AgentProfile.
-var (
-	AgentProfile_name = map[int32]string{
-		0: "AGENT_PROFILE_UNSPECIFIED",
-		1: "AGENT_PROFILE_ANTHROPIC",
-		2: "AGENT_PROFILE_CLAUDE_5",
-		3: "AGENT_PROFILE_OPENAI",
-		4: "AGENT_PROFILE_GEMINI",
-		5: "AGENT_PROFILE_KIMI",
-		6: "AGENT_PROFILE_GPT56",
-		7: "AGENT_PROFILE_GPT6",
-	}
-	AgentProfile_value = map[string]int32{
-		"AGENT_PROFILE_UNSPECIFIED": 0,
-		"AGENT_PROFILE_ANTHROPIC":   1,
-		"AGENT_PROFILE_CLAUDE_5":    2,
-		"AGENT_PROFILE_OPENAI":      3,
-		"AGENT_PROFILE_GEMINI":      4,
-		"AGENT_PROFILE_KIMI":        5,
-		"AGENT_PROFILE_GPT56":       6,
-		"AGENT_PROFILE_GPT6":        7,
-	}
-)
-
-func (x AgentProfile) Enum() *AgentProfile {
-	p := new(AgentProfile)
-	*p = x
-	return p
-}
-
-func (x AgentProfile) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (AgentProfile) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_llm_v1_catalog_proto_enumTypes[4].Descriptor()
-}
-
-func (AgentProfile) Type() protoreflect.EnumType {
-	return &file_fabro_llm_v1_catalog_proto_enumTypes[4]
-}
-
-func (x AgentProfile) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use AgentProfile.Descriptor instead.
-func (AgentProfile) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{4}
-}
-
 // Auth says how to authenticate to a provider.
 type Auth struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -402,8 +329,9 @@ func (x *Auth) GetCredentialNames() []string {
 // Provider is one upstream host.
 type Provider struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id, such as "anthropic" or "openrouter"; never contains '/'.
-	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The provider's id, such as "anthropic" or "openrouter"; never contains
+	// '/'. In a catalog file it is the key of the providers table.
+	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// Name for people.
 	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// The wire protocol.
@@ -471,9 +399,9 @@ func (*Provider) Descriptor() ([]byte, []int) {
 	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *Provider) GetId() string {
+func (x *Provider) GetProviderId() string {
 	if x != nil {
-		return x.Id
+		return x.ProviderId
 	}
 	return ""
 }
@@ -712,10 +640,11 @@ func (x *Pricing) GetCacheWriteUsdMicrosPerMillion() int64 {
 // Model is one model offered by one provider.
 type Model struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id, such as "claude-sonnet-4.5"; never contains '/'.
-	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Id of the provider serving it.
-	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The model's id, such as "claude-sonnet-4.5"; never contains '/'. In a
+	// catalog file it is the part of the models table's key after the '/'.
+	ModelId string `protobuf:"bytes,1,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	// The id of the provider serving it.
+	ProviderId string `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// Name for people.
 	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// The name sent upstream when it differs from id (a Bedrock inference
@@ -731,8 +660,11 @@ type Model struct {
 	Capabilities *Capabilities `protobuf:"bytes,8,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Prices; unset when unknown, and then responses carry no cost.
 	Pricing *Pricing `protobuf:"bytes,9,opt,name=pricing,proto3" json:"pricing,omitempty"`
-	// The agent profile to use with it.
-	AgentProfile AgentProfile `protobuf:"varint,10,opt,name=agent_profile,json=agentProfile,proto3,enum=fabro.llm.v1.AgentProfile" json:"agent_profile,omitempty"`
+	// The name of the agent profile to use with it, such as "claude-5" or
+	// "openai"; empty leaves the choice to the agent. The gateway only carries
+	// the name: the agent owns the profiles (fabro.agent.v1.AgentProfile) and
+	// refuses a name it does not know.
+	AgentProfile string `protobuf:"bytes,10,opt,name=agent_profile,json=agentProfile,proto3" json:"agent_profile,omitempty"`
 	// Disabled models are invisible to selection.
 	Enabled bool `protobuf:"varint,11,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	// Selectors to fail over to, in order, when an error allows it.
@@ -774,16 +706,16 @@ func (*Model) Descriptor() ([]byte, []int) {
 	return file_fabro_llm_v1_catalog_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *Model) GetId() string {
+func (x *Model) GetModelId() string {
 	if x != nil {
-		return x.Id
+		return x.ModelId
 	}
 	return ""
 }
 
-func (x *Model) GetProvider() string {
+func (x *Model) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -837,11 +769,11 @@ func (x *Model) GetPricing() *Pricing {
 	return nil
 }
 
-func (x *Model) GetAgentProfile() AgentProfile {
+func (x *Model) GetAgentProfile() string {
 	if x != nil {
 		return x.AgentProfile
 	}
-	return AgentProfile_AGENT_PROFILE_UNSPECIFIED
+	return ""
 }
 
 func (x *Model) GetEnabled() bool {
@@ -874,9 +806,10 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\x06scheme\x18\x01 \x01(\x0e2\x18.fabro.llm.v1.AuthSchemeR\x06scheme\x12\x1f\n" +
 	"\vheader_name\x18\x02 \x01(\tR\n" +
 	"headerName\x12)\n" +
-	"\x10credential_names\x18\x03 \x03(\tR\x0fcredentialNames\"\xfb\x04\n" +
-	"\bProvider\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\x10credential_names\x18\x03 \x03(\tR\x0fcredentialNames\"\x8c\x05\n" +
+	"\bProvider\x12\x1f\n" +
+	"\vprovider_id\x18\x01 \x01(\tR\n" +
+	"providerId\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12)\n" +
 	"\x05codec\x18\x03 \x01(\x0e2\x13.fabro.llm.v1.CodecR\x05codec\x12\x19\n" +
 	"\bbase_url\x18\x04 \x01(\tR\abaseUrl\x12&\n" +
@@ -903,19 +836,20 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\x1cinput_usd_micros_per_million\x18\x01 \x01(\x03R\x18inputUsdMicrosPerMillion\x12@\n" +
 	"\x1doutput_usd_micros_per_million\x18\x02 \x01(\x03R\x19outputUsdMicrosPerMillion\x12G\n" +
 	"!cache_read_usd_micros_per_million\x18\x03 \x01(\x03R\x1ccacheReadUsdMicrosPerMillion\x12I\n" +
-	"\"cache_write_usd_micros_per_million\x18\x04 \x01(\x03R\x1dcacheWriteUsdMicrosPerMillion\"\xea\x03\n" +
-	"\x05Model\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
-	"\bprovider\x18\x02 \x01(\tR\bprovider\x12!\n" +
+	"\"cache_write_usd_micros_per_million\x18\x04 \x01(\x03R\x1dcacheWriteUsdMicrosPerMillion\"\xde\x03\n" +
+	"\x05Model\x12\x19\n" +
+	"\bmodel_id\x18\x01 \x01(\tR\amodelId\x12\x1f\n" +
+	"\vprovider_id\x18\x02 \x01(\tR\n" +
+	"providerId\x12!\n" +
 	"\fdisplay_name\x18\x03 \x01(\tR\vdisplayName\x12\x1b\n" +
 	"\tapi_model\x18\x04 \x01(\tR\bapiModel\x12\x18\n" +
 	"\aaliases\x18\x05 \x03(\tR\aaliases\x12%\n" +
 	"\x0econtext_window\x18\x06 \x01(\x03R\rcontextWindow\x12*\n" +
 	"\x11max_output_tokens\x18\a \x01(\x03R\x0fmaxOutputTokens\x12>\n" +
 	"\fcapabilities\x18\b \x01(\v2\x1a.fabro.llm.v1.CapabilitiesR\fcapabilities\x12/\n" +
-	"\apricing\x18\t \x01(\v2\x15.fabro.llm.v1.PricingR\apricing\x12?\n" +
+	"\apricing\x18\t \x01(\v2\x15.fabro.llm.v1.PricingR\apricing\x12#\n" +
 	"\ragent_profile\x18\n" +
-	" \x01(\x0e2\x1a.fabro.llm.v1.AgentProfileR\fagentProfile\x12\x18\n" +
+	" \x01(\tR\fagentProfile\x12\x18\n" +
 	"\aenabled\x18\v \x01(\bR\aenabled\x12\x1c\n" +
 	"\tfallbacks\x18\f \x03(\tR\tfallbacks\x12\x1e\n" +
 	"\n" +
@@ -942,16 +876,7 @@ const file_fabro_llm_v1_catalog_proto_rawDesc = "" +
 	"\vChatDialect\x12\x1c\n" +
 	"\x18CHAT_DIALECT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHAT_DIALECT_OPENAI\x10\x01\x12\x1b\n" +
-	"\x17CHAT_DIALECT_COMPATIBLE\x10\x02*\xe3\x01\n" +
-	"\fAgentProfile\x12\x1d\n" +
-	"\x19AGENT_PROFILE_UNSPECIFIED\x10\x00\x12\x1b\n" +
-	"\x17AGENT_PROFILE_ANTHROPIC\x10\x01\x12\x1a\n" +
-	"\x16AGENT_PROFILE_CLAUDE_5\x10\x02\x12\x18\n" +
-	"\x14AGENT_PROFILE_OPENAI\x10\x03\x12\x18\n" +
-	"\x14AGENT_PROFILE_GEMINI\x10\x04\x12\x16\n" +
-	"\x12AGENT_PROFILE_KIMI\x10\x05\x12\x17\n" +
-	"\x13AGENT_PROFILE_GPT56\x10\x06\x12\x16\n" +
-	"\x12AGENT_PROFILE_GPT6\x10\aB\xa7\x01\n" +
+	"\x17CHAT_DIALECT_COMPATIBLE\x10\x02B\xa7\x01\n" +
 	"\x10com.fabro.llm.v1B\fCatalogProtoP\x01Z3github.com/fabro-sh/fabro-go/gen/fabro/llm/v1;llmv1\xa2\x02\x03FLX\xaa\x02\fFabro.Llm.V1\xca\x02\fFabro\\Llm\\V1\xe2\x02\x18Fabro\\Llm\\V1\\GPBMetadata\xea\x02\x0eFabro::Llm::V1b\x06proto3"
 
 var (
@@ -966,38 +891,36 @@ func file_fabro_llm_v1_catalog_proto_rawDescGZIP() []byte {
 	return file_fabro_llm_v1_catalog_proto_rawDescData
 }
 
-var file_fabro_llm_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_fabro_llm_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_fabro_llm_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_fabro_llm_v1_catalog_proto_goTypes = []any{
 	(Codec)(0),                  // 0: fabro.llm.v1.Codec
 	(AuthScheme)(0),             // 1: fabro.llm.v1.AuthScheme
 	(Discovery)(0),              // 2: fabro.llm.v1.Discovery
 	(ChatDialect)(0),            // 3: fabro.llm.v1.ChatDialect
-	(AgentProfile)(0),           // 4: fabro.llm.v1.AgentProfile
-	(*Auth)(nil),                // 5: fabro.llm.v1.Auth
-	(*Provider)(nil),            // 6: fabro.llm.v1.Provider
-	(*Capabilities)(nil),        // 7: fabro.llm.v1.Capabilities
-	(*Pricing)(nil),             // 8: fabro.llm.v1.Pricing
-	(*Model)(nil),               // 9: fabro.llm.v1.Model
-	nil,                         // 10: fabro.llm.v1.Provider.ExtraHeadersEntry
-	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
+	(*Auth)(nil),                // 4: fabro.llm.v1.Auth
+	(*Provider)(nil),            // 5: fabro.llm.v1.Provider
+	(*Capabilities)(nil),        // 6: fabro.llm.v1.Capabilities
+	(*Pricing)(nil),             // 7: fabro.llm.v1.Pricing
+	(*Model)(nil),               // 8: fabro.llm.v1.Model
+	nil,                         // 9: fabro.llm.v1.Provider.ExtraHeadersEntry
+	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
 }
 var file_fabro_llm_v1_catalog_proto_depIdxs = []int32{
 	1,  // 0: fabro.llm.v1.Auth.scheme:type_name -> fabro.llm.v1.AuthScheme
 	0,  // 1: fabro.llm.v1.Provider.codec:type_name -> fabro.llm.v1.Codec
-	5,  // 2: fabro.llm.v1.Provider.auth:type_name -> fabro.llm.v1.Auth
-	10, // 3: fabro.llm.v1.Provider.extra_headers:type_name -> fabro.llm.v1.Provider.ExtraHeadersEntry
+	4,  // 2: fabro.llm.v1.Provider.auth:type_name -> fabro.llm.v1.Auth
+	9,  // 3: fabro.llm.v1.Provider.extra_headers:type_name -> fabro.llm.v1.Provider.ExtraHeadersEntry
 	3,  // 4: fabro.llm.v1.Provider.chat_dialect:type_name -> fabro.llm.v1.ChatDialect
 	2,  // 5: fabro.llm.v1.Provider.discovery:type_name -> fabro.llm.v1.Discovery
-	11, // 6: fabro.llm.v1.Provider.idle_timeout:type_name -> google.protobuf.Duration
-	7,  // 7: fabro.llm.v1.Model.capabilities:type_name -> fabro.llm.v1.Capabilities
-	8,  // 8: fabro.llm.v1.Model.pricing:type_name -> fabro.llm.v1.Pricing
-	4,  // 9: fabro.llm.v1.Model.agent_profile:type_name -> fabro.llm.v1.AgentProfile
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 6: fabro.llm.v1.Provider.idle_timeout:type_name -> google.protobuf.Duration
+	6,  // 7: fabro.llm.v1.Model.capabilities:type_name -> fabro.llm.v1.Capabilities
+	7,  // 8: fabro.llm.v1.Model.pricing:type_name -> fabro.llm.v1.Pricing
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_fabro_llm_v1_catalog_proto_init() }
@@ -1010,7 +933,7 @@ func file_fabro_llm_v1_catalog_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_llm_v1_catalog_proto_rawDesc), len(file_fabro_llm_v1_catalog_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      4,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,

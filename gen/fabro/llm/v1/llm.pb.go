@@ -7,6 +7,7 @@
 package llmv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -203,7 +204,7 @@ func (ProbeMode) EnumDescriptor() ([]byte, []int) {
 // StreamRequest starts a streamed call.
 type StreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The call.
+	// Required. The call.
 	Request       *Request `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -246,11 +247,36 @@ func (x *StreamRequest) GetRequest() *Request {
 	return nil
 }
 
-// StreamResponse carries one stream event.
+// StreamResponse is one event of a streamed reply: each message of the
+// stream is one event (over REST, each line is {"result": <StreamResponse>}).
+// Content blocks are numbered by index: dense, from 0, in stream order (content_block_start order),
+// across all block kinds. Response.parts holds the same blocks in index
+// order, so Response.parts[index] is the streamed block, with one
+// exception: a LENGTH or INCOMPLETE turn's tool-call blocks are streamed
+// with their indexes but then moved, in index order, to
+// Response.suppressed_tool_calls, and the blocks after them move down in
+// parts. Indexes always name blocks of this stream; match a suppressed call
+// by its id. Order: started, then for each block content_block_start, its
+// deltas and content_block_end (blocks may interleave for parallel tool
+// calls), usage and rate_limits at any point, then ended or error last.
 type StreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event.
-	Event         *StreamEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*StreamResponse_Started
+	//	*StreamResponse_ContentBlockStart
+	//	*StreamResponse_TextDelta
+	//	*StreamResponse_ReasoningDelta
+	//	*StreamResponse_ToolCallDelta
+	//	*StreamResponse_ContentBlockEnd
+	//	*StreamResponse_Usage
+	//	*StreamResponse_RateLimits
+	//	*StreamResponse_Ended
+	//	*StreamResponse_Error
+	//	*StreamResponse_Retrying
+	Event         isStreamResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,264 +311,194 @@ func (*StreamResponse) Descriptor() ([]byte, []int) {
 	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *StreamResponse) GetEvent() *StreamEvent {
+func (x *StreamResponse) GetEvent() isStreamResponse_Event {
 	if x != nil {
 		return x.Event
 	}
 	return nil
 }
 
-// StreamEvent is one event of a streamed reply. Content blocks are numbered
-// by index: dense, from 0, in stream order (content_block_start order),
-// across all block kinds. Response.parts holds the same blocks in index
-// order, so Response.parts[index] is the streamed block, with one
-// exception: a LENGTH or INCOMPLETE turn's tool-call blocks are streamed
-// with their indexes but then moved, in index order, to
-// Response.suppressed_tool_calls, and the blocks after them move down in
-// parts. Indexes always name blocks of this stream; match a suppressed call
-// by its id. Order: started, then for each block content_block_start, its
-// deltas and content_block_end (blocks may interleave for parallel tool
-// calls), usage and rate_limits at any point, then ended or error last.
-type StreamEvent struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The event.
-	//
-	// Types that are valid to be assigned to Event:
-	//
-	//	*StreamEvent_Started
-	//	*StreamEvent_ContentBlockStart
-	//	*StreamEvent_TextDelta
-	//	*StreamEvent_ReasoningDelta
-	//	*StreamEvent_ToolCallDelta
-	//	*StreamEvent_ContentBlockEnd
-	//	*StreamEvent_Usage
-	//	*StreamEvent_RateLimits
-	//	*StreamEvent_Ended
-	//	*StreamEvent_Error
-	//	*StreamEvent_Retrying
-	Event         isStreamEvent_Event `protobuf_oneof:"event"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StreamEvent) Reset() {
-	*x = StreamEvent{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StreamEvent) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StreamEvent) ProtoMessage() {}
-
-func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[2]
+func (x *StreamResponse) GetStarted() *Started {
 	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
-func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *StreamEvent) GetEvent() isStreamEvent_Event {
-	if x != nil {
-		return x.Event
-	}
-	return nil
-}
-
-func (x *StreamEvent) GetStarted() *Started {
-	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_Started); ok {
+		if x, ok := x.Event.(*StreamResponse_Started); ok {
 			return x.Started
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetContentBlockStart() *ContentBlockStart {
+func (x *StreamResponse) GetContentBlockStart() *ContentBlockStart {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_ContentBlockStart); ok {
+		if x, ok := x.Event.(*StreamResponse_ContentBlockStart); ok {
 			return x.ContentBlockStart
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetTextDelta() *TextDelta {
+func (x *StreamResponse) GetTextDelta() *TextDelta {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_TextDelta); ok {
+		if x, ok := x.Event.(*StreamResponse_TextDelta); ok {
 			return x.TextDelta
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetReasoningDelta() *ReasoningDelta {
+func (x *StreamResponse) GetReasoningDelta() *ReasoningDelta {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_ReasoningDelta); ok {
+		if x, ok := x.Event.(*StreamResponse_ReasoningDelta); ok {
 			return x.ReasoningDelta
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetToolCallDelta() *ToolCallDelta {
+func (x *StreamResponse) GetToolCallDelta() *ToolCallDelta {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_ToolCallDelta); ok {
+		if x, ok := x.Event.(*StreamResponse_ToolCallDelta); ok {
 			return x.ToolCallDelta
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetContentBlockEnd() *ContentBlockEnd {
+func (x *StreamResponse) GetContentBlockEnd() *ContentBlockEnd {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_ContentBlockEnd); ok {
+		if x, ok := x.Event.(*StreamResponse_ContentBlockEnd); ok {
 			return x.ContentBlockEnd
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetUsage() *Usage {
+func (x *StreamResponse) GetUsage() *Usage {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_Usage); ok {
+		if x, ok := x.Event.(*StreamResponse_Usage); ok {
 			return x.Usage
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetRateLimits() *RateLimits {
+func (x *StreamResponse) GetRateLimits() *RateLimits {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_RateLimits); ok {
+		if x, ok := x.Event.(*StreamResponse_RateLimits); ok {
 			return x.RateLimits
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetEnded() *Ended {
+func (x *StreamResponse) GetEnded() *Ended {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_Ended); ok {
+		if x, ok := x.Event.(*StreamResponse_Ended); ok {
 			return x.Ended
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetError() *StreamError {
+func (x *StreamResponse) GetError() *StreamError {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_Error); ok {
+		if x, ok := x.Event.(*StreamResponse_Error); ok {
 			return x.Error
 		}
 	}
 	return nil
 }
 
-func (x *StreamEvent) GetRetrying() *Retrying {
+func (x *StreamResponse) GetRetrying() *Retrying {
 	if x != nil {
-		if x, ok := x.Event.(*StreamEvent_Retrying); ok {
+		if x, ok := x.Event.(*StreamResponse_Retrying); ok {
 			return x.Retrying
 		}
 	}
 	return nil
 }
 
-type isStreamEvent_Event interface {
-	isStreamEvent_Event()
+type isStreamResponse_Event interface {
+	isStreamResponse_Event()
 }
 
-type StreamEvent_Started struct {
+type StreamResponse_Started struct {
 	// The call was accepted upstream; first event.
 	Started *Started `protobuf:"bytes,1,opt,name=started,proto3,oneof"`
 }
 
-type StreamEvent_ContentBlockStart struct {
+type StreamResponse_ContentBlockStart struct {
 	// A content block begins.
 	ContentBlockStart *ContentBlockStart `protobuf:"bytes,2,opt,name=content_block_start,json=contentBlockStart,proto3,oneof"`
 }
 
-type StreamEvent_TextDelta struct {
+type StreamResponse_TextDelta struct {
 	// More text for a text block.
 	TextDelta *TextDelta `protobuf:"bytes,3,opt,name=text_delta,json=textDelta,proto3,oneof"`
 }
 
-type StreamEvent_ReasoningDelta struct {
+type StreamResponse_ReasoningDelta struct {
 	// More reasoning for a reasoning block.
 	ReasoningDelta *ReasoningDelta `protobuf:"bytes,4,opt,name=reasoning_delta,json=reasoningDelta,proto3,oneof"`
 }
 
-type StreamEvent_ToolCallDelta struct {
+type StreamResponse_ToolCallDelta struct {
 	// More of a tool call's arguments.
 	ToolCallDelta *ToolCallDelta `protobuf:"bytes,5,opt,name=tool_call_delta,json=toolCallDelta,proto3,oneof"`
 }
 
-type StreamEvent_ContentBlockEnd struct {
+type StreamResponse_ContentBlockEnd struct {
 	// A content block is complete.
 	ContentBlockEnd *ContentBlockEnd `protobuf:"bytes,6,opt,name=content_block_end,json=contentBlockEnd,proto3,oneof"`
 }
 
-type StreamEvent_Usage struct {
+type StreamResponse_Usage struct {
 	// Cumulative usage so far.
 	Usage *Usage `protobuf:"bytes,7,opt,name=usage,proto3,oneof"`
 }
 
-type StreamEvent_RateLimits struct {
+type StreamResponse_RateLimits struct {
 	// The provider's rate-limit state.
 	RateLimits *RateLimits `protobuf:"bytes,8,opt,name=rate_limits,json=rateLimits,proto3,oneof"`
 }
 
-type StreamEvent_Ended struct {
+type StreamResponse_Ended struct {
 	// Terminal: the complete Response.
 	Ended *Ended `protobuf:"bytes,9,opt,name=ended,proto3,oneof"`
 }
 
-type StreamEvent_Error struct {
+type StreamResponse_Error struct {
 	// Terminal: the call failed after visible output.
 	Error *StreamError `protobuf:"bytes,10,opt,name=error,proto3,oneof"`
 }
 
-type StreamEvent_Retrying struct {
+type StreamResponse_Retrying struct {
 	// An attempt failed before any visible output and the gateway will try
 	// again (same route after a wait, or the next fallback route). Never
 	// sent after visible output; informational, the stream goes on.
 	Retrying *Retrying `protobuf:"bytes,11,opt,name=retrying,proto3,oneof"`
 }
 
-func (*StreamEvent_Started) isStreamEvent_Event() {}
+func (*StreamResponse_Started) isStreamResponse_Event() {}
 
-func (*StreamEvent_ContentBlockStart) isStreamEvent_Event() {}
+func (*StreamResponse_ContentBlockStart) isStreamResponse_Event() {}
 
-func (*StreamEvent_TextDelta) isStreamEvent_Event() {}
+func (*StreamResponse_TextDelta) isStreamResponse_Event() {}
 
-func (*StreamEvent_ReasoningDelta) isStreamEvent_Event() {}
+func (*StreamResponse_ReasoningDelta) isStreamResponse_Event() {}
 
-func (*StreamEvent_ToolCallDelta) isStreamEvent_Event() {}
+func (*StreamResponse_ToolCallDelta) isStreamResponse_Event() {}
 
-func (*StreamEvent_ContentBlockEnd) isStreamEvent_Event() {}
+func (*StreamResponse_ContentBlockEnd) isStreamResponse_Event() {}
 
-func (*StreamEvent_Usage) isStreamEvent_Event() {}
+func (*StreamResponse_Usage) isStreamResponse_Event() {}
 
-func (*StreamEvent_RateLimits) isStreamEvent_Event() {}
+func (*StreamResponse_RateLimits) isStreamResponse_Event() {}
 
-func (*StreamEvent_Ended) isStreamEvent_Event() {}
+func (*StreamResponse_Ended) isStreamResponse_Event() {}
 
-func (*StreamEvent_Error) isStreamEvent_Event() {}
+func (*StreamResponse_Error) isStreamResponse_Event() {}
 
-func (*StreamEvent_Retrying) isStreamEvent_Event() {}
+func (*StreamResponse_Retrying) isStreamResponse_Event() {}
 
 // Retrying reports a failed attempt that the gateway retries.
 type Retrying struct {
@@ -561,7 +517,7 @@ type Retrying struct {
 
 func (x *Retrying) Reset() {
 	*x = Retrying{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +529,7 @@ func (x *Retrying) String() string {
 func (*Retrying) ProtoMessage() {}
 
 func (x *Retrying) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +542,7 @@ func (x *Retrying) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retrying.ProtoReflect.Descriptor instead.
 func (*Retrying) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{3}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Retrying) GetAttempt() int32 {
@@ -624,16 +580,16 @@ type Started struct {
 	// The response id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Canonical id of the model answering.
-	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// Id of the provider answering.
-	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId    string `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +601,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +614,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{4}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Started) GetId() string {
@@ -668,16 +624,16 @@ func (x *Started) GetId() string {
 	return ""
 }
 
-func (x *Started) GetModel() string {
+func (x *Started) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
 
-func (x *Started) GetProvider() string {
+func (x *Started) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -703,7 +659,7 @@ type ContentBlockStart struct {
 
 func (x *ContentBlockStart) Reset() {
 	*x = ContentBlockStart{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +671,7 @@ func (x *ContentBlockStart) String() string {
 func (*ContentBlockStart) ProtoMessage() {}
 
 func (x *ContentBlockStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +684,7 @@ func (x *ContentBlockStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlockStart.ProtoReflect.Descriptor instead.
 func (*ContentBlockStart) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{5}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ContentBlockStart) GetIndex() int32 {
@@ -786,7 +742,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +754,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +767,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{6}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TextDelta) GetIndex() int32 {
@@ -841,7 +797,7 @@ type ReasoningDelta struct {
 
 func (x *ReasoningDelta) Reset() {
 	*x = ReasoningDelta{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +809,7 @@ func (x *ReasoningDelta) String() string {
 func (*ReasoningDelta) ProtoMessage() {}
 
 func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +822,7 @@ func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningDelta.ProtoReflect.Descriptor instead.
 func (*ReasoningDelta) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{7}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReasoningDelta) GetIndex() int32 {
@@ -904,7 +860,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +872,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +885,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{8}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolCallDelta) GetIndex() int32 {
@@ -981,7 +937,7 @@ type ContentBlockEnd struct {
 
 func (x *ContentBlockEnd) Reset() {
 	*x = ContentBlockEnd{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +949,7 @@ func (x *ContentBlockEnd) String() string {
 func (*ContentBlockEnd) ProtoMessage() {}
 
 func (x *ContentBlockEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +962,7 @@ func (x *ContentBlockEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlockEnd.ProtoReflect.Descriptor instead.
 func (*ContentBlockEnd) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{9}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ContentBlockEnd) GetIndex() int32 {
@@ -1045,7 +1001,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1013,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1026,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{10}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RateLimits) GetRequestsLimit() int64 {
@@ -1126,7 +1082,7 @@ type Ended struct {
 
 func (x *Ended) Reset() {
 	*x = Ended{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1094,7 @@ func (x *Ended) String() string {
 func (*Ended) ProtoMessage() {}
 
 func (x *Ended) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1107,7 @@ func (x *Ended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ended.ProtoReflect.Descriptor instead.
 func (*Ended) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{11}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Ended) GetResponse() *Response {
@@ -1177,7 +1133,7 @@ type StreamError struct {
 
 func (x *StreamError) Reset() {
 	*x = StreamError{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1145,7 @@ func (x *StreamError) String() string {
 func (*StreamError) ProtoMessage() {}
 
 func (x *StreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1158,7 @@ func (x *StreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamError.ProtoReflect.Descriptor instead.
 func (*StreamError) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{12}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamError) GetError() *ErrorDetail {
@@ -1222,7 +1178,7 @@ func (x *StreamError) GetPartialResponse() *Response {
 // CompleteRequest sends a unary call.
 type CompleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The call.
+	// Required. The call.
 	Request       *Request `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1230,7 +1186,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1198,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1211,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{13}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CompleteRequest) GetRequest() *Request {
@@ -1276,7 +1232,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1244,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1257,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{14}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompleteResponse) GetResponse() *Response {
@@ -1314,11 +1270,11 @@ func (x *CompleteResponse) GetResponse() *Response {
 // CompleteObjectRequest asks for JSON matching a schema.
 type CompleteObjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The call; its response_format is replaced by the schema below.
+	// Required. The call; its response_format is replaced by the schema below.
 	Request *Request `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
-	// Schema name: letters, digits, '_' and '-'.
+	// Required. Schema name: letters, digits, '_' and '-'.
 	SchemaName string `protobuf:"bytes,2,opt,name=schema_name,json=schemaName,proto3" json:"schema_name,omitempty"`
-	// JSON Schema as JSON text.
+	// Required. JSON Schema as JSON text.
 	Schema        string `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1326,7 +1282,7 @@ type CompleteObjectRequest struct {
 
 func (x *CompleteObjectRequest) Reset() {
 	*x = CompleteObjectRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1294,7 @@ func (x *CompleteObjectRequest) String() string {
 func (*CompleteObjectRequest) ProtoMessage() {}
 
 func (x *CompleteObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1307,7 @@ func (x *CompleteObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteObjectRequest.ProtoReflect.Descriptor instead.
 func (*CompleteObjectRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{15}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompleteObjectRequest) GetRequest() *Request {
@@ -1388,7 +1344,7 @@ type CompleteObjectResponse struct {
 
 func (x *CompleteObjectResponse) Reset() {
 	*x = CompleteObjectResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1356,7 @@ func (x *CompleteObjectResponse) String() string {
 func (*CompleteObjectResponse) ProtoMessage() {}
 
 func (x *CompleteObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1369,7 @@ func (x *CompleteObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteObjectResponse.ProtoReflect.Descriptor instead.
 func (*CompleteObjectResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{16}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompleteObjectResponse) GetObject() string {
@@ -1433,17 +1389,23 @@ func (x *CompleteObjectResponse) GetResponse() *Response {
 // ListModelsRequest filters the catalog.
 type ListModelsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only this provider's models, when set.
-	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
-	// Include disabled models and models of disabled providers.
+	// Optional. Only this provider's models, when set.
+	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// Optional. Include disabled models and models of disabled providers.
 	IncludeDisabled bool `protobuf:"varint,2,opt,name=include_disabled,json=includeDisabled,proto3" json:"include_disabled,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Optional. The most models to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. The next_page_token of the previous page, with the same
+	// filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1417,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,12 +1430,12 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{17}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{16}
 }
 
-func (x *ListModelsRequest) GetProvider() string {
+func (x *ListModelsRequest) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -1485,10 +1447,24 @@ func (x *ListModelsRequest) GetIncludeDisabled() bool {
 	return false
 }
 
+func (x *ListModelsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListModelsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListModelsResponse is the list of models.
 type ListModelsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Models sorted by provider, then id.
+	// Models of this page sorted by provider_id, then model_id.
 	Models []*Model `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
 	// Problems that did not fail the call, e.g. a discoverable provider whose
 	// live model list could not be fetched (the catalog's models are still
@@ -1500,14 +1476,16 @@ type ListModelsResponse struct {
 	// pages (provider/model).
 	SmallModel string `protobuf:"bytes,4,opt,name=small_model,json=smallModel,proto3" json:"small_model,omitempty"`
 	// The catalog's model for probes (provider/model).
-	ProbeModel    string `protobuf:"bytes,5,opt,name=probe_model,json=probeModel,proto3" json:"probe_model,omitempty"`
+	ProbeModel string `protobuf:"bytes,5,opt,name=probe_model,json=probeModel,proto3" json:"probe_model,omitempty"`
+	// The token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1497,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1510,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{18}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1570,22 +1548,136 @@ func (x *ListModelsResponse) GetProbeModel() string {
 	return ""
 }
 
+func (x *ListModelsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetModelRequest names a model.
+type GetModelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The provider's id, such as "anthropic".
+	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// Required. The model's id, such as "claude-sonnet-4.5".
+	ModelId       string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetModelRequest) Reset() {
+	*x = GetModelRequest{}
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetModelRequest) ProtoMessage() {}
+
+func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
+func (*GetModelRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetModelRequest) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *GetModelRequest) GetModelId() string {
+	if x != nil {
+		return x.ModelId
+	}
+	return ""
+}
+
+// GetModelResponse holds one model.
+type GetModelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model.
+	Model         *Model `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetModelResponse) Reset() {
+	*x = GetModelResponse{}
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetModelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetModelResponse) ProtoMessage() {}
+
+func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
+func (*GetModelResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetModelResponse) GetModel() *Model {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
 // ListProvidersRequest filters providers.
 type ListProvidersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Include disabled providers.
+	// Optional. Include disabled providers.
 	IncludeDisabled bool `protobuf:"varint,1,opt,name=include_disabled,json=includeDisabled,proto3" json:"include_disabled,omitempty"`
-	// Run each ready provider's basic probe (on its probe model) and report
+	// Optional. Run each ready provider's basic probe (on its probe model) and report
 	// UNUSABLE with the probe's error when it fails. Costs one small call
 	// per provider; false reports from credentials alone.
-	Probe         bool `protobuf:"varint,2,opt,name=probe,proto3" json:"probe,omitempty"`
+	Probe bool `protobuf:"varint,2,opt,name=probe,proto3" json:"probe,omitempty"`
+	// Optional. The most providers to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. The next_page_token of the previous page, with the same
+	// filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1689,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[19]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1702,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{19}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListProvidersRequest) GetIncludeDisabled() bool {
@@ -1627,20 +1719,36 @@ func (x *ListProvidersRequest) GetProbe() bool {
 	return false
 }
 
+func (x *ListProvidersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProvidersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListProvidersResponse is the list of providers.
 type ListProvidersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Providers sorted by id.
+	// Providers of this page sorted by provider_id.
 	Providers []*Provider `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
 	// The readiness of each provider in providers, in the same order.
-	Readiness     []*ProviderReadiness `protobuf:"bytes,2,rep,name=readiness,proto3" json:"readiness,omitempty"`
+	Readiness []*ProviderReadiness `protobuf:"bytes,2,rep,name=readiness,proto3" json:"readiness,omitempty"`
+	// The token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1760,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[20]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1773,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{20}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*Provider {
@@ -1682,11 +1790,119 @@ func (x *ListProvidersResponse) GetReadiness() []*ProviderReadiness {
 	return nil
 }
 
+func (x *ListProvidersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetProviderRequest names a provider.
+type GetProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The provider's id, such as "anthropic".
+	ProviderId    string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProviderRequest) Reset() {
+	*x = GetProviderRequest{}
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProviderRequest) ProtoMessage() {}
+
+func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
+func (*GetProviderRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetProviderRequest) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+// GetProviderResponse holds one provider and its readiness.
+type GetProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider.
+	Provider *Provider `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Its readiness, from credentials alone.
+	Readiness     *ProviderReadiness `protobuf:"bytes,2,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProviderResponse) Reset() {
+	*x = GetProviderResponse{}
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProviderResponse) ProtoMessage() {}
+
+func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
+func (*GetProviderResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetProviderResponse) GetProvider() *Provider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *GetProviderResponse) GetReadiness() *ProviderReadiness {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
 // ProviderReadiness is one provider's readiness.
 type ProviderReadiness struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The provider id.
-	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The provider's id.
+	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// The state.
 	State ReadinessState `protobuf:"varint,2,opt,name=state,proto3,enum=fabro.llm.v1.ReadinessState" json:"state,omitempty"`
 	// With MISSING_CREDENTIALS: the variables to set (any one of them when
@@ -1705,7 +1921,7 @@ type ProviderReadiness struct {
 
 func (x *ProviderReadiness) Reset() {
 	*x = ProviderReadiness{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1933,7 @@ func (x *ProviderReadiness) String() string {
 func (*ProviderReadiness) ProtoMessage() {}
 
 func (x *ProviderReadiness) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[21]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,12 +1946,12 @@ func (x *ProviderReadiness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderReadiness.ProtoReflect.Descriptor instead.
 func (*ProviderReadiness) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{21}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{24}
 }
 
-func (x *ProviderReadiness) GetProvider() string {
+func (x *ProviderReadiness) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -1778,7 +1994,7 @@ func (x *ProviderReadiness) GetProbeModel() string {
 // ResolveModelRequest names a selector.
 type ResolveModelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "provider/model", a model id, an alias, or a provider id.
+	// Required. "provider/model", a model id, an alias, or a provider id.
 	Selector      string `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1786,7 +2002,7 @@ type ResolveModelRequest struct {
 
 func (x *ResolveModelRequest) Reset() {
 	*x = ResolveModelRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +2014,7 @@ func (x *ResolveModelRequest) String() string {
 func (*ResolveModelRequest) ProtoMessage() {}
 
 func (x *ResolveModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[22]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +2027,7 @@ func (x *ResolveModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveModelRequest.ProtoReflect.Descriptor instead.
 func (*ResolveModelRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{22}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResolveModelRequest) GetSelector() string {
@@ -1840,7 +2056,7 @@ type ResolveModelResponse struct {
 
 func (x *ResolveModelResponse) Reset() {
 	*x = ResolveModelResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2068,7 @@ func (x *ResolveModelResponse) String() string {
 func (*ResolveModelResponse) ProtoMessage() {}
 
 func (x *ResolveModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[23]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2081,7 @@ func (x *ResolveModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveModelResponse.ProtoReflect.Descriptor instead.
 func (*ResolveModelResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{23}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResolveModelResponse) GetCanonical() string {
@@ -1899,13 +2115,13 @@ func (x *ResolveModelResponse) GetPassthrough() bool {
 // ProbeRequest names the model to probe.
 type ProbeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model selector.
+	// Required. Model selector.
 	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// Basic or deep.
+	// Optional. Basic or deep.
 	Mode ProbeMode `protobuf:"varint,2,opt,name=mode,proto3,enum=fabro.llm.v1.ProbeMode" json:"mode,omitempty"`
-	// Reasoning effort for the probe, for reasoning models.
+	// Optional. Reasoning effort for the probe, for reasoning models.
 	ReasoningEffort ReasoningEffort `protobuf:"varint,3,opt,name=reasoning_effort,json=reasoningEffort,proto3,enum=fabro.llm.v1.ReasoningEffort" json:"reasoning_effort,omitempty"`
-	// Give up after this long; 30 seconds when unset.
+	// Optional. Give up after this long; 30 seconds when unset.
 	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1913,7 +2129,7 @@ type ProbeRequest struct {
 
 func (x *ProbeRequest) Reset() {
 	*x = ProbeRequest{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[24]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2141,7 @@ func (x *ProbeRequest) String() string {
 func (*ProbeRequest) ProtoMessage() {}
 
 func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[24]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2154,7 @@ func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeRequest.ProtoReflect.Descriptor instead.
 func (*ProbeRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{24}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProbeRequest) GetModel() string {
@@ -1977,9 +2193,9 @@ type ProbeResponse struct {
 	// Wall time of the whole probe (both steps when deep).
 	Latency *durationpb.Duration `protobuf:"bytes,2,opt,name=latency,proto3" json:"latency,omitempty"`
 	// Canonical id of the model probed.
-	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,3,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// Id of the provider probed.
-	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId string `protobuf:"bytes,4,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// The model's final text.
 	Reply string `protobuf:"bytes,5,opt,name=reply,proto3" json:"reply,omitempty"`
 	// Why it failed, when ok is false.
@@ -1990,7 +2206,7 @@ type ProbeResponse struct {
 
 func (x *ProbeResponse) Reset() {
 	*x = ProbeResponse{}
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[25]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2218,7 @@ func (x *ProbeResponse) String() string {
 func (*ProbeResponse) ProtoMessage() {}
 
 func (x *ProbeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_llm_v1_llm_proto_msgTypes[25]
+	mi := &file_fabro_llm_v1_llm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2231,7 @@ func (x *ProbeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeResponse.ProtoReflect.Descriptor instead.
 func (*ProbeResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{25}
+	return file_fabro_llm_v1_llm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProbeResponse) GetOk() bool {
@@ -2032,16 +2248,16 @@ func (x *ProbeResponse) GetLatency() *durationpb.Duration {
 	return nil
 }
 
-func (x *ProbeResponse) GetModel() string {
+func (x *ProbeResponse) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
 
-func (x *ProbeResponse) GetProvider() string {
+func (x *ProbeResponse) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -2064,12 +2280,10 @@ var File_fabro_llm_v1_llm_proto protoreflect.FileDescriptor
 
 const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\n" +
-	"\x16fabro/llm/v1/llm.proto\x12\ffabro.llm.v1\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"@\n" +
-	"\rStreamRequest\x12/\n" +
-	"\arequest\x18\x01 \x01(\v2\x15.fabro.llm.v1.RequestR\arequest\"A\n" +
-	"\x0eStreamResponse\x12/\n" +
-	"\x05event\x18\x01 \x01(\v2\x19.fabro.llm.v1.StreamEventR\x05event\"\xb3\x05\n" +
-	"\vStreamEvent\x121\n" +
+	"\x16fabro/llm/v1/llm.proto\x12\ffabro.llm.v1\x1a\x1afabro/llm/v1/catalog.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n" +
+	"\rStreamRequest\x124\n" +
+	"\arequest\x18\x01 \x01(\v2\x15.fabro.llm.v1.RequestB\x03\xe0A\x02R\arequest\"\xb6\x05\n" +
+	"\x0eStreamResponse\x121\n" +
 	"\astarted\x18\x01 \x01(\v2\x15.fabro.llm.v1.StartedH\x00R\astarted\x12Q\n" +
 	"\x13content_block_start\x18\x02 \x01(\v2\x1f.fabro.llm.v1.ContentBlockStartH\x00R\x11contentBlockStart\x128\n" +
 	"\n" +
@@ -2090,11 +2304,12 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error\x12-\n" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x1d\n" +
 	"\n" +
-	"next_route\x18\x04 \x01(\tR\tnextRoute\"K\n" +
+	"next_route\x18\x04 \x01(\tR\tnextRoute\"U\n" +
 	"\aStarted\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\"\xe5\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\"\xe5\x01\n" +
 	"\x11ContentBlockStart\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.fabro.llm.v1.ContentBlockKindR\x04kind\x12 \n" +
@@ -2135,22 +2350,26 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\bresponse\x18\x01 \x01(\v2\x16.fabro.llm.v1.ResponseR\bresponse\"\x81\x01\n" +
 	"\vStreamError\x12/\n" +
 	"\x05error\x18\x01 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error\x12A\n" +
-	"\x10partial_response\x18\x02 \x01(\v2\x16.fabro.llm.v1.ResponseR\x0fpartialResponse\"B\n" +
-	"\x0fCompleteRequest\x12/\n" +
-	"\arequest\x18\x01 \x01(\v2\x15.fabro.llm.v1.RequestR\arequest\"F\n" +
+	"\x10partial_response\x18\x02 \x01(\v2\x16.fabro.llm.v1.ResponseR\x0fpartialResponse\"G\n" +
+	"\x0fCompleteRequest\x124\n" +
+	"\arequest\x18\x01 \x01(\v2\x15.fabro.llm.v1.RequestB\x03\xe0A\x02R\arequest\"F\n" +
 	"\x10CompleteResponse\x122\n" +
-	"\bresponse\x18\x01 \x01(\v2\x16.fabro.llm.v1.ResponseR\bresponse\"\x81\x01\n" +
-	"\x15CompleteObjectRequest\x12/\n" +
-	"\arequest\x18\x01 \x01(\v2\x15.fabro.llm.v1.RequestR\arequest\x12\x1f\n" +
-	"\vschema_name\x18\x02 \x01(\tR\n" +
-	"schemaName\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"d\n" +
+	"\bresponse\x18\x01 \x01(\v2\x16.fabro.llm.v1.ResponseR\bresponse\"\x90\x01\n" +
+	"\x15CompleteObjectRequest\x124\n" +
+	"\arequest\x18\x01 \x01(\v2\x15.fabro.llm.v1.RequestB\x03\xe0A\x02R\arequest\x12$\n" +
+	"\vschema_name\x18\x02 \x01(\tB\x03\xe0A\x02R\n" +
+	"schemaName\x12\x1b\n" +
+	"\x06schema\x18\x03 \x01(\tB\x03\xe0A\x02R\x06schema\"d\n" +
 	"\x16CompleteObjectResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x122\n" +
-	"\bresponse\x18\x02 \x01(\v2\x16.fabro.llm.v1.ResponseR\bresponse\"Z\n" +
-	"\x11ListModelsRequest\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\x12)\n" +
-	"\x10include_disabled\x18\x02 \x01(\bR\x0fincludeDisabled\"\xc4\x01\n" +
+	"\bresponse\x18\x02 \x01(\v2\x16.fabro.llm.v1.ResponseR\bresponse\"\x9b\x01\n" +
+	"\x11ListModelsRequest\x12\x1f\n" +
+	"\vprovider_id\x18\x01 \x01(\tR\n" +
+	"providerId\x12)\n" +
+	"\x10include_disabled\x18\x02 \x01(\bR\x0fincludeDisabled\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xec\x01\n" +
 	"\x12ListModelsResponse\x12+\n" +
 	"\x06models\x18\x01 \x03(\v2\x13.fabro.llm.v1.ModelR\x06models\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12#\n" +
@@ -2158,38 +2377,57 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\vsmall_model\x18\x04 \x01(\tR\n" +
 	"smallModel\x12\x1f\n" +
 	"\vprobe_model\x18\x05 \x01(\tR\n" +
-	"probeModel\"W\n" +
+	"probeModel\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"W\n" +
+	"\x0fGetModelRequest\x12$\n" +
+	"\vprovider_id\x18\x01 \x01(\tB\x03\xe0A\x02R\n" +
+	"providerId\x12\x1e\n" +
+	"\bmodel_id\x18\x02 \x01(\tB\x03\xe0A\x02R\amodelId\"=\n" +
+	"\x10GetModelResponse\x12)\n" +
+	"\x05model\x18\x01 \x01(\v2\x13.fabro.llm.v1.ModelR\x05model\"\x93\x01\n" +
 	"\x14ListProvidersRequest\x12)\n" +
 	"\x10include_disabled\x18\x01 \x01(\bR\x0fincludeDisabled\x12\x14\n" +
-	"\x05probe\x18\x02 \x01(\bR\x05probe\"\x8c\x01\n" +
+	"\x05probe\x18\x02 \x01(\bR\x05probe\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xb4\x01\n" +
 	"\x15ListProvidersResponse\x124\n" +
 	"\tproviders\x18\x01 \x03(\v2\x16.fabro.llm.v1.ProviderR\tproviders\x12=\n" +
-	"\treadiness\x18\x02 \x03(\v2\x1f.fabro.llm.v1.ProviderReadinessR\treadiness\"\xfe\x01\n" +
-	"\x11ProviderReadiness\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\x122\n" +
+	"\treadiness\x18\x02 \x03(\v2\x1f.fabro.llm.v1.ProviderReadinessR\treadiness\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\":\n" +
+	"\x12GetProviderRequest\x12$\n" +
+	"\vprovider_id\x18\x01 \x01(\tB\x03\xe0A\x02R\n" +
+	"providerId\"\x88\x01\n" +
+	"\x13GetProviderResponse\x122\n" +
+	"\bprovider\x18\x01 \x01(\v2\x16.fabro.llm.v1.ProviderR\bprovider\x12=\n" +
+	"\treadiness\x18\x02 \x01(\v2\x1f.fabro.llm.v1.ProviderReadinessR\treadiness\"\x83\x02\n" +
+	"\x11ProviderReadiness\x12\x1f\n" +
+	"\vprovider_id\x18\x01 \x01(\tR\n" +
+	"providerId\x122\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1c.fabro.llm.v1.ReadinessStateR\x05state\x12/\n" +
 	"\x13missing_credentials\x18\x03 \x03(\tR\x12missingCredentials\x12/\n" +
 	"\x05error\x18\x04 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error\x12\x16\n" +
 	"\x06probed\x18\x05 \x01(\bR\x06probed\x12\x1f\n" +
 	"\vprobe_model\x18\x06 \x01(\tR\n" +
-	"probeModel\"1\n" +
-	"\x13ResolveModelRequest\x12\x1a\n" +
-	"\bselector\x18\x01 \x01(\tR\bselector\"\xb5\x01\n" +
+	"probeModel\"6\n" +
+	"\x13ResolveModelRequest\x12\x1f\n" +
+	"\bselector\x18\x01 \x01(\tB\x03\xe0A\x02R\bselector\"\xb5\x01\n" +
 	"\x14ResolveModelResponse\x12\x1c\n" +
 	"\tcanonical\x18\x01 \x01(\tR\tcanonical\x122\n" +
 	"\bprovider\x18\x02 \x01(\v2\x16.fabro.llm.v1.ProviderR\bprovider\x12)\n" +
 	"\x05model\x18\x03 \x01(\v2\x13.fabro.llm.v1.ModelR\x05model\x12 \n" +
-	"\vpassthrough\x18\x04 \x01(\bR\vpassthrough\"\xd0\x01\n" +
-	"\fProbeRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\x12+\n" +
+	"\vpassthrough\x18\x04 \x01(\bR\vpassthrough\"\xd5\x01\n" +
+	"\fProbeRequest\x12\x19\n" +
+	"\x05model\x18\x01 \x01(\tB\x03\xe0A\x02R\x05model\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.fabro.llm.v1.ProbeModeR\x04mode\x12H\n" +
 	"\x10reasoning_effort\x18\x03 \x01(\x0e2\x1d.fabro.llm.v1.ReasoningEffortR\x0freasoningEffort\x123\n" +
-	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xcd\x01\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xd7\x01\n" +
 	"\rProbeResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x123\n" +
-	"\alatency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\x12\x1a\n" +
-	"\bprovider\x18\x04 \x01(\tR\bprovider\x12\x14\n" +
+	"\alatency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x19\n" +
+	"\bmodel_id\x18\x03 \x01(\tR\amodelId\x12\x1f\n" +
+	"\vprovider_id\x18\x04 \x01(\tR\n" +
+	"providerId\x12\x14\n" +
 	"\x05reply\x18\x05 \x01(\tR\x05reply\x12/\n" +
 	"\x05error\x18\x06 \x01(\v2\x19.fabro.llm.v1.ErrorDetailR\x05error*\xb6\x01\n" +
 	"\x10ContentBlockKind\x12\"\n" +
@@ -2207,14 +2445,16 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\tProbeMode\x12\x1a\n" +
 	"\x16PROBE_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10PROBE_MODE_BASIC\x10\x01\x12\x13\n" +
-	"\x0fPROBE_MODE_DEEP\x10\x022\xc6\x04\n" +
+	"\x0fPROBE_MODE_DEEP\x10\x022\xe5\x05\n" +
 	"\x11LLMGatewayService\x12E\n" +
 	"\x06Stream\x12\x1b.fabro.llm.v1.StreamRequest\x1a\x1c.fabro.llm.v1.StreamResponse0\x01\x12I\n" +
 	"\bComplete\x12\x1d.fabro.llm.v1.CompleteRequest\x1a\x1e.fabro.llm.v1.CompleteResponse\x12[\n" +
 	"\x0eCompleteObject\x12#.fabro.llm.v1.CompleteObjectRequest\x1a$.fabro.llm.v1.CompleteObjectResponse\x12O\n" +
 	"\n" +
-	"ListModels\x12\x1f.fabro.llm.v1.ListModelsRequest\x1a .fabro.llm.v1.ListModelsResponse\x12X\n" +
-	"\rListProviders\x12\".fabro.llm.v1.ListProvidersRequest\x1a#.fabro.llm.v1.ListProvidersResponse\x12U\n" +
+	"ListModels\x12\x1f.fabro.llm.v1.ListModelsRequest\x1a .fabro.llm.v1.ListModelsResponse\x12I\n" +
+	"\bGetModel\x12\x1d.fabro.llm.v1.GetModelRequest\x1a\x1e.fabro.llm.v1.GetModelResponse\x12X\n" +
+	"\rListProviders\x12\".fabro.llm.v1.ListProvidersRequest\x1a#.fabro.llm.v1.ListProvidersResponse\x12R\n" +
+	"\vGetProvider\x12 .fabro.llm.v1.GetProviderRequest\x1a!.fabro.llm.v1.GetProviderResponse\x12U\n" +
 	"\fResolveModel\x12!.fabro.llm.v1.ResolveModelRequest\x1a\".fabro.llm.v1.ResolveModelResponse\x12@\n" +
 	"\x05Probe\x12\x1a.fabro.llm.v1.ProbeRequest\x1a\x1b.fabro.llm.v1.ProbeResponseB\xa3\x01\n" +
 	"\x10com.fabro.llm.v1B\bLlmProtoP\x01Z3github.com/fabro-sh/fabro-go/gen/fabro/llm/v1;llmv1\xa2\x02\x03FLX\xaa\x02\fFabro.Llm.V1\xca\x02\fFabro\\Llm\\V1\xe2\x02\x18Fabro\\Llm\\V1\\GPBMetadata\xea\x02\x0eFabro::Llm::V1b\x06proto3"
@@ -2232,106 +2472,115 @@ func file_fabro_llm_v1_llm_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_llm_v1_llm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fabro_llm_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_fabro_llm_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_fabro_llm_v1_llm_proto_goTypes = []any{
 	(ContentBlockKind)(0),          // 0: fabro.llm.v1.ContentBlockKind
 	(ReadinessState)(0),            // 1: fabro.llm.v1.ReadinessState
 	(ProbeMode)(0),                 // 2: fabro.llm.v1.ProbeMode
 	(*StreamRequest)(nil),          // 3: fabro.llm.v1.StreamRequest
 	(*StreamResponse)(nil),         // 4: fabro.llm.v1.StreamResponse
-	(*StreamEvent)(nil),            // 5: fabro.llm.v1.StreamEvent
-	(*Retrying)(nil),               // 6: fabro.llm.v1.Retrying
-	(*Started)(nil),                // 7: fabro.llm.v1.Started
-	(*ContentBlockStart)(nil),      // 8: fabro.llm.v1.ContentBlockStart
-	(*TextDelta)(nil),              // 9: fabro.llm.v1.TextDelta
-	(*ReasoningDelta)(nil),         // 10: fabro.llm.v1.ReasoningDelta
-	(*ToolCallDelta)(nil),          // 11: fabro.llm.v1.ToolCallDelta
-	(*ContentBlockEnd)(nil),        // 12: fabro.llm.v1.ContentBlockEnd
-	(*RateLimits)(nil),             // 13: fabro.llm.v1.RateLimits
-	(*Ended)(nil),                  // 14: fabro.llm.v1.Ended
-	(*StreamError)(nil),            // 15: fabro.llm.v1.StreamError
-	(*CompleteRequest)(nil),        // 16: fabro.llm.v1.CompleteRequest
-	(*CompleteResponse)(nil),       // 17: fabro.llm.v1.CompleteResponse
-	(*CompleteObjectRequest)(nil),  // 18: fabro.llm.v1.CompleteObjectRequest
-	(*CompleteObjectResponse)(nil), // 19: fabro.llm.v1.CompleteObjectResponse
-	(*ListModelsRequest)(nil),      // 20: fabro.llm.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),     // 21: fabro.llm.v1.ListModelsResponse
-	(*ListProvidersRequest)(nil),   // 22: fabro.llm.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),  // 23: fabro.llm.v1.ListProvidersResponse
-	(*ProviderReadiness)(nil),      // 24: fabro.llm.v1.ProviderReadiness
-	(*ResolveModelRequest)(nil),    // 25: fabro.llm.v1.ResolveModelRequest
-	(*ResolveModelResponse)(nil),   // 26: fabro.llm.v1.ResolveModelResponse
-	(*ProbeRequest)(nil),           // 27: fabro.llm.v1.ProbeRequest
-	(*ProbeResponse)(nil),          // 28: fabro.llm.v1.ProbeResponse
-	(*Request)(nil),                // 29: fabro.llm.v1.Request
-	(*Usage)(nil),                  // 30: fabro.llm.v1.Usage
-	(*ErrorDetail)(nil),            // 31: fabro.llm.v1.ErrorDetail
-	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
-	(*ContentPart)(nil),            // 33: fabro.llm.v1.ContentPart
-	(*timestamppb.Timestamp)(nil),  // 34: google.protobuf.Timestamp
-	(*Response)(nil),               // 35: fabro.llm.v1.Response
-	(*Model)(nil),                  // 36: fabro.llm.v1.Model
-	(*Provider)(nil),               // 37: fabro.llm.v1.Provider
-	(ReasoningEffort)(0),           // 38: fabro.llm.v1.ReasoningEffort
+	(*Retrying)(nil),               // 5: fabro.llm.v1.Retrying
+	(*Started)(nil),                // 6: fabro.llm.v1.Started
+	(*ContentBlockStart)(nil),      // 7: fabro.llm.v1.ContentBlockStart
+	(*TextDelta)(nil),              // 8: fabro.llm.v1.TextDelta
+	(*ReasoningDelta)(nil),         // 9: fabro.llm.v1.ReasoningDelta
+	(*ToolCallDelta)(nil),          // 10: fabro.llm.v1.ToolCallDelta
+	(*ContentBlockEnd)(nil),        // 11: fabro.llm.v1.ContentBlockEnd
+	(*RateLimits)(nil),             // 12: fabro.llm.v1.RateLimits
+	(*Ended)(nil),                  // 13: fabro.llm.v1.Ended
+	(*StreamError)(nil),            // 14: fabro.llm.v1.StreamError
+	(*CompleteRequest)(nil),        // 15: fabro.llm.v1.CompleteRequest
+	(*CompleteResponse)(nil),       // 16: fabro.llm.v1.CompleteResponse
+	(*CompleteObjectRequest)(nil),  // 17: fabro.llm.v1.CompleteObjectRequest
+	(*CompleteObjectResponse)(nil), // 18: fabro.llm.v1.CompleteObjectResponse
+	(*ListModelsRequest)(nil),      // 19: fabro.llm.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),     // 20: fabro.llm.v1.ListModelsResponse
+	(*GetModelRequest)(nil),        // 21: fabro.llm.v1.GetModelRequest
+	(*GetModelResponse)(nil),       // 22: fabro.llm.v1.GetModelResponse
+	(*ListProvidersRequest)(nil),   // 23: fabro.llm.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),  // 24: fabro.llm.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),     // 25: fabro.llm.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),    // 26: fabro.llm.v1.GetProviderResponse
+	(*ProviderReadiness)(nil),      // 27: fabro.llm.v1.ProviderReadiness
+	(*ResolveModelRequest)(nil),    // 28: fabro.llm.v1.ResolveModelRequest
+	(*ResolveModelResponse)(nil),   // 29: fabro.llm.v1.ResolveModelResponse
+	(*ProbeRequest)(nil),           // 30: fabro.llm.v1.ProbeRequest
+	(*ProbeResponse)(nil),          // 31: fabro.llm.v1.ProbeResponse
+	(*Request)(nil),                // 32: fabro.llm.v1.Request
+	(*Usage)(nil),                  // 33: fabro.llm.v1.Usage
+	(*ErrorDetail)(nil),            // 34: fabro.llm.v1.ErrorDetail
+	(*durationpb.Duration)(nil),    // 35: google.protobuf.Duration
+	(*ContentPart)(nil),            // 36: fabro.llm.v1.ContentPart
+	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
+	(*Response)(nil),               // 38: fabro.llm.v1.Response
+	(*Model)(nil),                  // 39: fabro.llm.v1.Model
+	(*Provider)(nil),               // 40: fabro.llm.v1.Provider
+	(ReasoningEffort)(0),           // 41: fabro.llm.v1.ReasoningEffort
 }
 var file_fabro_llm_v1_llm_proto_depIdxs = []int32{
-	29, // 0: fabro.llm.v1.StreamRequest.request:type_name -> fabro.llm.v1.Request
-	5,  // 1: fabro.llm.v1.StreamResponse.event:type_name -> fabro.llm.v1.StreamEvent
-	7,  // 2: fabro.llm.v1.StreamEvent.started:type_name -> fabro.llm.v1.Started
-	8,  // 3: fabro.llm.v1.StreamEvent.content_block_start:type_name -> fabro.llm.v1.ContentBlockStart
-	9,  // 4: fabro.llm.v1.StreamEvent.text_delta:type_name -> fabro.llm.v1.TextDelta
-	10, // 5: fabro.llm.v1.StreamEvent.reasoning_delta:type_name -> fabro.llm.v1.ReasoningDelta
-	11, // 6: fabro.llm.v1.StreamEvent.tool_call_delta:type_name -> fabro.llm.v1.ToolCallDelta
-	12, // 7: fabro.llm.v1.StreamEvent.content_block_end:type_name -> fabro.llm.v1.ContentBlockEnd
-	30, // 8: fabro.llm.v1.StreamEvent.usage:type_name -> fabro.llm.v1.Usage
-	13, // 9: fabro.llm.v1.StreamEvent.rate_limits:type_name -> fabro.llm.v1.RateLimits
-	14, // 10: fabro.llm.v1.StreamEvent.ended:type_name -> fabro.llm.v1.Ended
-	15, // 11: fabro.llm.v1.StreamEvent.error:type_name -> fabro.llm.v1.StreamError
-	6,  // 12: fabro.llm.v1.StreamEvent.retrying:type_name -> fabro.llm.v1.Retrying
-	31, // 13: fabro.llm.v1.Retrying.error:type_name -> fabro.llm.v1.ErrorDetail
-	32, // 14: fabro.llm.v1.Retrying.wait:type_name -> google.protobuf.Duration
-	0,  // 15: fabro.llm.v1.ContentBlockStart.kind:type_name -> fabro.llm.v1.ContentBlockKind
-	33, // 16: fabro.llm.v1.ContentBlockEnd.part:type_name -> fabro.llm.v1.ContentPart
-	34, // 17: fabro.llm.v1.RateLimits.requests_reset_time:type_name -> google.protobuf.Timestamp
-	34, // 18: fabro.llm.v1.RateLimits.tokens_reset_time:type_name -> google.protobuf.Timestamp
-	35, // 19: fabro.llm.v1.Ended.response:type_name -> fabro.llm.v1.Response
-	31, // 20: fabro.llm.v1.StreamError.error:type_name -> fabro.llm.v1.ErrorDetail
-	35, // 21: fabro.llm.v1.StreamError.partial_response:type_name -> fabro.llm.v1.Response
-	29, // 22: fabro.llm.v1.CompleteRequest.request:type_name -> fabro.llm.v1.Request
-	35, // 23: fabro.llm.v1.CompleteResponse.response:type_name -> fabro.llm.v1.Response
-	29, // 24: fabro.llm.v1.CompleteObjectRequest.request:type_name -> fabro.llm.v1.Request
-	35, // 25: fabro.llm.v1.CompleteObjectResponse.response:type_name -> fabro.llm.v1.Response
-	36, // 26: fabro.llm.v1.ListModelsResponse.models:type_name -> fabro.llm.v1.Model
-	37, // 27: fabro.llm.v1.ListProvidersResponse.providers:type_name -> fabro.llm.v1.Provider
-	24, // 28: fabro.llm.v1.ListProvidersResponse.readiness:type_name -> fabro.llm.v1.ProviderReadiness
-	1,  // 29: fabro.llm.v1.ProviderReadiness.state:type_name -> fabro.llm.v1.ReadinessState
-	31, // 30: fabro.llm.v1.ProviderReadiness.error:type_name -> fabro.llm.v1.ErrorDetail
-	37, // 31: fabro.llm.v1.ResolveModelResponse.provider:type_name -> fabro.llm.v1.Provider
-	36, // 32: fabro.llm.v1.ResolveModelResponse.model:type_name -> fabro.llm.v1.Model
-	2,  // 33: fabro.llm.v1.ProbeRequest.mode:type_name -> fabro.llm.v1.ProbeMode
-	38, // 34: fabro.llm.v1.ProbeRequest.reasoning_effort:type_name -> fabro.llm.v1.ReasoningEffort
-	32, // 35: fabro.llm.v1.ProbeRequest.timeout:type_name -> google.protobuf.Duration
-	32, // 36: fabro.llm.v1.ProbeResponse.latency:type_name -> google.protobuf.Duration
-	31, // 37: fabro.llm.v1.ProbeResponse.error:type_name -> fabro.llm.v1.ErrorDetail
-	3,  // 38: fabro.llm.v1.LLMGatewayService.Stream:input_type -> fabro.llm.v1.StreamRequest
-	16, // 39: fabro.llm.v1.LLMGatewayService.Complete:input_type -> fabro.llm.v1.CompleteRequest
-	18, // 40: fabro.llm.v1.LLMGatewayService.CompleteObject:input_type -> fabro.llm.v1.CompleteObjectRequest
-	20, // 41: fabro.llm.v1.LLMGatewayService.ListModels:input_type -> fabro.llm.v1.ListModelsRequest
-	22, // 42: fabro.llm.v1.LLMGatewayService.ListProviders:input_type -> fabro.llm.v1.ListProvidersRequest
-	25, // 43: fabro.llm.v1.LLMGatewayService.ResolveModel:input_type -> fabro.llm.v1.ResolveModelRequest
-	27, // 44: fabro.llm.v1.LLMGatewayService.Probe:input_type -> fabro.llm.v1.ProbeRequest
-	4,  // 45: fabro.llm.v1.LLMGatewayService.Stream:output_type -> fabro.llm.v1.StreamResponse
-	17, // 46: fabro.llm.v1.LLMGatewayService.Complete:output_type -> fabro.llm.v1.CompleteResponse
-	19, // 47: fabro.llm.v1.LLMGatewayService.CompleteObject:output_type -> fabro.llm.v1.CompleteObjectResponse
-	21, // 48: fabro.llm.v1.LLMGatewayService.ListModels:output_type -> fabro.llm.v1.ListModelsResponse
-	23, // 49: fabro.llm.v1.LLMGatewayService.ListProviders:output_type -> fabro.llm.v1.ListProvidersResponse
-	26, // 50: fabro.llm.v1.LLMGatewayService.ResolveModel:output_type -> fabro.llm.v1.ResolveModelResponse
-	28, // 51: fabro.llm.v1.LLMGatewayService.Probe:output_type -> fabro.llm.v1.ProbeResponse
-	45, // [45:52] is the sub-list for method output_type
-	38, // [38:45] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	32, // 0: fabro.llm.v1.StreamRequest.request:type_name -> fabro.llm.v1.Request
+	6,  // 1: fabro.llm.v1.StreamResponse.started:type_name -> fabro.llm.v1.Started
+	7,  // 2: fabro.llm.v1.StreamResponse.content_block_start:type_name -> fabro.llm.v1.ContentBlockStart
+	8,  // 3: fabro.llm.v1.StreamResponse.text_delta:type_name -> fabro.llm.v1.TextDelta
+	9,  // 4: fabro.llm.v1.StreamResponse.reasoning_delta:type_name -> fabro.llm.v1.ReasoningDelta
+	10, // 5: fabro.llm.v1.StreamResponse.tool_call_delta:type_name -> fabro.llm.v1.ToolCallDelta
+	11, // 6: fabro.llm.v1.StreamResponse.content_block_end:type_name -> fabro.llm.v1.ContentBlockEnd
+	33, // 7: fabro.llm.v1.StreamResponse.usage:type_name -> fabro.llm.v1.Usage
+	12, // 8: fabro.llm.v1.StreamResponse.rate_limits:type_name -> fabro.llm.v1.RateLimits
+	13, // 9: fabro.llm.v1.StreamResponse.ended:type_name -> fabro.llm.v1.Ended
+	14, // 10: fabro.llm.v1.StreamResponse.error:type_name -> fabro.llm.v1.StreamError
+	5,  // 11: fabro.llm.v1.StreamResponse.retrying:type_name -> fabro.llm.v1.Retrying
+	34, // 12: fabro.llm.v1.Retrying.error:type_name -> fabro.llm.v1.ErrorDetail
+	35, // 13: fabro.llm.v1.Retrying.wait:type_name -> google.protobuf.Duration
+	0,  // 14: fabro.llm.v1.ContentBlockStart.kind:type_name -> fabro.llm.v1.ContentBlockKind
+	36, // 15: fabro.llm.v1.ContentBlockEnd.part:type_name -> fabro.llm.v1.ContentPart
+	37, // 16: fabro.llm.v1.RateLimits.requests_reset_time:type_name -> google.protobuf.Timestamp
+	37, // 17: fabro.llm.v1.RateLimits.tokens_reset_time:type_name -> google.protobuf.Timestamp
+	38, // 18: fabro.llm.v1.Ended.response:type_name -> fabro.llm.v1.Response
+	34, // 19: fabro.llm.v1.StreamError.error:type_name -> fabro.llm.v1.ErrorDetail
+	38, // 20: fabro.llm.v1.StreamError.partial_response:type_name -> fabro.llm.v1.Response
+	32, // 21: fabro.llm.v1.CompleteRequest.request:type_name -> fabro.llm.v1.Request
+	38, // 22: fabro.llm.v1.CompleteResponse.response:type_name -> fabro.llm.v1.Response
+	32, // 23: fabro.llm.v1.CompleteObjectRequest.request:type_name -> fabro.llm.v1.Request
+	38, // 24: fabro.llm.v1.CompleteObjectResponse.response:type_name -> fabro.llm.v1.Response
+	39, // 25: fabro.llm.v1.ListModelsResponse.models:type_name -> fabro.llm.v1.Model
+	39, // 26: fabro.llm.v1.GetModelResponse.model:type_name -> fabro.llm.v1.Model
+	40, // 27: fabro.llm.v1.ListProvidersResponse.providers:type_name -> fabro.llm.v1.Provider
+	27, // 28: fabro.llm.v1.ListProvidersResponse.readiness:type_name -> fabro.llm.v1.ProviderReadiness
+	40, // 29: fabro.llm.v1.GetProviderResponse.provider:type_name -> fabro.llm.v1.Provider
+	27, // 30: fabro.llm.v1.GetProviderResponse.readiness:type_name -> fabro.llm.v1.ProviderReadiness
+	1,  // 31: fabro.llm.v1.ProviderReadiness.state:type_name -> fabro.llm.v1.ReadinessState
+	34, // 32: fabro.llm.v1.ProviderReadiness.error:type_name -> fabro.llm.v1.ErrorDetail
+	40, // 33: fabro.llm.v1.ResolveModelResponse.provider:type_name -> fabro.llm.v1.Provider
+	39, // 34: fabro.llm.v1.ResolveModelResponse.model:type_name -> fabro.llm.v1.Model
+	2,  // 35: fabro.llm.v1.ProbeRequest.mode:type_name -> fabro.llm.v1.ProbeMode
+	41, // 36: fabro.llm.v1.ProbeRequest.reasoning_effort:type_name -> fabro.llm.v1.ReasoningEffort
+	35, // 37: fabro.llm.v1.ProbeRequest.timeout:type_name -> google.protobuf.Duration
+	35, // 38: fabro.llm.v1.ProbeResponse.latency:type_name -> google.protobuf.Duration
+	34, // 39: fabro.llm.v1.ProbeResponse.error:type_name -> fabro.llm.v1.ErrorDetail
+	3,  // 40: fabro.llm.v1.LLMGatewayService.Stream:input_type -> fabro.llm.v1.StreamRequest
+	15, // 41: fabro.llm.v1.LLMGatewayService.Complete:input_type -> fabro.llm.v1.CompleteRequest
+	17, // 42: fabro.llm.v1.LLMGatewayService.CompleteObject:input_type -> fabro.llm.v1.CompleteObjectRequest
+	19, // 43: fabro.llm.v1.LLMGatewayService.ListModels:input_type -> fabro.llm.v1.ListModelsRequest
+	21, // 44: fabro.llm.v1.LLMGatewayService.GetModel:input_type -> fabro.llm.v1.GetModelRequest
+	23, // 45: fabro.llm.v1.LLMGatewayService.ListProviders:input_type -> fabro.llm.v1.ListProvidersRequest
+	25, // 46: fabro.llm.v1.LLMGatewayService.GetProvider:input_type -> fabro.llm.v1.GetProviderRequest
+	28, // 47: fabro.llm.v1.LLMGatewayService.ResolveModel:input_type -> fabro.llm.v1.ResolveModelRequest
+	30, // 48: fabro.llm.v1.LLMGatewayService.Probe:input_type -> fabro.llm.v1.ProbeRequest
+	4,  // 49: fabro.llm.v1.LLMGatewayService.Stream:output_type -> fabro.llm.v1.StreamResponse
+	16, // 50: fabro.llm.v1.LLMGatewayService.Complete:output_type -> fabro.llm.v1.CompleteResponse
+	18, // 51: fabro.llm.v1.LLMGatewayService.CompleteObject:output_type -> fabro.llm.v1.CompleteObjectResponse
+	20, // 52: fabro.llm.v1.LLMGatewayService.ListModels:output_type -> fabro.llm.v1.ListModelsResponse
+	22, // 53: fabro.llm.v1.LLMGatewayService.GetModel:output_type -> fabro.llm.v1.GetModelResponse
+	24, // 54: fabro.llm.v1.LLMGatewayService.ListProviders:output_type -> fabro.llm.v1.ListProvidersResponse
+	26, // 55: fabro.llm.v1.LLMGatewayService.GetProvider:output_type -> fabro.llm.v1.GetProviderResponse
+	29, // 56: fabro.llm.v1.LLMGatewayService.ResolveModel:output_type -> fabro.llm.v1.ResolveModelResponse
+	31, // 57: fabro.llm.v1.LLMGatewayService.Probe:output_type -> fabro.llm.v1.ProbeResponse
+	49, // [49:58] is the sub-list for method output_type
+	40, // [40:49] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_fabro_llm_v1_llm_proto_init() }
@@ -2341,27 +2590,27 @@ func file_fabro_llm_v1_llm_proto_init() {
 	}
 	file_fabro_llm_v1_catalog_proto_init()
 	file_fabro_llm_v1_types_proto_init()
-	file_fabro_llm_v1_llm_proto_msgTypes[2].OneofWrappers = []any{
-		(*StreamEvent_Started)(nil),
-		(*StreamEvent_ContentBlockStart)(nil),
-		(*StreamEvent_TextDelta)(nil),
-		(*StreamEvent_ReasoningDelta)(nil),
-		(*StreamEvent_ToolCallDelta)(nil),
-		(*StreamEvent_ContentBlockEnd)(nil),
-		(*StreamEvent_Usage)(nil),
-		(*StreamEvent_RateLimits)(nil),
-		(*StreamEvent_Ended)(nil),
-		(*StreamEvent_Error)(nil),
-		(*StreamEvent_Retrying)(nil),
+	file_fabro_llm_v1_llm_proto_msgTypes[1].OneofWrappers = []any{
+		(*StreamResponse_Started)(nil),
+		(*StreamResponse_ContentBlockStart)(nil),
+		(*StreamResponse_TextDelta)(nil),
+		(*StreamResponse_ReasoningDelta)(nil),
+		(*StreamResponse_ToolCallDelta)(nil),
+		(*StreamResponse_ContentBlockEnd)(nil),
+		(*StreamResponse_Usage)(nil),
+		(*StreamResponse_RateLimits)(nil),
+		(*StreamResponse_Ended)(nil),
+		(*StreamResponse_Error)(nil),
+		(*StreamResponse_Retrying)(nil),
 	}
-	file_fabro_llm_v1_llm_proto_msgTypes[10].OneofWrappers = []any{}
+	file_fabro_llm_v1_llm_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_llm_v1_llm_proto_rawDesc), len(file_fabro_llm_v1_llm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

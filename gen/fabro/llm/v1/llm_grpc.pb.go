@@ -23,7 +23,9 @@ const (
 	LLMGatewayService_Complete_FullMethodName       = "/fabro.llm.v1.LLMGatewayService/Complete"
 	LLMGatewayService_CompleteObject_FullMethodName = "/fabro.llm.v1.LLMGatewayService/CompleteObject"
 	LLMGatewayService_ListModels_FullMethodName     = "/fabro.llm.v1.LLMGatewayService/ListModels"
+	LLMGatewayService_GetModel_FullMethodName       = "/fabro.llm.v1.LLMGatewayService/GetModel"
 	LLMGatewayService_ListProviders_FullMethodName  = "/fabro.llm.v1.LLMGatewayService/ListProviders"
+	LLMGatewayService_GetProvider_FullMethodName    = "/fabro.llm.v1.LLMGatewayService/GetProvider"
 	LLMGatewayService_ResolveModel_FullMethodName   = "/fabro.llm.v1.LLMGatewayService/ResolveModel"
 	LLMGatewayService_Probe_FullMethodName          = "/fabro.llm.v1.LLMGatewayService/Probe"
 )
@@ -65,15 +67,33 @@ type LLMGatewayServiceClient interface {
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 	// CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	CompleteObject(ctx context.Context, in *CompleteObjectRequest, opts ...grpc.CallOption) (*CompleteObjectResponse, error)
-	// ListModels lists the catalog's models, sorted by provider then id.
-	// NOT_FOUND when the provider filter names no provider.
+	// ListModels lists the catalog's models (and discovered ones), sorted by
+	// provider_id then model_id, a page at a time: a page token continues
+	// after the last model it returned, so models appearing or vanishing
+	// between pages (live discovery) never make a page skip or repeat one
+	// that was there throughout. NOT_FOUND when the provider filter names no
+	// provider; INVALID_ARGUMENT for a page token this listing did not issue
+	// (or issued with other filters) or a negative page size.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
-	// ListProviders lists the catalog's providers, sorted by id. Credential
-	// names are listed, never values.
+	// GetModel returns one model by its provider_id and model_id, catalogued
+	// or discovered, enabled or not (unlike ResolveModel, which takes a
+	// selector and refuses disabled ones). NOT_FOUND when the provider or
+	// the model is unknown.
+	GetModel(ctx context.Context, in *GetModelRequest, opts ...grpc.CallOption) (*GetModelResponse, error)
+	// ListProviders lists the catalog's providers with their readiness,
+	// sorted by provider_id, a page at a time (a probe runs for the page's
+	// providers only). Credential names are listed, never values.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other filters) or a negative page size.
 	ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error)
+	// GetProvider returns one provider, enabled or not, with its readiness
+	// from credentials alone. NOT_FOUND for an unknown provider.
+	GetProvider(ctx context.Context, in *GetProviderRequest, opts ...grpc.CallOption) (*GetProviderResponse, error)
 	// ResolveModel resolves a selector ("provider/model", model id, alias or
 	// provider id) to its canonical provider and model. INVALID_ARGUMENT for
 	// an empty selector; NOT_FOUND with near matches in ErrorDetail.hints for
@@ -145,10 +165,30 @@ func (c *lLMGatewayServiceClient) ListModels(ctx context.Context, in *ListModels
 	return out, nil
 }
 
+func (c *lLMGatewayServiceClient) GetModel(ctx context.Context, in *GetModelRequest, opts ...grpc.CallOption) (*GetModelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetModelResponse)
+	err := c.cc.Invoke(ctx, LLMGatewayService_GetModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *lLMGatewayServiceClient) ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListProvidersResponse)
 	err := c.cc.Invoke(ctx, LLMGatewayService_ListProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lLMGatewayServiceClient) GetProvider(ctx context.Context, in *GetProviderRequest, opts ...grpc.CallOption) (*GetProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetProviderResponse)
+	err := c.cc.Invoke(ctx, LLMGatewayService_GetProvider_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -212,15 +252,33 @@ type LLMGatewayServiceServer interface {
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	// CompleteObject asks for JSON matching a schema, then parses the reply and
 	// validates it against the schema. INVALID_ARGUMENT for a malformed
-	// schema; INTERNAL with kind RESPONSE_DECODE when the reply is not valid
-	// JSON or does not match; otherwise errors as for Complete.
+	// schema; UNAVAILABLE with kind RESPONSE_DECODE when the model's reply is
+	// not valid JSON or does not match (the model's output, not a fault of
+	// the gateway: asking again may succeed); otherwise errors as for
+	// Complete.
 	CompleteObject(context.Context, *CompleteObjectRequest) (*CompleteObjectResponse, error)
-	// ListModels lists the catalog's models, sorted by provider then id.
-	// NOT_FOUND when the provider filter names no provider.
+	// ListModels lists the catalog's models (and discovered ones), sorted by
+	// provider_id then model_id, a page at a time: a page token continues
+	// after the last model it returned, so models appearing or vanishing
+	// between pages (live discovery) never make a page skip or repeat one
+	// that was there throughout. NOT_FOUND when the provider filter names no
+	// provider; INVALID_ARGUMENT for a page token this listing did not issue
+	// (or issued with other filters) or a negative page size.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
-	// ListProviders lists the catalog's providers, sorted by id. Credential
-	// names are listed, never values.
+	// GetModel returns one model by its provider_id and model_id, catalogued
+	// or discovered, enabled or not (unlike ResolveModel, which takes a
+	// selector and refuses disabled ones). NOT_FOUND when the provider or
+	// the model is unknown.
+	GetModel(context.Context, *GetModelRequest) (*GetModelResponse, error)
+	// ListProviders lists the catalog's providers with their readiness,
+	// sorted by provider_id, a page at a time (a probe runs for the page's
+	// providers only). Credential names are listed, never values.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other filters) or a negative page size.
 	ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error)
+	// GetProvider returns one provider, enabled or not, with its readiness
+	// from credentials alone. NOT_FOUND for an unknown provider.
+	GetProvider(context.Context, *GetProviderRequest) (*GetProviderResponse, error)
 	// ResolveModel resolves a selector ("provider/model", model id, alias or
 	// provider id) to its canonical provider and model. INVALID_ARGUMENT for
 	// an empty selector; NOT_FOUND with near matches in ErrorDetail.hints for
@@ -255,8 +313,14 @@ func (UnimplementedLLMGatewayServiceServer) CompleteObject(context.Context, *Com
 func (UnimplementedLLMGatewayServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
 }
+func (UnimplementedLLMGatewayServiceServer) GetModel(context.Context, *GetModelRequest) (*GetModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetModel not implemented")
+}
 func (UnimplementedLLMGatewayServiceServer) ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProviders not implemented")
+}
+func (UnimplementedLLMGatewayServiceServer) GetProvider(context.Context, *GetProviderRequest) (*GetProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProvider not implemented")
 }
 func (UnimplementedLLMGatewayServiceServer) ResolveModel(context.Context, *ResolveModelRequest) (*ResolveModelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveModel not implemented")
@@ -350,6 +414,24 @@ func _LLMGatewayService_ListModels_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LLMGatewayService_GetModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LLMGatewayServiceServer).GetModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LLMGatewayService_GetModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LLMGatewayServiceServer).GetModel(ctx, req.(*GetModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _LLMGatewayService_ListProviders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListProvidersRequest)
 	if err := dec(in); err != nil {
@@ -364,6 +446,24 @@ func _LLMGatewayService_ListProviders_Handler(srv interface{}, ctx context.Conte
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LLMGatewayServiceServer).ListProviders(ctx, req.(*ListProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LLMGatewayService_GetProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LLMGatewayServiceServer).GetProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LLMGatewayService_GetProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LLMGatewayServiceServer).GetProvider(ctx, req.(*GetProviderRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -424,8 +524,16 @@ var LLMGatewayService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LLMGatewayService_ListModels_Handler,
 		},
 		{
+			MethodName: "GetModel",
+			Handler:    _LLMGatewayService_GetModel_Handler,
+		},
+		{
 			MethodName: "ListProviders",
 			Handler:    _LLMGatewayService_ListProviders_Handler,
+		},
+		{
+			MethodName: "GetProvider",
+			Handler:    _LLMGatewayService_GetProvider_Handler,
 		},
 		{
 			MethodName: "ResolveModel",

@@ -7,6 +7,7 @@
 package llmv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -436,7 +437,8 @@ const (
 	// The caller cancelled. gRPC CANCELLED.
 	ErrorKind_ERROR_KIND_CANCELLED ErrorKind = 13
 	// A complete reply did not parse as JSON or did not match the requested
-	// schema (CompleteObject). gRPC INTERNAL.
+	// schema (CompleteObject). gRPC UNAVAILABLE: the provider's reply, not a
+	// fault of the gateway.
 	ErrorKind_ERROR_KIND_RESPONSE_DECODE ErrorKind = 14
 )
 
@@ -1367,34 +1369,34 @@ func (x *ResponseFormat) GetSchema() string {
 // RPCs send upstream.
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model selector: "provider/model", a model id, an alias, or a provider id
+	// Required. Model selector: "provider/model", a model id, an alias, or a provider id
 	// (its default model). Ids never contain '/'.
 	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// The system prompt.
+	// Optional. The system prompt.
 	System string `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
-	// The conversation, oldest first.
+	// Optional. The conversation, oldest first.
 	Messages []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
-	// Tools the model may call.
+	// Optional. Tools the model may call.
 	Tools []*ToolDefinition `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
-	// Constraint on tool calling; auto when unset.
+	// Optional. Constraint on tool calling; auto when unset.
 	ToolChoice *ToolChoice `protobuf:"bytes,5,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
-	// Upper bound on output tokens; the model's max output when unset.
+	// Optional. Upper bound on output tokens; the model's max output when unset.
 	MaxOutputTokens *int32 `protobuf:"varint,6,opt,name=max_output_tokens,json=maxOutputTokens,proto3,oneof" json:"max_output_tokens,omitempty"`
-	// Sampling temperature; the provider's default when unset.
+	// Optional. Sampling temperature; the provider's default when unset.
 	Temperature *float64 `protobuf:"fixed64,7,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
-	// Reasoning effort, for models with the reasoning capability.
+	// Optional. Reasoning effort, for models with the reasoning capability.
 	ReasoningEffort ReasoningEffort `protobuf:"varint,8,opt,name=reasoning_effort,json=reasoningEffort,proto3,enum=fabro.llm.v1.ReasoningEffort" json:"reasoning_effort,omitempty"`
-	// Shape of the reply; text when unset.
+	// Optional. Shape of the reply; text when unset.
 	ResponseFormat *ResponseFormat `protobuf:"bytes,9,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
-	// Caller labels (run id, stage ...), recorded on spans and logs, never
+	// Optional. Caller labels (run id, stage ...), recorded on spans and logs, never
 	// sent upstream.
 	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Selectors to fail over to, in order, replacing the model's configured
+	// Optional. Selectors to fail over to, in order, replacing the model's configured
 	// fallback routes. Empty means the configured ones.
 	Fallbacks []string `protobuf:"bytes,11,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
-	// True disables failover for this request, configured routes included.
+	// Optional. True disables failover for this request, configured routes included.
 	DisableFallbacks bool `protobuf:"varint,12,opt,name=disable_fallbacks,json=disableFallbacks,proto3" json:"disable_fallbacks,omitempty"`
-	// Sequences that end the output when the model produces one (at most 16,
+	// Optional. Sequences that end the output when the model produces one (at most 16,
 	// each 1-256 bytes). A route whose protocol cannot carry them fails with
 	// INVALID_REQUEST rather than ignoring them.
 	StopSequences []string `protobuf:"bytes,13,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
@@ -1718,9 +1720,9 @@ type Response struct {
 	// The provider's response id, or one the gateway made.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Canonical id of the model that answered (after failover, the fallback).
-	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// Id of the provider that answered.
-	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId string `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// The reply's content parts in order: a streamed block's index is its
 	// position here. Tool calls of a LENGTH or INCOMPLETE turn are not here
 	// but in suppressed_tool_calls (so the blocks streamed after them sit
@@ -1782,16 +1784,16 @@ func (x *Response) GetId() string {
 	return ""
 }
 
-func (x *Response) GetModel() string {
+func (x *Response) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
 
-func (x *Response) GetProvider() string {
+func (x *Response) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
@@ -1862,9 +1864,9 @@ type ErrorDetail struct {
 	// Human-readable message; never contains credential values.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Id of the provider that failed, when an upstream was involved.
-	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderId string `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// Canonical id of the model that failed, when known.
-	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	ModelId string `protobuf:"bytes,4,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	// True when the same route may be retried.
 	Retryable bool `protobuf:"varint,5,opt,name=retryable,proto3" json:"retryable,omitempty"`
 	// True when a fallback route may be tried.
@@ -1934,16 +1936,16 @@ func (x *ErrorDetail) GetMessage() string {
 	return ""
 }
 
-func (x *ErrorDetail) GetProvider() string {
+func (x *ErrorDetail) GetProviderId() string {
 	if x != nil {
-		return x.Provider
+		return x.ProviderId
 	}
 	return ""
 }
 
-func (x *ErrorDetail) GetModel() string {
+func (x *ErrorDetail) GetModelId() string {
 	if x != nil {
-		return x.Model
+		return x.ModelId
 	}
 	return ""
 }
@@ -2015,7 +2017,7 @@ var File_fabro_llm_v1_types_proto protoreflect.FileDescriptor
 
 const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x18fabro/llm/v1/types.proto\x12\ffabro.llm.v1\x1a\x1egoogle/protobuf/duration.proto\"v\n" +
+	"\x18fabro/llm/v1/types.proto\x12\ffabro.llm.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\"v\n" +
 	"\aMessage\x12&\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x12.fabro.llm.v1.RoleR\x04role\x12/\n" +
 	"\x05parts\x18\x02 \x03(\v2\x19.fabro.llm.v1.ContentPartR\x05parts\x12\x12\n" +
@@ -2074,9 +2076,9 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x0eResponseFormat\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .fabro.llm.v1.ResponseFormatTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xee\x05\n" +
-	"\aRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"\xf3\x05\n" +
+	"\aRequest\x12\x19\n" +
+	"\x05model\x18\x01 \x01(\tB\x03\xe0A\x02R\x05model\x12\x16\n" +
 	"\x06system\x18\x02 \x01(\tR\x06system\x121\n" +
 	"\bmessages\x18\x03 \x03(\v2\x15.fabro.llm.v1.MessageR\bmessages\x122\n" +
 	"\x05tools\x18\x04 \x03(\v2\x1c.fabro.llm.v1.ToolDefinitionR\x05tools\x129\n" +
@@ -2109,11 +2111,12 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x15cache_read_usd_micros\x18\x03 \x01(\x03R\x12cacheReadUsdMicros\x123\n" +
 	"\x16cache_write_usd_micros\x18\x04 \x01(\x03R\x13cacheWriteUsdMicros\x12(\n" +
 	"\x10total_usd_micros\x18\x05 \x01(\x03R\x0etotalUsdMicros\x120\n" +
-	"\x06source\x18\x06 \x01(\x0e2\x18.fabro.llm.v1.CostSourceR\x06source\"\xc1\x03\n" +
+	"\x06source\x18\x06 \x01(\x0e2\x18.fabro.llm.v1.CostSourceR\x06source\"\xcb\x03\n" +
 	"\bResponse\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\x12/\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\x12/\n" +
 	"\x05parts\x18\x04 \x03(\v2\x19.fabro.llm.v1.ContentPartR\x05parts\x12?\n" +
 	"\rfinish_reason\x18\x05 \x01(\x0e2\x1a.fabro.llm.v1.FinishReasonR\ffinishReason\x12*\n" +
 	"\x11raw_finish_reason\x18\x06 \x01(\tR\x0frawFinishReason\x12)\n" +
@@ -2122,12 +2125,13 @@ const file_fabro_llm_v1_types_proto_rawDesc = "" +
 	"\x15suppressed_tool_calls\x18\t \x03(\v2\x16.fabro.llm.v1.ToolCallR\x13suppressedToolCalls\x12\x1a\n" +
 	"\bwarnings\x18\n" +
 	" \x03(\tR\bwarnings\x12\x1a\n" +
-	"\battempts\x18\v \x01(\x05R\battempts\"\xf1\x03\n" +
+	"\battempts\x18\v \x01(\x05R\battempts\"\xfb\x03\n" +
 	"\vErrorDetail\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.fabro.llm.v1.ErrorKindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05model\x18\x04 \x01(\tR\x05model\x12\x1c\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\x12\x19\n" +
+	"\bmodel_id\x18\x04 \x01(\tR\amodelId\x12\x1c\n" +
 	"\tretryable\x18\x05 \x01(\bR\tretryable\x12+\n" +
 	"\x11failover_eligible\x18\x06 \x01(\bR\x10failoverEligible\x12:\n" +
 	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +

@@ -7,8 +7,10 @@
 package sandboxv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -323,7 +325,7 @@ const (
 	// It ended by itself, with an exit code or by a signal it was not sent by
 	// the service.
 	Termination_TERMINATION_EXITED Termination = 1
-	// The service stopped it when timeout_ms ran out.
+	// The service stopped it when its timeout ran out.
 	Termination_TERMINATION_TIMED_OUT Termination = 2
 	// The service stopped it (TERM, 2 s, KILL) because of CancelExec or a
 	// cancelled RPC.
@@ -487,28 +489,28 @@ func (GrepBackend) EnumDescriptor() ([]byte, []int) {
 // service) embed it to say where their tools run.
 type SandboxSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The driver: "local", "docker", "daytona", or the kind of a configured
+	// Optional. The driver: "local", "docker", "daytona", or the kind of a configured
 	// plugin (the plugin binary fabro-sandbox-<kind>). See ListDrivers.
 	Driver string `protobuf:"bytes,1,opt,name=driver,proto3" json:"driver,omitempty"`
-	// The directory commands start in and relative paths resolve against.
+	// Optional. The directory commands start in and relative paths resolve against.
 	// Local driver: an existing host directory to use as the workspace (a
 	// designated workspace, kept on delete); empty means a managed workspace,
 	// a fresh directory created here and removed on delete. Other drivers: a
 	// path inside the sandbox; empty means the driver's default (docker
 	// "/workspace", daytona "/home/daytona/workspace").
 	WorkingDirectory string `protobuf:"bytes,2,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
-	// Environment variables given to every command of this sandbox, on top of
+	// Optional. Environment variables given to every command of this sandbox, on top of
 	// the service's allowlisted environment. A request's env overrides them.
 	Env map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Labels for finding the sandbox again, such as run_id=...; keys and
+	// Optional. Labels for finding the sandbox again, such as run_id=...; keys and
 	// values are free text. Drivers that label their own resources (container
 	// labels, Daytona labels) copy them there too.
 	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Driver-specific settings, such as image for docker or snapshot for
+	// Optional. Driver-specific settings, such as image for docker or snapshot for
 	// daytona. Each driver documents its keys; an unknown key is
 	// INVALID_ARGUMENT.
 	DriverOptions map[string]string `protobuf:"bytes,5,rep,name=driver_options,json=driverOptions,proto3" json:"driver_options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Resource limits for the sandbox's commands.
+	// Optional. Resource limits for the sandbox's commands.
 	Limits        *ResourceLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -843,8 +845,9 @@ func (x *ResourceLimits) GetBestEffort() bool {
 // Driver is one way of making sandboxes.
 type Driver struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The name used in SandboxSpec.driver.
-	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Output only. The driver's id, the name used in SandboxSpec.driver, such
+	// as "docker".
+	DriverId string `protobuf:"bytes,1,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
 	// What sandboxes of this driver can do.
 	Capabilities *Capabilities `protobuf:"bytes,2,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Whether a sandbox can be created now (a Docker daemon answers, a plugin
@@ -888,9 +891,9 @@ func (*Driver) Descriptor() ([]byte, []int) {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *Driver) GetName() string {
+func (x *Driver) GetDriverId() string {
 	if x != nil {
-		return x.Name
+		return x.DriverId
 	}
 	return ""
 }
@@ -926,7 +929,7 @@ func (x *Driver) GetVersion() string {
 // Sandbox describes one sandbox.
 type Sandbox struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The id, assigned by the service at creation; opaque.
+	// Output only. The id, assigned by the service at creation; opaque.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// The driver that made it.
 	Driver string `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
@@ -953,7 +956,7 @@ type Sandbox struct {
 	// Whether the workspace was created by the sandbox and is removed on
 	// delete (true), or designated and kept (false).
 	ManagedWorkspace bool `protobuf:"varint,12,opt,name=managed_workspace,json=managedWorkspace,proto3" json:"managed_workspace,omitempty"`
-	// When it was created.
+	// Output only. When it was created.
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1082,7 +1085,13 @@ func (x *Sandbox) GetCreateTime() *timestamppb.Timestamp {
 
 // ListDriversRequest lists drivers.
 type ListDriversRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. The most drivers to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. The next_page_token of the previous page; empty for the first
+	// page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1117,11 +1126,27 @@ func (*ListDriversRequest) Descriptor() ([]byte, []int) {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
+func (x *ListDriversRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDriversRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListDriversResponse is the list of drivers.
 type ListDriversResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Drivers sorted by name.
-	Drivers       []*Driver `protobuf:"bytes,1,rep,name=drivers,proto3" json:"drivers,omitempty"`
+	// Drivers of this page, sorted by driver_id.
+	Drivers []*Driver `protobuf:"bytes,1,rep,name=drivers,proto3" json:"drivers,omitempty"`
+	// The token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1163,10 +1188,109 @@ func (x *ListDriversResponse) GetDrivers() []*Driver {
 	return nil
 }
 
+func (x *ListDriversResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetDriverRequest names a driver.
+type GetDriverRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The driver's id, such as "docker".
+	DriverId      string `protobuf:"bytes,1,opt,name=driver_id,json=driverId,proto3" json:"driver_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDriverRequest) Reset() {
+	*x = GetDriverRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDriverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDriverRequest) ProtoMessage() {}
+
+func (x *GetDriverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDriverRequest.ProtoReflect.Descriptor instead.
+func (*GetDriverRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetDriverRequest) GetDriverId() string {
+	if x != nil {
+		return x.DriverId
+	}
+	return ""
+}
+
+// GetDriverResponse describes a driver.
+type GetDriverResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The driver.
+	Driver        *Driver `protobuf:"bytes,1,opt,name=driver,proto3" json:"driver,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDriverResponse) Reset() {
+	*x = GetDriverResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDriverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDriverResponse) ProtoMessage() {}
+
+func (x *GetDriverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDriverResponse.ProtoReflect.Descriptor instead.
+func (*GetDriverResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetDriverResponse) GetDriver() *Driver {
+	if x != nil {
+		return x.Driver
+	}
+	return nil
+}
+
 // CreateSandboxRequest creates a sandbox.
 type CreateSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What to create.
+	// Required. What to create.
 	Spec          *SandboxSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1174,7 +1298,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1310,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1323,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -1220,7 +1344,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1356,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1369,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1258,7 +1382,7 @@ func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
 // GetSandboxRequest names a sandbox.
 type GetSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1266,7 +1390,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1402,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1415,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetSandboxRequest) GetSandboxId() string {
@@ -1312,7 +1436,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1448,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1461,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1350,16 +1474,22 @@ func (x *GetSandboxResponse) GetSandbox() *Sandbox {
 // ListSandboxesRequest filters sandboxes by labels.
 type ListSandboxesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only sandboxes having every one of these labels with the same value.
+	// Optional. Only sandboxes having every one of these labels with the same value.
 	// Over REST: ?labels[run_id]=abc.
-	Labels        map[string]string `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional. The most sandboxes to return; 0 means 100, and values above 1,000 are
+	// lowered to 1,000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. The next_page_token of the previous page, with the same labels; empty
+	// for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1501,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1514,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1394,18 +1524,34 @@ func (x *ListSandboxesRequest) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *ListSandboxesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSandboxesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListSandboxesResponse is the list of sandboxes.
 type ListSandboxesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Matching sandboxes, oldest first.
-	Sandboxes     []*Sandbox `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// Matching sandboxes of this page, oldest first.
+	Sandboxes []*Sandbox `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// The token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1563,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1576,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1440,10 +1586,17 @@ func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
 	return nil
 }
 
+func (x *ListSandboxesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // DeleteSandboxRequest deletes a sandbox.
 type DeleteSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1451,7 +1604,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1616,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1629,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteSandboxRequest) GetSandboxId() string {
@@ -1497,7 +1650,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1662,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1675,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteSandboxResponse) GetExisted() bool {
@@ -1552,7 +1705,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1717,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1730,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -1618,13 +1771,13 @@ func (x *FileInfo) GetModifyTime() *timestamppb.Timestamp {
 // ReadFileRequest reads a text file as numbered lines.
 type ReadFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The file.
+	// Required. The file.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// The 1-based number of the first line to return; 0 means 1.
+	// Optional. The 1-based number of the first line to return; 0 means 1.
 	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	// How many lines to return at most; 0 means 2,000.
+	// Optional. How many lines to return at most; 0 means 2,000.
 	Limit         int64 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1632,7 +1785,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1797,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1810,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadFileRequest) GetSandboxId() string {
@@ -1710,7 +1863,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1875,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1888,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadFileResponse) GetContent() string {
@@ -1776,13 +1929,13 @@ func (x *ReadFileResponse) GetTruncated() bool {
 // ReadFileBytesRequest reads raw bytes, whole or a range.
 type ReadFileBytesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The file.
+	// Required. The file.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// The byte offset to start at; past the end gives no data.
+	// Optional. The byte offset to start at; past the end gives no data.
 	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	// How many bytes to read at most; 0 means to the end.
+	// Optional. How many bytes to read at most; 0 means to the end.
 	Length        int64 `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1790,7 +1943,7 @@ type ReadFileBytesRequest struct {
 
 func (x *ReadFileBytesRequest) Reset() {
 	*x = ReadFileBytesRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1955,7 @@ func (x *ReadFileBytesRequest) String() string {
 func (*ReadFileBytesRequest) ProtoMessage() {}
 
 func (x *ReadFileBytesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1968,7 @@ func (x *ReadFileBytesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileBytesRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileBytesRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadFileBytesRequest) GetSandboxId() string {
@@ -1861,7 +2014,7 @@ type ReadFileBytesResponse struct {
 
 func (x *ReadFileBytesResponse) Reset() {
 	*x = ReadFileBytesResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2026,7 @@ func (x *ReadFileBytesResponse) String() string {
 func (*ReadFileBytesResponse) ProtoMessage() {}
 
 func (x *ReadFileBytesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2039,7 @@ func (x *ReadFileBytesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileBytesResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileBytesResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadFileBytesResponse) GetOffset() int64 {
@@ -1913,11 +2066,11 @@ func (x *ReadFileBytesResponse) GetSizeBytes() int64 {
 // WriteFileRequest writes a whole file.
 type WriteFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The file.
+	// Required. The file.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// The complete new content. Over REST it is base64, as JSON bytes are.
+	// Optional. The complete new content. Over REST it is base64, as JSON bytes are.
 	Content       []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1925,7 +2078,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2090,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2103,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WriteFileRequest) GetSandboxId() string {
@@ -1987,7 +2140,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2152,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2165,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WriteFileResponse) GetBytesWritten() int64 {
@@ -2032,11 +2185,11 @@ func (x *WriteFileResponse) GetCreated() bool {
 // DeleteFileRequest deletes a path.
 type DeleteFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The file, link or directory.
+	// Required. The file, link or directory.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// Delete a non-empty directory with everything below it.
+	// Optional. Delete a non-empty directory with everything below it.
 	Recursive     bool `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2044,7 +2197,7 @@ type DeleteFileRequest struct {
 
 func (x *DeleteFileRequest) Reset() {
 	*x = DeleteFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2209,7 @@ func (x *DeleteFileRequest) String() string {
 func (*DeleteFileRequest) ProtoMessage() {}
 
 func (x *DeleteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2222,7 @@ func (x *DeleteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFileRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteFileRequest) GetSandboxId() string {
@@ -2102,7 +2255,7 @@ type DeleteFileResponse struct {
 
 func (x *DeleteFileResponse) Reset() {
 	*x = DeleteFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2267,7 @@ func (x *DeleteFileResponse) String() string {
 func (*DeleteFileResponse) ProtoMessage() {}
 
 func (x *DeleteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,15 +2280,15 @@ func (x *DeleteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFileResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 // StatFileRequest asks about a path.
 type StatFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The path.
+	// Required. The path.
 	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2143,7 +2296,7 @@ type StatFileRequest struct {
 
 func (x *StatFileRequest) Reset() {
 	*x = StatFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2308,7 @@ func (x *StatFileRequest) String() string {
 func (*StatFileRequest) ProtoMessage() {}
 
 func (x *StatFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2321,7 @@ func (x *StatFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatFileRequest.ProtoReflect.Descriptor instead.
 func (*StatFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatFileRequest) GetSandboxId() string {
@@ -2198,7 +2351,7 @@ type StatFileResponse struct {
 
 func (x *StatFileResponse) Reset() {
 	*x = StatFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2363,7 @@ func (x *StatFileResponse) String() string {
 func (*StatFileResponse) ProtoMessage() {}
 
 func (x *StatFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2376,7 @@ func (x *StatFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatFileResponse.ProtoReflect.Descriptor instead.
 func (*StatFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatFileResponse) GetExists() bool {
@@ -2243,20 +2396,26 @@ func (x *StatFileResponse) GetInfo() *FileInfo {
 // ListDirectoryRequest lists a directory.
 type ListDirectoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The directory; empty means the working directory.
+	// Optional. The directory; empty means the working directory.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// How many levels to list: 1 lists the directory's own entries, 2 adds
+	// Optional. How many levels to list: 1 lists the directory's own entries, 2 adds
 	// their children, and so on; 0 means 1.
-	Depth         int32 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
+	Depth int32 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
+	// Optional. The most entries to return; 0 means 100, and values above 1,000 are
+	// lowered to 1,000.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. The next_page_token of the previous page, with the same path and depth;
+	// empty for the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListDirectoryRequest) Reset() {
 	*x = ListDirectoryRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2427,7 @@ func (x *ListDirectoryRequest) String() string {
 func (*ListDirectoryRequest) ProtoMessage() {}
 
 func (x *ListDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[27]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2440,7 @@ func (x *ListDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*ListDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListDirectoryRequest) GetSandboxId() string {
@@ -2305,18 +2464,35 @@ func (x *ListDirectoryRequest) GetDepth() int32 {
 	return 0
 }
 
+func (x *ListDirectoryRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDirectoryRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListDirectoryResponse holds the entries.
 type ListDirectoryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Entries sorted by path; a directory comes before its children.
-	Entries       []*FileInfo `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Entries of this page sorted by path; a directory comes before its
+	// children.
+	Entries []*FileInfo `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListDirectoryResponse) Reset() {
 	*x = ListDirectoryResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2504,7 @@ func (x *ListDirectoryResponse) String() string {
 func (*ListDirectoryResponse) ProtoMessage() {}
 
 func (x *ListDirectoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2517,7 @@ func (x *ListDirectoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirectoryResponse.ProtoReflect.Descriptor instead.
 func (*ListDirectoryResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListDirectoryResponse) GetEntries() []*FileInfo {
@@ -2351,14 +2527,21 @@ func (x *ListDirectoryResponse) GetEntries() []*FileInfo {
 	return nil
 }
 
+func (x *ListDirectoryResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // RenameFileRequest moves a path.
 type RenameFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The path to move.
+	// Required. The path to move.
 	FromPath string `protobuf:"bytes,2,opt,name=from_path,json=fromPath,proto3" json:"from_path,omitempty"`
-	// The new path.
+	// Required. The new path.
 	ToPath        string `protobuf:"bytes,3,opt,name=to_path,json=toPath,proto3" json:"to_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2366,7 +2549,7 @@ type RenameFileRequest struct {
 
 func (x *RenameFileRequest) Reset() {
 	*x = RenameFileRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2561,7 @@ func (x *RenameFileRequest) String() string {
 func (*RenameFileRequest) ProtoMessage() {}
 
 func (x *RenameFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2574,7 @@ func (x *RenameFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameFileRequest.ProtoReflect.Descriptor instead.
 func (*RenameFileRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RenameFileRequest) GetSandboxId() string {
@@ -2424,7 +2607,7 @@ type RenameFileResponse struct {
 
 func (x *RenameFileResponse) Reset() {
 	*x = RenameFileResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2619,7 @@ func (x *RenameFileResponse) String() string {
 func (*RenameFileResponse) ProtoMessage() {}
 
 func (x *RenameFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,15 +2632,15 @@ func (x *RenameFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameFileResponse.ProtoReflect.Descriptor instead.
 func (*RenameFileResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 // MakeDirectoryRequest creates a directory.
 type MakeDirectoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The directory.
+	// Required. The directory.
 	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2465,7 +2648,7 @@ type MakeDirectoryRequest struct {
 
 func (x *MakeDirectoryRequest) Reset() {
 	*x = MakeDirectoryRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2660,7 @@ func (x *MakeDirectoryRequest) String() string {
 func (*MakeDirectoryRequest) ProtoMessage() {}
 
 func (x *MakeDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2673,7 @@ func (x *MakeDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*MakeDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MakeDirectoryRequest) GetSandboxId() string {
@@ -2518,7 +2701,7 @@ type MakeDirectoryResponse struct {
 
 func (x *MakeDirectoryResponse) Reset() {
 	*x = MakeDirectoryResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2713,7 @@ func (x *MakeDirectoryResponse) String() string {
 func (*MakeDirectoryResponse) ProtoMessage() {}
 
 func (x *MakeDirectoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2726,7 @@ func (x *MakeDirectoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirectoryResponse.ProtoReflect.Descriptor instead.
 func (*MakeDirectoryResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MakeDirectoryResponse) GetCreated() bool {
@@ -2556,27 +2739,28 @@ func (x *MakeDirectoryResponse) GetCreated() bool {
 // ExecSpec is one command to run; Exec and ExecStream share it.
 type ExecSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Bash source, run as `bash -c <command>`. Must not be empty.
+	// Required. Bash source, run as `bash -c <command>`. Must not be empty.
 	Command string `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
-	// The directory to start in, relative to the working directory (or
+	// Optional. The directory to start in, relative to the working directory (or
 	// absolute inside the root); empty means the working directory.
 	WorkingDir string `protobuf:"bytes,2,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
-	// Environment variables for this command, overriding the sandbox's. Names
+	// Optional. Environment variables for this command, overriding the sandbox's. Names
 	// must be non-empty and contain no "=" or NUL.
 	Env map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Bytes given to the command's stdin, which is then closed; empty means
+	// Optional. Bytes given to the command's stdin, which is then closed; empty means
 	// stdin is empty (/dev/null). Needs the stdin capability when not empty.
 	Stdin []byte `protobuf:"bytes,4,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	// The timeout in milliseconds; 0 means 10,000 (the shell tool's default),
-	// and values above 600,000 (10 minutes) are lowered to 600,000. Past it the
-	// command is stopped (TERM, 2 s, KILL) with termination TIMED_OUT.
-	TimeoutMs int64 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	// An id chosen by the client so it can cancel the command with CancelExec
+	// Optional. How long the command may run; unset or zero means 10 s (the shell
+	// tool's default), and more than 10 minutes is lowered to 10 minutes.
+	// Past it the command is stopped (TERM, 2 s, KILL) with termination
+	// TIMED_OUT.
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Optional. An id chosen by the client so it can cancel the command with CancelExec
 	// before the first response arrives: 1 to 128 characters from
 	// [A-Za-z0-9._-], unique among this sandbox's running commands. Empty
 	// means the service picks one.
 	ExecId string `protobuf:"bytes,6,opt,name=exec_id,json=execId,proto3" json:"exec_id,omitempty"`
-	// The most bytes of each stream retained in the result: the head and the
+	// Optional. The most bytes of each stream retained in the result: the head and the
 	// tail of the output are kept, the middle omitted. 0 means 1 MiB, and
 	// values above 1 MiB are lowered to 1 MiB. Output is always drained to the
 	// end, however much is retained.
@@ -2587,7 +2771,7 @@ type ExecSpec struct {
 
 func (x *ExecSpec) Reset() {
 	*x = ExecSpec{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2783,7 @@ func (x *ExecSpec) String() string {
 func (*ExecSpec) ProtoMessage() {}
 
 func (x *ExecSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2796,7 @@ func (x *ExecSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSpec.ProtoReflect.Descriptor instead.
 func (*ExecSpec) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecSpec) GetCommand() string {
@@ -2643,11 +2827,11 @@ func (x *ExecSpec) GetStdin() []byte {
 	return nil
 }
 
-func (x *ExecSpec) GetTimeoutMs() int64 {
+func (x *ExecSpec) GetTimeout() *durationpb.Duration {
 	if x != nil {
-		return x.TimeoutMs
+		return x.Timeout
 	}
-	return 0
+	return nil
 }
 
 func (x *ExecSpec) GetExecId() string {
@@ -2684,7 +2868,7 @@ type CaptureStats struct {
 
 func (x *CaptureStats) Reset() {
 	*x = CaptureStats{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2880,7 @@ func (x *CaptureStats) String() string {
 func (*CaptureStats) ProtoMessage() {}
 
 func (x *CaptureStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2893,7 @@ func (x *CaptureStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureStats.ProtoReflect.Descriptor instead.
 func (*CaptureStats) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CaptureStats) GetObservedBytes() int64 {
@@ -2753,8 +2937,8 @@ type ExecResult struct {
 	// The signal that ended it, such as "SIGKILL"; empty when it exited
 	// normally.
 	Signal string `protobuf:"bytes,4,opt,name=signal,proto3" json:"signal,omitempty"`
-	// Wall-clock time from start to end, in milliseconds.
-	DurationMs int64 `protobuf:"varint,5,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// Wall-clock time from start to end.
+	Duration *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
 	// The retained stdout: head then tail, see stdout_stats.
 	Stdout []byte `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
 	// The retained stderr: head then tail, see stderr_stats. Empty when
@@ -2776,7 +2960,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2972,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2985,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExecResult) GetExecId() string {
@@ -2832,11 +3016,11 @@ func (x *ExecResult) GetSignal() string {
 	return ""
 }
 
-func (x *ExecResult) GetDurationMs() int64 {
+func (x *ExecResult) GetDuration() *durationpb.Duration {
 	if x != nil {
-		return x.DurationMs
+		return x.Duration
 	}
-	return 0
+	return nil
 }
 
 func (x *ExecResult) GetStdout() []byte {
@@ -2884,9 +3068,9 @@ func (x *ExecResult) GetLimitExceeded() LimitExceeded {
 // ExecRequest runs a command to its end.
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The command.
+	// Required. The command.
 	Spec          *ExecSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2894,7 +3078,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +3090,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[36]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3103,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{36}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -2947,7 +3131,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3143,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[37]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3156,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{37}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecResponse) GetResult() *ExecResult {
@@ -2985,9 +3169,9 @@ func (x *ExecResponse) GetResult() *ExecResult {
 // ExecStreamRequest runs a command and streams it.
 type ExecStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The command.
+	// Required. The command.
 	Spec          *ExecSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2995,7 +3179,7 @@ type ExecStreamRequest struct {
 
 func (x *ExecStreamRequest) Reset() {
 	*x = ExecStreamRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3191,7 @@ func (x *ExecStreamRequest) String() string {
 func (*ExecStreamRequest) ProtoMessage() {}
 
 func (x *ExecStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[38]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3204,7 @@ func (x *ExecStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExecStreamRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{38}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExecStreamRequest) GetSandboxId() string {
@@ -3052,7 +3236,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3248,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[39]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3261,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{39}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecStarted) GetExecId() string {
@@ -3114,7 +3298,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3310,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[40]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3323,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{40}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ExecOutput) GetStream() OutputStream {
@@ -3173,7 +3357,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3369,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[41]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3382,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{41}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -3265,11 +3449,11 @@ func (*ExecStreamResponse_Finished) isExecStreamResponse_Event() {}
 // CancelExecRequest stops a running command.
 type CancelExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The command's exec id.
+	// Required. The command's exec id.
 	ExecId string `protobuf:"bytes,2,opt,name=exec_id,json=execId,proto3" json:"exec_id,omitempty"`
-	// Send KILL at once instead of TERM, 2 s, KILL.
+	// Optional. Send KILL at once instead of TERM, 2 s, KILL.
 	Kill          bool `protobuf:"varint,3,opt,name=kill,proto3" json:"kill,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3277,7 +3461,7 @@ type CancelExecRequest struct {
 
 func (x *CancelExecRequest) Reset() {
 	*x = CancelExecRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3473,7 @@ func (x *CancelExecRequest) String() string {
 func (*CancelExecRequest) ProtoMessage() {}
 
 func (x *CancelExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[42]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3486,7 @@ func (x *CancelExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{42}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelExecRequest) GetSandboxId() string {
@@ -3338,7 +3522,7 @@ type CancelExecResponse struct {
 
 func (x *CancelExecResponse) Reset() {
 	*x = CancelExecResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3534,7 @@ func (x *CancelExecResponse) String() string {
 func (*CancelExecResponse) ProtoMessage() {}
 
 func (x *CancelExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[43]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3547,7 @@ func (x *CancelExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{43}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CancelExecResponse) GetStopping() bool {
@@ -3376,19 +3560,19 @@ func (x *CancelExecResponse) GetStopping() bool {
 // GrepRequest searches file contents.
 type GrepRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The regular expression, in the syntax ripgrep and POSIX extended regular
+	// Required. The regular expression, in the syntax ripgrep and POSIX extended regular
 	// expressions (grep -E) share; keep patterns portable. Must not be empty.
 	Pattern string `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"`
-	// A file or directory to search; empty means ".", the working directory.
+	// Optional. A file or directory to search; empty means ".", the working directory.
 	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
-	// Only files whose name matches this glob, such as "*.go"; empty means
+	// Optional. Only files whose name matches this glob, such as "*.go"; empty means
 	// all files.
 	GlobFilter string `protobuf:"bytes,4,opt,name=glob_filter,json=globFilter,proto3" json:"glob_filter,omitempty"`
-	// Match regardless of case.
+	// Optional. Match regardless of case.
 	CaseInsensitive bool `protobuf:"varint,5,opt,name=case_insensitive,json=caseInsensitive,proto3" json:"case_insensitive,omitempty"`
-	// The most matches to return; 0 means 10,000, the service's cap, and
+	// Optional. The most matches to return; 0 means 10,000, the service's cap, and
 	// larger values are lowered to it.
 	MaxResults    int32 `protobuf:"varint,6,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3397,7 +3581,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3593,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[44]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3606,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{44}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GrepRequest) GetSandboxId() string {
@@ -3486,7 +3670,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3682,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[45]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3695,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{45}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -3558,7 +3742,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3754,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[46]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3767,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{46}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -3610,14 +3794,14 @@ func (x *GrepResponse) GetBackend() GrepBackend {
 // GlobRequest finds files by a pattern.
 type GlobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// A relative, case-sensitive pattern using "/": "*" and "?" stay within a
+	// Required. A relative, case-sensitive pattern using "/": "*" and "?" stay within a
 	// segment, "[abc]" matches one character, and "**" as a whole segment
 	// crosses directories. Leading dots match normally. "*.go" matches only
 	// at the top of path; "**/*.go" matches at any depth.
 	Pattern string `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"`
-	// The directory to search in; empty means the working directory.
+	// Optional. The directory to search in; empty means the working directory.
 	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3625,7 +3809,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3821,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[47]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3834,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{47}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GlobRequest) GetSandboxId() string {
@@ -3686,7 +3870,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3698,7 +3882,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[48]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3711,7 +3895,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{48}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GlobResponse) GetPaths() []string {
@@ -3724,14 +3908,14 @@ func (x *GlobResponse) GetPaths() []string {
 // WalkRequest lists files below a directory.
 type WalkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The sandbox's id.
+	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// The directory to walk; empty means the working directory.
+	// Optional. The directory to walk; empty means the working directory.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// How deep to go: 1 lists only the directory's own files; 0 means no
+	// Optional. How deep to go: 1 lists only the directory's own files; 0 means no
 	// limit.
 	MaxDepth int32 `protobuf:"varint,3,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
-	// Names of directories to skip wherever they occur, such as ".git" or
+	// Optional. Names of directories to skip wherever they occur, such as ".git" or
 	// "node_modules".
 	ExcludeDirs   []string `protobuf:"bytes,4,rep,name=exclude_dirs,json=excludeDirs,proto3" json:"exclude_dirs,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3740,7 +3924,7 @@ type WalkRequest struct {
 
 func (x *WalkRequest) Reset() {
 	*x = WalkRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +3936,7 @@ func (x *WalkRequest) String() string {
 func (*WalkRequest) ProtoMessage() {}
 
 func (x *WalkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[49]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +3949,7 @@ func (x *WalkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkRequest.ProtoReflect.Descriptor instead.
 func (*WalkRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{49}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WalkRequest) GetSandboxId() string {
@@ -3809,7 +3993,7 @@ type WalkedFile struct {
 
 func (x *WalkedFile) Reset() {
 	*x = WalkedFile{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[50]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +4005,7 @@ func (x *WalkedFile) String() string {
 func (*WalkedFile) ProtoMessage() {}
 
 func (x *WalkedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[50]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +4018,7 @@ func (x *WalkedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkedFile.ProtoReflect.Descriptor instead.
 func (*WalkedFile) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{50}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WalkedFile) GetPath() string {
@@ -3862,7 +4046,7 @@ type WalkResponse struct {
 
 func (x *WalkResponse) Reset() {
 	*x = WalkResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[51]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +4058,7 @@ func (x *WalkResponse) String() string {
 func (*WalkResponse) ProtoMessage() {}
 
 func (x *WalkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[51]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +4071,7 @@ func (x *WalkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalkResponse.ProtoReflect.Descriptor instead.
 func (*WalkResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{51}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WalkResponse) GetFiles() []*WalkedFile {
@@ -3901,7 +4085,7 @@ var File_fabro_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1efabro/sandbox/v1/sandbox.proto\x12\x10fabro.sandbox.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x04\n" +
+	"\x1efabro/sandbox/v1/sandbox.proto\x12\x10fabro.sandbox.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x04\n" +
 	"\vSandboxSpec\x12\x16\n" +
 	"\x06driver\x18\x01 \x01(\tR\x06driver\x12+\n" +
 	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\x128\n" +
@@ -3936,16 +4120,16 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x129\n" +
 	"\anetwork\x18\x04 \x01(\x0e2\x1f.fabro.sandbox.v1.NetworkPolicyR\anetwork\x12\x1f\n" +
 	"\vbest_effort\x18\x05 \x01(\bR\n" +
-	"bestEffort\"\xc7\x01\n" +
-	"\x06Driver\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
+	"bestEffort\"\xd5\x01\n" +
+	"\x06Driver\x12 \n" +
+	"\tdriver_id\x18\x01 \x01(\tB\x03\xe0A\x03R\bdriverId\x12B\n" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1e.fabro.sandbox.v1.CapabilitiesR\fcapabilities\x12\x1c\n" +
 	"\tavailable\x18\x03 \x01(\bR\tavailable\x12-\n" +
 	"\x12unavailable_reason\x18\x04 \x01(\tR\x11unavailableReason\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"\xe9\x05\n" +
-	"\aSandbox\x12\x1d\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\"\xf3\x05\n" +
+	"\aSandbox\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x16\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x03R\tsandboxId\x12\x16\n" +
 	"\x06driver\x18\x02 \x01(\tR\x06driver\x124\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1e.fabro.sandbox.v1.SandboxStateR\x05state\x12#\n" +
 	"\rstate_message\x18\x04 \x01(\tR\fstateMessage\x12B\n" +
@@ -3958,37 +4142,49 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06labels\x18\n" +
 	" \x03(\v2%.fabro.sandbox.v1.Sandbox.LabelsEntryR\x06labels\x12S\n" +
 	"\x0edriver_options\x18\v \x03(\v2,.fabro.sandbox.v1.Sandbox.DriverOptionsEntryR\rdriverOptions\x12+\n" +
-	"\x11managed_workspace\x18\f \x01(\bR\x10managedWorkspace\x12;\n" +
-	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\x11managed_workspace\x18\f \x01(\bR\x10managedWorkspace\x12@\n" +
+	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
 	"createTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12DriverOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x14\n" +
-	"\x12ListDriversRequest\"I\n" +
-	"\x13ListDriversResponse\x122\n" +
-	"\adrivers\x18\x01 \x03(\v2\x18.fabro.sandbox.v1.DriverR\adrivers\"I\n" +
-	"\x14CreateSandboxRequest\x121\n" +
-	"\x04spec\x18\x01 \x01(\v2\x1d.fabro.sandbox.v1.SandboxSpecR\x04spec\"L\n" +
-	"\x15CreateSandboxResponse\x123\n" +
-	"\asandbox\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.SandboxR\asandbox\"2\n" +
-	"\x11GetSandboxRequest\x12\x1d\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\x12ListDriversRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"I\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"q\n" +
+	"\x13ListDriversResponse\x122\n" +
+	"\adrivers\x18\x01 \x03(\v2\x18.fabro.sandbox.v1.DriverR\adrivers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"4\n" +
+	"\x10GetDriverRequest\x12 \n" +
+	"\tdriver_id\x18\x01 \x01(\tB\x03\xe0A\x02R\bdriverId\"E\n" +
+	"\x11GetDriverResponse\x120\n" +
+	"\x06driver\x18\x01 \x01(\v2\x18.fabro.sandbox.v1.DriverR\x06driver\"N\n" +
+	"\x14CreateSandboxRequest\x126\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1d.fabro.sandbox.v1.SandboxSpecB\x03\xe0A\x02R\x04spec\"L\n" +
+	"\x15CreateSandboxResponse\x123\n" +
+	"\asandbox\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.SandboxR\asandbox\"7\n" +
+	"\x11GetSandboxRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\"I\n" +
 	"\x12GetSandboxResponse\x123\n" +
-	"\asandbox\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.SandboxR\asandbox\"\x9d\x01\n" +
+	"\asandbox\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.SandboxR\asandbox\"\xd9\x01\n" +
 	"\x14ListSandboxesRequest\x12J\n" +
-	"\x06labels\x18\x01 \x03(\v22.fabro.sandbox.v1.ListSandboxesRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x01 \x03(\v22.fabro.sandbox.v1.ListSandboxesRequest.LabelsEntryR\x06labels\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
 	"\x15ListSandboxesResponse\x127\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x19.fabro.sandbox.v1.SandboxR\tsandboxes\"5\n" +
-	"\x14DeleteSandboxRequest\x12\x1d\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x19.fabro.sandbox.v1.SandboxR\tsandboxes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
+	"\x14DeleteSandboxRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"1\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\"1\n" +
 	"\x15DeleteSandboxResponse\x12\x18\n" +
 	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xbe\x01\n" +
 	"\bFileInfo\x12\x12\n" +
@@ -3998,11 +4194,11 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x12\n" +
 	"\x04mode\x18\x04 \x01(\rR\x04mode\x12;\n" +
 	"\vmodify_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"modifyTime\"r\n" +
-	"\x0fReadFileRequest\x12\x1d\n" +
+	"modifyTime\"|\n" +
+	"\x0fReadFileRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tB\x03\xe0A\x02R\x04path\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\"\xa9\x01\n" +
 	"\x10ReadFileResponse\x12\x18\n" +
@@ -4013,66 +4209,69 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"line_count\x18\x03 \x01(\x03R\tlineCount\x12\x1f\n" +
 	"\vtotal_lines\x18\x04 \x01(\x03R\n" +
 	"totalLines\x12\x1c\n" +
-	"\ttruncated\x18\x05 \x01(\bR\ttruncated\"y\n" +
-	"\x14ReadFileBytesRequest\x12\x1d\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\"\x83\x01\n" +
+	"\x14ReadFileBytesRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tB\x03\xe0A\x02R\x04path\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x16\n" +
 	"\x06length\x18\x04 \x01(\x03R\x06length\"b\n" +
 	"\x15ReadFileBytesResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"_\n" +
-	"\x10WriteFileRequest\x12\x1d\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\"i\n" +
+	"\x10WriteFileRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tB\x03\xe0A\x02R\x04path\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\fR\acontent\"R\n" +
 	"\x11WriteFileResponse\x12#\n" +
 	"\rbytes_written\x18\x01 \x01(\x03R\fbytesWritten\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"d\n" +
-	"\x11DeleteFileRequest\x12\x1d\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"n\n" +
+	"\x11DeleteFileRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tB\x03\xe0A\x02R\x04path\x12\x1c\n" +
 	"\trecursive\x18\x03 \x01(\bR\trecursive\"\x14\n" +
-	"\x12DeleteFileResponse\"D\n" +
-	"\x0fStatFileRequest\x12\x1d\n" +
+	"\x12DeleteFileResponse\"N\n" +
+	"\x0fStatFileRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"Z\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tB\x03\xe0A\x02R\x04path\"Z\n" +
 	"\x10StatFileResponse\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12.\n" +
-	"\x04info\x18\x02 \x01(\v2\x1a.fabro.sandbox.v1.FileInfoR\x04info\"_\n" +
-	"\x14ListDirectoryRequest\x12\x1d\n" +
+	"\x04info\x18\x02 \x01(\v2\x1a.fabro.sandbox.v1.FileInfoR\x04info\"\xa0\x01\n" +
+	"\x14ListDirectoryRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
-	"\x05depth\x18\x03 \x01(\x05R\x05depth\"M\n" +
+	"\x05depth\x18\x03 \x01(\x05R\x05depth\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"u\n" +
 	"\x15ListDirectoryResponse\x124\n" +
-	"\aentries\x18\x01 \x03(\v2\x1a.fabro.sandbox.v1.FileInfoR\aentries\"h\n" +
-	"\x11RenameFileRequest\x12\x1d\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.fabro.sandbox.v1.FileInfoR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"w\n" +
+	"\x11RenameFileRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x1b\n" +
-	"\tfrom_path\x18\x02 \x01(\tR\bfromPath\x12\x17\n" +
-	"\ato_path\x18\x03 \x01(\tR\x06toPath\"\x14\n" +
-	"\x12RenameFileResponse\"I\n" +
-	"\x14MakeDirectoryRequest\x12\x1d\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12 \n" +
+	"\tfrom_path\x18\x02 \x01(\tB\x03\xe0A\x02R\bfromPath\x12\x1c\n" +
+	"\ato_path\x18\x03 \x01(\tB\x03\xe0A\x02R\x06toPath\"\x14\n" +
+	"\x12RenameFileResponse\"S\n" +
+	"\x14MakeDirectoryRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"1\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tB\x03\xe0A\x02R\x04path\"1\n" +
 	"\x15MakeDirectoryResponse\x12\x18\n" +
-	"\acreated\x18\x01 \x01(\bR\acreated\"\xc1\x02\n" +
-	"\bExecSpec\x12\x18\n" +
-	"\acommand\x18\x01 \x01(\tR\acommand\x12\x1f\n" +
+	"\acreated\x18\x01 \x01(\bR\acreated\"\xdc\x02\n" +
+	"\bExecSpec\x12\x1d\n" +
+	"\acommand\x18\x01 \x01(\tB\x03\xe0A\x02R\acommand\x12\x1f\n" +
 	"\vworking_dir\x18\x02 \x01(\tR\n" +
 	"workingDir\x125\n" +
 	"\x03env\x18\x03 \x03(\v2#.fabro.sandbox.v1.ExecSpec.EnvEntryR\x03env\x12\x14\n" +
-	"\x05stdin\x18\x04 \x01(\fR\x05stdin\x12\x1d\n" +
-	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12\x17\n" +
+	"\x05stdin\x18\x04 \x01(\fR\x05stdin\x123\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x17\n" +
 	"\aexec_id\x18\x06 \x01(\tR\x06execId\x12=\n" +
 	"\x1bretained_output_limit_bytes\x18\a \x01(\x03R\x18retainedOutputLimitBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
@@ -4083,15 +4282,14 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0eretained_bytes\x18\x02 \x01(\x03R\rretainedBytes\x12#\n" +
 	"\romitted_bytes\x18\x03 \x01(\x03R\fomittedBytes\x12\x1d\n" +
 	"\n" +
-	"head_bytes\x18\x04 \x01(\x03R\theadBytes\"\xfa\x03\n" +
+	"head_bytes\x18\x04 \x01(\x03R\theadBytes\"\x90\x04\n" +
 	"\n" +
 	"ExecResult\x12\x17\n" +
 	"\aexec_id\x18\x01 \x01(\tR\x06execId\x12?\n" +
 	"\vtermination\x18\x02 \x01(\x0e2\x1d.fabro.sandbox.v1.TerminationR\vtermination\x12 \n" +
 	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
-	"\x06signal\x18\x04 \x01(\tR\x06signal\x12\x1f\n" +
-	"\vduration_ms\x18\x05 \x01(\x03R\n" +
-	"durationMs\x12\x16\n" +
+	"\x06signal\x18\x04 \x01(\tR\x06signal\x125\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x16\n" +
 	"\x06stdout\x18\x06 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\a \x01(\fR\x06stderr\x12A\n" +
 	"\fstdout_stats\x18\b \x01(\v2\x1e.fabro.sandbox.v1.CaptureStatsR\vstdoutStats\x12A\n" +
@@ -4100,17 +4298,17 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	" \x01(\bR\x10streamsSeparated\x12F\n" +
 	"\x0elimit_exceeded\x18\v \x01(\x0e2\x1f.fabro.sandbox.v1.LimitExceededR\rlimitExceededB\f\n" +
 	"\n" +
-	"_exit_code\"\\\n" +
-	"\vExecRequest\x12\x1d\n" +
+	"_exit_code\"f\n" +
+	"\vExecRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12.\n" +
-	"\x04spec\x18\x02 \x01(\v2\x1a.fabro.sandbox.v1.ExecSpecR\x04spec\"D\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x123\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1a.fabro.sandbox.v1.ExecSpecB\x03\xe0A\x02R\x04spec\"D\n" +
 	"\fExecResponse\x124\n" +
-	"\x06result\x18\x01 \x01(\v2\x1c.fabro.sandbox.v1.ExecResultR\x06result\"b\n" +
-	"\x11ExecStreamRequest\x12\x1d\n" +
+	"\x06result\x18\x01 \x01(\v2\x1c.fabro.sandbox.v1.ExecResultR\x06result\"l\n" +
+	"\x11ExecStreamRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12.\n" +
-	"\x04spec\x18\x02 \x01(\v2\x1a.fabro.sandbox.v1.ExecSpecR\x04spec\"z\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x123\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1a.fabro.sandbox.v1.ExecSpecB\x03\xe0A\x02R\x04spec\"z\n" +
 	"\vExecStarted\x12\x17\n" +
 	"\aexec_id\x18\x01 \x01(\tR\x06execId\x12+\n" +
 	"\x11streams_separated\x18\x02 \x01(\bR\x10streamsSeparated\x12%\n" +
@@ -4123,18 +4321,18 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\astarted\x18\x01 \x01(\v2\x1d.fabro.sandbox.v1.ExecStartedH\x00R\astarted\x126\n" +
 	"\x06output\x18\x02 \x01(\v2\x1c.fabro.sandbox.v1.ExecOutputH\x00R\x06output\x12:\n" +
 	"\bfinished\x18\x03 \x01(\v2\x1c.fabro.sandbox.v1.ExecResultH\x00R\bfinishedB\a\n" +
-	"\x05event\"_\n" +
-	"\x11CancelExecRequest\x12\x1d\n" +
+	"\x05event\"i\n" +
+	"\x11CancelExecRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x17\n" +
-	"\aexec_id\x18\x02 \x01(\tR\x06execId\x12\x12\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x1c\n" +
+	"\aexec_id\x18\x02 \x01(\tB\x03\xe0A\x02R\x06execId\x12\x12\n" +
 	"\x04kill\x18\x03 \x01(\bR\x04kill\"0\n" +
 	"\x12CancelExecResponse\x12\x1a\n" +
-	"\bstopping\x18\x01 \x01(\bR\bstopping\"\xc7\x01\n" +
-	"\vGrepRequest\x12\x1d\n" +
+	"\bstopping\x18\x01 \x01(\bR\bstopping\"\xd1\x01\n" +
+	"\vGrepRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
-	"\apattern\x18\x02 \x01(\tR\apattern\x12\x12\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x1d\n" +
+	"\apattern\x18\x02 \x01(\tB\x03\xe0A\x02R\apattern\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1f\n" +
 	"\vglob_filter\x18\x04 \x01(\tR\n" +
 	"globFilter\x12)\n" +
@@ -4150,17 +4348,17 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\fGrepResponse\x125\n" +
 	"\amatches\x18\x01 \x03(\v2\x1b.fabro.sandbox.v1.GrepMatchR\amatches\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x127\n" +
-	"\abackend\x18\x03 \x01(\x0e2\x1d.fabro.sandbox.v1.GrepBackendR\abackend\"Z\n" +
-	"\vGlobRequest\x12\x1d\n" +
+	"\abackend\x18\x03 \x01(\x0e2\x1d.fabro.sandbox.v1.GrepBackendR\abackend\"d\n" +
+	"\vGlobRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
-	"\apattern\x18\x02 \x01(\tR\apattern\x12\x12\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x1d\n" +
+	"\apattern\x18\x02 \x01(\tB\x03\xe0A\x02R\apattern\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\"$\n" +
 	"\fGlobResponse\x12\x14\n" +
-	"\x05paths\x18\x01 \x03(\tR\x05paths\"\x80\x01\n" +
-	"\vWalkRequest\x12\x1d\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05paths\"\x85\x01\n" +
+	"\vWalkRequest\x12\"\n" +
 	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
 	"\tmax_depth\x18\x03 \x01(\x05R\bmaxDepth\x12!\n" +
 	"\fexclude_dirs\x18\x04 \x03(\tR\vexcludeDirs\"?\n" +
@@ -4210,9 +4408,10 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\vGrepBackend\x12\x1c\n" +
 	"\x18GREP_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GREP_BACKEND_RIPGREP\x10\x01\x12\x1b\n" +
-	"\x17GREP_BACKEND_POSIX_GREP\x10\x022\x91\r\n" +
+	"\x17GREP_BACKEND_POSIX_GREP\x10\x022\xe7\r\n" +
 	"\x0eSandboxService\x12Z\n" +
-	"\vListDrivers\x12$.fabro.sandbox.v1.ListDriversRequest\x1a%.fabro.sandbox.v1.ListDriversResponse\x12`\n" +
+	"\vListDrivers\x12$.fabro.sandbox.v1.ListDriversRequest\x1a%.fabro.sandbox.v1.ListDriversResponse\x12T\n" +
+	"\tGetDriver\x12\".fabro.sandbox.v1.GetDriverRequest\x1a#.fabro.sandbox.v1.GetDriverResponse\x12`\n" +
 	"\rCreateSandbox\x12&.fabro.sandbox.v1.CreateSandboxRequest\x1a'.fabro.sandbox.v1.CreateSandboxResponse\x12W\n" +
 	"\n" +
 	"GetSandbox\x12#.fabro.sandbox.v1.GetSandboxRequest\x1a$.fabro.sandbox.v1.GetSandboxResponse\x12`\n" +
@@ -4251,7 +4450,7 @@ func file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Isolation)(0),                // 0: fabro.sandbox.v1.Isolation
 	(NetworkPolicy)(0),            // 1: fabro.sandbox.v1.NetworkPolicy
@@ -4269,63 +4468,66 @@ var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 13: fabro.sandbox.v1.Sandbox
 	(*ListDriversRequest)(nil),    // 14: fabro.sandbox.v1.ListDriversRequest
 	(*ListDriversResponse)(nil),   // 15: fabro.sandbox.v1.ListDriversResponse
-	(*CreateSandboxRequest)(nil),  // 16: fabro.sandbox.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 17: fabro.sandbox.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 18: fabro.sandbox.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 19: fabro.sandbox.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 20: fabro.sandbox.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 21: fabro.sandbox.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 22: fabro.sandbox.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 23: fabro.sandbox.v1.DeleteSandboxResponse
-	(*FileInfo)(nil),              // 24: fabro.sandbox.v1.FileInfo
-	(*ReadFileRequest)(nil),       // 25: fabro.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 26: fabro.sandbox.v1.ReadFileResponse
-	(*ReadFileBytesRequest)(nil),  // 27: fabro.sandbox.v1.ReadFileBytesRequest
-	(*ReadFileBytesResponse)(nil), // 28: fabro.sandbox.v1.ReadFileBytesResponse
-	(*WriteFileRequest)(nil),      // 29: fabro.sandbox.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 30: fabro.sandbox.v1.WriteFileResponse
-	(*DeleteFileRequest)(nil),     // 31: fabro.sandbox.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),    // 32: fabro.sandbox.v1.DeleteFileResponse
-	(*StatFileRequest)(nil),       // 33: fabro.sandbox.v1.StatFileRequest
-	(*StatFileResponse)(nil),      // 34: fabro.sandbox.v1.StatFileResponse
-	(*ListDirectoryRequest)(nil),  // 35: fabro.sandbox.v1.ListDirectoryRequest
-	(*ListDirectoryResponse)(nil), // 36: fabro.sandbox.v1.ListDirectoryResponse
-	(*RenameFileRequest)(nil),     // 37: fabro.sandbox.v1.RenameFileRequest
-	(*RenameFileResponse)(nil),    // 38: fabro.sandbox.v1.RenameFileResponse
-	(*MakeDirectoryRequest)(nil),  // 39: fabro.sandbox.v1.MakeDirectoryRequest
-	(*MakeDirectoryResponse)(nil), // 40: fabro.sandbox.v1.MakeDirectoryResponse
-	(*ExecSpec)(nil),              // 41: fabro.sandbox.v1.ExecSpec
-	(*CaptureStats)(nil),          // 42: fabro.sandbox.v1.CaptureStats
-	(*ExecResult)(nil),            // 43: fabro.sandbox.v1.ExecResult
-	(*ExecRequest)(nil),           // 44: fabro.sandbox.v1.ExecRequest
-	(*ExecResponse)(nil),          // 45: fabro.sandbox.v1.ExecResponse
-	(*ExecStreamRequest)(nil),     // 46: fabro.sandbox.v1.ExecStreamRequest
-	(*ExecStarted)(nil),           // 47: fabro.sandbox.v1.ExecStarted
-	(*ExecOutput)(nil),            // 48: fabro.sandbox.v1.ExecOutput
-	(*ExecStreamResponse)(nil),    // 49: fabro.sandbox.v1.ExecStreamResponse
-	(*CancelExecRequest)(nil),     // 50: fabro.sandbox.v1.CancelExecRequest
-	(*CancelExecResponse)(nil),    // 51: fabro.sandbox.v1.CancelExecResponse
-	(*GrepRequest)(nil),           // 52: fabro.sandbox.v1.GrepRequest
-	(*GrepMatch)(nil),             // 53: fabro.sandbox.v1.GrepMatch
-	(*GrepResponse)(nil),          // 54: fabro.sandbox.v1.GrepResponse
-	(*GlobRequest)(nil),           // 55: fabro.sandbox.v1.GlobRequest
-	(*GlobResponse)(nil),          // 56: fabro.sandbox.v1.GlobResponse
-	(*WalkRequest)(nil),           // 57: fabro.sandbox.v1.WalkRequest
-	(*WalkedFile)(nil),            // 58: fabro.sandbox.v1.WalkedFile
-	(*WalkResponse)(nil),          // 59: fabro.sandbox.v1.WalkResponse
-	nil,                           // 60: fabro.sandbox.v1.SandboxSpec.EnvEntry
-	nil,                           // 61: fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	nil,                           // 62: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	nil,                           // 63: fabro.sandbox.v1.Sandbox.LabelsEntry
-	nil,                           // 64: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	nil,                           // 65: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 66: fabro.sandbox.v1.ExecSpec.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 67: google.protobuf.Timestamp
+	(*GetDriverRequest)(nil),      // 16: fabro.sandbox.v1.GetDriverRequest
+	(*GetDriverResponse)(nil),     // 17: fabro.sandbox.v1.GetDriverResponse
+	(*CreateSandboxRequest)(nil),  // 18: fabro.sandbox.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 19: fabro.sandbox.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 20: fabro.sandbox.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 21: fabro.sandbox.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 22: fabro.sandbox.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 23: fabro.sandbox.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 24: fabro.sandbox.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 25: fabro.sandbox.v1.DeleteSandboxResponse
+	(*FileInfo)(nil),              // 26: fabro.sandbox.v1.FileInfo
+	(*ReadFileRequest)(nil),       // 27: fabro.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 28: fabro.sandbox.v1.ReadFileResponse
+	(*ReadFileBytesRequest)(nil),  // 29: fabro.sandbox.v1.ReadFileBytesRequest
+	(*ReadFileBytesResponse)(nil), // 30: fabro.sandbox.v1.ReadFileBytesResponse
+	(*WriteFileRequest)(nil),      // 31: fabro.sandbox.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 32: fabro.sandbox.v1.WriteFileResponse
+	(*DeleteFileRequest)(nil),     // 33: fabro.sandbox.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),    // 34: fabro.sandbox.v1.DeleteFileResponse
+	(*StatFileRequest)(nil),       // 35: fabro.sandbox.v1.StatFileRequest
+	(*StatFileResponse)(nil),      // 36: fabro.sandbox.v1.StatFileResponse
+	(*ListDirectoryRequest)(nil),  // 37: fabro.sandbox.v1.ListDirectoryRequest
+	(*ListDirectoryResponse)(nil), // 38: fabro.sandbox.v1.ListDirectoryResponse
+	(*RenameFileRequest)(nil),     // 39: fabro.sandbox.v1.RenameFileRequest
+	(*RenameFileResponse)(nil),    // 40: fabro.sandbox.v1.RenameFileResponse
+	(*MakeDirectoryRequest)(nil),  // 41: fabro.sandbox.v1.MakeDirectoryRequest
+	(*MakeDirectoryResponse)(nil), // 42: fabro.sandbox.v1.MakeDirectoryResponse
+	(*ExecSpec)(nil),              // 43: fabro.sandbox.v1.ExecSpec
+	(*CaptureStats)(nil),          // 44: fabro.sandbox.v1.CaptureStats
+	(*ExecResult)(nil),            // 45: fabro.sandbox.v1.ExecResult
+	(*ExecRequest)(nil),           // 46: fabro.sandbox.v1.ExecRequest
+	(*ExecResponse)(nil),          // 47: fabro.sandbox.v1.ExecResponse
+	(*ExecStreamRequest)(nil),     // 48: fabro.sandbox.v1.ExecStreamRequest
+	(*ExecStarted)(nil),           // 49: fabro.sandbox.v1.ExecStarted
+	(*ExecOutput)(nil),            // 50: fabro.sandbox.v1.ExecOutput
+	(*ExecStreamResponse)(nil),    // 51: fabro.sandbox.v1.ExecStreamResponse
+	(*CancelExecRequest)(nil),     // 52: fabro.sandbox.v1.CancelExecRequest
+	(*CancelExecResponse)(nil),    // 53: fabro.sandbox.v1.CancelExecResponse
+	(*GrepRequest)(nil),           // 54: fabro.sandbox.v1.GrepRequest
+	(*GrepMatch)(nil),             // 55: fabro.sandbox.v1.GrepMatch
+	(*GrepResponse)(nil),          // 56: fabro.sandbox.v1.GrepResponse
+	(*GlobRequest)(nil),           // 57: fabro.sandbox.v1.GlobRequest
+	(*GlobResponse)(nil),          // 58: fabro.sandbox.v1.GlobResponse
+	(*WalkRequest)(nil),           // 59: fabro.sandbox.v1.WalkRequest
+	(*WalkedFile)(nil),            // 60: fabro.sandbox.v1.WalkedFile
+	(*WalkResponse)(nil),          // 61: fabro.sandbox.v1.WalkResponse
+	nil,                           // 62: fabro.sandbox.v1.SandboxSpec.EnvEntry
+	nil,                           // 63: fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	nil,                           // 64: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	nil,                           // 65: fabro.sandbox.v1.Sandbox.LabelsEntry
+	nil,                           // 66: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	nil,                           // 67: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 68: fabro.sandbox.v1.ExecSpec.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 70: google.protobuf.Duration
 }
 var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	60, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
-	61, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	62, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	62, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
+	63, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	64, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
 	11, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
 	0,  // 4: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
 	10, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
@@ -4333,77 +4535,82 @@ var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	9,  // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
 	3,  // 8: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
 	9,  // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	63, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
-	64, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	67, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	65, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
+	66, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	69, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
 	12, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
-	8,  // 14: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	13, // 15: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	13, // 16: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	65, // 17: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	13, // 18: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
-	4,  // 19: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
-	67, // 20: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
-	24, // 21: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
-	24, // 22: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
-	66, // 23: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
-	5,  // 24: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
-	42, // 25: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
-	42, // 26: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
-	2,  // 27: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
-	41, // 28: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
-	43, // 29: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
-	41, // 30: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
-	6,  // 31: fabro.sandbox.v1.ExecOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
-	47, // 32: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
-	48, // 33: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
-	43, // 34: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
-	53, // 35: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
-	7,  // 36: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
-	58, // 37: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
-	14, // 38: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
-	16, // 39: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
-	18, // 40: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
-	20, // 41: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
-	22, // 42: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
-	25, // 43: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
-	27, // 44: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
-	29, // 45: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
-	31, // 46: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
-	33, // 47: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
-	35, // 48: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
-	37, // 49: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
-	39, // 50: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
-	44, // 51: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
-	46, // 52: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
-	50, // 53: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
-	52, // 54: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
-	55, // 55: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
-	57, // 56: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
-	15, // 57: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
-	17, // 58: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
-	19, // 59: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
-	21, // 60: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
-	23, // 61: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
-	26, // 62: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
-	28, // 63: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
-	30, // 64: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
-	32, // 65: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
-	34, // 66: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
-	36, // 67: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
-	38, // 68: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
-	40, // 69: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
-	45, // 70: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
-	49, // 71: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
-	51, // 72: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
-	54, // 73: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
-	56, // 74: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
-	59, // 75: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
-	57, // [57:76] is the sub-list for method output_type
-	38, // [38:57] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	12, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
+	8,  // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	13, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	13, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	67, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	13, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
+	4,  // 20: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
+	69, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	26, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
+	26, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
+	68, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
+	70, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
+	5,  // 26: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
+	70, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	44, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	44, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	2,  // 30: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
+	43, // 31: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	45, // 32: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
+	43, // 33: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	6,  // 34: fabro.sandbox.v1.ExecOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
+	49, // 35: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
+	50, // 36: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
+	45, // 37: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
+	55, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
+	7,  // 39: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
+	60, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
+	14, // 41: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
+	16, // 42: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
+	18, // 43: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
+	20, // 44: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
+	22, // 45: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
+	24, // 46: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
+	27, // 47: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
+	29, // 48: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
+	31, // 49: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
+	33, // 50: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
+	35, // 51: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
+	37, // 52: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
+	39, // 53: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
+	41, // 54: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
+	46, // 55: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
+	48, // 56: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
+	52, // 57: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
+	54, // 58: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
+	57, // 59: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
+	59, // 60: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
+	15, // 61: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
+	17, // 62: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
+	19, // 63: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
+	21, // 64: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
+	23, // 65: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
+	25, // 66: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
+	28, // 67: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
+	30, // 68: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
+	32, // 69: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
+	34, // 70: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
+	36, // 71: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
+	38, // 72: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
+	40, // 73: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
+	42, // 74: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
+	47, // 75: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
+	51, // 76: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
+	53, // 77: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
+	56, // 78: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
+	58, // 79: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
+	61, // 80: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
+	61, // [61:81] is the sub-list for method output_type
+	41, // [41:61] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_v1_sandbox_proto_init() }
@@ -4411,8 +4618,8 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 	if File_fabro_sandbox_v1_sandbox_proto != nil {
 		return
 	}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[35].OneofWrappers = []any{}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[41].OneofWrappers = []any{
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[37].OneofWrappers = []any{}
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[43].OneofWrappers = []any{
 		(*ExecStreamResponse_Started)(nil),
 		(*ExecStreamResponse_Output)(nil),
 		(*ExecStreamResponse_Finished)(nil),
@@ -4423,7 +4630,7 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_v1_sandbox_proto_rawDesc), len(file_fabro_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	SandboxService_ListDrivers_FullMethodName   = "/fabro.sandbox.v1.SandboxService/ListDrivers"
+	SandboxService_GetDriver_FullMethodName     = "/fabro.sandbox.v1.SandboxService/GetDriver"
 	SandboxService_CreateSandbox_FullMethodName = "/fabro.sandbox.v1.SandboxService/CreateSandbox"
 	SandboxService_GetSandbox_FullMethodName    = "/fabro.sandbox.v1.SandboxService/GetSandbox"
 	SandboxService_ListSandboxes_FullMethodName = "/fabro.sandbox.v1.SandboxService/ListSandboxes"
@@ -72,8 +73,13 @@ type SandboxServiceClient interface {
 	// ListDrivers returns every driver this service can create sandboxes with,
 	// each with the capabilities it honestly has. It never fails for a driver
 	// that is configured but not reachable: that driver is listed with
-	// available false and the reason.
+	// available false and the reason. Sorted by driver_id, a page at a time.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	ListDrivers(ctx context.Context, in *ListDriversRequest, opts ...grpc.CallOption) (*ListDriversResponse, error)
+	// GetDriver describes one driver as ListDrivers does. NOT_FOUND (reason
+	// DRIVER_NOT_FOUND) for a driver this service does not have.
+	GetDriver(ctx context.Context, in *GetDriverRequest, opts ...grpc.CallOption) (*GetDriverResponse, error)
 	// CreateSandbox creates a sandbox from a spec and returns it once it is
 	// READY. INVALID_ARGUMENT for an unknown driver or a bad spec field (the
 	// message names the field); NOT_FOUND when a designated working directory
@@ -87,7 +93,12 @@ type SandboxServiceClient interface {
 	// unknown sandbox_id.
 	GetSandbox(ctx context.Context, in *GetSandboxRequest, opts ...grpc.CallOption) (*GetSandboxResponse, error)
 	// ListSandboxes returns the sandboxes whose labels include every label of
-	// the filter, oldest first. An empty filter lists them all.
+	// the filter, oldest first (ties by sandbox_id), a page at a time. An
+	// empty filter lists them all. A page token continues after the last
+	// sandbox it returned, so sandboxes created or deleted between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other labels) or a negative page size.
 	ListSandboxes(ctx context.Context, in *ListSandboxesRequest, opts ...grpc.CallOption) (*ListSandboxesResponse, error)
 	// DeleteSandbox stops every running command (termination KILLED), then
 	// removes what the sandbox created: a managed workspace directory, a
@@ -127,10 +138,13 @@ type SandboxServiceClient interface {
 	// PERMISSION_DENIED for a path that escapes the root.
 	StatFile(ctx context.Context, in *StatFileRequest, opts ...grpc.CallOption) (*StatFileResponse, error)
 	// ListDirectory lists a directory's entries down to a depth (default 1),
-	// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-	// missing directory; PERMISSION_DENIED for a path that escapes the root;
-	// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-	// for a negative depth.
+	// sorted by path (at depth 1, by name), a page at a time: a page token
+	// continues after the last path it returned. Symbolic links are listed,
+	// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+	// path that escapes the root; FAILED_PRECONDITION when the path is not a
+	// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+	// or a page token this listing did not issue (or issued for another path
+	// or depth).
 	ListDirectory(ctx context.Context, in *ListDirectoryRequest, opts ...grpc.CallOption) (*ListDirectoryResponse, error)
 	// RenameFile moves a file or directory, creating the destination's missing
 	// parent directories. An existing destination file is replaced atomically.
@@ -147,7 +161,7 @@ type SandboxServiceClient interface {
 	// fails, times out, is cancelled or is not found (exit code 127) is a
 	// result, not an RPC error. Cancelling the RPC (client context, deadline)
 	// stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-	// command, a negative timeout_ms or output limit, a bad env name or exec
+	// command, a negative timeout or output limit, a bad env name or exec
 	// id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 	// working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 	// exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -211,6 +225,16 @@ func (c *sandboxServiceClient) ListDrivers(ctx context.Context, in *ListDriversR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListDriversResponse)
 	err := c.cc.Invoke(ctx, SandboxService_ListDrivers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) GetDriver(ctx context.Context, in *GetDriverRequest, opts ...grpc.CallOption) (*GetDriverResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDriverResponse)
+	err := c.cc.Invoke(ctx, SandboxService_GetDriver_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -447,8 +471,13 @@ type SandboxServiceServer interface {
 	// ListDrivers returns every driver this service can create sandboxes with,
 	// each with the capabilities it honestly has. It never fails for a driver
 	// that is configured but not reachable: that driver is listed with
-	// available false and the reason.
+	// available false and the reason. Sorted by driver_id, a page at a time.
+	// INVALID_ARGUMENT for a page token this listing did not issue or a
+	// negative page size.
 	ListDrivers(context.Context, *ListDriversRequest) (*ListDriversResponse, error)
+	// GetDriver describes one driver as ListDrivers does. NOT_FOUND (reason
+	// DRIVER_NOT_FOUND) for a driver this service does not have.
+	GetDriver(context.Context, *GetDriverRequest) (*GetDriverResponse, error)
 	// CreateSandbox creates a sandbox from a spec and returns it once it is
 	// READY. INVALID_ARGUMENT for an unknown driver or a bad spec field (the
 	// message names the field); NOT_FOUND when a designated working directory
@@ -462,7 +491,12 @@ type SandboxServiceServer interface {
 	// unknown sandbox_id.
 	GetSandbox(context.Context, *GetSandboxRequest) (*GetSandboxResponse, error)
 	// ListSandboxes returns the sandboxes whose labels include every label of
-	// the filter, oldest first. An empty filter lists them all.
+	// the filter, oldest first (ties by sandbox_id), a page at a time. An
+	// empty filter lists them all. A page token continues after the last
+	// sandbox it returned, so sandboxes created or deleted between pages never
+	// make a page skip or repeat one that was there throughout.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with other labels) or a negative page size.
 	ListSandboxes(context.Context, *ListSandboxesRequest) (*ListSandboxesResponse, error)
 	// DeleteSandbox stops every running command (termination KILLED), then
 	// removes what the sandbox created: a managed workspace directory, a
@@ -502,10 +536,13 @@ type SandboxServiceServer interface {
 	// PERMISSION_DENIED for a path that escapes the root.
 	StatFile(context.Context, *StatFileRequest) (*StatFileResponse, error)
 	// ListDirectory lists a directory's entries down to a depth (default 1),
-	// sorted by path. Symbolic links are listed, not followed. NOT_FOUND for a
-	// missing directory; PERMISSION_DENIED for a path that escapes the root;
-	// FAILED_PRECONDITION when the path is not a directory; INVALID_ARGUMENT
-	// for a negative depth.
+	// sorted by path (at depth 1, by name), a page at a time: a page token
+	// continues after the last path it returned. Symbolic links are listed,
+	// not followed. NOT_FOUND for a missing directory; PERMISSION_DENIED for a
+	// path that escapes the root; FAILED_PRECONDITION when the path is not a
+	// directory; INVALID_ARGUMENT for a negative depth, a negative page size
+	// or a page token this listing did not issue (or issued for another path
+	// or depth).
 	ListDirectory(context.Context, *ListDirectoryRequest) (*ListDirectoryResponse, error)
 	// RenameFile moves a file or directory, creating the destination's missing
 	// parent directories. An existing destination file is replaced atomically.
@@ -522,7 +559,7 @@ type SandboxServiceServer interface {
 	// fails, times out, is cancelled or is not found (exit code 127) is a
 	// result, not an RPC error. Cancelling the RPC (client context, deadline)
 	// stops the command as CancelExec does. INVALID_ARGUMENT for an empty
-	// command, a negative timeout_ms or output limit, a bad env name or exec
+	// command, a negative timeout or output limit, a bad env name or exec
 	// id; PERMISSION_DENIED when working_dir escapes the root; NOT_FOUND when
 	// working_dir does not exist; ALREADY_EXISTS (reason EXEC_ID_IN_USE) when
 	// exec_id names a running command of this sandbox; FAILED_PRECONDITION
@@ -584,6 +621,9 @@ type UnimplementedSandboxServiceServer struct{}
 
 func (UnimplementedSandboxServiceServer) ListDrivers(context.Context, *ListDriversRequest) (*ListDriversResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDrivers not implemented")
+}
+func (UnimplementedSandboxServiceServer) GetDriver(context.Context, *GetDriverRequest) (*GetDriverResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDriver not implemented")
 }
 func (UnimplementedSandboxServiceServer) CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSandbox not implemented")
@@ -674,6 +714,24 @@ func _SandboxService_ListDrivers_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SandboxServiceServer).ListDrivers(ctx, req.(*ListDriversRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_GetDriver_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDriverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).GetDriver(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_GetDriver_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).GetDriver(ctx, req.(*GetDriverRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -998,6 +1056,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListDrivers",
 			Handler:    _SandboxService_ListDrivers_Handler,
+		},
+		{
+			MethodName: "GetDriver",
+			Handler:    _SandboxService_GetDriver_Handler,
 		},
 		{
 			MethodName: "CreateSandbox",

@@ -82,13 +82,14 @@ type SecretMetadata struct {
 	// Name, such as ANTHROPIC_API_KEY: upper-case letters, digits and
 	// underscores, starting with a letter, at most 128 characters.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The newest version; versions count from 1 and are never reused.
+	// Output only. The newest version; versions count from 1 and are never
+	// reused.
 	CurrentVersion int64 `protobuf:"varint,2,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
-	// Versions still held, newest first.
+	// Output only. Versions still held, newest first.
 	Versions []*SecretVersion `protobuf:"bytes,3,rep,name=versions,proto3" json:"versions,omitempty"`
-	// When the first version was written.
+	// Output only. When the first version was written.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	// When the newest version was written.
+	// Output only. When the newest version was written.
 	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -235,11 +236,12 @@ func (x *SecretVersion) GetSizeBytes() int64 {
 // PutSecretRequest writes a secret.
 type PutSecretRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The secret's name.
+	// Required. The secret's name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The value. It is encrypted before it is stored and never echoed.
+	// Required. The value. It is encrypted before it is stored and never
+	// echoed.
 	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	// Check-and-set: when present, the write succeeds only if the current
+	// Optional. Check-and-set: when present, the write succeeds only if the current
 	// version equals it; 0 means the secret must not exist yet.
 	ExpectedVersion *int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -438,8 +440,14 @@ func (x *GetSecretResponse) GetSecret() *SecretMetadata {
 // ListSecretsRequest lists secrets.
 type ListSecretsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only names starting with this prefix, when set.
-	Prefix        string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// Optional. Only names starting with this prefix, when set.
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// Optional. The most secrets to return; 0 means 100, and values above
+	// 1,000 are lowered to 1,000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. The next_page_token of the previous page, with the same
+	// prefix; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,14 +489,30 @@ func (x *ListSecretsRequest) GetPrefix() string {
 	return ""
 }
 
+func (x *ListSecretsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSecretsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListSecretsResponse is the list of secrets.
 type ListSecretsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Secrets sorted by name.
 	Secrets []*SecretMetadata `protobuf:"bytes,1,rep,name=secrets,proto3" json:"secrets,omitempty"`
-	// Names whose records could not be read: each is reported, and every other
-	// secret is still listed.
-	CorruptNames  []string `protobuf:"bytes,2,rep,name=corrupt_names,json=corruptNames,proto3" json:"corrupt_names,omitempty"`
+	// Names of this page whose records could not be read: each is reported,
+	// and every other secret is still listed.
+	CorruptNames []string `protobuf:"bytes,2,rep,name=corrupt_names,json=corruptNames,proto3" json:"corrupt_names,omitempty"`
+	// The token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,14 +561,21 @@ func (x *ListSecretsResponse) GetCorruptNames() []string {
 	return nil
 }
 
+func (x *ListSecretsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // DeleteSecretRequest deletes a secret or one version of it.
 type DeleteSecretRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The secret's name.
+	// Required. The secret's name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// One version to destroy; all versions when unset.
+	// Optional. One version to destroy; all versions when unset.
 	Version *int64 `protobuf:"varint,2,opt,name=version,proto3,oneof" json:"version,omitempty"`
-	// Check-and-set: delete only if the current version equals it.
+	// Optional. Check-and-set: delete only if the current version equals it.
 	ExpectedVersion *int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -650,7 +681,7 @@ func (x *DeleteSecretResponse) GetDeletedVersions() int32 {
 // ResolveCredentialsRequest names the credentials a service needs.
 type ResolveCredentialsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Names to resolve, such as ["OPENAI_API_KEY"].
+	// Required. Names to resolve, such as ["OPENAI_API_KEY"]; at least one.
 	Names         []string `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -825,14 +856,14 @@ var File_fabro_vault_v1_vault_proto protoreflect.FileDescriptor
 
 const file_fabro_vault_v1_vault_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/vault/v1/vault.proto\x12\x0efabro.vault.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
+	"\x1afabro/vault/v1/vault.proto\x12\x0efabro.vault.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x02\n" +
 	"\x0eSecretMetadata\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
-	"\x0fcurrent_version\x18\x02 \x01(\x03R\x0ecurrentVersion\x129\n" +
-	"\bversions\x18\x03 \x03(\v2\x1d.fabro.vault.v1.SecretVersionR\bversions\x12;\n" +
-	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x12;\n" +
-	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x0fcurrent_version\x18\x02 \x01(\x03B\x03\xe0A\x03R\x0ecurrentVersion\x12>\n" +
+	"\bversions\x18\x03 \x03(\v2\x1d.fabro.vault.v1.SecretVersionB\x03\xe0A\x03R\bversions\x12@\n" +
+	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
+	"createTime\x12@\n" +
+	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
 	"updateTime\"\xa4\x01\n" +
 	"\rSecretVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12;\n" +
@@ -841,10 +872,10 @@ const file_fabro_vault_v1_vault_proto_rawDesc = "" +
 	"\n" +
 	"created_by\x18\x03 \x01(\tR\tcreatedBy\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\"\x81\x01\n" +
-	"\x10PutSecretRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\x12.\n" +
+	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\"\x8b\x01\n" +
+	"\x10PutSecretRequest\x12\x17\n" +
+	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12\x19\n" +
+	"\x05value\x18\x02 \x01(\tB\x03\xe0A\x02R\x05value\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
 	"\x11_expected_version\"K\n" +
 	"\x11PutSecretResponse\x126\n" +
@@ -852,23 +883,27 @@ const file_fabro_vault_v1_vault_proto_rawDesc = "" +
 	"\x10GetSecretRequest\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\"K\n" +
 	"\x11GetSecretResponse\x126\n" +
-	"\x06secret\x18\x01 \x01(\v2\x1e.fabro.vault.v1.SecretMetadataR\x06secret\",\n" +
+	"\x06secret\x18\x01 \x01(\v2\x1e.fabro.vault.v1.SecretMetadataR\x06secret\"h\n" +
 	"\x12ListSecretsRequest\x12\x16\n" +
-	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"t\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x9c\x01\n" +
 	"\x13ListSecretsResponse\x128\n" +
 	"\asecrets\x18\x01 \x03(\v2\x1e.fabro.vault.v1.SecretMetadataR\asecrets\x12#\n" +
-	"\rcorrupt_names\x18\x02 \x03(\tR\fcorruptNames\"\x99\x01\n" +
-	"\x13DeleteSecretRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\rcorrupt_names\x18\x02 \x03(\tR\fcorruptNames\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\x9e\x01\n" +
+	"\x13DeleteSecretRequest\x12\x17\n" +
+	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12\x1d\n" +
 	"\aversion\x18\x02 \x01(\x03H\x00R\aversion\x88\x01\x01\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01B\n" +
 	"\n" +
 	"\b_versionB\x13\n" +
 	"\x11_expected_version\"A\n" +
 	"\x14DeleteSecretResponse\x12)\n" +
-	"\x10deleted_versions\x18\x01 \x01(\x05R\x0fdeletedVersions\"1\n" +
-	"\x19ResolveCredentialsRequest\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"\x8a\x01\n" +
+	"\x10deleted_versions\x18\x01 \x01(\x05R\x0fdeletedVersions\"6\n" +
+	"\x19ResolveCredentialsRequest\x12\x19\n" +
+	"\x05names\x18\x01 \x03(\tB\x03\xe0A\x02R\x05names\"\x8a\x01\n" +
 	"\n" +
 	"Credential\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +

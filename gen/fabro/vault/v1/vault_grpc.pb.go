@@ -50,8 +50,12 @@ type VaultServiceClient interface {
 	// GetSecret returns one secret's metadata, never its value. NOT_FOUND when
 	// the vault has no such secret; DATA_LOSS when its record is corrupt.
 	GetSecret(ctx context.Context, in *GetSecretRequest, opts ...grpc.CallOption) (*GetSecretResponse, error)
-	// ListSecrets returns the metadata of every secret, sorted by name. Values
-	// are never listed.
+	// ListSecrets returns the metadata of the secrets, sorted by name, a page
+	// at a time; a page token continues after the last name it returned, so
+	// secrets written or deleted between pages never make a page skip or
+	// repeat one that was there throughout. Values are never listed.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with another prefix) or a negative page size.
 	ListSecrets(ctx context.Context, in *ListSecretsRequest, opts ...grpc.CallOption) (*ListSecretsResponse, error)
 	// DeleteSecret destroys a secret with all of its versions, or one version
 	// when version is set. NOT_FOUND when there is nothing to delete; with
@@ -148,8 +152,12 @@ type VaultServiceServer interface {
 	// GetSecret returns one secret's metadata, never its value. NOT_FOUND when
 	// the vault has no such secret; DATA_LOSS when its record is corrupt.
 	GetSecret(context.Context, *GetSecretRequest) (*GetSecretResponse, error)
-	// ListSecrets returns the metadata of every secret, sorted by name. Values
-	// are never listed.
+	// ListSecrets returns the metadata of the secrets, sorted by name, a page
+	// at a time; a page token continues after the last name it returned, so
+	// secrets written or deleted between pages never make a page skip or
+	// repeat one that was there throughout. Values are never listed.
+	// INVALID_ARGUMENT for a page token this listing did not issue (or issued
+	// with another prefix) or a negative page size.
 	ListSecrets(context.Context, *ListSecretsRequest) (*ListSecretsResponse, error)
 	// DeleteSecret destroys a secret with all of its versions, or one version
 	// when version is set. NOT_FOUND when there is nothing to delete; with

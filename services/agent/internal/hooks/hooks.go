@@ -102,7 +102,7 @@ type Sandbox struct {
 // Run implements Runner.
 func (s Sandbox) Run(ctx context.Context, command string, stdin []byte, timeout time.Duration) Outcome {
 	stream, err := s.Client.ExecStream(ctx, &sandboxv1.ExecStreamRequest{SandboxId: s.SandboxID, Spec: &sandboxv1.ExecSpec{
-		Command: command, Stdin: stdin, TimeoutMs: timeout.Milliseconds(), RetainedOutputLimitBytes: maxOutput}})
+		Command: command, Stdin: stdin, Timeout: durationpb.New(timeout), RetainedOutputLimitBytes: maxOutput}})
 	if err != nil {
 		return Outcome{Err: err}
 	}

@@ -35,16 +35,16 @@ func (m *scripted) Stream(ctx context.Context, in *llmv1.StreamRequest, _ ...grp
 	m.calls = append(m.calls, time.Now())
 	m.mu.Unlock()
 	resp := m.turn(n, in.GetRequest())
-	evs := []*llmv1.StreamEvent{}
+	evs := []*llmv1.StreamResponse{}
 	for _, p := range resp.GetParts() {
 		if t := p.GetText(); t != nil {
-			evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_TextDelta{TextDelta: &llmv1.TextDelta{Text: t.GetText()}}})
+			evs = append(evs, &llmv1.StreamResponse{Event: &llmv1.StreamResponse_TextDelta{TextDelta: &llmv1.TextDelta{Text: t.GetText()}}})
 		}
 		if r := p.GetReasoning(); r != nil {
-			evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ReasoningDelta{ReasoningDelta: &llmv1.ReasoningDelta{Text: r.GetText()}}})
+			evs = append(evs, &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ReasoningDelta{ReasoningDelta: &llmv1.ReasoningDelta{Text: r.GetText()}}})
 		}
 	}
-	evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: &llmv1.Ended{Response: resp}}})
+	evs = append(evs, &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Ended{Ended: &llmv1.Ended{Response: resp}}})
 	return &fakeStream{ctx: ctx, evs: evs, block: m.block}, nil
 }
 
@@ -55,7 +55,7 @@ func (m *scripted) Complete(_ context.Context, in *llmv1.CompleteRequest, _ ...g
 type fakeStream struct {
 	grpc.ClientStream
 	ctx   context.Context
-	evs   []*llmv1.StreamEvent
+	evs   []*llmv1.StreamResponse
 	block chan struct{}
 }
 
@@ -72,7 +72,7 @@ func (s *fakeStream) Recv() (*llmv1.StreamResponse, error) {
 	}
 	ev := s.evs[0]
 	s.evs = s.evs[1:]
-	return &llmv1.StreamResponse{Event: ev}, nil
+	return ev, nil
 }
 
 func (s *fakeStream) Header() (metadata.MD, error) { return nil, nil }

@@ -56,7 +56,7 @@ func (a *Agent) streamTurn(ctx context.Context, ps *promptState, turn int32) (*l
 			delay = ra.AsDuration()
 		}
 		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_LlmRetry{LlmRetry: &agentv1.LlmRetry{
-			Provider: lerr.GetProvider(), Model: lerr.GetModel(), Attempt: int32(attempt + 1),
+			Provider: lerr.GetProviderId(), Model: lerr.GetModelId(), Attempt: int32(attempt + 1),
 			Delay: durationpb.New(delay), Error: lerr, Phase: agentv1.LlmRetryPhase_LLM_RETRY_PHASE_CONSUME}}})
 		t := time.NewTimer(delay)
 		select {
@@ -86,22 +86,21 @@ func (a *Agent) streamOnce(ctx context.Context, ps *promptState, req *llmv1.Stre
 			}
 			return nil, statusDetail(ctx, err), visible
 		}
-		ev := msg.GetEvent()
-		switch e := ev.GetEvent().(type) {
-		case *llmv1.StreamEvent_TextDelta:
+		switch e := msg.GetEvent().(type) {
+		case *llmv1.StreamResponse_TextDelta:
 			visible = true
 			a.firstOutput(ps)
 			a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_TextDelta{TextDelta: &agentv1.TextDelta{Delta: e.TextDelta.GetText()}}})
-		case *llmv1.StreamEvent_ReasoningDelta:
+		case *llmv1.StreamResponse_ReasoningDelta:
 			visible = true
 			a.firstOutput(ps)
 			a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_ReasoningDelta{ReasoningDelta: &agentv1.ReasoningDelta{Delta: e.ReasoningDelta.GetText()}}})
-		case *llmv1.StreamEvent_ContentBlockStart:
+		case *llmv1.StreamResponse_ContentBlockStart:
 			visible = true
 			a.firstOutput(ps)
-		case *llmv1.StreamEvent_Ended:
+		case *llmv1.StreamResponse_Ended:
 			return e.Ended.GetResponse(), nil, visible
-		case *llmv1.StreamEvent_Error:
+		case *llmv1.StreamResponse_Error:
 			d := e.Error.GetError()
 			if d == nil {
 				d = &llmv1.ErrorDetail{Kind: llmv1.ErrorKind_ERROR_KIND_STREAM_DECODE, Message: "the model stream failed"}

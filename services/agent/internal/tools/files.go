@@ -331,7 +331,7 @@ func runListDir(ctx context.Context, s *Set, _ Call, raw []byte) (output, error)
 		return output{}, err
 	}
 	p := s.abs(a.Path)
-	resp, err := s.env.Sandbox.ListDirectory(ctx, &sandboxv1.ListDirectoryRequest{SandboxId: s.env.SandboxID, Path: p, Depth: max(a.Depth, 1)})
+	resp, err := ListDirectory(ctx, s.env.Sandbox, &sandboxv1.ListDirectoryRequest{SandboxId: s.env.SandboxID, Path: p, Depth: max(a.Depth, 1)})
 	if err != nil {
 		if isNotFound(err) {
 			return output{}, failed("Directory not found: %s", p)

@@ -49,7 +49,7 @@ func runShell(ctx context.Context, s *Set, c Call, raw []byte) (output, error) {
 	timeout = min(timeout, s.maxTimeout)
 	stream, err := s.env.Sandbox.ExecStream(ctx, &sandboxv1.ExecStreamRequest{
 		SandboxId: s.env.SandboxID,
-		Spec:      &sandboxv1.ExecSpec{Command: a.Command, TimeoutMs: timeout.Milliseconds()},
+		Spec:      &sandboxv1.ExecSpec{Command: a.Command, Timeout: durationpb.New(timeout)},
 	})
 	if err != nil {
 		return output{}, err
@@ -95,7 +95,7 @@ const LiveOutputCapped = "\n[live output capped at 1 MiB; the result keeps its h
 func renderExec(res *sandboxv1.ExecResult, timeout time.Duration) output {
 	out := output{process: &agentv1.ProcessOutcome{
 		Termination:      res.GetTermination(),
-		Duration:         durationpb.New(time.Duration(res.GetDurationMs()) * time.Millisecond),
+		Duration:         res.GetDuration(),
 		StreamsSeparated: res.GetStreamsSeparated(),
 	}}
 	if res.ExitCode != nil {
@@ -125,7 +125,7 @@ func renderExec(res *sandboxv1.ExecResult, timeout time.Duration) output {
 			out.failed, out.kind = true, KindFailed
 		}
 	}
-	fmt.Fprintf(&b, "Duration: %d ms\n", res.GetDurationMs())
+	fmt.Fprintf(&b, "Duration: %d ms\n", res.GetDuration().AsDuration().Milliseconds())
 	if res.GetStreamsSeparated() {
 		out.addCut(writeStream(&b, "stdout", res.GetStdout(), res.GetStdoutStats()))
 		out.addCut(writeStream(&b, "stderr", res.GetStderr(), res.GetStderrStats()))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
@@ -565,4 +566,22 @@ func isRawPatch(arguments string) bool {
 func IsBuiltin(name string) bool {
 	_, ok := builtins()[name]
 	return ok
+}
+
+// ListDirectory lists every page of a directory: the sandbox service pages
+// ListDirectory, and a tool shows the whole listing.
+func ListDirectory(ctx context.Context, sb Sandbox, req *sandboxv1.ListDirectoryRequest) (*sandboxv1.ListDirectoryResponse, error) {
+	all := &sandboxv1.ListDirectoryResponse{}
+	req = proto.CloneOf(req)
+	req.PageSize = 1000
+	for {
+		resp, err := sb.ListDirectory(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		all.Entries = append(all.Entries, resp.GetEntries()...)
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			return all, nil
+		}
+	}
 }

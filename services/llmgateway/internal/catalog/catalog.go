@@ -129,7 +129,7 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 		if err := decode(fields, p); err != nil {
 			return nil, fmt.Errorf("catalog: provider %s: %w", id, err)
 		}
-		p.Id = id
+		p.ProviderId = id
 		if err := validateProvider(p); err != nil {
 			return nil, fmt.Errorf("catalog: provider %s: %w", id, err)
 		}
@@ -144,7 +144,7 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 		if err := decode(fields, m); err != nil {
 			return nil, fmt.Errorf("catalog: model %s: %w", key, err)
 		}
-		m.Id, m.Provider = id, prov
+		m.ModelId, m.ProviderId = id, prov
 		if _, ok := c.providers[prov]; !ok {
 			return nil, fmt.Errorf("catalog: model %s: unknown provider %q", key, prov)
 		}
@@ -156,7 +156,7 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 		}
 	}
 	byProviderID := func(a, b *llmv1.Model) int {
-		return cmpStrings(a.GetProvider()+"/"+a.GetId(), b.GetProvider()+"/"+b.GetId())
+		return cmpStrings(a.GetProviderId()+"/"+a.GetModelId(), b.GetProviderId()+"/"+b.GetModelId())
 	}
 	slices.SortFunc(c.sorted, byProviderID)
 	for _, l := range c.byID {
@@ -167,8 +167,8 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 	}
 	for _, p := range c.providers {
 		if d := p.GetDefaultModel(); d != "" {
-			if _, ok := c.models[p.GetId()+"/"+d]; !ok && !p.GetAllowPassthrough() {
-				return nil, fmt.Errorf("catalog: provider %s: default model %q is not in the catalog", p.GetId(), d)
+			if _, ok := c.models[p.GetProviderId()+"/"+d]; !ok && !p.GetAllowPassthrough() {
+				return nil, fmt.Errorf("catalog: provider %s: default model %q is not in the catalog", p.GetProviderId(), d)
 			}
 		}
 	}
@@ -270,7 +270,7 @@ func (c *Catalog) Providers(includeDisabled bool) []*llmv1.Provider {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *llmv1.Provider) int { return cmpStrings(a.GetId(), b.GetId()) })
+	slices.SortFunc(out, func(a, b *llmv1.Provider) int { return cmpStrings(a.GetProviderId(), b.GetProviderId()) })
 	return out
 }
 
@@ -279,7 +279,7 @@ func (c *Catalog) Providers(includeDisabled bool) []*llmv1.Provider {
 func (c *Catalog) Models(provider string, includeDisabled bool) []*llmv1.Model {
 	var out []*llmv1.Model
 	for _, m := range c.sorted {
-		if provider != "" && m.GetProvider() != provider {
+		if provider != "" && m.GetProviderId() != provider {
 			continue
 		}
 		if includeDisabled || c.usable(m) {
@@ -290,7 +290,7 @@ func (c *Catalog) Models(provider string, includeDisabled bool) []*llmv1.Model {
 }
 
 func (c *Catalog) usable(m *llmv1.Model) bool {
-	return m.GetEnabled() && c.providers[m.GetProvider()].GetEnabled()
+	return m.GetEnabled() && c.providers[m.GetProviderId()].GetEnabled()
 }
 
 func cmpOr(a, b string) string {

@@ -19,14 +19,14 @@ func TestBuiltinProviders(t *testing.T) {
 	want := []string{"anthropic", "bedrock", "deepseek", "fireworks", "gemini", "groq", "mistral", "moonshot", "ollama", "openai", "openrouter", "together", "vllm", "xai", "zai"}
 	var got []string
 	for _, p := range c.Providers(false) {
-		got = append(got, p.GetId())
+		got = append(got, p.GetProviderId())
 		if !p.GetEnabled() {
-			t.Errorf("provider %s is not enabled by default", p.GetId())
+			t.Errorf("provider %s is not enabled by default", p.GetProviderId())
 		}
 		// Built-in chat providers say their dialect; inference is for
 		// overlays only.
 		if p.GetCodec() == llmv1.Codec_CODEC_OPENAI_CHAT && p.GetChatDialect() == llmv1.ChatDialect_CHAT_DIALECT_UNSPECIFIED {
-			t.Errorf("provider %s: openai-chat without chat_dialect", p.GetId())
+			t.Errorf("provider %s: openai-chat without chat_dialect", p.GetProviderId())
 		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -35,7 +35,7 @@ func TestBuiltinProviders(t *testing.T) {
 	for _, m := range c.Models("", true) {
 		for _, f := range m.GetFallbacks() {
 			if _, err := c.Resolve(f); err != nil {
-				t.Errorf("model %s/%s: fallback %q: %v", m.GetProvider(), m.GetId(), f, err)
+				t.Errorf("model %s/%s: fallback %q: %v", m.GetProviderId(), m.GetModelId(), f, err)
 			}
 		}
 	}
@@ -137,8 +137,8 @@ func TestListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range c.Models("", false) {
-		if m.GetProvider() == "xai" {
-			t.Errorf("model %s of a disabled provider listed", m.GetId())
+		if m.GetProviderId() == "xai" {
+			t.Errorf("model %s of a disabled provider listed", m.GetModelId())
 		}
 	}
 	if n := len(c.Models("xai", true)); n == 0 {
@@ -146,7 +146,7 @@ func TestListing(t *testing.T) {
 	}
 	ms := c.Models("", true)
 	for i := 1; i < len(ms); i++ {
-		a, b := ms[i-1].GetProvider()+"/"+ms[i-1].GetId(), ms[i].GetProvider()+"/"+ms[i].GetId()
+		a, b := ms[i-1].GetProviderId()+"/"+ms[i-1].GetModelId(), ms[i].GetProviderId()+"/"+ms[i].GetModelId()
 		if a > b {
 			t.Errorf("models not sorted: %s before %s", a, b)
 		}
@@ -211,12 +211,12 @@ func TestCurrentCatalog(t *testing.T) {
 		sel          string
 		ctx, out     int64
 		in, outPrice int64
-		profile      llmv1.AgentProfile
+		profile      string
 	}{
-		{"openai/gpt-5.4", 1050000, 128000, 2500000, 15000000, llmv1.AgentProfile_AGENT_PROFILE_OPENAI},
-		{"anthropic/claude-opus-5", 1000000, 128000, 5000000, 25000000, llmv1.AgentProfile_AGENT_PROFILE_CLAUDE_5},
-		{"sonnet-5", 1000000, 128000, 2000000, 10000000, llmv1.AgentProfile_AGENT_PROFILE_CLAUDE_5},
-		{"gemini/gemini-3.1-pro-preview", 1048576, 65536, 2000000, 12000000, llmv1.AgentProfile_AGENT_PROFILE_GEMINI},
+		{"openai/gpt-5.4", 1050000, 128000, 2500000, 15000000, "openai"},
+		{"anthropic/claude-opus-5", 1000000, 128000, 5000000, 25000000, "claude-5"},
+		{"sonnet-5", 1000000, 128000, 2000000, 10000000, "claude-5"},
+		{"gemini/gemini-3.1-pro-preview", 1048576, 65536, 2000000, 12000000, "gemini"},
 	} {
 		r, err := c.Resolve(tt.sel)
 		if err != nil {
@@ -240,8 +240,8 @@ func TestCurrentCatalog(t *testing.T) {
 	}
 	for _, p := range c.Providers(false) {
 		if pm := p.GetProbeModel(); pm != "" {
-			if _, err := c.Resolve(p.GetId() + "/" + pm); err != nil {
-				t.Errorf("provider %s probe model: %v", p.GetId(), err)
+			if _, err := c.Resolve(p.GetProviderId() + "/" + pm); err != nil {
+				t.Errorf("provider %s probe model: %v", p.GetProviderId(), err)
 			}
 		}
 	}

@@ -19,14 +19,14 @@ type Route struct {
 }
 
 // Canonical is "provider/model".
-func (r Route) Canonical() string { return r.Provider.GetId() + "/" + r.Model.GetId() }
+func (r Route) Canonical() string { return r.Provider.GetProviderId() + "/" + r.Model.GetModelId() }
 
 // APIModel is the model name sent upstream.
 func (r Route) APIModel() string {
 	if m := r.Model.GetApiModel(); m != "" {
 		return m
 	}
-	return r.Model.GetId()
+	return r.Model.GetModelId()
 }
 
 // ErrEmptySelector is returned for an empty selector.
@@ -81,7 +81,7 @@ func (c *Catalog) Resolve(selector string) (Route, error) {
 			return c.route(selector, m)
 		}
 		if p.GetAllowPassthrough() && name != "" {
-			return Route{Provider: p, Model: &llmv1.Model{Id: name, Provider: prov}, Passthrough: true}, nil
+			return Route{Provider: p, Model: &llmv1.Model{ModelId: name, ProviderId: prov}, Passthrough: true}, nil
 		}
 		return Route{}, &NotFoundError{Selector: selector, Hints: c.hints(selector)}
 	}
@@ -98,10 +98,10 @@ func (c *Catalog) Resolve(selector string) (Route, error) {
 	}
 	if p, ok := c.providers[selector]; ok {
 		if !p.GetEnabled() {
-			return Route{}, &DisabledError{Selector: selector, Provider: p.GetId()}
+			return Route{}, &DisabledError{Selector: selector, Provider: p.GetProviderId()}
 		}
 		if d := p.GetDefaultModel(); d != "" {
-			return c.Resolve(p.GetId() + "/" + d)
+			return c.Resolve(p.GetProviderId() + "/" + d)
 		}
 	}
 	return Route{}, &NotFoundError{Selector: selector, Hints: c.hints(selector)}
@@ -114,7 +114,7 @@ func (c *Catalog) inProvider(prov, name string) *llmv1.Model {
 		return m
 	}
 	for _, m := range c.sorted {
-		if m.GetProvider() == prov && (slices.Contains(m.GetAliases(), name) || m.GetApiModel() == name) {
+		if m.GetProviderId() == prov && (slices.Contains(m.GetAliases(), name) || m.GetApiModel() == name) {
 			return m
 		}
 	}
@@ -122,12 +122,12 @@ func (c *Catalog) inProvider(prov, name string) *llmv1.Model {
 }
 
 func (c *Catalog) route(selector string, m *llmv1.Model) (Route, error) {
-	p := c.providers[m.GetProvider()]
+	p := c.providers[m.GetProviderId()]
 	if !p.GetEnabled() {
-		return Route{}, &DisabledError{Selector: selector, Provider: p.GetId()}
+		return Route{}, &DisabledError{Selector: selector, Provider: p.GetProviderId()}
 	}
 	if !m.GetEnabled() {
-		return Route{}, &DisabledError{Selector: selector, Provider: p.GetId(), Model: m.GetId()}
+		return Route{}, &DisabledError{Selector: selector, Provider: p.GetProviderId(), Model: m.GetModelId()}
 	}
 	return Route{Provider: p, Model: m}, nil
 }
@@ -165,7 +165,7 @@ func (c *Catalog) hints(s string) []string {
 		if !c.usable(m) {
 			continue
 		}
-		full := m.GetProvider() + "/" + m.GetId()
+		full := m.GetProviderId() + "/" + m.GetModelId()
 		add(full, full)
 		for _, a := range m.GetAliases() {
 			add(a, a)

@@ -527,10 +527,10 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 }
 
 func anthropicMessageOf(resp *llmv1.Response) *anthropicMessage {
-	m := &anthropicMessage{ID: msgID(resp.GetId()), Type: "message", Role: "assistant", Model: resp.GetProvider() + "/" + resp.GetModel(),
+	m := &anthropicMessage{ID: msgID(resp.GetId()), Type: "message", Role: "assistant", Model: resp.GetProviderId() + "/" + resp.GetModelId(),
 		Content: []json.RawMessage{}, Usage: anthUsage(resp.GetUsage())}
 	for _, p := range resp.GetParts() {
-		if b := contentBlock(p, resp.GetProvider()); b != nil {
+		if b := contentBlock(p, resp.GetProviderId()); b != nil {
 			m.Content = append(m.Content, b)
 		}
 	}
@@ -551,22 +551,22 @@ type messagesStream struct {
 	next     int
 }
 
-func (s *messagesStream) handle(ev *llmv1.StreamEvent) error {
+func (s *messagesStream) handle(ev *llmv1.StreamResponse) error {
 	switch x := ev.GetEvent().(type) {
-	case *llmv1.StreamEvent_Started:
-		s.id, s.provider = msgID(x.Started.GetId()), x.Started.GetProvider()
-		s.model = x.Started.GetProvider() + "/" + x.Started.GetModel()
+	case *llmv1.StreamResponse_Started:
+		s.id, s.provider = msgID(x.Started.GetId()), x.Started.GetProviderId()
+		s.model = x.Started.GetProviderId() + "/" + x.Started.GetModelId()
 		s.index, s.kinds = map[int32]int{}, map[int32]llmv1.ContentBlockKind{}
 		return nil // message_start waits for the usage known so far
-	case *llmv1.StreamEvent_Usage:
+	case *llmv1.StreamResponse_Usage:
 		s.usage = x.Usage
 		return nil
-	case *llmv1.StreamEvent_RateLimits, *llmv1.StreamEvent_Retrying:
+	case *llmv1.StreamResponse_RateLimits, *llmv1.StreamResponse_Retrying:
 		return nil
-	case *llmv1.StreamEvent_Ended:
+	case *llmv1.StreamResponse_Ended:
 		if s.index == nil { // a reply with no visible output has no Started
 			resp := x.Ended.GetResponse()
-			s.id, s.provider, s.model = msgID(resp.GetId()), resp.GetProvider(), resp.GetProvider()+"/"+resp.GetModel()
+			s.id, s.provider, s.model = msgID(resp.GetId()), resp.GetProviderId(), resp.GetProviderId()+"/"+resp.GetModelId()
 			s.index, s.kinds = map[int32]int{}, map[int32]llmv1.ContentBlockKind{}
 			s.usage = resp.GetUsage()
 		}
@@ -575,7 +575,7 @@ func (s *messagesStream) handle(ev *llmv1.StreamEvent) error {
 		return err
 	}
 	switch x := ev.GetEvent().(type) {
-	case *llmv1.StreamEvent_ContentBlockStart:
+	case *llmv1.StreamResponse_ContentBlockStart:
 		b := x.ContentBlockStart
 		s.kinds[b.GetIndex()] = b.GetKind()
 		var block map[string]any
@@ -592,13 +592,13 @@ func (s *messagesStream) handle(ev *llmv1.StreamEvent) error {
 		s.index[b.GetIndex()] = s.next
 		s.next++
 		return s.sse.event("content_block_start", map[string]any{"type": "content_block_start", "index": s.index[b.GetIndex()], "content_block": block})
-	case *llmv1.StreamEvent_TextDelta:
+	case *llmv1.StreamResponse_TextDelta:
 		return s.delta(x.TextDelta.GetIndex(), map[string]any{"type": "text_delta", "text": x.TextDelta.GetText()})
-	case *llmv1.StreamEvent_ReasoningDelta:
+	case *llmv1.StreamResponse_ReasoningDelta:
 		return s.delta(x.ReasoningDelta.GetIndex(), map[string]any{"type": "thinking_delta", "thinking": x.ReasoningDelta.GetText()})
-	case *llmv1.StreamEvent_ToolCallDelta:
+	case *llmv1.StreamResponse_ToolCallDelta:
 		return s.delta(x.ToolCallDelta.GetIndex(), map[string]any{"type": "input_json_delta", "partial_json": x.ToolCallDelta.GetArgumentsDelta()})
-	case *llmv1.StreamEvent_ContentBlockEnd:
+	case *llmv1.StreamResponse_ContentBlockEnd:
 		e := x.ContentBlockEnd
 		idx, ok := s.index[e.GetIndex()]
 		switch kind := s.kinds[e.GetIndex()]; {
@@ -618,7 +618,7 @@ func (s *messagesStream) handle(ev *llmv1.StreamEvent) error {
 			}
 		}
 		return s.sse.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
-	case *llmv1.StreamEvent_Ended:
+	case *llmv1.StreamResponse_Ended:
 		resp := x.Ended.GetResponse()
 		u := anthUsage(resp.GetUsage())
 		if err := s.sse.event("message_delta", map[string]any{"type": "message_delta",
@@ -626,7 +626,7 @@ func (s *messagesStream) handle(ev *llmv1.StreamEvent) error {
 			return err
 		}
 		return s.sse.event("message_stop", map[string]any{"type": "message_stop"})
-	case *llmv1.StreamEvent_Error:
+	case *llmv1.StreamResponse_Error:
 		d := x.Error.GetError()
 		_, typ := anthropicErrorType(statusForKind(d.GetKind(), 0), d.GetKind())
 		return s.sse.event("error", newAnthropicError(typ, d.GetMessage()))

@@ -42,7 +42,7 @@ type Backend interface {
 	// Stream: events until a terminal Ended or StreamError, and an error
 	// only when nothing was emitted), without emit it returns the Response.
 	// Errors carry a gRPC status with a fabro.llm.v1.ErrorDetail.
-	Generate(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamEvent) error) (*llmv1.Response, error)
+	Generate(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamResponse) error) (*llmv1.Response, error)
 	// ListModels lists the catalog's (and discovered) enabled models.
 	ListModels(ctx context.Context, req *llmv1.ListModelsRequest) (*llmv1.ListModelsResponse, error)
 	// ResolveModel resolves a selector, for capability checks.

@@ -25,12 +25,12 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // scripted is a Backend that replays fixed events, so the wire output is
 // deterministic.
 type scripted struct {
-	events []*llmv1.StreamEvent
+	events []*llmv1.StreamResponse
 	err    error
 	got    *llmv1.Request
 }
 
-func (s *scripted) Generate(_ context.Context, req *llmv1.Request, emit func(*llmv1.StreamEvent) error) (*llmv1.Response, error) {
+func (s *scripted) Generate(_ context.Context, req *llmv1.Request, emit func(*llmv1.StreamResponse) error) (*llmv1.Response, error) {
 	s.got = req
 	if s.err != nil {
 		return nil, s.err
@@ -55,31 +55,31 @@ func (s *scripted) ResolveModel(_ context.Context, req *llmv1.ResolveModelReques
 	if strings.HasPrefix(req.GetSelector(), "nope") {
 		return nil, status.Error(codes.NotFound, `unknown model "`+req.GetSelector()+`"`)
 	}
-	return &llmv1.ResolveModelResponse{Canonical: "anthropic/claude-x", Model: &llmv1.Model{Id: "claude-x", Provider: "anthropic",
+	return &llmv1.ResolveModelResponse{Canonical: "anthropic/claude-x", Model: &llmv1.Model{ModelId: "claude-x", ProviderId: "anthropic",
 		Capabilities: &llmv1.Capabilities{Tools: true, Vision: req.GetSelector() != "textonly"}}}, nil
 }
 
 // turnEvents is one turn as the gateway streams it: reasoning with a
 // signature, text, a tool call, usage, the end.
-func turnEvents() []*llmv1.StreamEvent {
-	ev := func(e any) *llmv1.StreamEvent {
+func turnEvents() []*llmv1.StreamResponse {
+	ev := func(e any) *llmv1.StreamResponse {
 		switch x := e.(type) {
 		case *llmv1.Started:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Started{Started: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Started{Started: x}}
 		case *llmv1.ContentBlockStart:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockStart{ContentBlockStart: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockStart{ContentBlockStart: x}}
 		case *llmv1.TextDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_TextDelta{TextDelta: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_TextDelta{TextDelta: x}}
 		case *llmv1.ReasoningDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ReasoningDelta{ReasoningDelta: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ReasoningDelta{ReasoningDelta: x}}
 		case *llmv1.ToolCallDelta:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ToolCallDelta{ToolCallDelta: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ToolCallDelta{ToolCallDelta: x}}
 		case *llmv1.ContentBlockEnd:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_ContentBlockEnd{ContentBlockEnd: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_ContentBlockEnd{ContentBlockEnd: x}}
 		case *llmv1.Usage:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Usage{Usage: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Usage{Usage: x}}
 		case *llmv1.Ended:
-			return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Ended{Ended: x}}
+			return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Ended{Ended: x}}
 		}
 		panic("unknown event")
 	}
@@ -87,8 +87,8 @@ func turnEvents() []*llmv1.StreamEvent {
 	text := &llmv1.ContentPart{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: "Hello, wörld"}}}
 	call := &llmv1.ContentPart{Part: &llmv1.ContentPart_ToolCall{ToolCall: &llmv1.ToolCall{Id: "toolu_1", Name: "read", Arguments: `{"path":"a.go"}`}}}
 	usage := &llmv1.Usage{InputTokens: 90, OutputTokens: 20, ReasoningTokens: 5, CacheReadTokens: 10}
-	return []*llmv1.StreamEvent{
-		ev(&llmv1.Started{Id: "abc", Model: "claude-x", Provider: "anthropic"}),
+	return []*llmv1.StreamResponse{
+		ev(&llmv1.Started{Id: "abc", ModelId: "claude-x", ProviderId: "anthropic"}),
 		ev(&llmv1.Usage{InputTokens: 90, CacheReadTokens: 10}),
 		ev(&llmv1.ContentBlockStart{Index: 0, Kind: llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING}),
 		ev(&llmv1.ReasoningDelta{Index: 0, Text: "Look first."}),
@@ -102,7 +102,7 @@ func turnEvents() []*llmv1.StreamEvent {
 		ev(&llmv1.ToolCallDelta{Index: 2, Id: "toolu_1", Name: "read", ArgumentsDelta: `"a.go"}`}),
 		ev(&llmv1.ContentBlockEnd{Index: 2, Part: call}),
 		ev(usage),
-		ev(&llmv1.Ended{Response: &llmv1.Response{Id: "abc", Model: "claude-x", Provider: "anthropic", Parts: []*llmv1.ContentPart{reasoning, text, call},
+		ev(&llmv1.Ended{Response: &llmv1.Response{Id: "abc", ModelId: "claude-x", ProviderId: "anthropic", Parts: []*llmv1.ContentPart{reasoning, text, call},
 			FinishReason: llmv1.FinishReason_FINISH_REASON_TOOL_CALLS, Usage: usage}}),
 	}
 }
@@ -256,7 +256,7 @@ func TestRequestTranslation(t *testing.T) {
 // stream with its API's own error event.
 func TestStreamErrorAfterOutput(t *testing.T) {
 	evs := turnEvents()[:8]
-	evs = append(evs, &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Error{Error: &llmv1.StreamError{
+	evs = append(evs, &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Error{Error: &llmv1.StreamError{
 		Error: &llmv1.ErrorDetail{Kind: llmv1.ErrorKind_ERROR_KIND_OVERLOADED, Message: "anthropic/claude-x: overloaded"}}}})
 	for _, c := range []struct{ path, body, want string }{
 		{"/openai/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`,
@@ -276,8 +276,8 @@ func TestStreamErrorAfterOutput(t *testing.T) {
 // TestEmptyReplyStream: a reply with no visible output (the gateway sends
 // Ended without Started) is still a well-formed stream in every API.
 func TestEmptyReplyStream(t *testing.T) {
-	evs := []*llmv1.StreamEvent{{Event: &llmv1.StreamEvent_Ended{Ended: &llmv1.Ended{Response: &llmv1.Response{
-		Id: "e1", Model: "claude-x", Provider: "anthropic", FinishReason: llmv1.FinishReason_FINISH_REASON_STOP, Usage: &llmv1.Usage{InputTokens: 3}}}}}}
+	evs := []*llmv1.StreamResponse{{Event: &llmv1.StreamResponse_Ended{Ended: &llmv1.Ended{Response: &llmv1.Response{
+		Id: "e1", ModelId: "claude-x", ProviderId: "anthropic", FinishReason: llmv1.FinishReason_FINISH_REASON_STOP, Usage: &llmv1.Usage{InputTokens: 3}}}}}}
 	for _, c := range []struct{ path, body, want string }{
 		{"/openai/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`, `"finish_reason":"stop"`},
 		{"/openai/v1/responses", `{"model":"m","input":"x","stream":true}`, "event: response.completed"},

@@ -26,14 +26,21 @@ type anthropicModelInfo struct {
 	CreatedAt   string `json:"created_at"`
 }
 
-func canonical(m *llmv1.Model) string { return m.GetProvider() + "/" + m.GetId() }
+func canonical(m *llmv1.Model) string { return m.GetProviderId() + "/" + m.GetModelId() }
 
 func (h *Handler) models(r *http.Request) ([]*llmv1.Model, error) {
-	resp, err := h.backend.ListModels(r.Context(), &llmv1.ListModelsRequest{})
-	if err != nil {
-		return nil, err
+	// Every page: the compatible APIs list all models at once.
+	var all []*llmv1.Model
+	for tok := ""; ; {
+		resp, err := h.backend.ListModels(r.Context(), &llmv1.ListModelsRequest{PageSize: 1000, PageToken: tok})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, resp.GetModels()...)
+		if tok = resp.GetNextPageToken(); tok == "" {
+			return all, nil
+		}
 	}
-	return resp.GetModels(), nil
 }
 
 func (h *Handler) openaiModels(w http.ResponseWriter, r *http.Request) {
@@ -44,7 +51,7 @@ func (h *Handler) openaiModels(w http.ResponseWriter, r *http.Request) {
 	}
 	data := make([]openaiModel, 0, len(ms))
 	for _, m := range ms {
-		data = append(data, openaiModel{ID: canonical(m), Object: "model", Created: catalogEpoch.Unix(), OwnedBy: m.GetProvider()})
+		data = append(data, openaiModel{ID: canonical(m), Object: "model", Created: catalogEpoch.Unix(), OwnedBy: m.GetProviderId()})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
@@ -64,13 +71,13 @@ func (h *Handler) openaiModel(w http.ResponseWriter, r *http.Request) {
 		h.writeOpenAIBackendError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, openaiModel{ID: canonical(m), Object: "model", Created: catalogEpoch.Unix(), OwnedBy: m.GetProvider()})
+	writeJSON(w, http.StatusOK, openaiModel{ID: canonical(m), Object: "model", Created: catalogEpoch.Unix(), OwnedBy: m.GetProviderId()})
 }
 
 func anthropicInfo(m *llmv1.Model) anthropicModelInfo {
 	name := m.GetDisplayName()
 	if name == "" {
-		name = m.GetId()
+		name = m.GetModelId()
 	}
 	return anthropicModelInfo{ID: canonical(m), Type: "model", DisplayName: name, CreatedAt: catalogEpoch.Format(time.RFC3339)}
 }

@@ -632,7 +632,7 @@ func chatCompletionOf(resp *llmv1.Response, created int64) *chatCompletion {
 	msg.ReasoningContent = reasoning.String()
 	fr := chatFinish(resp.GetFinishReason())
 	return &chatCompletion{
-		ID: chatID(resp.GetId()), Object: "chat.completion", Created: created, Model: resp.GetProvider() + "/" + resp.GetModel(),
+		ID: chatID(resp.GetId()), Object: "chat.completion", Created: created, Model: resp.GetProviderId() + "/" + resp.GetModelId(),
 		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: &fr}},
 		Usage:   openaiUsage(resp.GetUsage()),
 	}
@@ -653,19 +653,19 @@ func (c *chatStream) send(delta *chatOutMessage, finish *string) error {
 	return c.sse.event("", &c.chunk)
 }
 
-func (c *chatStream) handle(ev *llmv1.StreamEvent) error {
+func (c *chatStream) handle(ev *llmv1.StreamResponse) error {
 	empty := ""
 	switch x := ev.GetEvent().(type) {
-	case *llmv1.StreamEvent_Started:
-		c.id, c.model = chatID(x.Started.GetId()), x.Started.GetProvider()+"/"+x.Started.GetModel()
+	case *llmv1.StreamResponse_Started:
+		c.id, c.model = chatID(x.Started.GetId()), x.Started.GetProviderId()+"/"+x.Started.GetModelId()
 		c.sse.hold = true // the role chunk goes out with the first content
 		return c.send(&chatOutMessage{Role: "assistant", Content: &empty}, nil)
-	case *llmv1.StreamEvent_TextDelta:
+	case *llmv1.StreamResponse_TextDelta:
 		t := x.TextDelta.GetText()
 		return c.send(&chatOutMessage{Content: &t}, nil)
-	case *llmv1.StreamEvent_ReasoningDelta:
+	case *llmv1.StreamResponse_ReasoningDelta:
 		return c.send(&chatOutMessage{ReasoningContent: x.ReasoningDelta.GetText()}, nil)
-	case *llmv1.StreamEvent_ContentBlockStart:
+	case *llmv1.StreamResponse_ContentBlockStart:
 		b := x.ContentBlockStart
 		if b.GetKind() != llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_TOOL_CALL {
 			return nil
@@ -674,12 +674,12 @@ func (c *chatStream) handle(ev *llmv1.StreamEvent) error {
 		tc := chatToolCall{Index: &idx, ID: b.GetToolCallId(), Type: "function"}
 		tc.Function.Name = b.GetToolName()
 		return c.send(&chatOutMessage{ToolCalls: []chatToolCall{tc}}, nil)
-	case *llmv1.StreamEvent_ToolCallDelta:
+	case *llmv1.StreamResponse_ToolCallDelta:
 		idx := int(x.ToolCallDelta.GetToolCallIndex())
 		tc := chatToolCall{Index: &idx}
 		tc.Function.Arguments = x.ToolCallDelta.GetArgumentsDelta()
 		return c.send(&chatOutMessage{ToolCalls: []chatToolCall{tc}}, nil)
-	case *llmv1.StreamEvent_Ended:
+	case *llmv1.StreamResponse_Ended:
 		resp := x.Ended.GetResponse()
 		if !c.sse.started { // a reply with no visible output has no Started
 			if err := c.handle(startedOf(resp)); err != nil {
@@ -698,7 +698,7 @@ func (c *chatStream) handle(ev *llmv1.StreamEvent) error {
 			}
 		}
 		return c.sse.raw("", []byte("[DONE]"))
-	case *llmv1.StreamEvent_Error:
+	case *llmv1.StreamResponse_Error:
 		// OpenAI's own mid-stream failure: an error object in a data line,
 		// and no [DONE], so clients report it instead of a short answer.
 		d := x.Error.GetError()
@@ -710,8 +710,8 @@ func (c *chatStream) handle(ev *llmv1.StreamEvent) error {
 
 // startedOf is the Started event of a response, for a stream whose reply
 // had no visible output (the gateway then sends Ended alone).
-func startedOf(resp *llmv1.Response) *llmv1.StreamEvent {
-	return &llmv1.StreamEvent{Event: &llmv1.StreamEvent_Started{Started: &llmv1.Started{
-		Id: resp.GetId(), Model: resp.GetModel(), Provider: resp.GetProvider(),
+func startedOf(resp *llmv1.Response) *llmv1.StreamResponse {
+	return &llmv1.StreamResponse{Event: &llmv1.StreamResponse_Started{Started: &llmv1.Started{
+		Id: resp.GetId(), ModelId: resp.GetModelId(), ProviderId: resp.GetProviderId(),
 	}}}
 }

@@ -483,7 +483,7 @@ func outputItems(resp *llmv1.Response) []json.RawMessage {
 				Name: x.ToolCall.GetName(), Arguments: x.ToolCall.GetArguments(), Status: "completed"}))
 		case *llmv1.ContentPart_Reasoning, *llmv1.ContentPart_Opaque:
 			flush(&out, &msg)
-			out = append(out, mustJSON(reasoningItem(p, resp.GetId(), resp.GetProvider(), i)))
+			out = append(out, mustJSON(reasoningItem(p, resp.GetId(), resp.GetProviderId(), i)))
 		}
 	}
 	flush(&out, &msg)
@@ -536,7 +536,7 @@ func (h *Handler) responses(w http.ResponseWriter, r *http.Request) {
 			h.writeOpenAIBackendError(w, r, err)
 			return
 		}
-		ro := responseShell(req, resp.GetId(), resp.GetProvider()+"/"+resp.GetModel(), created)
+		ro := responseShell(req, resp.GetId(), resp.GetProviderId()+"/"+resp.GetModelId(), created)
 		ro.Output = outputItems(resp)
 		ro.OutputText = responseText(resp)
 		finishResponse(ro, resp)
@@ -578,17 +578,17 @@ func (s *responsesStream) send(typ string, fields map[string]any) error {
 	return s.sse.event(typ, fields)
 }
 
-func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
+func (s *responsesStream) handle(ev *llmv1.StreamResponse) error {
 	switch x := ev.GetEvent().(type) {
-	case *llmv1.StreamEvent_Started:
+	case *llmv1.StreamResponse_Started:
 		s.respID = x.Started.GetId()
 		s.items = map[int32]*streamItem{}
-		s.shell = responseShell(s.req, s.respID, x.Started.GetProvider()+"/"+x.Started.GetModel(), s.created)
+		s.shell = responseShell(s.req, s.respID, x.Started.GetProviderId()+"/"+x.Started.GetModelId(), s.created)
 		if err := s.send("response.created", map[string]any{"response": s.shell}); err != nil {
 			return err
 		}
 		return s.send("response.in_progress", map[string]any{"response": s.shell})
-	case *llmv1.StreamEvent_ContentBlockStart:
+	case *llmv1.StreamResponse_ContentBlockStart:
 		b := x.ContentBlockStart
 		it := &streamItem{kind: b.GetKind(), outputIndex: s.output, callID: b.GetToolCallId(), name: b.GetToolName()}
 		s.items[b.GetIndex()] = it
@@ -614,7 +614,7 @@ func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
 			return s.send("response.output_item.added", map[string]any{"output_index": it.outputIndex,
 				"item": outReasoning{Type: "reasoning", ID: it.id, Summary: []summaryText{}}})
 		}
-	case *llmv1.StreamEvent_TextDelta:
+	case *llmv1.StreamResponse_TextDelta:
 		it := s.items[x.TextDelta.GetIndex()]
 		if it == nil {
 			return nil
@@ -622,7 +622,7 @@ func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
 		it.text.WriteString(x.TextDelta.GetText())
 		return s.send("response.output_text.delta", map[string]any{"item_id": it.id, "output_index": it.outputIndex, "content_index": 0,
 			"delta": x.TextDelta.GetText(), "logprobs": []struct{}{}})
-	case *llmv1.StreamEvent_ReasoningDelta:
+	case *llmv1.StreamResponse_ReasoningDelta:
 		it := s.items[x.ReasoningDelta.GetIndex()]
 		if it == nil {
 			return nil
@@ -636,7 +636,7 @@ func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
 		it.text.WriteString(x.ReasoningDelta.GetText())
 		return s.send("response.reasoning_summary_text.delta", map[string]any{"item_id": it.id, "output_index": it.outputIndex,
 			"summary_index": 0, "delta": x.ReasoningDelta.GetText()})
-	case *llmv1.StreamEvent_ToolCallDelta:
+	case *llmv1.StreamResponse_ToolCallDelta:
 		it := s.items[x.ToolCallDelta.GetIndex()]
 		if it == nil {
 			return nil
@@ -644,9 +644,9 @@ func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
 		it.text.WriteString(x.ToolCallDelta.GetArgumentsDelta())
 		return s.send("response.function_call_arguments.delta", map[string]any{"item_id": it.id, "output_index": it.outputIndex,
 			"delta": x.ToolCallDelta.GetArgumentsDelta()})
-	case *llmv1.StreamEvent_ContentBlockEnd:
+	case *llmv1.StreamResponse_ContentBlockEnd:
 		return s.endItem(x.ContentBlockEnd)
-	case *llmv1.StreamEvent_Ended:
+	case *llmv1.StreamResponse_Ended:
 		resp := x.Ended.GetResponse()
 		if s.shell == nil {
 			if err := s.handle(startedOf(resp)); err != nil {
@@ -660,7 +660,7 @@ func (s *responsesStream) handle(ev *llmv1.StreamEvent) error {
 			name = "response.incomplete"
 		}
 		return s.send(name, map[string]any{"response": s.shell})
-	case *llmv1.StreamEvent_Error:
+	case *llmv1.StreamResponse_Error:
 		if s.shell == nil {
 			if err := s.handle(startedOf(x.Error.GetPartialResponse())); err != nil {
 				return err

@@ -35,6 +35,7 @@ package pluginv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -2402,7 +2403,7 @@ type ExecStart struct {
 	// Bytes given on stdin.
 	Stdin []byte `protobuf:"bytes,5,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	// The command is stopped after this long.
-	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Bytes retained per stream, head plus tail.
 	RetainLimit   int64 `protobuf:"varint,7,opt,name=retain_limit,json=retainLimit,proto3" json:"retain_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2474,11 +2475,11 @@ func (x *ExecStart) GetStdin() []byte {
 	return nil
 }
 
-func (x *ExecStart) GetTimeoutMs() int64 {
+func (x *ExecStart) GetTimeout() *durationpb.Duration {
 	if x != nil {
-		return x.TimeoutMs
+		return x.Timeout
 	}
-	return 0
+	return nil
 }
 
 func (x *ExecStart) GetRetainLimit() int64 {
@@ -2812,8 +2813,8 @@ type ExecResult struct {
 	ExitCode *int32 `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
 	// The signal that ended it, such as "SIGKILL".
 	Signal string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
-	// How long it ran, in nanoseconds.
-	DurationNanos int64 `protobuf:"varint,4,opt,name=duration_nanos,json=durationNanos,proto3" json:"duration_nanos,omitempty"`
+	// How long it ran.
+	Duration *durationpb.Duration `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
 	// Retained stdout.
 	Stdout []byte `protobuf:"bytes,5,opt,name=stdout,proto3" json:"stdout,omitempty"`
 	// Retained stderr.
@@ -2881,11 +2882,11 @@ func (x *ExecResult) GetSignal() string {
 	return ""
 }
 
-func (x *ExecResult) GetDurationNanos() int64 {
+func (x *ExecResult) GetDuration() *durationpb.Duration {
 	if x != nil {
-		return x.DurationNanos
+		return x.Duration
 	}
-	return 0
+	return nil
 }
 
 func (x *ExecResult) GetStdout() []byte {
@@ -3455,7 +3456,7 @@ var File_fabro_sandbox_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
-	"$fabro/sandbox/plugin/v1/plugin.proto\x12\x17fabro.sandbox.plugin.v1\"y\n" +
+	"$fabro/sandbox/plugin/v1/plugin.proto\x12\x17fabro.sandbox.plugin.v1\x1a\x1egoogle/protobuf/duration.proto\"y\n" +
 	"\fLimitSupport\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
@@ -3577,15 +3578,14 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vExecRequest\x12:\n" +
 	"\x05start\x18\x01 \x01(\v2\".fabro.sandbox.plugin.v1.ExecStartH\x00R\x05start\x127\n" +
 	"\x04stop\x18\x02 \x01(\v2!.fabro.sandbox.plugin.v1.ExecStopH\x00R\x04stopB\t\n" +
-	"\arequest\"\xa0\x02\n" +
+	"\arequest\"\xb6\x02\n" +
 	"\tExecStart\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12\x10\n" +
 	"\x03dir\x18\x03 \x01(\tR\x03dir\x12=\n" +
 	"\x03env\x18\x04 \x03(\v2+.fabro.sandbox.plugin.v1.ExecStart.EnvEntryR\x03env\x12\x14\n" +
-	"\x05stdin\x18\x05 \x01(\fR\x05stdin\x12\x1d\n" +
-	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12!\n" +
+	"\x05stdin\x18\x05 \x01(\fR\x05stdin\x123\n" +
+	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12!\n" +
 	"\fretain_limit\x18\a \x01(\x03R\vretainLimit\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -3607,13 +3607,13 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bobserved\x18\x01 \x01(\x03R\bobserved\x12\x1a\n" +
 	"\bretained\x18\x02 \x01(\x03R\bretained\x12\x18\n" +
 	"\aomitted\x18\x03 \x01(\x03R\aomitted\x12\x12\n" +
-	"\x04head\x18\x04 \x01(\x03R\x04head\"\xf4\x03\n" +
+	"\x04head\x18\x04 \x01(\x03R\x04head\"\x84\x04\n" +
 	"\n" +
 	"ExecResult\x12F\n" +
 	"\vtermination\x18\x01 \x01(\x0e2$.fabro.sandbox.plugin.v1.TerminationR\vtermination\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
-	"\x06signal\x18\x03 \x01(\tR\x06signal\x12%\n" +
-	"\x0eduration_nanos\x18\x04 \x01(\x03R\rdurationNanos\x12\x16\n" +
+	"\x06signal\x18\x03 \x01(\tR\x06signal\x125\n" +
+	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x16\n" +
 	"\x06stdout\x18\x05 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x06 \x01(\fR\x06stderr\x12H\n" +
 	"\fstdout_stats\x18\a \x01(\v2%.fabro.sandbox.plugin.v1.CaptureStatsR\vstdoutStats\x12H\n" +
@@ -3728,65 +3728,66 @@ func file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 var file_fabro_sandbox_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_fabro_sandbox_plugin_v1_plugin_proto_goTypes = []any{
-	(Isolation)(0),            // 0: fabro.sandbox.plugin.v1.Isolation
-	(Network)(0),              // 1: fabro.sandbox.plugin.v1.Network
-	(FileType)(0),             // 2: fabro.sandbox.plugin.v1.FileType
-	(Stream)(0),               // 3: fabro.sandbox.plugin.v1.Stream
-	(Termination)(0),          // 4: fabro.sandbox.plugin.v1.Termination
-	(LimitHit)(0),             // 5: fabro.sandbox.plugin.v1.LimitHit
-	(GrepBackend)(0),          // 6: fabro.sandbox.plugin.v1.GrepBackend
-	(*LimitSupport)(nil),      // 7: fabro.sandbox.plugin.v1.LimitSupport
-	(*Capabilities)(nil),      // 8: fabro.sandbox.plugin.v1.Capabilities
-	(*Limits)(nil),            // 9: fabro.sandbox.plugin.v1.Limits
-	(*Spec)(nil),              // 10: fabro.sandbox.plugin.v1.Spec
-	(*Info)(nil),              // 11: fabro.sandbox.plugin.v1.Info
-	(*DescribeRequest)(nil),   // 12: fabro.sandbox.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil),  // 13: fabro.sandbox.plugin.v1.DescribeResponse
-	(*AvailableRequest)(nil),  // 14: fabro.sandbox.plugin.v1.AvailableRequest
-	(*AvailableResponse)(nil), // 15: fabro.sandbox.plugin.v1.AvailableResponse
-	(*CreateRequest)(nil),     // 16: fabro.sandbox.plugin.v1.CreateRequest
-	(*CreateResponse)(nil),    // 17: fabro.sandbox.plugin.v1.CreateResponse
-	(*ReopenRequest)(nil),     // 18: fabro.sandbox.plugin.v1.ReopenRequest
-	(*ReopenResponse)(nil),    // 19: fabro.sandbox.plugin.v1.ReopenResponse
-	(*CheckRequest)(nil),      // 20: fabro.sandbox.plugin.v1.CheckRequest
-	(*CheckResponse)(nil),     // 21: fabro.sandbox.plugin.v1.CheckResponse
-	(*DeleteRequest)(nil),     // 22: fabro.sandbox.plugin.v1.DeleteRequest
-	(*DeleteResponse)(nil),    // 23: fabro.sandbox.plugin.v1.DeleteResponse
-	(*OpenRequest)(nil),       // 24: fabro.sandbox.plugin.v1.OpenRequest
-	(*OpenResponse)(nil),      // 25: fabro.sandbox.plugin.v1.OpenResponse
-	(*WriteFileRequest)(nil),  // 26: fabro.sandbox.plugin.v1.WriteFileRequest
-	(*WriteFileResponse)(nil), // 27: fabro.sandbox.plugin.v1.WriteFileResponse
-	(*RemoveRequest)(nil),     // 28: fabro.sandbox.plugin.v1.RemoveRequest
-	(*RemoveResponse)(nil),    // 29: fabro.sandbox.plugin.v1.RemoveResponse
-	(*FileInfo)(nil),          // 30: fabro.sandbox.plugin.v1.FileInfo
-	(*StatRequest)(nil),       // 31: fabro.sandbox.plugin.v1.StatRequest
-	(*StatResponse)(nil),      // 32: fabro.sandbox.plugin.v1.StatResponse
-	(*ListDirRequest)(nil),    // 33: fabro.sandbox.plugin.v1.ListDirRequest
-	(*ListDirResponse)(nil),   // 34: fabro.sandbox.plugin.v1.ListDirResponse
-	(*RenameRequest)(nil),     // 35: fabro.sandbox.plugin.v1.RenameRequest
-	(*RenameResponse)(nil),    // 36: fabro.sandbox.plugin.v1.RenameResponse
-	(*MkdirRequest)(nil),      // 37: fabro.sandbox.plugin.v1.MkdirRequest
-	(*MkdirResponse)(nil),     // 38: fabro.sandbox.plugin.v1.MkdirResponse
-	(*ExecRequest)(nil),       // 39: fabro.sandbox.plugin.v1.ExecRequest
-	(*ExecStart)(nil),         // 40: fabro.sandbox.plugin.v1.ExecStart
-	(*ExecStop)(nil),          // 41: fabro.sandbox.plugin.v1.ExecStop
-	(*ExecResponse)(nil),      // 42: fabro.sandbox.plugin.v1.ExecResponse
-	(*ExecStarted)(nil),       // 43: fabro.sandbox.plugin.v1.ExecStarted
-	(*ExecOutput)(nil),        // 44: fabro.sandbox.plugin.v1.ExecOutput
-	(*CaptureStats)(nil),      // 45: fabro.sandbox.plugin.v1.CaptureStats
-	(*ExecResult)(nil),        // 46: fabro.sandbox.plugin.v1.ExecResult
-	(*GrepRequest)(nil),       // 47: fabro.sandbox.plugin.v1.GrepRequest
-	(*GrepMatch)(nil),         // 48: fabro.sandbox.plugin.v1.GrepMatch
-	(*GrepResponse)(nil),      // 49: fabro.sandbox.plugin.v1.GrepResponse
-	(*GlobRequest)(nil),       // 50: fabro.sandbox.plugin.v1.GlobRequest
-	(*GlobResponse)(nil),      // 51: fabro.sandbox.plugin.v1.GlobResponse
-	(*WalkRequest)(nil),       // 52: fabro.sandbox.plugin.v1.WalkRequest
-	(*WalkedFile)(nil),        // 53: fabro.sandbox.plugin.v1.WalkedFile
-	(*WalkResponse)(nil),      // 54: fabro.sandbox.plugin.v1.WalkResponse
-	nil,                       // 55: fabro.sandbox.plugin.v1.Spec.EnvEntry
-	nil,                       // 56: fabro.sandbox.plugin.v1.Spec.LabelsEntry
-	nil,                       // 57: fabro.sandbox.plugin.v1.Spec.OptionsEntry
-	nil,                       // 58: fabro.sandbox.plugin.v1.ExecStart.EnvEntry
+	(Isolation)(0),              // 0: fabro.sandbox.plugin.v1.Isolation
+	(Network)(0),                // 1: fabro.sandbox.plugin.v1.Network
+	(FileType)(0),               // 2: fabro.sandbox.plugin.v1.FileType
+	(Stream)(0),                 // 3: fabro.sandbox.plugin.v1.Stream
+	(Termination)(0),            // 4: fabro.sandbox.plugin.v1.Termination
+	(LimitHit)(0),               // 5: fabro.sandbox.plugin.v1.LimitHit
+	(GrepBackend)(0),            // 6: fabro.sandbox.plugin.v1.GrepBackend
+	(*LimitSupport)(nil),        // 7: fabro.sandbox.plugin.v1.LimitSupport
+	(*Capabilities)(nil),        // 8: fabro.sandbox.plugin.v1.Capabilities
+	(*Limits)(nil),              // 9: fabro.sandbox.plugin.v1.Limits
+	(*Spec)(nil),                // 10: fabro.sandbox.plugin.v1.Spec
+	(*Info)(nil),                // 11: fabro.sandbox.plugin.v1.Info
+	(*DescribeRequest)(nil),     // 12: fabro.sandbox.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),    // 13: fabro.sandbox.plugin.v1.DescribeResponse
+	(*AvailableRequest)(nil),    // 14: fabro.sandbox.plugin.v1.AvailableRequest
+	(*AvailableResponse)(nil),   // 15: fabro.sandbox.plugin.v1.AvailableResponse
+	(*CreateRequest)(nil),       // 16: fabro.sandbox.plugin.v1.CreateRequest
+	(*CreateResponse)(nil),      // 17: fabro.sandbox.plugin.v1.CreateResponse
+	(*ReopenRequest)(nil),       // 18: fabro.sandbox.plugin.v1.ReopenRequest
+	(*ReopenResponse)(nil),      // 19: fabro.sandbox.plugin.v1.ReopenResponse
+	(*CheckRequest)(nil),        // 20: fabro.sandbox.plugin.v1.CheckRequest
+	(*CheckResponse)(nil),       // 21: fabro.sandbox.plugin.v1.CheckResponse
+	(*DeleteRequest)(nil),       // 22: fabro.sandbox.plugin.v1.DeleteRequest
+	(*DeleteResponse)(nil),      // 23: fabro.sandbox.plugin.v1.DeleteResponse
+	(*OpenRequest)(nil),         // 24: fabro.sandbox.plugin.v1.OpenRequest
+	(*OpenResponse)(nil),        // 25: fabro.sandbox.plugin.v1.OpenResponse
+	(*WriteFileRequest)(nil),    // 26: fabro.sandbox.plugin.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),   // 27: fabro.sandbox.plugin.v1.WriteFileResponse
+	(*RemoveRequest)(nil),       // 28: fabro.sandbox.plugin.v1.RemoveRequest
+	(*RemoveResponse)(nil),      // 29: fabro.sandbox.plugin.v1.RemoveResponse
+	(*FileInfo)(nil),            // 30: fabro.sandbox.plugin.v1.FileInfo
+	(*StatRequest)(nil),         // 31: fabro.sandbox.plugin.v1.StatRequest
+	(*StatResponse)(nil),        // 32: fabro.sandbox.plugin.v1.StatResponse
+	(*ListDirRequest)(nil),      // 33: fabro.sandbox.plugin.v1.ListDirRequest
+	(*ListDirResponse)(nil),     // 34: fabro.sandbox.plugin.v1.ListDirResponse
+	(*RenameRequest)(nil),       // 35: fabro.sandbox.plugin.v1.RenameRequest
+	(*RenameResponse)(nil),      // 36: fabro.sandbox.plugin.v1.RenameResponse
+	(*MkdirRequest)(nil),        // 37: fabro.sandbox.plugin.v1.MkdirRequest
+	(*MkdirResponse)(nil),       // 38: fabro.sandbox.plugin.v1.MkdirResponse
+	(*ExecRequest)(nil),         // 39: fabro.sandbox.plugin.v1.ExecRequest
+	(*ExecStart)(nil),           // 40: fabro.sandbox.plugin.v1.ExecStart
+	(*ExecStop)(nil),            // 41: fabro.sandbox.plugin.v1.ExecStop
+	(*ExecResponse)(nil),        // 42: fabro.sandbox.plugin.v1.ExecResponse
+	(*ExecStarted)(nil),         // 43: fabro.sandbox.plugin.v1.ExecStarted
+	(*ExecOutput)(nil),          // 44: fabro.sandbox.plugin.v1.ExecOutput
+	(*CaptureStats)(nil),        // 45: fabro.sandbox.plugin.v1.CaptureStats
+	(*ExecResult)(nil),          // 46: fabro.sandbox.plugin.v1.ExecResult
+	(*GrepRequest)(nil),         // 47: fabro.sandbox.plugin.v1.GrepRequest
+	(*GrepMatch)(nil),           // 48: fabro.sandbox.plugin.v1.GrepMatch
+	(*GrepResponse)(nil),        // 49: fabro.sandbox.plugin.v1.GrepResponse
+	(*GlobRequest)(nil),         // 50: fabro.sandbox.plugin.v1.GlobRequest
+	(*GlobResponse)(nil),        // 51: fabro.sandbox.plugin.v1.GlobResponse
+	(*WalkRequest)(nil),         // 52: fabro.sandbox.plugin.v1.WalkRequest
+	(*WalkedFile)(nil),          // 53: fabro.sandbox.plugin.v1.WalkedFile
+	(*WalkResponse)(nil),        // 54: fabro.sandbox.plugin.v1.WalkResponse
+	nil,                         // 55: fabro.sandbox.plugin.v1.Spec.EnvEntry
+	nil,                         // 56: fabro.sandbox.plugin.v1.Spec.LabelsEntry
+	nil,                         // 57: fabro.sandbox.plugin.v1.Spec.OptionsEntry
+	nil,                         // 58: fabro.sandbox.plugin.v1.ExecStart.EnvEntry
+	(*durationpb.Duration)(nil), // 59: google.protobuf.Duration
 }
 var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: fabro.sandbox.plugin.v1.Capabilities.isolation:type_name -> fabro.sandbox.plugin.v1.Isolation
@@ -3809,57 +3810,59 @@ var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	40, // 17: fabro.sandbox.plugin.v1.ExecRequest.start:type_name -> fabro.sandbox.plugin.v1.ExecStart
 	41, // 18: fabro.sandbox.plugin.v1.ExecRequest.stop:type_name -> fabro.sandbox.plugin.v1.ExecStop
 	58, // 19: fabro.sandbox.plugin.v1.ExecStart.env:type_name -> fabro.sandbox.plugin.v1.ExecStart.EnvEntry
-	43, // 20: fabro.sandbox.plugin.v1.ExecResponse.started:type_name -> fabro.sandbox.plugin.v1.ExecStarted
-	44, // 21: fabro.sandbox.plugin.v1.ExecResponse.output:type_name -> fabro.sandbox.plugin.v1.ExecOutput
-	46, // 22: fabro.sandbox.plugin.v1.ExecResponse.result:type_name -> fabro.sandbox.plugin.v1.ExecResult
-	3,  // 23: fabro.sandbox.plugin.v1.ExecOutput.stream:type_name -> fabro.sandbox.plugin.v1.Stream
-	4,  // 24: fabro.sandbox.plugin.v1.ExecResult.termination:type_name -> fabro.sandbox.plugin.v1.Termination
-	45, // 25: fabro.sandbox.plugin.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
-	45, // 26: fabro.sandbox.plugin.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
-	5,  // 27: fabro.sandbox.plugin.v1.ExecResult.limit_hit:type_name -> fabro.sandbox.plugin.v1.LimitHit
-	6,  // 28: fabro.sandbox.plugin.v1.GrepRequest.backend:type_name -> fabro.sandbox.plugin.v1.GrepBackend
-	48, // 29: fabro.sandbox.plugin.v1.GrepResponse.matches:type_name -> fabro.sandbox.plugin.v1.GrepMatch
-	6,  // 30: fabro.sandbox.plugin.v1.GrepResponse.backend:type_name -> fabro.sandbox.plugin.v1.GrepBackend
-	53, // 31: fabro.sandbox.plugin.v1.WalkResponse.files:type_name -> fabro.sandbox.plugin.v1.WalkedFile
-	12, // 32: fabro.sandbox.plugin.v1.DriverPluginService.Describe:input_type -> fabro.sandbox.plugin.v1.DescribeRequest
-	14, // 33: fabro.sandbox.plugin.v1.DriverPluginService.Available:input_type -> fabro.sandbox.plugin.v1.AvailableRequest
-	16, // 34: fabro.sandbox.plugin.v1.DriverPluginService.Create:input_type -> fabro.sandbox.plugin.v1.CreateRequest
-	18, // 35: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:input_type -> fabro.sandbox.plugin.v1.ReopenRequest
-	20, // 36: fabro.sandbox.plugin.v1.DriverPluginService.Check:input_type -> fabro.sandbox.plugin.v1.CheckRequest
-	22, // 37: fabro.sandbox.plugin.v1.DriverPluginService.Delete:input_type -> fabro.sandbox.plugin.v1.DeleteRequest
-	24, // 38: fabro.sandbox.plugin.v1.DriverPluginService.Open:input_type -> fabro.sandbox.plugin.v1.OpenRequest
-	26, // 39: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:input_type -> fabro.sandbox.plugin.v1.WriteFileRequest
-	28, // 40: fabro.sandbox.plugin.v1.DriverPluginService.Remove:input_type -> fabro.sandbox.plugin.v1.RemoveRequest
-	31, // 41: fabro.sandbox.plugin.v1.DriverPluginService.Stat:input_type -> fabro.sandbox.plugin.v1.StatRequest
-	33, // 42: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:input_type -> fabro.sandbox.plugin.v1.ListDirRequest
-	35, // 43: fabro.sandbox.plugin.v1.DriverPluginService.Rename:input_type -> fabro.sandbox.plugin.v1.RenameRequest
-	37, // 44: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:input_type -> fabro.sandbox.plugin.v1.MkdirRequest
-	39, // 45: fabro.sandbox.plugin.v1.DriverPluginService.Exec:input_type -> fabro.sandbox.plugin.v1.ExecRequest
-	47, // 46: fabro.sandbox.plugin.v1.DriverPluginService.Grep:input_type -> fabro.sandbox.plugin.v1.GrepRequest
-	50, // 47: fabro.sandbox.plugin.v1.DriverPluginService.Glob:input_type -> fabro.sandbox.plugin.v1.GlobRequest
-	52, // 48: fabro.sandbox.plugin.v1.DriverPluginService.Walk:input_type -> fabro.sandbox.plugin.v1.WalkRequest
-	13, // 49: fabro.sandbox.plugin.v1.DriverPluginService.Describe:output_type -> fabro.sandbox.plugin.v1.DescribeResponse
-	15, // 50: fabro.sandbox.plugin.v1.DriverPluginService.Available:output_type -> fabro.sandbox.plugin.v1.AvailableResponse
-	17, // 51: fabro.sandbox.plugin.v1.DriverPluginService.Create:output_type -> fabro.sandbox.plugin.v1.CreateResponse
-	19, // 52: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:output_type -> fabro.sandbox.plugin.v1.ReopenResponse
-	21, // 53: fabro.sandbox.plugin.v1.DriverPluginService.Check:output_type -> fabro.sandbox.plugin.v1.CheckResponse
-	23, // 54: fabro.sandbox.plugin.v1.DriverPluginService.Delete:output_type -> fabro.sandbox.plugin.v1.DeleteResponse
-	25, // 55: fabro.sandbox.plugin.v1.DriverPluginService.Open:output_type -> fabro.sandbox.plugin.v1.OpenResponse
-	27, // 56: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:output_type -> fabro.sandbox.plugin.v1.WriteFileResponse
-	29, // 57: fabro.sandbox.plugin.v1.DriverPluginService.Remove:output_type -> fabro.sandbox.plugin.v1.RemoveResponse
-	32, // 58: fabro.sandbox.plugin.v1.DriverPluginService.Stat:output_type -> fabro.sandbox.plugin.v1.StatResponse
-	34, // 59: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:output_type -> fabro.sandbox.plugin.v1.ListDirResponse
-	36, // 60: fabro.sandbox.plugin.v1.DriverPluginService.Rename:output_type -> fabro.sandbox.plugin.v1.RenameResponse
-	38, // 61: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:output_type -> fabro.sandbox.plugin.v1.MkdirResponse
-	42, // 62: fabro.sandbox.plugin.v1.DriverPluginService.Exec:output_type -> fabro.sandbox.plugin.v1.ExecResponse
-	49, // 63: fabro.sandbox.plugin.v1.DriverPluginService.Grep:output_type -> fabro.sandbox.plugin.v1.GrepResponse
-	51, // 64: fabro.sandbox.plugin.v1.DriverPluginService.Glob:output_type -> fabro.sandbox.plugin.v1.GlobResponse
-	54, // 65: fabro.sandbox.plugin.v1.DriverPluginService.Walk:output_type -> fabro.sandbox.plugin.v1.WalkResponse
-	49, // [49:66] is the sub-list for method output_type
-	32, // [32:49] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	59, // 20: fabro.sandbox.plugin.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	43, // 21: fabro.sandbox.plugin.v1.ExecResponse.started:type_name -> fabro.sandbox.plugin.v1.ExecStarted
+	44, // 22: fabro.sandbox.plugin.v1.ExecResponse.output:type_name -> fabro.sandbox.plugin.v1.ExecOutput
+	46, // 23: fabro.sandbox.plugin.v1.ExecResponse.result:type_name -> fabro.sandbox.plugin.v1.ExecResult
+	3,  // 24: fabro.sandbox.plugin.v1.ExecOutput.stream:type_name -> fabro.sandbox.plugin.v1.Stream
+	4,  // 25: fabro.sandbox.plugin.v1.ExecResult.termination:type_name -> fabro.sandbox.plugin.v1.Termination
+	59, // 26: fabro.sandbox.plugin.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	45, // 27: fabro.sandbox.plugin.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
+	45, // 28: fabro.sandbox.plugin.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
+	5,  // 29: fabro.sandbox.plugin.v1.ExecResult.limit_hit:type_name -> fabro.sandbox.plugin.v1.LimitHit
+	6,  // 30: fabro.sandbox.plugin.v1.GrepRequest.backend:type_name -> fabro.sandbox.plugin.v1.GrepBackend
+	48, // 31: fabro.sandbox.plugin.v1.GrepResponse.matches:type_name -> fabro.sandbox.plugin.v1.GrepMatch
+	6,  // 32: fabro.sandbox.plugin.v1.GrepResponse.backend:type_name -> fabro.sandbox.plugin.v1.GrepBackend
+	53, // 33: fabro.sandbox.plugin.v1.WalkResponse.files:type_name -> fabro.sandbox.plugin.v1.WalkedFile
+	12, // 34: fabro.sandbox.plugin.v1.DriverPluginService.Describe:input_type -> fabro.sandbox.plugin.v1.DescribeRequest
+	14, // 35: fabro.sandbox.plugin.v1.DriverPluginService.Available:input_type -> fabro.sandbox.plugin.v1.AvailableRequest
+	16, // 36: fabro.sandbox.plugin.v1.DriverPluginService.Create:input_type -> fabro.sandbox.plugin.v1.CreateRequest
+	18, // 37: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:input_type -> fabro.sandbox.plugin.v1.ReopenRequest
+	20, // 38: fabro.sandbox.plugin.v1.DriverPluginService.Check:input_type -> fabro.sandbox.plugin.v1.CheckRequest
+	22, // 39: fabro.sandbox.plugin.v1.DriverPluginService.Delete:input_type -> fabro.sandbox.plugin.v1.DeleteRequest
+	24, // 40: fabro.sandbox.plugin.v1.DriverPluginService.Open:input_type -> fabro.sandbox.plugin.v1.OpenRequest
+	26, // 41: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:input_type -> fabro.sandbox.plugin.v1.WriteFileRequest
+	28, // 42: fabro.sandbox.plugin.v1.DriverPluginService.Remove:input_type -> fabro.sandbox.plugin.v1.RemoveRequest
+	31, // 43: fabro.sandbox.plugin.v1.DriverPluginService.Stat:input_type -> fabro.sandbox.plugin.v1.StatRequest
+	33, // 44: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:input_type -> fabro.sandbox.plugin.v1.ListDirRequest
+	35, // 45: fabro.sandbox.plugin.v1.DriverPluginService.Rename:input_type -> fabro.sandbox.plugin.v1.RenameRequest
+	37, // 46: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:input_type -> fabro.sandbox.plugin.v1.MkdirRequest
+	39, // 47: fabro.sandbox.plugin.v1.DriverPluginService.Exec:input_type -> fabro.sandbox.plugin.v1.ExecRequest
+	47, // 48: fabro.sandbox.plugin.v1.DriverPluginService.Grep:input_type -> fabro.sandbox.plugin.v1.GrepRequest
+	50, // 49: fabro.sandbox.plugin.v1.DriverPluginService.Glob:input_type -> fabro.sandbox.plugin.v1.GlobRequest
+	52, // 50: fabro.sandbox.plugin.v1.DriverPluginService.Walk:input_type -> fabro.sandbox.plugin.v1.WalkRequest
+	13, // 51: fabro.sandbox.plugin.v1.DriverPluginService.Describe:output_type -> fabro.sandbox.plugin.v1.DescribeResponse
+	15, // 52: fabro.sandbox.plugin.v1.DriverPluginService.Available:output_type -> fabro.sandbox.plugin.v1.AvailableResponse
+	17, // 53: fabro.sandbox.plugin.v1.DriverPluginService.Create:output_type -> fabro.sandbox.plugin.v1.CreateResponse
+	19, // 54: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:output_type -> fabro.sandbox.plugin.v1.ReopenResponse
+	21, // 55: fabro.sandbox.plugin.v1.DriverPluginService.Check:output_type -> fabro.sandbox.plugin.v1.CheckResponse
+	23, // 56: fabro.sandbox.plugin.v1.DriverPluginService.Delete:output_type -> fabro.sandbox.plugin.v1.DeleteResponse
+	25, // 57: fabro.sandbox.plugin.v1.DriverPluginService.Open:output_type -> fabro.sandbox.plugin.v1.OpenResponse
+	27, // 58: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:output_type -> fabro.sandbox.plugin.v1.WriteFileResponse
+	29, // 59: fabro.sandbox.plugin.v1.DriverPluginService.Remove:output_type -> fabro.sandbox.plugin.v1.RemoveResponse
+	32, // 60: fabro.sandbox.plugin.v1.DriverPluginService.Stat:output_type -> fabro.sandbox.plugin.v1.StatResponse
+	34, // 61: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:output_type -> fabro.sandbox.plugin.v1.ListDirResponse
+	36, // 62: fabro.sandbox.plugin.v1.DriverPluginService.Rename:output_type -> fabro.sandbox.plugin.v1.RenameResponse
+	38, // 63: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:output_type -> fabro.sandbox.plugin.v1.MkdirResponse
+	42, // 64: fabro.sandbox.plugin.v1.DriverPluginService.Exec:output_type -> fabro.sandbox.plugin.v1.ExecResponse
+	49, // 65: fabro.sandbox.plugin.v1.DriverPluginService.Grep:output_type -> fabro.sandbox.plugin.v1.GrepResponse
+	51, // 66: fabro.sandbox.plugin.v1.DriverPluginService.Glob:output_type -> fabro.sandbox.plugin.v1.GlobResponse
+	54, // 67: fabro.sandbox.plugin.v1.DriverPluginService.Walk:output_type -> fabro.sandbox.plugin.v1.WalkResponse
+	51, // [51:68] is the sub-list for method output_type
+	34, // [34:51] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_plugin_v1_plugin_proto_init() }

@@ -115,7 +115,7 @@ func buildBody(call *codec.Call) ([]byte, error) {
 		}
 		var content []json.RawMessage
 		for j, p := range m.GetParts() {
-			b, err := contentJSON(p, call.Provider.GetId())
+			b, err := contentJSON(p, call.Provider.GetProviderId())
 			if err != nil {
 				return nil, invalid("message %d part %d: %v", i, j, err)
 			}

@@ -29,7 +29,7 @@ func sigv4Creds() map[string]string {
 }
 
 func provider(base string) *llmv1.Provider {
-	return &llmv1.Provider{Id: "bedrock", BaseUrl: base, Codec: llmv1.Codec_CODEC_BEDROCK_CONVERSE}
+	return &llmv1.Provider{ProviderId: "bedrock", BaseUrl: base, Codec: llmv1.Codec_CODEC_BEDROCK_CONVERSE}
 }
 
 func text(s string) *llmv1.ContentPart {
@@ -305,7 +305,7 @@ func TestAuth(t *testing.T) {
 	c := New(WithClock(func() time.Time { return fixedNow }))
 	newReq := func(creds map[string]string) (*http.Request, error) {
 		return c.NewRequest(t.Context(), &codec.Call{
-			Provider: &llmv1.Provider{Id: "bedrock", ExtraHeaders: map[string]string{"X-Amzn-Bedrock-Trace": "ENABLED"}},
+			Provider: &llmv1.Provider{ProviderId: "bedrock", ExtraHeaders: map[string]string{"X-Amzn-Bedrock-Trace": "ENABLED"}},
 			Model:    "us.anthropic.claude-sonnet-4-5-20250929-v1:0", Request: richRequest(), Credentials: creds,
 		})
 	}

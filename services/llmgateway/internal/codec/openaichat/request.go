@@ -110,7 +110,7 @@ func isOpenAI(p *llmv1.Provider) bool {
 		return false
 	}
 	u := p.GetBaseUrl()
-	return p.GetId() == "openai" || strings.Contains(u, "api.openai.com") || strings.Contains(u, ".openai.azure.com")
+	return p.GetProviderId() == "openai" || strings.Contains(u, "api.openai.com") || strings.Contains(u, ".openai.azure.com")
 }
 
 // buildBody renders the Chat Completions request body.

@@ -36,7 +36,7 @@ func (tt requestCase) call() *codec.Call {
 	if id == "" {
 		id = "openai"
 	}
-	return &codec.Call{Provider: &llmv1.Provider{Id: id, BaseUrl: "https://example.test/v1", ChatDialect: tt.dialect}, Model: "m", Request: tt.req, Stream: tt.stream}
+	return &codec.Call{Provider: &llmv1.Provider{ProviderId: id, BaseUrl: "https://example.test/v1", ChatDialect: tt.dialect}, Model: "m", Request: tt.req, Stream: tt.stream}
 }
 
 func requestCases() []requestCase {
@@ -138,7 +138,7 @@ func TestRequestBody(t *testing.T) {
 
 func TestNewRequestHeaders(t *testing.T) {
 	call := &codec.Call{
-		Provider: &llmv1.Provider{Id: "groq", BaseUrl: "https://api.groq.test/openai/v1/",
+		Provider: &llmv1.Provider{ProviderId: "groq", BaseUrl: "https://api.groq.test/openai/v1/",
 			Auth:         &llmv1.Auth{Scheme: llmv1.AuthScheme_AUTH_SCHEME_BEARER, CredentialNames: []string{"GROQ_KEY_2", "GROQ_API_KEY"}},
 			ExtraHeaders: map[string]string{"X-Title": "fabro", "Authorization": "must not win"}},
 		Model: "m", Request: &llmv1.Request{}, Stream: true,

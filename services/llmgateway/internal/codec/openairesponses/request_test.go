@@ -29,7 +29,7 @@ type requestCase struct {
 }
 
 func (tt requestCase) call() *codec.Call {
-	return &codec.Call{Provider: &llmv1.Provider{Id: "openai", BaseUrl: "https://example.test/v1"}, Model: "m", Request: tt.req, Stream: tt.stream}
+	return &codec.Call{Provider: &llmv1.Provider{ProviderId: "openai", BaseUrl: "https://example.test/v1"}, Model: "m", Request: tt.req, Stream: tt.stream}
 }
 
 // The reasoning item as a previous reply returned it: replayed byte for byte.

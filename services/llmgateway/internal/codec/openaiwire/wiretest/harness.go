@@ -20,7 +20,7 @@ import (
 // auth with sk-test and an OpenAI-Project extra header.
 func Call(url string, stream bool) *codec.Call {
 	return &codec.Call{
-		Provider: &llmv1.Provider{Id: "openai", BaseUrl: url + "/v1",
+		Provider: &llmv1.Provider{ProviderId: "openai", BaseUrl: url + "/v1",
 			Auth:         &llmv1.Auth{Scheme: llmv1.AuthScheme_AUTH_SCHEME_BEARER, CredentialNames: []string{"OPENAI_API_KEY"}},
 			ExtraHeaders: map[string]string{"OpenAI-Project": "proj_1"}},
 		Model:       "gpt-test",
