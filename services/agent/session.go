@@ -192,6 +192,11 @@ type sessionEmitter struct {
 }
 
 func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
+	if ev.GetPromptCompleted() != nil {
+		// Whoever sees the prompt end finds a record that no longer names
+		// it as unfinished.
+		e.sess.writeRecordAs(true)
+	}
 	seq, err := e.sess.log.Emit(ev)
 	if e.svc.replica != nil && ev.GetTurnStarted() != nil {
 		// A checkpoint for a takeover: the history so far, and the
@@ -450,7 +455,11 @@ func (sess *session) end(ctx context.Context, reason agentv1.SessionEndReason, a
 
 // writeRecord stores the durable SessionRecord: the only writer of a
 // loaded session's record.
-func (sess *session) writeRecord() {
+func (sess *session) writeRecord() { sess.writeRecordAs(false) }
+
+// writeRecordAs writes the record; promptDone records the running prompt
+// as finished (it is about to report its end).
+func (sess *session) writeRecordAs(promptDone bool) {
 	if sess.agent == nil {
 		return
 	}
@@ -464,6 +473,9 @@ func (sess *session) writeRecord() {
 	}
 	info := sess.snapshotInfo()
 	info.ExpireTime = nil
+	if promptDone {
+		info.ActivePromptId = ""
+	}
 	rec := &agentv1.SessionRecord{
 		FormatVersion:  records.FormatVersion,
 		Session:        info,
