@@ -295,3 +295,45 @@ func TestExternalServerCredentials(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestSubscriberDurableConsumerExpires: a subscriber may create a durable
+// consumer it cannot delete; the stream's consumer limit removes it once
+// idle, so they cannot pile up.
+func TestSubscriberDurableConsumerExpires(t *testing.T) {
+	defer func(d time.Duration) { consumerIdleLimit = d }(consumerIdleLimit)
+	consumerIdleLimit = 500 * time.Millisecond
+	keyFile := filepath.Join(t.TempDir(), "sub.nk")
+	b := open(t, Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1", SubscriberKeyFile: keyFile})
+	key, err := nats.NkeyOptionFromSeed(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(b.ClientURL(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{Durable: "keeps-forever"}); err != nil {
+		t.Fatalf("durable consumer: %v", err)
+	}
+	stream, err := b.js.Stream(ctx, StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := stream.Consumer(ctx, "keeps-forever"); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the idle durable consumer was never removed")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

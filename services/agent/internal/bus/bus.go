@@ -216,6 +216,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 			MaxAge:      b.wcfg.MaxAge,
 			MaxBytes:    b.wcfg.MaxBytes,
 			Replicas:    max(cfg.Replicas, 1),
+			// A subscriber may create consumers but not delete them: every
+			// consumer, durable ones too, goes once idle this long.
+			ConsumerLimits: jetstream.StreamConsumerLimits{InactiveThreshold: consumerIdleLimit},
 		})
 		return err
 	}); err != nil {
@@ -226,6 +229,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 	}
 	return b, nil
 }
+
+// consumerIdleLimit is how long a consumer of the events stream may sit
+// idle before the server removes it.
+var consumerIdleLimit = time.Hour
 
 // JetStream is the bus's JetStream context, for the session state kept
 // in key-value buckets next to the events stream.
