@@ -17,9 +17,14 @@ const (
 
 var errForward = errors.New("auth: refused forwarded principal")
 
-// forwarded is the principal a forwarded call acts for.
-func forwarded(caller Principal, principal, tokenID []string) (Principal, error) {
-	if !caller.IsService(ServiceAgent) || len(principal) != 1 || len(tokenID) > 1 {
+// forwardable is the only service whose calls replicas forward: the
+// agent's token acts for a person there and nowhere else (not on the vault
+// or the token service, which would make it any admin).
+const forwardable = "/fabro.agent.v1.AgentService/"
+
+// forwarded is the principal a forwarded call to method acts for.
+func forwarded(caller Principal, method string, principal, tokenID []string) (Principal, error) {
+	if !caller.IsService(ServiceAgent) || !strings.HasPrefix(method, forwardable) || len(principal) != 1 || len(tokenID) > 1 {
 		return caller, errForward
 	}
 	p, ok := ParsePrincipal(principal[0])

@@ -43,6 +43,9 @@ func TestForwardedPrincipal(t *testing.T) {
 		{"agent for two principals", prompt, agent, []string{"user:a", "user:b"}, codes.PermissionDenied, auth.Principal{}},
 		{"a user naming another", prompt, user, []string{"admin:root"}, codes.PermissionDenied, auth.Principal{}},
 		{"another service naming a user", prompt, sandbox, []string{"user:alice"}, codes.PermissionDenied, auth.Principal{}},
+		// Only agent calls are forwarded: elsewhere the agent's token would be any admin.
+		{"agent for an admin, on the vault", put, agent, []string{"admin:root"}, codes.PermissionDenied, auth.Principal{}},
+		{"agent for an admin, on the token service", "/fabro.auth.v1.TokenService/CreateToken", agent, []string{"admin:root"}, codes.PermissionDenied, auth.Principal{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -113,7 +113,7 @@ func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Con
 		return nil, errUnauthenticated
 	}
 	if fwd := md.Get(ForwardedPrincipalHeader); len(fwd) > 0 {
-		if p, err = forwarded(p, fwd, md.Get(ForwardedTokenIDHeader)); err != nil {
+		if p, err = forwarded(p, method, fwd, md.Get(ForwardedTokenIDHeader)); err != nil {
 			a.refused(ctx, method, p.String(), codes.PermissionDenied)
 			return nil, errPermissionDenied
 		}
