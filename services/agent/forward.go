@@ -145,7 +145,7 @@ func (s *Service) forwardTo(ctx context.Context, req any) string {
 	if s.replica == nil {
 		return ""
 	}
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(mdForwardedBy)) > 0 {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(mdForwardedBy)) > 0 && forwardedByReplica(ctx, md) {
 		return ""
 	}
 	m, ok := req.(proto.Message)
@@ -160,6 +160,18 @@ func (s *Service) forwardTo(ctx context.Context, req any) string {
 		return ""
 	}
 	return s.replica.owner(ctx, id)
+}
+
+// forwardedByReplica reports whether a call marked forwarded came from a
+// replica. Anyone can send the mark; with authentication only the agent's
+// service principal gets a forwarded principal past the interceptor, so a
+// call carrying one is a replica's. Without authentication the network is
+// trusted (a caller with no principal).
+func forwardedByReplica(ctx context.Context, md metadata.MD) bool {
+	if _, authed := auth.FromContext(ctx); !authed {
+		return true
+	}
+	return len(md.Get(auth.ForwardedPrincipalHeader)) == 1
 }
 
 func stringField(m proto.Message, name protoreflect.Name) string {
