@@ -169,7 +169,7 @@ func (d Domain) Upstream(service string, err error) error {
 		return d.New(codes.Unavailable, ReasonUpstreamUnavailable, msg, Meta("service", service), RetryAfter(time.Second))
 	}
 	if InfoOf(err) == nil {
-		return d.New(st.Code(), codeReason(st.Code()), msg, Meta("service", service))
+		return d.New(st.Code(), CodeReason(st.Code()), msg, Meta("service", service))
 	}
 	p := st.Proto()
 	p.Message = msg
@@ -186,7 +186,7 @@ func (d Domain) Ensure(err error) error {
 		return err
 	}
 	p := st.Proto()
-	info, aerr := anypb.New(&errdetails.ErrorInfo{Domain: string(d), Reason: codeReason(st.Code())})
+	info, aerr := anypb.New(&errdetails.ErrorInfo{Domain: string(d), Reason: CodeReason(st.Code())})
 	if aerr != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (d Domain) Ensure(err error) error {
 }
 
 // codeReason spells a code as a reason: NotFound becomes NOT_FOUND.
-func codeReason(c codes.Code) string {
+func CodeReason(c codes.Code) string {
 	name := c.String()
 	out := make([]byte, 0, len(name)+4)
 	for i := 0; i < len(name); i++ {

@@ -208,23 +208,10 @@ func withErrorInfo(st *status.Status) *status.Status {
 			return st
 		}
 	}
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: httpErrorDomain, Reason: codeReason(st.Code())}); err == nil {
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: httpErrorDomain, Reason: grpcerr.CodeReason(st.Code())}); err == nil {
 		return d
 	}
 	return st
-}
-
-// codeReason spells a code's name in UPPER_SNAKE: InvalidArgument is
-// INVALID_ARGUMENT.
-func codeReason(c codes.Code) string {
-	var b strings.Builder
-	for i, r := range c.String() {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToUpper(b.String())
 }
 
 // routes knows, for every REST route of the OpenAPI document, which

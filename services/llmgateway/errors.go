@@ -108,15 +108,9 @@ func (e *gwError) reasonName() string {
 		return e.reason
 	}
 	if e.detail.GetKind() == llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED {
-		return codeReason(e.code)
+		return grpcerr.CodeReason(e.code)
 	}
 	return strings.TrimPrefix(e.detail.GetKind().String(), "ERROR_KIND_")
-}
-
-// codeReason spells a code as a reason (FailedPrecondition:
-// FAILED_PRECONDITION).
-func codeReason(c codes.Code) string {
-	return grpcerr.ReasonOf(domain.Ensure(status.Error(c, "")))
 }
 
 // withReason sets the ErrorInfo reason.
