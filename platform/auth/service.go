@@ -1,10 +1,12 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -80,13 +82,13 @@ func (t *TokenService) ListTokens(_ context.Context, req *authv1.ListTokensReque
 	}
 	entries = slices.Clone(entries)
 	key := func(e Entry) []string { return []string{fmt.Sprintf("%020d", e.Created.UnixNano()), e.ID} }
-	slices.SortStableFunc(entries, func(a, b Entry) int { return slices.Compare(key(a), key(b)) })
+	// The order key gives, compared without formatting it per comparison.
+	slices.SortStableFunc(entries, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Created.UnixNano(), b.Created.UnixNano()), strings.Compare(a.ID, b.ID))
+	})
 	page, next, err := paging.Page(entries, req, paging.Filter(), key, paging.Ascending(key))
 	if err != nil {
-		if errors.Is(err, paging.ErrInvalidSize) {
-			return nil, domain.InvalidField("page_size", err.Error())
-		}
-		return nil, domain.InvalidField("page_token", err.Error())
+		return nil, domain.InvalidField(paging.Field(err), err.Error())
 	}
 	resp := &authv1.ListTokensResponse{NextPageToken: next}
 	for _, e := range page {

@@ -146,3 +146,12 @@ func compare(a, b []string) int {
 	}
 	return len(a) - len(b)
 }
+
+// Field names the request field a paging error is about: page_size or
+// page_token.
+func Field(err error) string {
+	if errors.Is(err, ErrInvalidSize) {
+		return "page_size"
+	}
+	return "page_token"
+}

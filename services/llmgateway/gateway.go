@@ -369,10 +369,7 @@ func (s *Service) GetModel(ctx context.Context, req *llmv1.GetModelRequest) (*ll
 
 // pageErr answers a paging error on the field it is about.
 func pageErr(err error) error {
-	if errors.Is(err, paging.ErrInvalidSize) {
-		return invalidField("page_size", err.Error())
-	}
-	return invalidField("page_token", err.Error())
+	return invalidField(paging.Field(err), err.Error())
 }
 
 // invalidField is INVALID_ARGUMENT naming field, built like every other

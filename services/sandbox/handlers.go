@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,7 +46,7 @@ var execIDRe = regexp.MustCompile(`^[` + execIDAllowedChars + `]{1,128}$`)
 // ListDrivers implements SandboxService: sorted by driver id, a page after
 // the page token's id.
 func (s *Service) ListDrivers(ctx context.Context, req *sandboxv1.ListDriversRequest) (*sandboxv1.ListDriversResponse, error) {
-	names := slices.Sorted(mapKeys(s.drivers))
+	names := slices.Sorted(maps.Keys(s.drivers))
 	key := func(name string) []string { return []string{name} }
 	page, next, err := paging.Page(names, req, paging.Filter(), key, paging.Ascending(key))
 	if err != nil {
@@ -85,10 +86,7 @@ func (s *Service) describeDriver(ctx context.Context, name string) *sandboxv1.Dr
 
 // pageErr answers a paging error on the field it is about.
 func pageErr(err error) error {
-	if errors.Is(err, paging.ErrInvalidSize) {
-		return domain.InvalidField("page_size", err.Error())
-	}
-	return domain.InvalidField("page_token", err.Error())
+	return domain.InvalidField(paging.Field(err), err.Error())
 }
 
 // required refuses an empty required field.
@@ -175,9 +173,12 @@ func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxe
 	}
 	s.mu.Unlock()
 	key := func(e *entry) []string { return []string{fmt.Sprintf("%020d", e.created.UnixNano()), e.id} }
-	slices.SortStableFunc(es, func(a, b *entry) int { return slices.Compare(key(a), key(b)) })
+	// The order key gives, compared without formatting it per comparison.
+	slices.SortStableFunc(es, func(a, b *entry) int {
+		return cmp.Or(cmp.Compare(a.created.UnixNano(), b.created.UnixNano()), strings.Compare(a.id, b.id))
+	})
 	var filter []string
-	for _, k := range slices.Sorted(mapKeys(req.GetLabels())) {
+	for _, k := range slices.Sorted(maps.Keys(req.GetLabels())) {
 		filter = append(filter, k, req.GetLabels()[k])
 	}
 	page, next, err := paging.Page(es, req, paging.Filter(filter...), key, paging.Ascending(key))
@@ -696,14 +697,4 @@ func errNoSandboxID() error {
 
 func errExecIDInUse(id string) error {
 	return domain.New(codes.AlreadyExists, "EXEC_ID_IN_USE", fmt.Sprintf("exec id %q names a running command", id), grpcerr.Meta("exec_id", id))
-}
-
-func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }

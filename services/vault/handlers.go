@@ -72,11 +72,7 @@ func (s *Service) ListSecrets(ctx context.Context, req *vaultv1.ListSecretsReque
 	key := func(it item) []string { return []string{it.name} }
 	page, next, err := paging.Page(items, req, paging.Filter(req.GetPrefix()), key, paging.Ascending(key))
 	if err != nil {
-		field := "page_token"
-		if errors.Is(err, paging.ErrInvalidSize) {
-			field = "page_size"
-		}
-		return nil, domain.InvalidField(field, err.Error())
+		return nil, domain.InvalidField(paging.Field(err), err.Error())
 	}
 	resp := &vaultv1.ListSecretsResponse{NextPageToken: next}
 	for _, it := range page {
