@@ -90,19 +90,15 @@ func within(path, dir string) bool {
 // that is, holds or lies in the data directory (but for its workspaces).
 // Both the path as given and the one its links lead to must pass.
 func (p rootPolicy) check(d driver.Driver, dir string) error {
-	if iso := d.Capabilities().Isolation; dir == "" || !filepath.IsAbs(dir) || iso == driver.IsolationVM || iso == driver.IsolationContainer {
-		// Managed, refused by the driver as relative, or a path inside a
-		// container or on a machine of the sandbox's own rather than on
-		// this host (a container's host directory is host_dir, checked
-		// by checkHostDir).
+	if iso := d.Capabilities().Isolation; iso == driver.IsolationVM || iso == driver.IsolationContainer {
+		// A path inside a container or on a machine of the sandbox's own
+		// rather than on this host (a container's host directory is
+		// host_dir, checked by checkHostDir).
 		return nil
 	}
-	for _, path := range []string{filepath.Clean(dir), canonical(dir)} {
-		if err := p.checkPath(dir, path); err != nil {
-			return err
-		}
-	}
-	return nil
+	// On this host, as a mounted host directory is checked; "" (managed)
+	// and a relative path (refused by the driver) pass.
+	return p.checkHostDir(dir)
 }
 
 // checkHostDir checks a host directory a driver mounts (docker's
