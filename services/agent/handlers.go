@@ -14,20 +14,14 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
-	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/mcptools"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
-// Default and cap of ListSessions page sizes; the tree limit when
-// SubagentOptions leaves it unset.
-const (
-	defaultPageSize       = 50
-	maxPageSize           = 500
-	defaultMaxOpenInTree  = 4
-	steeringQueueCapacity = loop.SteeringCapacity
-)
+// defaultMaxOpenInTree is the tree limit when SubagentOptions leaves it
+// unset.
+const defaultMaxOpenInTree = 4
 
 // lookup is the loaded session of an id a request names: find's errors
 // for a bad or unknown id, FAILED_PRECONDITION for a session that is not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -144,19 +145,10 @@ func (s *Service) register(sess *session) error {
 	s.order++
 	sess.order = s.order
 	s.sessions[id] = sess
-	if p := info.GetParentSessionId(); p != "" && !containsID(s.tree[p], id) {
+	if p := info.GetParentSessionId(); p != "" && !slices.Contains(s.tree[p], id) {
 		s.tree[p] = append(s.tree[p], id)
 	}
 	return nil
-}
-
-func containsID(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 func principalName(p string) string {
@@ -272,9 +264,7 @@ func (s *Service) childrenOf(ctx context.Context, id string) []string {
 		return true
 	})
 	// Ids sort by creation time; the scan is newest first.
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out
 }
 

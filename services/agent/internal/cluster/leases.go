@@ -47,9 +47,6 @@ type Leases struct {
 	ttl time.Duration
 }
 
-// TTL is the leases' lifetime without renewal.
-func (l *Leases) TTL() time.Duration { return l.ttl }
-
 // Get returns the session's live lease; ErrNotFound when it has none.
 func (l *Leases) Get(ctx context.Context, id string) (Lease, error) {
 	e, err := l.kv.Get(ctx, id)
@@ -186,12 +183,6 @@ func (l *Leases) Keep(owner, addr string, onLost func(id string, err error), log
 	go k.run()
 	return k
 }
-
-// Owner is the keeper's replica id.
-func (k *Keeper) Owner() string { return k.owner }
-
-// Addr is the keeper's advertised address.
-func (k *Keeper) Addr() string { return k.addr }
 
 // Acquire takes the session's lease and keeps renewing it. The error is
 // a *HeldError when another replica owns the session.
