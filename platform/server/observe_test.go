@@ -140,26 +140,17 @@ func TestMetricsAndPprof(t *testing.T) {
 			t.Errorf("GET %s with %v = %d %s, want %d", tc.path, tc.header, code, body, tc.want)
 		}
 	}
-	code, body := get(t, base+"/metrics", admin)
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d", code)
-	}
-	fams, err := telemetry.ParsePrometheus(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v\n%s", err, body)
-	}
-	f := fams["rpc_server_call_duration_seconds"]
-	if f == nil {
-		t.Fatalf("no RPC latency histogram; families: %v", famNames(fams))
-	}
-	codes := map[string]bool{}
-	for _, m := range f.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if labels["rpc_method"] == "fabro.vault.v1.VaultService/GetSecret" || labels["rpc_method"] == "GetSecret" {
-			codes[labels["rpc_response_status_code"]+labels["rpc_grpc_status_code"]] = true
+	// The server records a call's latency when the call ends, which can be
+	// after the REST answer reached this client: scrape until both codes
+	// are there.
+	var (
+		codes map[string]bool
+		body  string
+	)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		codes, body = getSecretCodes(t, base, admin)
+		if len(codes) >= 2 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if len(codes) < 2 {
@@ -198,4 +189,33 @@ func TestSessionIDOfRequests(t *testing.T) {
 			t.Errorf("sessionID(%T) = %q, want %q", tc.req, got, tc.want)
 		}
 	}
+}
+
+// getSecretCodes scrapes /metrics for the codes GetSecret's latency
+// histogram has.
+func getSecretCodes(t *testing.T, base string, admin map[string]string) (map[string]bool, string) {
+	t.Helper()
+	code, body := get(t, base+"/metrics", admin)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	fams, err := telemetry.ParsePrometheus(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v\n%s", err, body)
+	}
+	f := fams["rpc_server_call_duration_seconds"]
+	if f == nil {
+		t.Fatalf("no RPC latency histogram; families: %v", famNames(fams))
+	}
+	codes := map[string]bool{}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["rpc_method"] == "fabro.vault.v1.VaultService/GetSecret" || labels["rpc_method"] == "GetSecret" {
+			codes[labels["rpc_response_status_code"]+labels["rpc_grpc_status_code"]] = true
+		}
+	}
+	return codes, body
 }
