@@ -47,8 +47,19 @@ demo: ## Run an agent offline: fabro exec against the fake provider on a scratch
 	    "Make the greeting in hello.txt friendlier."; \
 	  echo "--- hello.txt is now:"; cat hello.txt
 
+# make test runs these one after another, saying what it does and for how
+# long.
+TEST_PHASES := tools lint checkgenerate breaking test-go test-cluster test-tooling
 .PHONY: test
-test: tools lint checkgenerate breaking test-go test-cluster ## Run every check and every test (what CI runs)
+test: ## Run every check and every test (what CI runs)
+	@start=$$SECONDS; n=0; for p in $(TEST_PHASES); do n=$$((n+1)); s=$$SECONDS; \
+	  echo "==> make test: phase $$n of $(words $(TEST_PHASES)), $$p"; \
+	  $(MAKE) --no-print-directory $$p || { echo "<== make test: $$p failed after $$((SECONDS-s)) s (total $$((SECONDS-start)) s)"; exit 1; }; \
+	  echo "<== make test: $$p done in $$((SECONDS-s)) s (total $$((SECONDS-start)) s)"; done
+
+.PHONY: test-tooling
+test-tooling: ## Checks of the project's own tooling: waiting for a dpkg lock another apt holds
+	@scripts/test-apt-lock
 
 .PHONY: test-go
 # Two modules at a time: most of a module's run waits on processes, Docker
@@ -181,7 +192,7 @@ images: ## Build the service images offline (FROM scratch) for compose.yaml
 DEBIAN_MIRROR ?= http://deb.debian.org/debian
 .PHONY: sandbox-base
 sandbox-base: ## Build fabro/sandbox-base:dev with debootstrap (needs root)
-	@command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
+	@command -v debootstrap >/dev/null || scripts/apt-install debootstrap
 	rm -rf $(TMP)/rootfs && debootstrap --variant=minbase --include=ripgrep bookworm $(TMP)/rootfs $(DEBIAN_MIRROR)
 	tar -C $(TMP)/rootfs -c . | docker import - fabro/sandbox-base:dev
 	rm -rf $(TMP)/rootfs
@@ -218,15 +229,21 @@ admin-token: ## Copy the compose stack's admin token to ./admin.token (0600)
 	  echo "the vault has not issued the admin token yet: see $(COMPOSE) logs vault"; exit 1
 
 .PHONY: down
-down: ## Stop the containers
-	$(COMPOSE_ENV) COMPOSE_PROFILES=offline $(COMPOSE) down
+# VOLUMES=1 removes the volumes too (the vault's store, the tokens, the
+# workspaces): what `make up` made, all of it.
+VOLUMES ?=
+down: ## Stop and remove the containers and networks of `make up` (VOLUMES=1: its volumes too)
+	$(COMPOSE_ENV) COMPOSE_PROFILES=offline $(COMPOSE) down --remove-orphans $(if $(VOLUMES),-v)
 
-# The cluster deployment (compose.cluster.yaml, project cluster): the
-# service images of `make images`, plus nats-server built from the Go module
-# cache and the fake provider, static and FROM scratch like the others.
-COMPOSE_CLUSTER := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p cluster -f compose.cluster.yaml
+# The cluster deployment (compose.cluster.yaml): the service images of
+# `make images`, plus nats-server built from the Go module cache and the
+# fake provider, static and FROM scratch like the others. CLUSTER_PROJECT
+# names the compose project (its containers, networks and volumes) and the
+# images' tag; `make test-cluster` picks one of its own per run.
+CLUSTER_PROJECT ?= cluster
+COMPOSE_CLUSTER = FABRO_CLUSTER_TAG=$(CLUSTER_PROJECT) $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose) -p $(CLUSTER_PROJECT) -f compose.cluster.yaml
 .PHONY: images-cluster
-images-cluster: docker-daemon ## Build the images of compose.cluster.yaml (three NATS nodes, two agent replicas) offline, tagged :cluster
+images-cluster: docker-daemon ## Build the images of compose.cluster.yaml (three NATS nodes, two agent replicas) offline, tagged :CLUSTER_PROJECT
 	@for s in $(COMPOSE_SERVICES) fakeprovider nats; do \
 	  mkdir -p $(addprefix .tmp/images-cluster/$$s/rootfs/,data auth run/fabro issue/admin issue/llmgateway issue/agent issue/sandbox) && \
 	  cp /etc/ssl/certs/ca-certificates.crt .tmp/images-cluster/$$s/ || exit 1; done
@@ -243,13 +260,20 @@ up-cluster: images-cluster ## Run compose.cluster.yaml: three NATS nodes, two ag
 
 .PHONY: down-cluster
 down-cluster: ## Stop compose.cluster.yaml and remove its volumes
-	$(COMPOSE_CLUSTER) down -v
+	$(COMPOSE_CLUSTER) down -v --remove-orphans
 
 # The cluster container test: kills the owning agent replica, a NATS node,
-# and cuts one off the network, each mid-prompt (e2e/cluster).
+# and cuts one off the network, each mid-prompt (e2e/cluster). Its compose
+# project and image tag are this run's own (cluster-<random>), so two runs
+# on one engine do not meet; its images are removed when it ends.
 .PHONY: test-cluster
-test-cluster: images-cluster ## Run the cluster container test against compose.cluster.yaml
-	cd e2e && FABRO_CLUSTER_COMPOSE=$(CURDIR)/compose.cluster.yaml GOWORK=off go test -count=1 -v -run TestComposeCluster ./cluster/
+test-cluster: docker-daemon ## Run the cluster container test against compose.cluster.yaml, under a project of its own
+	@run=cluster-$$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n'); echo "test-cluster: compose project and image tag $$run"; \
+	  rc=0; $(MAKE) --no-print-directory images-cluster CLUSTER_PROJECT=$$run && \
+	  (cd e2e && FABRO_CLUSTER_COMPOSE=$(CURDIR)/compose.cluster.yaml FABRO_CLUSTER_PROJECT=$$run FABRO_CLUSTER_TAG=$$run \
+	    GOWORK=off go test -count=1 -v -run TestComposeCluster ./cluster/) || rc=$$?; \
+	  docker image ls -q --filter "reference=fabro/*:$$run" | xargs -r docker image rm -f >/dev/null 2>&1 || true; \
+	  exit $$rc
 
 .PHONY: bench
 bench: ## Run the benchmarks of every module
@@ -282,19 +306,17 @@ $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION):
 	@mkdir -p $(@D) && touch $@
 
 # Debian packages the tests need: ripgrep for the sandbox's grep back end,
-# bubblewrap for the bwrap sandbox plugin.
+# bubblewrap for the bwrap sandbox plugin, python3-grpcio and
+# python3-protobuf (for Debian's /usr/bin/python3: the agent's client-tool
+# test drives it from Python). scripts/apt-install waits for a dpkg lock
+# another apt holds (a fresh VM's unattended upgrades), saying so.
 .PHONY: deps
 deps: ## Install the Debian packages the tests need (apt-get, when missing)
-	@command -v rg >/dev/null || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq ripgrep; }
-	@command -v bwrap >/dev/null || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }
-	@# python3-grpcio and python3-protobuf (for Debian's /usr/bin/python3): the agent's client-tool test drives it from Python.
-	@/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3-grpcio python3-protobuf; }
+	@missing=; \
+	  command -v rg >/dev/null || missing="$$missing ripgrep"; \
+	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	  /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || missing="$$missing python3-grpcio python3-protobuf"; \
+	  [ -z "$$missing" ] || scripts/apt-install $$missing
 
 .PHONY: clean
 clean: ## Remove build output and installed tools

@@ -26,7 +26,15 @@ import (
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
 )
 
-const project = "cluster"
+// project is the compose project of this run (FABRO_CLUSTER_PROJECT, which
+// `make test-cluster` derives per run): its containers, networks and
+// volumes are named for it, so two runs on one engine never meet.
+var project = func() string {
+	if p := os.Getenv("FABRO_CLUSTER_PROJECT"); p != "" {
+		return p
+	}
+	return "cluster"
+}()
 
 type compose struct {
 	t    *testing.T
@@ -181,9 +189,9 @@ func TestComposeCluster(t *testing.T) {
 	}{
 		{"a NATS node killed", func(t *testing.T) string { docker(t, "kill", id("nats2")); return "agent2" }, func(t *testing.T) { docker(t, "start", id("nats2")) }},
 		{"a NATS node cut off and back", func(t *testing.T) string {
-			docker(t, "network", "disconnect", "cluster-nats", natsCut)
+			docker(t, "network", "disconnect", project+"_nats", natsCut)
 			time.Sleep(3 * time.Second) // the cut lasts: what is being tested
-			docker(t, "network", "connect", "--alias", "nats3", "cluster-nats", natsCut)
+			docker(t, "network", "connect", "--alias", "nats3", project+"_nats", natsCut)
 			return "agent2"
 		}, nil},
 		{"the owning agent replica killed", func(t *testing.T) string {

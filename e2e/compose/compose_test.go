@@ -34,9 +34,17 @@ import (
 func TestComposeStack(t *testing.T) {
 	root := repoRoot(t)
 	compose := composeCommand(t)
+	// A tag of this run's own: never the dev images a running `make up`
+	// uses, nor those of another run on the same engine.
 	tag := os.Getenv("FABRO_E2E_IMAGE_TAG")
 	if tag == "" {
-		tag = "e2e" // never the dev images a running `make up` uses
+		tag = "e2e-" + randomHex(t)
+		t.Cleanup(func() {
+			ids, _ := exec.Command("docker", "image", "ls", "-q", "--filter", "reference=fabro/*:"+tag).Output()
+			if f := strings.Fields(string(ids)); len(f) > 0 {
+				_ = exec.Command("docker", append([]string{"image", "rm", "-f"}, f...)...).Run()
+			}
+		})
 	}
 	start := time.Now()
 	// The images build from the workspace (go.work), as `make images` does
