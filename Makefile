@@ -30,9 +30,18 @@ export FABRO_DATA_DIR
 help: ## Describe the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+# The directories `make run` lets sandboxes be rooted in, besides its
+# managed workspaces: the repository's examples/, and your project when
+# FABRO_WORKSPACE names it (make run FABRO_WORKSPACE=~/src/myproject).
+FABRO_WORKSPACE ?=
+comma := ,
+RUN_ROOTS = $(CURDIR)/examples$(if $(FABRO_WORKSPACE),$(comma)$(abspath $(FABRO_WORKSPACE)))
 .PHONY: run
-run: ## Run every service and the REST gateway in one process on embedded defaults
-	go run ./cmd/fabro serve --data-dir "$(FABRO_DATA_DIR)"
+run: ## Run every service and the REST gateway in one process on embedded defaults (FABRO_WORKSPACE=DIR: sandboxes may use DIR)
+	@scripts/build $(BIN)/fabro ./cmd/fabro -ldflags '$(FABRO_LDFLAGS)'
+	@$(if $(FABRO_WORKSPACE),,echo "make run: sandboxes may be rooted in $(CURDIR)/examples; for your own project: make run FABRO_WORKSPACE=~/src/myproject")
+	@# exec: Ctrl-C reaches fabro, which drains and exits 0, and so does make.
+	@exec $(BIN)/fabro serve --data-dir "$(FABRO_DATA_DIR)" --sandbox-allowed-roots "$(RUN_ROOTS)"
 
 .PHONY: demo
 demo: ## Run an agent offline: fabro exec against the fake provider on a scratch project

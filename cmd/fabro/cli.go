@@ -132,13 +132,79 @@ func dispatch(ctx context.Context, root *command, args []string, e env) int {
 				return fail(e, c, nil, fmt.Sprintf("unknown flag %s (flags go after the command)", word))
 			}
 			if c == root {
-				return fail(e, c, nil, fmt.Sprintf("unknown command %q", word))
+				return failTypo(e, c, fmt.Sprintf("unknown command %q", word), nearest(word, c.subWords()))
 			}
-			return fail(e, c, nil, fmt.Sprintf("unknown subcommand %q: want %s", word, c.subNames()))
+			return failTypo(e, c, fmt.Sprintf("unknown subcommand %q: want %s", word, c.subNames()), nearest(word, c.subWords()))
 		}
 		c, args = next, args[1:]
 	}
 	return runLeaf(ctx, c, args, e)
+}
+
+// failTypo reports a word that names no command or flag: one line saying
+// so, with near (the nearest word that would have meant something) when
+// there is one, then a one-line hint: a typo wants the right spelling, not
+// every flag.
+func failTypo(e env, c *command, msg, near string) int {
+	if near != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", near)
+	}
+	help := c.title() + " --help"
+	if c.path == "" {
+		help = "fabro help"
+	}
+	fmt.Fprintf(e.stderr, "%s: %s\nRun %q for usage.\n", c.title(), msg, help)
+	return exitUsage
+}
+
+// subWords is every name and alias of c's subcommands.
+func (c *command) subWords() []string {
+	var words []string
+	for _, s := range c.subs {
+		words = append(append(words, s.name), s.aliases...)
+	}
+	return words
+}
+
+// nearest is the word of words closest to w by edit distance when it is
+// close enough to be a typo of it (a third of its letters changed, at
+// least one), else the first that w abbreviates (serv for server), else "".
+func nearest(w string, words []string) string {
+	best, bestD := "", max(1, len(w)/3)+1
+	for _, c := range words {
+		if d := editDistance(w, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best != "" || len(w) < 3 {
+		return best
+	}
+	for _, c := range words {
+		if strings.HasPrefix(c, w) {
+			return c
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b, bytewise.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // fail reports a usage error: one line saying what is wrong, then the
@@ -157,6 +223,16 @@ func runLeaf(ctx context.Context, c *command, args []string, e env) int {
 		writeHelp(e.stdout, c, fs, e)
 		return exitOK
 	case err != nil:
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			name = strings.TrimLeft(name, "-")
+			var flags []string
+			fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
+			near := nearest(name, flags)
+			if near != "" {
+				near = "--" + near
+			}
+			return failTypo(e, c, "unknown flag --"+name, near)
+		}
 		return fail(e, c, fs, flagMessage(err))
 	}
 	if err := applyDefaults(fs, e); err != nil {

@@ -110,11 +110,8 @@ func TestUsageErrors(t *testing.T) {
 		first string // the first line of stderr
 	}{
 		{"no-command", nil, "fabro: missing command"},
-		{"unknown-command", []string{"frobnicate"}, `fabro: unknown command "frobnicate"`},
 		{"unknown-root-flag", []string{"--frob"}, "fabro: unknown flag --frob (flags go after the command)"},
 		{"missing-subcommand", []string{"secret"}, "fabro secret: missing subcommand: want set, list, rm"},
-		{"unknown-subcommand", []string{"sessions", "frob"}, `fabro sessions: unknown subcommand "frob": want list, show, resume, rm`},
-		{"unknown-flag", []string{"secret", "list", "--frob"}, "fabro secret list: unknown flag --frob"},
 		{"flag-without-value", []string{"models", "--provider"}, "fabro models: flag --provider needs a value"},
 		{"bad-flag-value", []string{"token", "list", "--timeout", "soon"}, `fabro token list: invalid value "soon" for --timeout: parse error`},
 		{"missing-argument", []string{"secret", "rm"}, "fabro secret rm: secret rm needs a secret NAME"},
@@ -137,6 +134,51 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("stderr:\n%s\nwant the line %q, then the usage", errOut, tt.first)
 			}
 			checkGolden(t, "usage-"+tt.name+".txt", errOut)
+		})
+	}
+}
+
+// TestTypos: a word that names no command or flag exits 2 with one line
+// naming it and the nearest word that would have meant something, then a
+// one-line hint; not the 35 lines of every flag.
+func TestTypos(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // the whole of stderr
+	}{
+		{"unknown-command", []string{"frobnicate"}, "fabro: unknown command \"frobnicate\"\nRun \"fabro help\" for usage.\n"},
+		{"command-typo", []string{"sesions", "list"}, "fabro: unknown command \"sesions\" (did you mean sessions?)\nRun \"fabro help\" for usage.\n"},
+		{"command-abbreviated", []string{"sess"}, "fabro: unknown command \"sess\" (did you mean sessions?)\nRun \"fabro help\" for usage.\n"},
+		{"unknown-subcommand", []string{"sessions", "frob"}, "fabro sessions: unknown subcommand \"frob\": want list, show, resume, rm\nRun \"fabro sessions --help\" for usage.\n"},
+		{"subcommand-typo", []string{"secret", "lst"}, "fabro secret: unknown subcommand \"lst\": want set, list, rm (did you mean list?)\nRun \"fabro secret --help\" for usage.\n"},
+		{"unknown-flag", []string{"secret", "list", "--frob"}, "fabro secret list: unknown flag --frob\nRun \"fabro secret list --help\" for usage.\n"},
+		{"flag-typo", []string{"exec", "--sever", "127.0.0.1:7700", "hi"}, "fabro exec: unknown flag --sever (did you mean --server?)\nRun \"fabro exec --help\" for usage.\n"},
+		{"flag-typo-one-dash", []string{"sessions", "list", "-servr=x"}, "fabro sessions list: unknown flag --servr (did you mean --server?)\nRun \"fabro sessions list --help\" for usage.\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runGolden(t, nil, tt.args...)
+			if code != exitUsage || out != "" {
+				t.Errorf("exit %d, stdout %q; want 2 and nothing", code, out)
+			}
+			if diff := cmp.Diff(tt.want, errOut); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestServerWithoutPort: --server without a port is named as such, with
+// the fix, before any token is read or any connection made.
+func TestServerWithoutPort(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1", "localhost", "fabro.example.com", "[::1]"} {
+		t.Run(addr, func(t *testing.T) {
+			out, errOut, code := runGolden(t, nil, "sessions", "list", "--server", addr)
+			want := "missing port in --server " + addr + ": use "
+			if code != exitUsage || out != "" || !strings.Contains(errOut, want) || strings.Contains(errOut, "plaintext") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+			}
 		})
 	}
 }

@@ -98,6 +98,9 @@ func (c *clientFlags) connect(ctx context.Context) (*grpc.ClientConn, context.Co
 // dialServer dials --server presenting the token, with no call timeout
 // (for streams).
 func (c *clientFlags) dialServer() (*grpc.ClientConn, error) {
+	if err := checkServerAddr(c.server); err != nil {
+		return nil, err
+	}
 	tok, err := c.token()
 	if err != nil {
 		return nil, err
@@ -128,6 +131,23 @@ func (c *clientFlags) tokens(ctx context.Context) (authv1.TokenServiceClient, co
 		return nil, nil, nil, err
 	}
 	return authv1.NewTokenServiceClient(conn), ctx, done, nil
+}
+
+// checkServerAddr refuses a --server that is not host:port with the fix,
+// rather than letting it read as a remote host (a forgotten port is the
+// usual mistake).
+func checkServerAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	var ae *net.AddrError
+	switch {
+	case errors.As(err, &ae) && strings.Contains(ae.Err, "missing port"):
+		return configError{fmt.Errorf("missing port in --server %s: use %s", addr, net.JoinHostPort(strings.Trim(addr, "[]"), "7700"))}
+	case err != nil:
+		return configError{fmt.Errorf("--server %s is not host:port: %w", addr, err)}
+	case port == "":
+		return configError{fmt.Errorf("missing port in --server %s: use %s7700", addr, addr)}
+	}
+	return nil
 }
 
 // loopbackTarget reports whether a gRPC target (host:port) names this

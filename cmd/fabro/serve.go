@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -97,7 +99,19 @@ func serveStack(ctx context.Context, cfg stackConfig, logCfg logging.Config, dat
 		return err
 	}
 	defer st.close()
+	printReady(e.stderr, st.srv.GRPCAddr(), st.srv.HTTPAddr(), adminFile)
 	return st.srv.Wait(ctx)
+}
+
+// printReady tells the person who started the server, once it listens,
+// where it is, where its admin token is, and what to type next.
+func printReady(w io.Writer, grpcAddr, httpAddr, adminFile string) {
+	fmt.Fprintf(w, "\nfabro is serving: gRPC %s", grpcAddr)
+	if httpAddr != "" {
+		fmt.Fprintf(w, ", REST http://%s", httpAddr)
+	}
+	fmt.Fprintf(w, "\n  admin token: %s (the fabro commands on this machine read it)\n", adminFile)
+	fmt.Fprintf(w, "  next, from your project: fabro exec --server %s \"explain this project\"\n  stop: Ctrl-C\n\n", grpcAddr)
 }
 
 // defaultDataDir follows the XDG base directory convention.
