@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,11 +56,20 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, ndjsonMarshaler{&runtime.HTTPBodyMarshaler{
 			Marshaler: &runtime.JSONPb{
-				MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
+				// Zero scalars, empty lists and maps are written, so a
+				// client sees every field; an unset message is left out
+				// rather than written null, which the OpenAPI schemas (and
+				// strict generators reading them) do not allow.
+				MarshalOptions: protojson.MarshalOptions{EmitDefaultValues: true},
 				// A misspelled field or enum name is an error, not a default.
 				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 			},
 		}}),
+		// The gRPC transport's own headers (content-type: application/grpc)
+		// say nothing to a REST client: they are not passed on as
+		// Grpc-Metadata-*; a service's own metadata still is.
+		runtime.WithOutgoingHeaderMatcher(restMetadata),
+		runtime.WithOutgoingTrailerMatcher(restMetadata),
 		runtime.WithErrorHandler(namedFieldErrors),
 		runtime.WithRoutingErrorHandler(rs.routingErrors),
 		// A stream's last line, {"error": ...}, has an ErrorInfo too.
@@ -213,4 +223,15 @@ var queryParserOnce sync.Once
 
 func installQueryParser() {
 	queryParserOnce.Do(func() { runtime.NewServeMux(runtime.SetQueryParameterParser(strictQuery{})) })
+}
+
+// restMetadata passes a gRPC response's metadata on to a REST client as
+// Grpc-Metadata-<key>, as grpc-gateway does by default, except the
+// transport's own.
+func restMetadata(key string) (string, bool) {
+	switch strings.ToLower(key) {
+	case "content-type", "trailer", "grpc-status", "grpc-message", "grpc-status-details-bin":
+		return "", false
+	}
+	return runtime.MetadataHeaderPrefix + key, true
 }

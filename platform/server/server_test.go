@@ -356,8 +356,11 @@ func TestREST(t *testing.T) {
 				if err := json.Unmarshal(body, &got); err != nil {
 					t.Fatal(err)
 				}
+				// Zero values and empty lists are written; unset messages
+				// (the times) are left out, never null: the OpenAPI
+				// schemas do not allow null.
 				want := map[string]any{"secret": map[string]any{
-					"name": "OK", "currentVersion": "3", "versions": []any{}, "createTime": nil, "updateTime": nil,
+					"name": "OK", "currentVersion": "3", "versions": []any{},
 				}}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("body mismatch (-want +got):\n%s", diff)
@@ -428,6 +431,11 @@ func TestREST(t *testing.T) {
 			}
 			if bytes.Contains(body, []byte(leak)) {
 				t.Errorf("body leaks internal text: %s", body)
+			}
+			for k := range resp.Header {
+				if strings.HasPrefix(k, "Grpc-Metadata-") {
+					t.Errorf("the gRPC transport's header %s: %q reached the REST client", k, resp.Header[k])
+				}
 			}
 			if tt.check != nil {
 				tt.check(t, body)
