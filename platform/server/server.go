@@ -217,7 +217,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	}
 	var lc net.ListenConfig
 	if s.grpcLis, err = lc.Listen(ctx, "tcp", cfg.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("server: listen gRPC: %w", err)
+		return nil, fmt.Errorf("server: %w", ListenError("gRPC", cfg.GRPCAddr, "--grpc-addr", err))
 	}
 	if err = s.checkExposure(ctx, "gRPC", s.grpcLis.Addr(), tlsCfg != nil); err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	s.inproc = bufconn.Listen(1 << 20)
 	if cfg.HTTPAddr != "" {
 		if s.httpLis, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
-			return nil, fmt.Errorf("server: listen HTTP: %w", err)
+			return nil, fmt.Errorf("server: %w", ListenError("REST", cfg.HTTPAddr, "--http-addr", err))
 		}
 		if err = s.checkExposure(ctx, "HTTP", s.httpLis.Addr(), tlsCfg != nil); err != nil {
 			return nil, err
