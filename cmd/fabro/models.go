@@ -196,6 +196,8 @@ func listProviders(ctx context.Context, c *clientFlags, probe, all bool, e env) 
 			state, detail = "unusable", r.GetError().GetMessage()
 		case llmv1.ReadinessState_READINESS_STATE_DISABLED:
 			state = "disabled"
+		case llmv1.ReadinessState_READINESS_STATE_UNREACHABLE:
+			state, detail = "unreachable", r.GetError().GetMessage()
 		}
 		codec := strings.ToLower(strings.TrimPrefix(p.GetCodec().String(), "CODEC_"))
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.GetProviderId(), codec, p.GetDefaultModel(), state, detail)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -28,6 +29,12 @@ const (
 	// warning and the fetch goes on in the background.
 	DefaultDiscoveryWait  = 2 * time.Second
 	discoveryFetchTimeout = 15 * time.Second
+	// A failed fetch is tried again after discoveryRetryMin, doubling
+	// with each failure up to discoveryRetryMax (or the TTL, if shorter):
+	// an Ollama started after the gateway is seen within seconds, and a
+	// host that stays down is not asked on every call.
+	discoveryRetryMin = 2 * time.Second
+	discoveryRetryMax = time.Minute
 )
 
 // discovery keeps the live model lists of discoverable providers. One
@@ -53,11 +60,25 @@ type discovery struct {
 // discovered is one provider's last fetch; ready closes when the first
 // fetch ends.
 type discovered struct {
-	models  []*llmv1.Model
-	err     error
-	fetched time.Time
-	ready   chan struct{}
-	running bool
+	models   []*llmv1.Model
+	err      error
+	failures int // fetches failed in a row
+	fetched  time.Time
+	ready    chan struct{}
+	running  bool
+}
+
+// due reports whether the entry's last fetch is old enough to fetch again:
+// a TTL after a success, a short backoff after a failure.
+func (e *discovered) due(ttl time.Duration) bool {
+	if e.fetched.IsZero() {
+		return true
+	}
+	wait := ttl
+	if e.err != nil {
+		wait = min(ttl, discoveryRetryMax, discoveryRetryMin<<min(e.failures-1, 10))
+	}
+	return time.Since(e.fetched) >= wait
 }
 
 func newDiscovery(logger *slog.Logger, client *http.Client, creds func(context.Context, *llmv1.Provider) (map[string]string, error), ttl, wait time.Duration) *discovery {
@@ -116,7 +137,7 @@ func (d *discovery) entry(p *llmv1.Provider) *discovered {
 		e = &discovered{ready: make(chan struct{})}
 		d.entries[p.GetProviderId()] = e
 	}
-	if !e.running && time.Since(e.fetched) > d.ttl && d.life.Err() == nil {
+	if !e.running && e.due(d.ttl) && d.life.Err() == nil {
 		e.running = true
 		d.wg.Go(func() { d.fetchInto(d.life, p, e) })
 	}
@@ -131,7 +152,7 @@ func (d *discovery) refresh(ctx context.Context, p *llmv1.Provider) {
 		e = &discovered{ready: make(chan struct{})}
 		d.entries[p.GetProviderId()] = e
 	}
-	if e.running || time.Since(e.fetched) < d.ttl/2 { // running, or fresh
+	if e.running || (e.err == nil && !e.fetched.IsZero() && time.Since(e.fetched) < d.ttl/2) { // running, or fresh
 		d.mu.Unlock()
 		return
 	}
@@ -153,7 +174,9 @@ func (d *discovery) fetchInto(ctx context.Context, p *llmv1.Provider, e *discove
 	e.fetched = time.Now()
 	e.err = err
 	if err == nil {
-		e.models = models
+		e.models, e.failures = models, 0
+	} else {
+		e.failures++
 	}
 	select {
 	case <-e.ready:
@@ -164,8 +187,36 @@ func (d *discovery) fetchInto(ctx context.Context, p *llmv1.Provider, e *discove
 
 // models returns a provider's discovered models, waiting up to the
 // discovery wait for a first fetch; a warning when they are unknown or
-// stale.
-func (d *discovery) models(ctx context.Context, p *llmv1.Provider) ([]*llmv1.Model, string) {
+// stale. With quiet, a provider that cannot be reached and never answered
+// gets no warning (a built-in local provider that is simply not running).
+func (d *discovery) models(ctx context.Context, p *llmv1.Provider, quiet bool) ([]*llmv1.Model, string) {
+	st := d.state(ctx, p)
+	switch {
+	case st.pending:
+		return nil, fmt.Sprintf("provider %s: live model list not fetched yet (still trying); listing the catalog's models", p.GetProviderId())
+	case st.err == nil:
+		return st.models, ""
+	case quiet && st.unreachable && st.models == nil:
+		return nil, ""
+	}
+	w := fmt.Sprintf("provider %s: model discovery failed: %v", p.GetProviderId(), st.err)
+	if st.models != nil {
+		w += " (listing the last list fetched)"
+	}
+	return st.models, w
+}
+
+// discoveryState is what discovery knows of one provider.
+type discoveryState struct {
+	models      []*llmv1.Model // the last list fetched
+	err         error          // the last fetch's error
+	pending     bool           // no fetch has ended yet
+	unreachable bool           // err is a failure to connect, not an answer
+}
+
+// state is the provider's discovery state, waiting up to the discovery
+// wait for a first fetch.
+func (d *discovery) state(ctx context.Context, p *llmv1.Provider) discoveryState {
 	e := d.entry(p)
 	t := time.NewTimer(d.wait)
 	defer t.Stop()
@@ -179,16 +230,17 @@ func (d *discovery) models(ctx context.Context, p *llmv1.Provider) ([]*llmv1.Mod
 	select {
 	case <-e.ready:
 	default:
-		return nil, fmt.Sprintf("provider %s: live model list not fetched yet (still trying); listing the catalog's models", p.GetProviderId())
+		return discoveryState{pending: true}
 	}
-	if e.err != nil {
-		w := fmt.Sprintf("provider %s: model discovery failed: %v", p.GetProviderId(), e.err)
-		if e.models != nil {
-			w += " (listing the last list fetched)"
-		}
-		return e.models, w
-	}
-	return e.models, ""
+	return discoveryState{models: e.models, err: e.err, unreachable: unreachable(e.err)}
+}
+
+// unreachable reports whether err is a failure to reach a host (refused,
+// no route, no such host, timed out connecting), not an answer from it.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
 }
 
 // lookup finds a discovered model by id without waiting.
@@ -329,7 +381,9 @@ func (s *Service) listModels(ctx context.Context, provider string, includeDisabl
 	warns := make([]string, len(provs))
 	var wg sync.WaitGroup
 	for i, p := range provs {
-		wg.Go(func() { found[i], warns[i] = s.disc.models(ctx, p) })
+		// A built-in local provider (Ollama, vLLM) that is not running is
+		// no news; one the operator configured is.
+		wg.Go(func() { found[i], warns[i] = s.disc.models(ctx, p, !s.cat.Configured(p.GetProviderId())) })
 	}
 	wg.Wait()
 	known := map[string]bool{}

@@ -2,6 +2,7 @@ package llmgateway
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -175,6 +176,98 @@ func readAll(resp *http.Response) string {
 		b.Write(buf[:n])
 		if err != nil {
 			return b.String()
+		}
+	}
+}
+
+// closedAddr is a loopback address nothing listens on (a port taken, then
+// released).
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestDiscoveryUnreachable: a discoverable provider with nothing listening
+// is UNREACHABLE (not READY) in ListProviders, with the connection's
+// error; its model list warns only when the operator configured it (a
+// built-in local provider that is not running is no news); and once the
+// server starts, a fetch within seconds (not the TTL) lists its models.
+func TestDiscoveryUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	path := filepath.Join(t.TempDir(), "overlay.json")
+	overlay := fmt.Sprintf(`{"providers":{"vllm":{"baseUrl":"http://%s/v1","auth":{"scheme":"AUTH_SCHEME_NONE"}}}}`, addr)
+	if err := os.WriteFile(path, []byte(overlay), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(t.Context(), Config{CatalogOverlay: path, DiscoveryTTL: time.Hour, DiscoveryWait: 5 * time.Second,
+		LookupEnv: func(string) (string, bool) { return "", false }}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+
+	resp, err := gw.ListProviders(t.Context(), &llmv1.ListProvidersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range resp.GetProviders() {
+		if p.GetProviderId() != "vllm" {
+			continue
+		}
+		r := resp.GetReadiness()[i]
+		if r.GetState() != llmv1.ReadinessState_READINESS_STATE_UNREACHABLE || !strings.Contains(r.GetError().GetMessage(), "refused") {
+			t.Errorf("vllm with nothing listening: %v", r)
+		}
+	}
+	vllm, _ := gw.cat.Provider("vllm")
+	if _, w := gw.disc.models(t.Context(), vllm, false); !strings.Contains(w, "provider vllm: model discovery failed") {
+		t.Errorf("configured provider's warning %q", w)
+	}
+	if _, w := gw.disc.models(t.Context(), vllm, true); w != "" {
+		t.Errorf("a quiet unreachable provider warned %q", w)
+	}
+	if !gw.cat.Configured("vllm") || gw.cat.Configured("ollama") {
+		t.Errorf("Configured: vllm %v (overlay names it), ollama %v (built in)", gw.cat.Configured("vllm"), gw.cat.Configured("ollama"))
+	}
+	models, warnings := gw.listModels(t.Context(), "vllm", false)
+	if !strings.Contains(strings.Join(warnings, "\n"), "provider vllm") {
+		t.Errorf("ListModels of a configured, unreachable provider: no warning in %v", warnings)
+	}
+
+	// The server starts: the failure was cached for seconds, not the TTL.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the released port %s was taken meanwhile: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"started-late","object":"model"}]}`)
+	})}
+	go srv.Serve(l)
+	defer srv.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		models, warnings = gw.listModels(t.Context(), "vllm", false)
+		if slices.ContainsFunc(models, func(m *llmv1.Model) bool { return m.GetModelId() == "started-late" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a provider started after a failed fetch is still unlisted after 30 s: %d models, warnings %v", len(models), warnings)
+		}
+		time.Sleep(100 * time.Millisecond) // the backoff runs on the wall clock
+	}
+	resp, err = gw.ListProviders(t.Context(), &llmv1.ListProvidersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range resp.GetProviders() {
+		if p.GetProviderId() == "vllm" && resp.GetReadiness()[i].GetState() != llmv1.ReadinessState_READINESS_STATE_READY {
+			t.Errorf("vllm once listening: %v", resp.GetReadiness()[i])
 		}
 	}
 }

@@ -80,6 +80,15 @@ func (s *Service) readiness(ctx context.Context, p *llmv1.Provider, probe bool) 
 		r.Error = errorDetail(err)
 		return r
 	}
+	if s.disc != nil && p.GetDiscovery() != llmv1.Discovery_DISCOVERY_UNSPECIFIED {
+		// A discoverable provider needs no credentials to be called
+		// ready, but its discovery tells whether anything listens.
+		if st := s.disc.state(ctx, p); st.err != nil && st.unreachable {
+			r.State = llmv1.ReadinessState_READINESS_STATE_UNREACHABLE
+			r.Error = &llmv1.ErrorDetail{Kind: llmv1.ErrorKind_ERROR_KIND_NETWORK, ProviderId: p.GetProviderId(), Retryable: true, Message: st.err.Error()}
+			return r
+		}
+	}
 	r.State = llmv1.ReadinessState_READINESS_STATE_READY
 	model := probeModel(p)
 	if !probe || model == "" {

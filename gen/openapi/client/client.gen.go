@@ -853,6 +853,7 @@ const (
 	READINESSSTATEDISABLED           FabroLlmV1ReadinessState = "READINESS_STATE_DISABLED"
 	READINESSSTATEMISSINGCREDENTIALS FabroLlmV1ReadinessState = "READINESS_STATE_MISSING_CREDENTIALS"
 	READINESSSTATEREADY              FabroLlmV1ReadinessState = "READINESS_STATE_READY"
+	READINESSSTATEUNREACHABLE        FabroLlmV1ReadinessState = "READINESS_STATE_UNREACHABLE"
 	READINESSSTATEUNSPECIFIED        FabroLlmV1ReadinessState = "READINESS_STATE_UNSPECIFIED"
 	READINESSSTATEUNUSABLE           FabroLlmV1ReadinessState = "READINESS_STATE_UNUSABLE"
 )
@@ -865,6 +866,8 @@ func (e FabroLlmV1ReadinessState) Valid() bool {
 	case READINESSSTATEMISSINGCREDENTIALS:
 		return true
 	case READINESSSTATEREADY:
+		return true
+	case READINESSSTATEUNREACHABLE:
 		return true
 	case READINESSSTATEUNSPECIFIED:
 		return true
@@ -4007,6 +4010,9 @@ type FabroLlmV1ProviderReadiness struct {
 	//  - READINESS_STATE_MISSING_CREDENTIALS: A credential the provider needs is not set (missing_credentials).
 	//  - READINESS_STATE_UNUSABLE: Credentials are present but the probe failed (error).
 	//  - READINESS_STATE_DISABLED: The provider is disabled in the catalog.
+	//  - READINESS_STATE_UNREACHABLE: The provider's endpoint does not answer: its model discovery could not
+	// connect (a local server such as Ollama or vLLM that is not running).
+	// error says what failed.
 	State *FabroLlmV1ReadinessState `json:"state,omitempty"`
 }
 
@@ -4039,6 +4045,10 @@ type FabroLlmV1RateLimits struct {
 //   - READINESS_STATE_MISSING_CREDENTIALS: A credential the provider needs is not set (missing_credentials).
 //   - READINESS_STATE_UNUSABLE: Credentials are present but the probe failed (error).
 //   - READINESS_STATE_DISABLED: The provider is disabled in the catalog.
+//   - READINESS_STATE_UNREACHABLE: The provider's endpoint does not answer: its model discovery could not
+//
+// connect (a local server such as Ollama or vLLM that is not running).
+// error says what failed.
 type FabroLlmV1ReadinessState string
 
 // FabroLlmV1ReasoningDelta ReasoningDelta appends to a reasoning block.

@@ -100,6 +100,10 @@ const (
 	ReadinessState_READINESS_STATE_UNUSABLE ReadinessState = 3
 	// The provider is disabled in the catalog.
 	ReadinessState_READINESS_STATE_DISABLED ReadinessState = 4
+	// The provider's endpoint does not answer: its model discovery could not
+	// connect (a local server such as Ollama or vLLM that is not running).
+	// error says what failed.
+	ReadinessState_READINESS_STATE_UNREACHABLE ReadinessState = 5
 )
 
 // Enum value maps for ReadinessState.
@@ -110,6 +114,7 @@ var (
 		2: "READINESS_STATE_MISSING_CREDENTIALS",
 		3: "READINESS_STATE_UNUSABLE",
 		4: "READINESS_STATE_DISABLED",
+		5: "READINESS_STATE_UNREACHABLE",
 	}
 	ReadinessState_value = map[string]int32{
 		"READINESS_STATE_UNSPECIFIED":         0,
@@ -117,6 +122,7 @@ var (
 		"READINESS_STATE_MISSING_CREDENTIALS": 2,
 		"READINESS_STATE_UNUSABLE":            3,
 		"READINESS_STATE_DISABLED":            4,
+		"READINESS_STATE_UNREACHABLE":         5,
 	}
 )
 
@@ -1908,7 +1914,7 @@ type ProviderReadiness struct {
 	// With MISSING_CREDENTIALS: the variables to set (any one of them when
 	// the provider accepts alternatives).
 	MissingCredentials []string `protobuf:"bytes,3,rep,name=missing_credentials,json=missingCredentials,proto3" json:"missing_credentials,omitempty"`
-	// With UNUSABLE: the probe's error.
+	// With UNUSABLE: the probe's error; with UNREACHABLE: the connection's.
 	Error *ErrorDetail `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	// True when the state comes from a probe call, not only from the
 	// presence of credentials.
@@ -2435,13 +2441,14 @@ const file_fabro_llm_v1_llm_proto_rawDesc = "" +
 	"\x17CONTENT_BLOCK_KIND_TEXT\x10\x01\x12 \n" +
 	"\x1cCONTENT_BLOCK_KIND_REASONING\x10\x02\x12 \n" +
 	"\x1cCONTENT_BLOCK_KIND_TOOL_CALL\x10\x03\x12\x1d\n" +
-	"\x19CONTENT_BLOCK_KIND_OPAQUE\x10\x04*\xb1\x01\n" +
+	"\x19CONTENT_BLOCK_KIND_OPAQUE\x10\x04*\xd2\x01\n" +
 	"\x0eReadinessState\x12\x1f\n" +
 	"\x1bREADINESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15READINESS_STATE_READY\x10\x01\x12'\n" +
 	"#READINESS_STATE_MISSING_CREDENTIALS\x10\x02\x12\x1c\n" +
 	"\x18READINESS_STATE_UNUSABLE\x10\x03\x12\x1c\n" +
-	"\x18READINESS_STATE_DISABLED\x10\x04*R\n" +
+	"\x18READINESS_STATE_DISABLED\x10\x04\x12\x1f\n" +
+	"\x1bREADINESS_STATE_UNREACHABLE\x10\x05*R\n" +
 	"\tProbeMode\x12\x1a\n" +
 	"\x16PROBE_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10PROBE_MODE_BASIC\x10\x01\x12\x13\n" +

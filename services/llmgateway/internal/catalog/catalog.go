@@ -44,7 +44,15 @@ type Catalog struct {
 	sorted    []*llmv1.Model            // by provider, then id
 	defaults  Defaults
 	checked   string
+	// configured are the providers a layer after the first (the
+	// operator's overlay) names.
+	configured map[string]bool
 }
+
+// Configured reports whether the operator's overlay names the provider,
+// as against one the built-in catalog lists for everybody (Ollama and vLLM
+// on their default local ports, for one).
+func (c *Catalog) Configured(id string) bool { return c.configured[id] }
 
 // Defaults returns the catalog's named models (later layers override each
 // field they set).
@@ -92,6 +100,7 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 	models := map[string]map[string]any{}
 	var defaults Defaults
 	var checked string
+	configured := map[string]bool{}
 	for i, layer := range layers {
 		var f file
 		if err := json.Unmarshal(layer, &f); err != nil {
@@ -105,6 +114,11 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 			defaults.SmallModel = cmpOr(d.SmallModel, defaults.SmallModel)
 			defaults.ProbeModel = cmpOr(d.ProbeModel, defaults.ProbeModel)
 		}
+		if i > 0 {
+			for id := range f.Providers {
+				configured[id] = true
+			}
+		}
 		if err := mergeTable(providers, f.Providers); err != nil {
 			return nil, fmt.Errorf("catalog layer %d providers: %w", i, err)
 		}
@@ -114,12 +128,13 @@ func Parse(layers ...[]byte) (*Catalog, error) {
 	}
 
 	c := &Catalog{
-		defaults:  defaults,
-		checked:   checked,
-		providers: map[string]*llmv1.Provider{},
-		models:    map[string]*llmv1.Model{},
-		byID:      map[string][]*llmv1.Model{},
-		byAlias:   map[string][]*llmv1.Model{},
+		defaults:   defaults,
+		checked:    checked,
+		configured: configured,
+		providers:  map[string]*llmv1.Provider{},
+		models:     map[string]*llmv1.Model{},
+		byID:       map[string][]*llmv1.Model{},
+		byAlias:    map[string][]*llmv1.Model{},
 	}
 	for id, fields := range providers {
 		if id == "" || strings.Contains(id, "/") {
