@@ -55,17 +55,18 @@ func modelsCommand() *command {
 			c := newClientFlags(fs, e)
 			provider := fs.String("provider", "", "only this provider's models")
 			all := fs.Bool("all", false, "include disabled models")
+			out := newOutputFlag(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("models takes no arguments")
 				}
-				return listModels(ctx, c, *provider, *all, e)
+				return listModels(ctx, c, out, *provider, *all, e)
 			}
 		},
 	}
 }
 
-func listModels(ctx context.Context, c *clientFlags, provider string, all bool, e env) error {
+func listModels(ctx context.Context, c *clientFlags, out *outputFlag, provider string, all bool, e env) error {
 	client, ctx, done, err := c.llm(ctx)
 	if err != nil {
 		return err
@@ -78,6 +79,9 @@ func listModels(ctx context.Context, c *clientFlags, provider string, all bool, 
 	})
 	if err != nil {
 		return c.rpcError(err)
+	}
+	if out.json() {
+		return out.print(e.stdout, resp)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tALIASES\tCONTEXT\tOUTPUT\t$IN/M\t$OUT/M\tCAPABILITIES")
@@ -145,19 +149,20 @@ func providersCommand() *command {
 		examples: "  fabro providers\n  fabro providers --probe",
 		define: func(fs *flag.FlagSet, e env) runner {
 			c := newClientFlags(fs, e)
+			out := newOutputFlag(fs)
 			probe := fs.Bool("probe", false, "probe each provider that has credentials with one small call")
 			all := fs.Bool("all", false, "include disabled providers")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("providers takes no arguments")
 				}
-				return listProviders(ctx, c, *probe, *all, e)
+				return listProviders(ctx, c, out, *probe, *all, e)
 			}
 		},
 	}
 }
 
-func listProviders(ctx context.Context, c *clientFlags, probe, all bool, e env) error {
+func listProviders(ctx context.Context, c *clientFlags, out *outputFlag, probe, all bool, e env) error {
 	if probe && c.timeout < time.Minute {
 		c.timeout = time.Minute // probes are real calls
 	}
@@ -177,6 +182,9 @@ func listProviders(ctx context.Context, c *clientFlags, probe, all bool, e env) 
 	}
 	if len(resp.GetReadiness()) != len(resp.GetProviders()) {
 		return errors.New("the server reports no readiness: upgrade it")
+	}
+	if out.json() {
+		return out.print(e.stdout, resp)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROVIDER\tCODEC\tDEFAULT MODEL\tSTATE\tDETAIL")

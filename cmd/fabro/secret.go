@@ -129,6 +129,7 @@ func nonEmpty(v string) (string, error) {
 func secretList(fs *flag.FlagSet, e env) runner {
 	c := newClientFlags(fs, e)
 	prefix := fs.String("prefix", "", "only names starting with this")
+	out := newOutputFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("secret list takes no arguments")
@@ -146,6 +147,9 @@ func secretList(fs *flag.FlagSet, e env) runner {
 		})
 		if err != nil {
 			return c.rpcError(err)
+		}
+		if out.json() {
+			return out.print(e.stdout, resp)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tVERSION\tUPDATED\tBY")

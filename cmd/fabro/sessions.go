@@ -68,6 +68,7 @@ func sessionsList(fs *flag.FlagSet, e env) runner {
 	state := fs.String("state", "", "only sessions in this state: idle, running, parked, closed or suspended")
 	subagents := fs.Bool("subagents", false, "include subagent sessions")
 	limit := fs.Int("limit", 50, "most sessions to list (0: all)")
+	out := newOutputFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("sessions list takes no arguments")
@@ -92,6 +93,7 @@ func sessionsList(fs *flag.FlagSet, e env) runner {
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SESSION\tSTATE\tMODEL\tPROMPTS\tTOKENS\tUPDATED")
 		n := 0
+		all := &agentv1.ListSessionsResponse{}
 		for {
 			if *limit > 0 {
 				req.PageSize = int32(min(*limit-n, 500))
@@ -100,6 +102,7 @@ func sessionsList(fs *flag.FlagSet, e env) runner {
 			if err != nil {
 				return c.rpcError(err)
 			}
+			all.Sessions, all.NextPageToken = append(all.Sessions, resp.GetSessions()...), resp.GetNextPageToken()
 			for _, s := range resp.GetSessions() {
 				id := s.GetSessionId()
 				if s.GetParentSessionId() != "" {
@@ -113,6 +116,9 @@ func sessionsList(fs *flag.FlagSet, e env) runner {
 				break
 			}
 			req.PageToken = resp.GetNextPageToken()
+		}
+		if out.json() {
+			return out.print(e.stdout, all)
 		}
 		return tw.Flush()
 	}
@@ -213,6 +219,7 @@ func sessionsResume(fs *flag.FlagSet, e env) runner {
 
 func sessionsShow(fs *flag.FlagSet, e env) runner {
 	c := newClientFlags(fs, e)
+	out := newOutputFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 1 {
 			return usagef("sessions show takes one session ID (see fabro sessions list)")
@@ -225,6 +232,9 @@ func sessionsShow(fs *flag.FlagSet, e env) runner {
 		resp, err := agentv1.NewAgentServiceClient(conn).GetSession(ctx, &agentv1.GetSessionRequest{SessionId: args[0]})
 		if err != nil {
 			return c.rpcError(err)
+		}
+		if out.json() {
+			return out.print(e.stdout, resp)
 		}
 		s := resp.GetSession()
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

@@ -71,6 +71,7 @@ func tokenCreate(fs *flag.FlagSet, e env) runner {
 
 func tokenList(fs *flag.FlagSet, e env) runner {
 	c := newClientFlags(fs, e)
+	out := newOutputFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("token list takes no arguments")
@@ -87,6 +88,9 @@ func tokenList(fs *flag.FlagSet, e env) runner {
 		})
 		if err != nil {
 			return c.rpcError(err)
+		}
+		if out.json() {
+			return out.print(e.stdout, resp)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED")
