@@ -22,9 +22,11 @@ BIN := $(TMP)/bin
 BUF := $(BIN)/buf
 export PATH := $(BIN):$(PATH)
 
-# Where `make run` keeps its data (vault store, KEK, audit log).
-FABRO_DATA_DIR ?= $(TMP)/data
-export FABRO_DATA_DIR
+# Where `make run` keeps its data (vault store, KEK, tokens, sessions): by
+# default where every fabro command looks, $XDG_DATA_HOME/fabro or
+# ~/.local/share/fabro, so `fabro secret set` and `fabro exec --server`
+# find its admin token with nothing to export.
+FABRO_DATA_DIR ?=
 
 .PHONY: help
 help: ## Describe the targets
@@ -41,7 +43,7 @@ run: ## Run every service and the REST gateway in one process on embedded defaul
 	@scripts/build $(BIN)/fabro ./cmd/fabro -ldflags '$(FABRO_LDFLAGS)'
 	@$(if $(FABRO_WORKSPACE),,echo "make run: sandboxes may be rooted in $(CURDIR)/examples; for your own project: make run FABRO_WORKSPACE=~/src/myproject")
 	@# exec: Ctrl-C reaches fabro, which drains and exits 0, and so does make.
-	@exec $(BIN)/fabro serve --data-dir "$(FABRO_DATA_DIR)" --sandbox-allowed-roots "$(RUN_ROOTS)"
+	@exec $(BIN)/fabro serve $(if $(FABRO_DATA_DIR),--data-dir "$(FABRO_DATA_DIR)") --sandbox-allowed-roots "$(RUN_ROOTS)"
 
 .PHONY: demo
 demo: ## Run an agent offline: fabro exec against the fake provider on a scratch project
@@ -78,6 +80,10 @@ TEST_JOBS ?= 2
 TEST_ORDER := e2e services/agent cmd/fabro services/sandbox
 test-go: sandbox-image ## go test -race in every module, each with GOWORK=off
 	@JOBS=$(TEST_JOBS) scripts/test-modules $(filter $(GO_MODULES),$(TEST_ORDER)) $(filter-out $(TEST_ORDER),$(GO_MODULES))
+
+.PHONY: test-short
+test-short: ## The inner loop: every module's tests that need no container (go test -short, no -race)
+	@SHORT=1 JOBS=$(TEST_JOBS) scripts/test-modules $(filter $(GO_MODULES),$(TEST_ORDER)) $(filter-out $(TEST_ORDER),$(GO_MODULES))
 
 .PHONY: lint
 lint: tools ## gofmt, go vet in every module, buf lint and buf format

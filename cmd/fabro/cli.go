@@ -11,7 +11,7 @@ import (
 )
 
 // Exit codes of every fabro command (documented in `fabro help` and the
-// README).
+// docs/CLI.md).
 const (
 	exitOK          = 0   // done
 	exitFailure     = 1   // the command, or the prompt, failed

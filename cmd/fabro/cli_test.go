@@ -183,10 +183,10 @@ func TestServerWithoutPort(t *testing.T) {
 	}
 }
 
-// TestExitCodesDocumented: fabro help and the README list every exit code.
+// TestExitCodesDocumented: fabro help and docs/CLI.md list every exit code.
 func TestExitCodesDocumented(t *testing.T) {
 	out, _, _ := runGolden(t, nil, "help")
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/CLI.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestExitCodesDocumented(t *testing.T) {
 	}
 	for _, code := range []string{"| 0 |", "| 1 |", "| 2 |", "| 130 |"} {
 		if !strings.Contains(string(readme), code) {
-			t.Errorf("README.md lacks the exit code row %q", code)
+			t.Errorf("docs/CLI.md lacks the exit code row %q", code)
 		}
 	}
 }

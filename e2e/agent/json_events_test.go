@@ -14,7 +14,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
-// TestJSONEventsForAPlainSubscriber checks what the README promises a
+// TestJSONEventsForAPlainSubscriber checks what docs/AGENT.md promises a
 // subscriber in any language: with nothing but a NATS client and a JSON
 // decoder, subscribing to the JSON subject tree, it reads every event of
 // a real run (tool call included) with its envelope headers, the same

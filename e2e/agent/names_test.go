@@ -1,6 +1,6 @@
 package agent_test
 
-// The agent's NATS names, as README.md documents them for subscribers: a
+// The agent's NATS names, as docs/AGENT.md documents them for subscribers: a
 // black-box test spells them out instead of importing the service's
 // internal/bus, so a change to the published names fails here.
 const eventStream = "FABRO_AGENT_EVENTS"

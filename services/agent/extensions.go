@@ -294,7 +294,7 @@ func (s *Service) resumeExt(old *agentv1.Session, rec *agentv1.SessionRecord) ex
 }
 
 // ParseSettingsFile reads a tool settings file (the operator's format, see
-// README) for a client such as `fabro exec` that sends it on
+// docs/AGENT.md) for a client such as `fabro exec` that sends it on
 // CreateSession; it also returns the project-file hashes the file trusts.
 // A missing file is no settings.
 func ParseSettingsFile(path string) (*agentv1.ToolSettings, []string, error) {

@@ -12,7 +12,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 )
 
-// The envelope of every event message (README: "Agent events on NATS").
+// The envelope of every event message (docs/AGENT.md: "Agent events on NATS").
 // Each message says how its data is encoded and which event it holds, so a
 // subscriber in any language routes and decodes it without our code.
 const (

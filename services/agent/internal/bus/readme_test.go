@@ -9,17 +9,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestREADMEListsEveryEventType checks the README's table of event types
-// against the contract's AgentEvent oneof: a new event type fails here
-// until the README documents it, and a removed one until it is dropped.
+// TestREADMEListsEveryEventType checks the table of event types in
+// docs/AGENT.md against the contract's AgentEvent oneof: a new event type
+// fails here until the docs document it, and a removed one until it is
+// dropped.
 func TestREADMEListsEveryEventType(t *testing.T) {
-	data, err := os.ReadFile("../../../../README.md")
+	data, err := os.ReadFile("../../../../docs/AGENT.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(data), "| event type | message | meaning |")
 	if !ok {
-		t.Fatal("README.md has no event type table (| event type | message | meaning |)")
+		t.Fatal("docs/AGENT.md has no event type table (| event type | message | meaning |)")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	row := regexp.MustCompile("(?m)^\\| `([a-z_0-9]+)` \\| `([A-Za-z0-9]+)` \\| [^|]*\\S[^|]* \\|$")
@@ -34,6 +35,6 @@ func TestREADMEListsEveryEventType(t *testing.T) {
 		want[string(f.Name())] = string(f.Message().Name())
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("README.md's event types (-contract +README; a row is | `event_type` | `Message` | meaning |):\n%s", diff)
+		t.Errorf("docs/AGENT.md's event types (-contract +docs; a row is | `event_type` | `Message` | meaning |):\n%s", diff)
 	}
 }
