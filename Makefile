@@ -98,6 +98,8 @@ generate: tools ## Regenerate gen/ from proto/
 	find gen -type f \( -name '*.pb.go' -o -name '*.pb.gw.go' \) -delete
 	rm -f gen/openapi/fabro.swagger.json gen/openapi/fabro.openapi.json gen/openapi/client/client.gen.go
 	$(BUF) generate
+	@# The contracts with their comments, for server reflection (grpcurl describe, buf curl).
+	$(BUF) build -o gen/descriptor/fabro.binpb
 	@# OpenAPI 3 (merged and per service) from the v2 document, then the Go REST client from it.
 	cd gen && GOWORK=off go run ./openapi/internal/openapigen -dir openapi
 	$(BIN)/oapi-codegen -config gen/openapi/client/oapi-codegen.yaml gen/openapi/fabro.openapi.json

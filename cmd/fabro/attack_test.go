@@ -166,6 +166,11 @@ func attackGRPC(t *testing.T, addr string, methods []methodInfo, callers []calle
 				if got == codes.Unauthenticated || got == codes.PermissionDenied {
 					t.Errorf("%s as %s: %v; it is open", m.full, c.name, got)
 				}
+			case c.token == "" && strings.HasPrefix(m.full, "/grpc.reflection."):
+				// Let in to describe health alone (checked below).
+				if got == codes.Unauthenticated || got == codes.PermissionDenied {
+					t.Errorf("%s without a token: %v; it describes the health service", m.full, got)
+				}
 			case c.token == "":
 				if got != codes.Unauthenticated {
 					t.Errorf("%s without a token: %v, want Unauthenticated", m.full, got)
@@ -271,16 +276,17 @@ func TestAttackServe(t *testing.T) {
 	attackGRPC(t, s.grpcAddr, methods, callers)
 	attackREST(t, s.httpAddr, []string{"fabro."}, callers)
 
-	// Reflection itself needs a credential.
+	// Reflection without a credential lists the health service alone.
 	conn, _ := grpcclient.New(s.grpcAddr, grpcclient.Options{})
 	defer conn.Close()
 	rs, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
+	var resp *reflectionpb.ServerReflectionResponse
 	if err == nil {
 		rs.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
-		_, err = rs.Recv()
+		resp, err = rs.Recv()
 	}
-	if status.Code(err) != codes.Unauthenticated {
-		t.Errorf("anonymous reflection: %v", err)
+	if svcs := resp.GetListServicesResponse().GetService(); err != nil || len(svcs) != 1 || svcs[0].GetName() != "grpc.health.v1.Health" {
+		t.Errorf("anonymous reflection: %v %v, want the health service alone", svcs, err)
 	}
 }
 

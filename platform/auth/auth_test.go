@@ -215,7 +215,10 @@ func TestInterceptor(t *testing.T) {
 		{"admin may not resolve", resolve, []string{"Bearer " + admin}, codes.PermissionDenied},
 		{"gateway resolves", resolve, []string{"Bearer " + gateway}, codes.OK},
 		{"health is open", health, nil, codes.OK},
-		{"reflection needs a credential", refl, nil, codes.Unauthenticated},
+		// Without one, it is let in to describe health alone (the
+		// reflection server reads HealthOnlyReflection; server tests).
+		{"reflection without a credential", refl, nil, codes.OK},
+		{"reflection with a bad one", refl, []string{"Bearer fabro_0000000000000000_bad"}, codes.Unauthenticated},
 		{"reflection with one", refl, []string{"Bearer " + user}, codes.OK},
 		{"a method not in the table", "/fabro.vault.v1.VaultService/Export", []string{"Bearer " + admin}, codes.PermissionDenied},
 	}
@@ -245,6 +248,9 @@ func TestInterceptor(t *testing.T) {
 			}
 			if p, ok := auth.FromContext(ctx); len(tt.auth) > 0 && !ok {
 				t.Errorf("no principal in the context: %v", p)
+			}
+			if got, want := auth.HealthOnlyReflection(ctx), tt.method == refl && len(tt.auth) == 0; got != want {
+				t.Errorf("HealthOnlyReflection = %v, want %v", got, want)
 			}
 		})
 	}

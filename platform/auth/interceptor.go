@@ -93,6 +93,12 @@ func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Con
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
+	if len(vals) == 0 && isReflection(method) {
+		// With no credential at all, reflection describes the health
+		// service only: grpcurl can check health without a token, and
+		// learns nothing else.
+		return context.WithValue(ctx, healthOnlyKey{}, true), nil
+	}
 	var (
 		p   Principal
 		err error = ErrInvalidToken
@@ -125,6 +131,15 @@ func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Con
 	return WithPrincipal(ctx, p), nil
 }
 
+type healthOnlyKey struct{}
+
+// HealthOnlyReflection reports whether ctx is a reflection call made with
+// no credential, which may describe grpc.health.v1 and nothing else.
+func HealthOnlyReflection(ctx context.Context) bool {
+	v, _ := ctx.Value(healthOnlyKey{}).(bool)
+	return v
+}
+
 // refused logs a refusal with the principal and the method, never the token.
 func (a *Interceptor) refused(ctx context.Context, method, principal string, code codes.Code) {
 	attrs := []slog.Attr{slog.String("method", method), slog.String("code", code.String())}
@@ -153,10 +168,20 @@ func (a *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 		return err
 	}
 	p, ok := FromContext(ctx)
-	if !ok {
+	switch {
+	case HealthOnlyReflection(ctx):
+		return handler(srv, healthOnlyStream{ss})
+	case !ok:
 		return handler(srv, ss) // an open method: no principal to add
 	}
 	return handler(srv, &principalStream{ServerStream: ss, p: p})
+}
+
+// healthOnlyStream marks a reflection stream without a credential.
+type healthOnlyStream struct{ grpc.ServerStream }
+
+func (s healthOnlyStream) Context() context.Context {
+	return context.WithValue(s.ServerStream.Context(), healthOnlyKey{}, true)
 }
 
 // principalStream adds the principal to the context of the stream it

@@ -27,7 +27,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/fabro-sh/fabro-go/platform/auth"
@@ -252,7 +251,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
+	registerReflection(s.grpc, logger)
 	for _, svc := range services {
 		svc.RegisterGRPC(s.grpc)
 		s.names = append(s.names, svc.Name())
