@@ -88,13 +88,21 @@ func providerProfile(c llmv1.Codec) agentv1.AgentProfile {
 	return agentv1.AgentProfile_AGENT_PROFILE_OPENAI
 }
 
-// attachSandbox finds or creates the session's sandbox.
+// attachSandbox finds or creates the session's sandbox, as the session's
+// owner (ctx is actFor it): the sandbox service answers NOT_FOUND for a
+// person's sandbox that is not theirs, and an admin's session may not take
+// another principal's sandbox either (a session's sandbox is its owner's).
 func (s *Service) attachSandbox(ctx context.Context, id string, spec *sandboxv1.SandboxSpec) (*sandboxv1.Sandbox, bool, error) {
 	switch {
 	case id != "":
 		resp, err := s.sandbox.GetSandbox(ctx, &sandboxv1.GetSandboxRequest{SandboxId: id})
 		if err != nil {
 			return nil, false, upstream("sandbox", "sandbox "+strconv.Quote(id), err)
+		}
+		if owner := actingFor(ctx); owner != "" && resp.GetSandbox().GetOwner() != owner {
+			return nil, false, domain.New(codes.FailedPrecondition, reasonSandboxOwner,
+				fmt.Sprintf("sandbox %q belongs to %s, not to the session's owner %s", id, principalName(resp.GetSandbox().GetOwner()), owner),
+				grpcerr.Meta("sandbox_id", id, "owner", resp.GetSandbox().GetOwner()))
 		}
 		if st := resp.GetSandbox().GetState(); st != sandboxv1.SandboxState_SANDBOX_STATE_READY {
 			return nil, false, domain.New(codes.FailedPrecondition, reasonSandboxNotReady, fmt.Sprintf("sandbox %q is not ready (%s)", id, st),
@@ -186,6 +194,7 @@ func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionR
 	if level == agentv1.PermissionLevel_PERMISSION_LEVEL_UNSPECIFIED {
 		level = agentv1.PermissionLevel_PERMISSION_LEVEL_READ_WRITE
 	}
+	ctx = actFor(ctx, info.GetPrincipal()) // its sandbox is its owner's
 	route, err := s.resolveRoute(ctx, req.GetModel())
 	if err != nil {
 		return nil, err
