@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -20,6 +21,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/services/agent/natstest"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -419,5 +421,46 @@ func TestRevocationCutsStreams(t *testing.T) {
 	}
 	if _, err := st.agent.GetSession(bearer(ctx, who.alice), &agentv1.GetSessionRequest{SessionId: id}); err != nil {
 		t.Errorf("alice's other token: %v", err)
+	}
+}
+
+// TestTenancyForwarded: a call for a session that replica a serves, made
+// to replica b, is forwarded with its caller, and a decides: bob is told
+// NOT_FOUND (nothing deleted), alice and an admin reach it. The replicas
+// run without authentication on a trusted network, where the forwarded
+// principal a caller names is believed on a cluster (forward.go).
+func TestTenancyForwarded(t *testing.T) {
+	d := startDeps(t)
+	natsURL := natstest.StartServer(t)
+	a := startReplicaProc(t, d, natsURL, "a", 10*time.Second)
+	b := startReplicaProc(t, d, natsURL, "b", 10*time.Second)
+	as := func(p string) context.Context {
+		return metadata.AppendToOutgoingContext(t.Context(), auth.ForwardedPrincipalHeader, p)
+	}
+	created, err := a.client.CreateSession(as("user:alice"), &agentv1.CreateSessionRequest{Model: "openai/gpt-5",
+		Sandbox: &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	if got := created.GetSession().GetPrincipal(); got != "user:alice" {
+		t.Fatalf("principal %q", got)
+	}
+	for _, c := range []struct {
+		who  string
+		want codes.Code
+	}{{"user:bob", codes.NotFound}, {"user:alice", codes.OK}, {"admin:root", codes.OK}} {
+		if _, err := b.client.GetSession(as(c.who), &agentv1.GetSessionRequest{SessionId: id}); status.Code(err) != c.want {
+			t.Errorf("GetSession through b as %s: %v, want %v", c.who, err, c.want)
+		}
+	}
+	if err := recvAll(b.client.StreamEvents(as("user:bob"), &agentv1.StreamEventsRequest{SessionId: id})); status.Code(err) != codes.NotFound {
+		t.Errorf("StreamEvents through b as bob: %v, want NOT_FOUND", err)
+	}
+	if _, err := b.client.DeleteSession(as("user:bob"), &agentv1.DeleteSessionRequest{SessionId: id}); status.Code(err) != codes.NotFound {
+		t.Errorf("DeleteSession through b as bob: %v, want NOT_FOUND", err)
+	}
+	if _, err := a.client.GetSession(as("user:alice"), &agentv1.GetSessionRequest{SessionId: id}); err != nil {
+		t.Errorf("alice's session after bob's delete: %v", err)
 	}
 }

@@ -99,10 +99,12 @@ func (s *Service) attachSandbox(ctx context.Context, id string, spec *sandboxv1.
 		if err != nil {
 			return nil, false, upstream("sandbox", "sandbox "+strconv.Quote(id), err)
 		}
-		if owner := actingFor(ctx); owner != "" && resp.GetSandbox().GetOwner() != owner {
+		// An unowned sandbox (made without authentication, or before
+		// owners) is reached by admins only, or by all without authentication.
+		if owner, got := actingFor(ctx), resp.GetSandbox().GetOwner(); owner != "" && got != "" && got != owner {
 			return nil, false, domain.New(codes.FailedPrecondition, reasonSandboxOwner,
-				fmt.Sprintf("sandbox %q belongs to %s, not to the session's owner %s", id, principalName(resp.GetSandbox().GetOwner()), owner),
-				grpcerr.Meta("sandbox_id", id, "owner", resp.GetSandbox().GetOwner()))
+				fmt.Sprintf("sandbox %q belongs to %s, not to the session's owner %s", id, got, owner),
+				grpcerr.Meta("sandbox_id", id, "owner", got))
 		}
 		if st := resp.GetSandbox().GetState(); st != sandboxv1.SandboxState_SANDBOX_STATE_READY {
 			return nil, false, domain.New(codes.FailedPrecondition, reasonSandboxNotReady, fmt.Sprintf("sandbox %q is not ready (%s)", id, st),
