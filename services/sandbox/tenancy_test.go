@@ -371,3 +371,29 @@ func TestTenancyDeleteListRESTRestart(t *testing.T) {
 		t.Errorf("alice after a restart: %v, owner %q", err, got.GetSandbox().GetOwner())
 	}
 }
+
+// TestRevocationCutsExecStream: a command's stream, opened with a token
+// then revoked, ends UNAUTHENTICATED at once (the command runs 60 s).
+func TestRevocationCutsExecStream(t *testing.T) {
+	fx := authtest.New(t)
+	tn := startTenancy(t, t.TempDir(), fx, nil)
+	watcher, e, err := fx.Store.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := tn.create(t, as(t.Context(), tn.alice))
+	stream, err := tn.client.ExecStream(as(t.Context(), watcher), &sandboxv1.ExecStreamRequest{SandboxId: sb.GetSandboxId(),
+		Spec: &sandboxv1.ExecSpec{Command: "echo started; sleep 60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // the started event
+		t.Fatal(err)
+	}
+	if err := fx.Store.Revoke(e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := drain(stream, nil); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("after revocation: %v, want UNAUTHENTICATED", err)
+	}
+}
