@@ -397,3 +397,39 @@ func TestRevocationCutsExecStream(t *testing.T) {
 		t.Fatalf("after revocation: %v, want UNAUTHENTICATED", err)
 	}
 }
+
+// TestTenancyConcurrentIntruders: 64 concurrent calls of bob's, every
+// kind, on alice's sandbox while she writes to it: none reaches it.
+func TestTenancyConcurrentIntruders(t *testing.T) {
+	tn := startTenancy(t, t.TempDir(), authtest.New(t), nil)
+	ctx := t.Context()
+	sb := tn.create(t, as(ctx, tn.alice))
+	var calls []func(context.Context, sandboxv1.SandboxServiceClient, string) error
+	for _, c := range sandboxCalls {
+		if c != nil {
+			calls = append(calls, c)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			if err := calls[i%len(calls)](as(ctx, tn.bob), tn.client, sb.GetSandboxId()); status.Code(err) != codes.NotFound {
+				errs <- err
+			}
+		})
+	}
+	for range 8 {
+		if _, err := tn.client.WriteFile(as(ctx, tn.alice), &sandboxv1.WriteFileRequest{SandboxId: sb.GetSandboxId(), Path: "a.txt", Content: []byte("alpha\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("bob reached alice's sandbox: %v", err)
+	}
+	if diff := cmp.Diff(map[string]string{"./": "", "a.txt": "alpha\n"}, tree(t, sb.GetRootDirectory())); diff != "" {
+		t.Errorf("alice's sandbox (-want +got):\n%s", diff)
+	}
+}
