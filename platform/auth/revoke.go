@@ -115,9 +115,14 @@ func (s *Store) Changed() <-chan struct{} {
 }
 
 // publish installs snap as the current snapshot and wakes Changed's
-// waiters.
+// waiters when the file is another, or became readable or unreadable. A
+// store that stays unreadable is reloaded on every Verify: waking the
+// watchers each time would have them spin, each re-check waking the rest.
 func (s *Store) publish(snap *snapshot) {
-	s.cur.Store(snap)
+	old := s.cur.Swap(snap)
+	if old != nil && old.ident == snap.ident && (old.err == nil) == (snap.err == nil) {
+		return
+	}
 	s.chMu.Lock()
 	if s.changed != nil {
 		close(s.changed)

@@ -2,8 +2,10 @@ package auth_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -174,5 +176,47 @@ func BenchmarkWatchedStream(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestChangedQuietWhileUnreadable: a store that cannot be read is reloaded
+// on every Verify, which must not wake the watchers each time (they would
+// spin, each re-check waking the others): once when it breaks, then not
+// until it changes again.
+func TestChangedQuietWhileUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "auth", "tokens.json")
+	store := auth.OpenStore(path)
+	tok, _, err := store.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Verify(tok); err != nil {
+		t.Fatal(err)
+	}
+	// The store's directory becomes a file: stat fails with ENOTDIR.
+	if err := os.Rename(filepath.Join(dir, "auth"), filepath.Join(dir, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "auth"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broke := store.Changed()
+	if _, err := store.Verify(tok); err == nil || errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("Verify of an unreadable store: %v", err)
+	}
+	select {
+	case <-broke:
+	default:
+		t.Fatal("the store breaking did not wake the watchers")
+	}
+	quiet := store.Changed()
+	for range 3 {
+		_, _ = store.Verify(tok)
+	}
+	select {
+	case <-quiet:
+		t.Fatal("an unreadable store woke the watchers with nothing changed")
+	default:
 	}
 }
