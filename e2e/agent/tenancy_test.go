@@ -357,8 +357,9 @@ func (st *stack) promptAs(t *testing.T, token, id string) []*agentv1.AgentEvent 
 }
 
 // TestRevocationCutsStreams: a token revoked while its streams are open
-// ends a follow StreamEvents over gRPC and over REST, and the gateway's
-// Stream, with UNAUTHENTICATED; the owner's other token goes on working.
+// ends a follow StreamEvents over gRPC and over REST, a Prompt, and the
+// gateway's Stream, with UNAUTHENTICATED; the owner's other token goes on
+// working.
 func TestRevocationCutsStreams(t *testing.T) {
 	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
 	who := newPeople(t, st)
@@ -402,6 +403,14 @@ func TestRevocationCutsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-entered
+	// A Prompt, its model turn held too.
+	prompt, err := st.agent.Prompt(bearer(ctx, watcher), &agentv1.PromptRequest{SessionId: id, Text: "wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prompt.Recv(); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := st.tokens.Revoke(entry.ID); err != nil {
 		t.Fatal(err)
@@ -415,6 +424,9 @@ func TestRevocationCutsStreams(t *testing.T) {
 	}
 	if !strings.Contains(rest.String(), `"code":16`) {
 		t.Errorf("REST events after revocation ended with %q, want an UNAUTHENTICATED (16) error line", rest.String())
+	}
+	if err := recvAll(prompt, nil); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Prompt after revocation: %v, want UNAUTHENTICATED", err)
 	}
 	if err := recvAll(llm, nil); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("gateway Stream after revocation: %v, want UNAUTHENTICATED", err)
