@@ -18,6 +18,7 @@ import (
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway"
@@ -46,6 +47,19 @@ type stack struct {
 	cfg          agent.Config
 	logger       *slog.Logger
 	stop         func() // stops the agent service and its server
+	// tokens is the token store every server verifies against; nil: the
+	// stack runs without authentication (newStack).
+	tokens *auth.Store
+}
+
+// serverConfig is cfg verifying against tokens, or without authentication.
+func serverConfig(cfg server.Config, tokens *auth.Store) server.Config {
+	if tokens == nil {
+		cfg.NoAuth = true
+	} else {
+		cfg.Auth = tokens
+	}
+	return cfg
 }
 
 // startAgent starts the agent service on st.cfg behind its own server.
@@ -58,7 +72,7 @@ func (st *stack) startAgent(t testing.TB) {
 	}
 	st.svc, st.settingsFile = svc, st.cfg.SettingsFile
 	st.natsURL, st.natsKey = svc.NATSURL(), svc.NATSSubscriberKeyFile()
-	srv, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, st.logger, svc)
+	srv, err := server.Start(ctx, serverConfig(server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, st.tokens), st.logger, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +121,13 @@ func newLogRecorder(t testing.TB) *logRecorder {
 }
 
 func (r *logRecorder) Handle(ctx context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
 	r.mu.Lock()
-	*r.msgs = append(*r.msgs, rec.Message)
+	*r.msgs = append(*r.msgs, line)
 	r.mu.Unlock()
 	return r.Handler.Handle(ctx, rec)
 }
@@ -121,7 +140,8 @@ func (r *logRecorder) WithGroup(name string) slog.Handler {
 	return &logRecorder{Handler: r.Handler.WithGroup(name), mu: r.mu, msgs: r.msgs}
 }
 
-// logged reports whether a message containing text was logged.
+// logged reports whether a message containing text was logged (a message
+// is its text and its record's attributes, " key=value" each).
 func (r *logRecorder) logged(text string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -135,8 +155,16 @@ func (r *logRecorder) logged(text string) bool {
 
 func newStack(t testing.TB, opts ...func(*agent.Config)) *stack {
 	t.Helper()
+	return newStackAuth(t, nil, opts...)
+}
+
+// newStackAuth is newStack with every server verifying against tokens
+// (nil: none), the agent presenting a service token of its own; the
+// stack's clients present no token (a test sends one per call).
+func newStackAuth(t testing.TB, tokens *auth.Store, opts ...func(*agent.Config)) *stack {
+	t.Helper()
 	ctx := t.Context()
-	st := &stack{fake: fakeprovider.New(), logs: newLogRecorder(t)}
+	st := &stack{fake: fakeprovider.New(), logs: newLogRecorder(t), tokens: tokens}
 	logger := slog.New(st.logs)
 	hs := httptest.NewServer(st.fake)
 	t.Cleanup(hs.Close)
@@ -175,7 +203,7 @@ func newStack(t testing.TB, opts ...func(*agent.Config)) *stack {
 	}
 	st.sbDeps = sb
 	t.Cleanup(func() { sb.Close(context.Background()) })
-	deps, err := server.Start(ctx, server.Config{GRPCAddr: "127.0.0.1:0", NoAuth: true}, logger, gw, sb) // authentication: cmd/fabro tests
+	deps, err := server.Start(ctx, serverConfig(server.Config{GRPCAddr: "127.0.0.1:0"}, tokens), logger, gw, sb) // authentication: tenancy_test.go, cmd/fabro tests
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +216,12 @@ func newStack(t testing.TB, opts ...func(*agent.Config)) *stack {
 		DataDir:       filepath.Join(dir, "data"),
 		ReplayBackoff: func(int) time.Duration { return time.Millisecond },
 		SettingsFile:  filepath.Join(dir, "operator-settings.json"),
+	}
+	if tokens != nil {
+		cfg.TokenFile = filepath.Join(dir, "agent.token")
+		if err := tokens.EnsureServiceToken(cfg.TokenFile, auth.ServiceAgent); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, o := range opts {
 		o(&cfg)

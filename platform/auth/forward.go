@@ -6,10 +6,11 @@ import (
 )
 
 // A call one agent replica forwards to another (the one serving the
-// session) carries the agent's service credential and names the caller it
+// session), and a call the agent makes to the sandbox service for a
+// session, carry the agent's service credential and name the person it
 // acts for in these headers. Only the agent's service principal may name
 // one, and it must be a person's: the call is then authorized, and served,
-// as that person's.
+// as that person's (a sandbox the agent creates for alice is alice's).
 const (
 	ForwardedPrincipalHeader = "fabro-forwarded-principal" // "role:name"
 	ForwardedTokenIDHeader   = "fabro-forwarded-token-id"
@@ -17,14 +18,24 @@ const (
 
 var errForward = errors.New("auth: refused forwarded principal")
 
-// forwardable is the only service whose calls replicas forward: the
-// agent's token acts for a person there and nowhere else (not on the vault
-// or the token service, which would make it any admin).
-const forwardable = "/fabro.agent.v1.AgentService/"
+// forwardable are the services on which the agent's token acts for a
+// person, and nowhere else (not on the vault or the token service, which
+// would make it any admin). On the sandbox service the agent alone already
+// reaches every sandbox; acting for a person narrows it to theirs.
+var forwardable = []string{"/fabro.agent.v1.AgentService/", "/fabro.sandbox.v1.SandboxService/"}
+
+func isForwardable(method string) bool {
+	for _, prefix := range forwardable {
+		if strings.HasPrefix(method, prefix) {
+			return true
+		}
+	}
+	return false
+}
 
 // forwarded is the principal a forwarded call to method acts for.
 func forwarded(caller Principal, method string, principal, tokenID []string) (Principal, error) {
-	if !caller.IsService(ServiceAgent) || !strings.HasPrefix(method, forwardable) || len(principal) != 1 || len(tokenID) > 1 {
+	if !caller.IsService(ServiceAgent) || !isForwardable(method) || len(principal) != 1 || len(tokenID) > 1 {
 		return caller, errForward
 	}
 	p, ok := ParsePrincipal(principal[0])

@@ -43,7 +43,9 @@ func TestForwardedPrincipal(t *testing.T) {
 		{"agent for two principals", prompt, agent, []string{"user:a", "user:b"}, codes.PermissionDenied, auth.Principal{}},
 		{"a user naming another", prompt, user, []string{"admin:root"}, codes.PermissionDenied, auth.Principal{}},
 		{"another service naming a user", prompt, sandbox, []string{"user:alice"}, codes.PermissionDenied, auth.Principal{}},
-		// Only agent calls are forwarded: elsewhere the agent's token would be any admin.
+		{"agent for a user, on the sandbox service", "/fabro.sandbox.v1.SandboxService/Exec", agent, []string{"user:alice"}, codes.OK, auth.Principal{Name: "alice", Role: auth.RoleUser, TokenID: "t1"}},
+		{"another service naming a user, on the sandbox service", "/fabro.sandbox.v1.SandboxService/Exec", sandbox, []string{"user:alice"}, codes.PermissionDenied, auth.Principal{}},
+		// Only agent and sandbox calls are forwarded: elsewhere the agent's token would be any admin.
 		{"agent for an admin, on the vault", put, agent, []string{"admin:root"}, codes.PermissionDenied, auth.Principal{}},
 		{"agent for an admin, on the token service", "/fabro.auth.v1.TokenService/CreateToken", agent, []string{"admin:root"}, codes.PermissionDenied, auth.Principal{}},
 	}

@@ -35,6 +35,9 @@ type Interceptor struct {
 	AnonymousReflection bool
 	// Table overrides the package Table (tests).
 	Table map[string]Grant
+	// Recheck is how often an open stream re-checks its token (Watch);
+	// 0 means DefaultRecheck.
+	Recheck time.Duration
 
 	// storeLog rate-limits the log line of an unusable token store, which
 	// every call would otherwise repeat.
@@ -80,11 +83,7 @@ func refusal(code codes.Code, msg, reason string) error {
 // Authorize decides one call to method: it returns ctx carrying the caller's
 // principal, or the UNAUTHENTICATED or PERMISSION_DENIED status.
 func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Context, error) {
-	table := a.Table
-	if table == nil {
-		table = Table
-	}
-	grant, known := table[method]
+	grant, known := a.table()[method]
 	if a.AnonymousReflection && isReflection(method) {
 		grant |= Open
 	}
@@ -140,6 +139,18 @@ func HealthOnlyReflection(ctx context.Context) bool {
 	return v
 }
 
+func (a *Interceptor) table() map[string]Grant {
+	if a.Table == nil {
+		return Table
+	}
+	return a.Table
+}
+
+func mdValues(ctx context.Context, key string) []string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return md.Get(key)
+}
+
 // refused logs a refusal with the principal and the method, never the token.
 func (a *Interceptor) refused(ctx context.Context, method, principal string, code codes.Code) {
 	attrs := []slog.Attr{slog.String("method", method), slog.String("code", code.String())}
@@ -174,7 +185,12 @@ func (a *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	case !ok:
 		return handler(srv, ss) // an open method: no principal to add
 	}
-	return handler(srv, &principalStream{ServerStream: ss, p: p})
+	err = handler(srv, &principalStream{ServerStream: ss, p: p})
+	if revoked(ss.Context()) {
+		a.refused(ss.Context(), info.FullMethod, p.String(), codes.Unauthenticated)
+		return errStreamRevoked
+	}
+	return err
 }
 
 // healthOnlyStream marks a reflection stream without a credential.

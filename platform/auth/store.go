@@ -55,6 +55,9 @@ type Store struct {
 
 	mu  sync.Mutex // serializes reloads and writes in this process
 	cur atomic.Pointer[snapshot]
+
+	chMu    sync.Mutex
+	changed chan struct{} // closed at the next publish (Changed)
 }
 
 type snapshot struct {
@@ -116,7 +119,7 @@ func (s *Store) current() *snapshot {
 		return snap
 	}
 	snap = s.load()
-	s.cur.Store(snap)
+	s.publish(snap)
 	return snap
 }
 
@@ -278,7 +281,7 @@ func (s *Store) update(change func(*File) error) error {
 	if err := writeAtomic(s.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("auth: write token store: %w", err)
 	}
-	s.cur.Store(s.load())
+	s.publish(s.load())
 	return nil
 }
 

@@ -64,6 +64,16 @@ func (i interceptors) stream() []grpc.StreamServerInterceptor {
 	return append(c, checkStream, i.sanitizeStream)
 }
 
+// watchStream ends a stream whose credential is revoked (auth.Watch); it
+// runs before every other stream interceptor, so the contexts they derive
+// carry its cancellation.
+func (i interceptors) watchStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if i.auth == nil {
+		return handler(srv, ss)
+	}
+	return i.auth.Watch(srv, ss, info, handler)
+}
+
 // recovered logs a recovered panic with its stack and returns the generic
 // Internal status.
 func (i interceptors) recovered(ctx context.Context, method string, r any) error {

@@ -95,6 +95,11 @@ type Config struct {
 	// AnonymousReflection lets callers without a credential use server
 	// reflection (local development).
 	AnonymousReflection bool
+	// AuthRecheck is how often an open stream re-checks its credential
+	// and ends UNAUTHENTICATED once it is revoked (0: auth.DefaultRecheck).
+	// A revocation through this process's token store ends its streams at
+	// once; the period bounds one made by another process.
+	AuthRecheck time.Duration
 
 	// HTTPAllowedHosts are names the REST port answers to besides its
 	// listen address and the loopback names (DNS rebinding defence).
@@ -231,7 +236,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	ic := interceptors{logger: logger, loopback: rand.Text()}
 	s.loopback = ic.loopback
 	if !cfg.NoAuth {
-		ic.auth = &auth.Interceptor{Verifier: cfg.Auth, Logger: logger, AnonymousReflection: cfg.AnonymousReflection}
+		ic.auth = &auth.Interceptor{Verifier: cfg.Auth, Logger: logger, AnonymousReflection: cfg.AnonymousReflection, Recheck: cfg.AuthRecheck}
 	}
 	s.grpc = grpc.NewServer(
 		// Undecodable requests become INVALID_ARGUMENT, not grpc's INTERNAL
@@ -242,7 +247,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 		grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
 		grpc.ChainUnaryInterceptor(logContextUnary),
-		grpc.ChainStreamInterceptor(logContextStream),
+		grpc.ChainStreamInterceptor(ic.watchStream, logContextStream),
 		grpc.ChainUnaryInterceptor(ic.unary()...),
 		grpc.ChainStreamInterceptor(ic.stream()...),
 		grpc.MaxRecvMsgSize(cfg.MaxMsgBytes),

@@ -242,6 +242,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		}
 		s.sandbox = sandboxv1.NewSandboxServiceClient(conn)
 	}
+	s.sandbox = actingSandbox{c: s.sandbox}
 	lookupEnv := cfg.LookupEnv
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv

@@ -20,6 +20,7 @@ const (
 	reasonTreeLimit            = "TREE_LIMIT"
 	reasonSessionLimit         = "SESSION_LIMIT"
 	reasonSandboxNotReady      = "SANDBOX_NOT_READY"
+	reasonSandboxOwner         = "SANDBOX_OWNER_MISMATCH"
 	reasonSandboxGone          = "SANDBOX_GONE"
 	reasonRecordCorrupt        = "RECORD_CORRUPT"
 	reasonShuttingDown         = "SHUTTING_DOWN"

@@ -88,13 +88,23 @@ func providerProfile(c llmv1.Codec) agentv1.AgentProfile {
 	return agentv1.AgentProfile_AGENT_PROFILE_OPENAI
 }
 
-// attachSandbox finds or creates the session's sandbox.
+// attachSandbox finds or creates the session's sandbox, as the session's
+// owner (ctx is actFor it): the sandbox service answers NOT_FOUND for a
+// person's sandbox that is not theirs, and an admin's session may not take
+// another principal's sandbox either (a session's sandbox is its owner's).
 func (s *Service) attachSandbox(ctx context.Context, id string, spec *sandboxv1.SandboxSpec) (*sandboxv1.Sandbox, bool, error) {
 	switch {
 	case id != "":
 		resp, err := s.sandbox.GetSandbox(ctx, &sandboxv1.GetSandboxRequest{SandboxId: id})
 		if err != nil {
 			return nil, false, upstream("sandbox", "sandbox "+strconv.Quote(id), err)
+		}
+		// An unowned sandbox (made without authentication, or before
+		// owners) is reached by admins only, or by all without authentication.
+		if owner, got := actingFor(ctx), resp.GetSandbox().GetOwner(); owner != "" && got != "" && got != owner {
+			return nil, false, domain.New(codes.FailedPrecondition, reasonSandboxOwner,
+				fmt.Sprintf("sandbox %q belongs to %s, not to the session's owner %s", id, got, owner),
+				grpcerr.Meta("sandbox_id", id, "owner", got))
 		}
 		if st := resp.GetSandbox().GetState(); st != sandboxv1.SandboxState_SANDBOX_STATE_READY {
 			return nil, false, domain.New(codes.FailedPrecondition, reasonSandboxNotReady, fmt.Sprintf("sandbox %q is not ready (%s)", id, st),
@@ -186,6 +196,7 @@ func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionR
 	if level == agentv1.PermissionLevel_PERMISSION_LEVEL_UNSPECIFIED {
 		level = agentv1.PermissionLevel_PERMISSION_LEVEL_READ_WRITE
 	}
+	ctx = actFor(ctx, info.GetPrincipal()) // its sandbox is its owner's
 	route, err := s.resolveRoute(ctx, req.GetModel())
 	if err != nil {
 		return nil, err

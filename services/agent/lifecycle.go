@@ -133,9 +133,9 @@ func (s *Service) ListSessions(ctx context.Context, req *agentv1.ListSessionsReq
 			return nil, s.recordError(ctx, "page_token", before, err)
 		}
 		for i, id := range ids {
-			sess, rec, err := s.find(ctx, "session_id", id)
+			sess, rec, err := s.findAs(ctx, "session_id", id, false)
 			if err != nil {
-				continue // deleted meanwhile, or unreadable: GetSession says why
+				continue // deleted meanwhile, unreadable (GetSession says why), or another principal's
 			}
 			info := rec.GetSession()
 			if sess != nil {
@@ -166,6 +166,8 @@ func (s *Service) CloseSession(ctx context.Context, req *agentv1.CloseSessionReq
 	if err != nil {
 		return nil, err
 	}
+	// An owned sandbox is deleted as its owner's.
+	ctx = actFor(ctx, ownerOf(sess, rec))
 	if sess == nil { // on record only: the record says CLOSED from now on
 		if rec.GetSession().GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
 			if err := s.closeRecords(ctx, rec); err != nil {
@@ -224,10 +226,11 @@ func (s *Service) closeChild(ctx context.Context, parent, c *session) bool {
 // DeleteSession implements agentv1.AgentServiceServer.
 func (s *Service) DeleteSession(ctx context.Context, req *agentv1.DeleteSessionRequest) (*agentv1.DeleteSessionResponse, error) {
 	id := req.GetSessionId()
-	sess, _, err := s.find(ctx, "session_id", id)
+	sess, rec, err := s.find(ctx, "session_id", id)
 	if err != nil {
 		return nil, err
 	}
+	ctx = actFor(ctx, ownerOf(sess, rec)) // an owned sandbox is deleted as its owner's
 	// The whole tree below it, found before anything is closed.
 	tree := []string{id}
 	for i := 0; i < len(tree); i++ {
@@ -283,6 +286,11 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 			grpcerr.Meta("session_id", req.GetSessionId()))
 	}
 	old := rec.GetSession()
+	principal := old.GetPrincipal()
+	if principal == "" {
+		principal = principalOf(ctx)
+	}
+	ctx = actFor(ctx, principal) // its sandbox is its owner's
 	selector := req.GetModel()
 	if selector == "" {
 		selector = old.GetRoute().GetSelector()
@@ -307,10 +315,6 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 	opts := rec.GetOptions()
 	if req.GetOptions() != nil {
 		opts = req.GetOptions()
-	}
-	principal := old.GetPrincipal()
-	if principal == "" {
-		principal = principalOf(ctx)
 	}
 	info := &agentv1.Session{
 		SessionId: old.GetSessionId(), ParentSessionId: old.GetParentSessionId(), RootSessionId: old.GetRootSessionId(),

@@ -67,7 +67,7 @@ func (s *Service) Prompt(req *agentv1.PromptRequest, stream grpc.ServerStreaming
 	// without their deltas; subscribed before the prompt starts.
 	sub := s.hub.subscribe(sess.info.GetSessionId(), s.descendants(sess.info.GetSessionId())...)
 	defer sub.Close()
-	go s.runPrompt(runContext(ctx, req.GetCancelOnDisconnect()), sess, promptID, req.GetText(), req.GetContinueUnfinished(), done)
+	go s.runPrompt(runContext(actFor(ctx, sess.info.GetPrincipal()), req.GetCancelOnDisconnect()), sess, promptID, req.GetText(), req.GetContinueUnfinished(), done)
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -109,7 +109,7 @@ func (s *Service) StartPrompt(ctx context.Context, req *agentv1.StartPromptReque
 	// Every event of the prompt gets a later sequence than any assigned
 	// before it starts.
 	from := sess.log.Last() + 1
-	go s.runPrompt(context.WithoutCancel(ctx), sess, promptID, req.GetText(), req.GetContinueUnfinished(), done)
+	go s.runPrompt(context.WithoutCancel(actFor(ctx, sess.info.GetPrincipal())), sess, promptID, req.GetText(), req.GetContinueUnfinished(), done)
 	return &agentv1.StartPromptResponse{PromptId: promptID, FromSequence: from}, nil
 }
 

@@ -59,10 +59,11 @@ func (s *Service) loadedSession(id string) *session {
 	return s.sessions[id]
 }
 
-// find returns the loaded session of that id, or else its record with the
-// state a reader sees (SUSPENDED unless it was closed). field names the
-// request field for errors.
-func (s *Service) find(ctx context.Context, field, id string) (*session, *agentv1.SessionRecord, error) {
+// findAny returns the loaded session of that id, or else its record with
+// the state a reader sees (SUSPENDED unless it was closed), whoever owns
+// it: requests go through find (tenancy.go). field names the request
+// field for errors.
+func (s *Service) findAny(ctx context.Context, field, id string) (*session, *agentv1.SessionRecord, error) {
 	if err := checkID(field, id); err != nil {
 		return nil, nil, err
 	}

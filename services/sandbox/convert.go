@@ -45,7 +45,7 @@ func (e *entry) toProto() *sandboxv1.Sandbox {
 		Capabilities: capsToProto(info.Capabilities), Platform: info.Platform, OsVersion: info.OSVersion,
 		WorkingDirectory: info.WorkingDirectory, RootDirectory: info.RootDirectory,
 		Labels: e.spec.Labels, DriverOptions: e.spec.Options, ManagedWorkspace: info.ManagedWorkspace,
-		CreateTime: timestamppb.New(e.created),
+		CreateTime: timestamppb.New(e.created), Owner: e.owner,
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/platform/paging"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
@@ -140,19 +141,19 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 		sb.Delete(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	e := &entry{id: ds.ID, driver: d.Name(), spec: ds, sb: sb, info: sb.Info(), created: time.Now()}
+	e := &entry{id: ds.ID, driver: d.Name(), spec: ds, sb: sb, info: sb.Info(), created: time.Now(), owner: auth.Owner(ctx)}
 	if err := s.add(e); err != nil {
 		sb.Delete(context.WithoutCancel(ctx))
 		return nil, s.toStatus(ctx, err)
 	}
-	s.logger.InfoContext(ctx, "sandbox created", "sandbox_id", e.id, "driver", e.driver, "working_directory", sb.Info().WorkingDirectory)
+	s.logger.InfoContext(ctx, "sandbox created", "sandbox_id", e.id, "driver", e.driver, "owner", e.owner, "working_directory", sb.Info().WorkingDirectory)
 	return &sandboxv1.CreateSandboxResponse{Sandbox: e.toProto()}, nil
 }
 
 // GetSandbox implements SandboxService. A sandbox whose backing vanished
 // is FAILED, with the reason.
 func (s *Service) GetSandbox(ctx context.Context, req *sandboxv1.GetSandboxRequest) (*sandboxv1.GetSandboxResponse, error) {
-	e, err := s.get(req.GetSandboxId())
+	e, err := s.owned(ctx, req.GetSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +168,7 @@ func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxe
 	s.mu.Lock()
 	var es []*entry
 	for _, id := range s.order {
-		if e := s.sandboxes[id]; hasLabels(e.spec.Labels, req.GetLabels()) {
+		if e := s.sandboxes[id]; hasLabels(e.spec.Labels, req.GetLabels()) && auth.Reaches(ctx, e.owner) != auth.Unreachable {
 			es = append(es, e)
 		}
 	}
@@ -198,6 +199,10 @@ func (s *Service) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxe
 func (s *Service) DeleteSandbox(ctx context.Context, req *sandboxv1.DeleteSandboxRequest) (*sandboxv1.DeleteSandboxResponse, error) {
 	if req.GetSandboxId() == "" {
 		return nil, errNoSandboxID()
+	}
+	// Another principal's is deleted no more than a missing one.
+	if _, err := s.owned(ctx, req.GetSandboxId()); err != nil {
+		return &sandboxv1.DeleteSandboxResponse{Existed: false}, nil
 	}
 	existed, err := s.deleteSandbox(ctx, req.GetSandboxId())
 	if err != nil {
@@ -685,6 +690,20 @@ func errSandboxFailed(id, reason string, retry bool) error {
 			grpcerr.Meta("sandbox_id", id), grpcerr.RetryAfter(reviveEvery))
 	}
 	return domain.New(codes.FailedPrecondition, "SANDBOX_FAILED", fmt.Sprintf("sandbox %q has FAILED: %s; only DeleteSandbox works on it", id, reason), grpcerr.Meta("sandbox_id", id))
+}
+
+// owned is the sandbox id for a call of the caller of ctx: NOT_FOUND, as
+// for an id no sandbox has, when it is another principal's (and an admin's
+// reach into another's is audited).
+func (s *Service) owned(ctx context.Context, id string) (*entry, error) {
+	e, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !auth.Allow(ctx, s.logger, "sandbox", id, e.owner) {
+		return nil, errSandboxNotFound(id)
+	}
+	return e, nil
 }
 
 func errSandboxNotFound(id string) error {

@@ -30,6 +30,15 @@ type record struct {
 	Spec    driver.Spec `json:"spec"`
 	Info    driver.Info `json:"info"`
 	Created time.Time   `json:"created"`
+	// Owner is the principal that created it (auth.Owner); absent in a
+	// registry written before sandboxes had owners: such a sandbox is
+	// reached by admins only.
+	Owner string `json:"owner,omitempty"`
+}
+
+// record is e as the registry keeps it.
+func (e *entry) record() record {
+	return record{ID: e.id, Driver: e.driver, Spec: e.spec, Info: e.info, Created: e.created, Owner: e.owner}
 }
 
 type registryFile struct {

@@ -90,6 +90,7 @@ type entry struct {
 	spec    driver.Spec
 	info    driver.Info // as created, kept in the registry
 	created time.Time
+	owner   string // auth.Owner of its creator; only it and admins reach it
 	// removeDir is a managed workspace to remove after Delete, for a
 	// sandbox reopened by a driver that cannot reopen (see reopen).
 	removeDir string
@@ -252,7 +253,7 @@ func (s *Service) restore(ctx context.Context, recs []record, localRoot string) 
 	known := map[string]bool{}
 	dirs := map[string]bool{}
 	for _, rec := range recs {
-		e := &entry{id: rec.ID, driver: rec.Driver, spec: rec.Spec, info: rec.Info, created: rec.Created}
+		e := &entry{id: rec.ID, driver: rec.Driver, spec: rec.Spec, info: rec.Info, created: rec.Created, owner: rec.Owner}
 		known[rec.ID] = true
 		if rec.Driver == local.Name {
 			dirs[rec.Info.RootDirectory] = true
@@ -345,7 +346,7 @@ func (s *Service) persist() error {
 	recs := make([]record, 0, len(s.order))
 	for _, id := range s.order {
 		e := s.sandboxes[id]
-		recs = append(recs, record{ID: e.id, Driver: e.driver, Spec: e.spec, Info: e.info, Created: e.created})
+		recs = append(recs, e.record())
 	}
 	return s.reg.save(recs)
 }
@@ -421,7 +422,7 @@ func (s *Service) get(id string) (*entry, error) {
 // lookup returns the sandbox id for a file, exec or search call: a FAILED
 // one is refused with the reason.
 func (s *Service) lookup(ctx context.Context, id string) (*entry, driver.Sandbox, error) {
-	e, err := s.get(id)
+	e, err := s.owned(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -446,7 +447,7 @@ func (s *Service) revive(ctx context.Context, e *entry) {
 		return
 	}
 	e.lastTry = time.Now()
-	sb, removeDir, err := s.reopen(ctx, record{ID: e.id, Driver: e.driver, Spec: e.spec, Info: e.info, Created: e.created})
+	sb, removeDir, err := s.reopen(ctx, e.record())
 	if err != nil {
 		e.failed, e.retry = err.Error(), !errors.Is(err, driver.ErrGone)
 		return

@@ -5030,6 +5030,12 @@ type FabroSandboxV1Sandbox struct {
 	// OsVersion The OS version as the sandbox reports it, such as "Debian GNU/Linux 13".
 	OsVersion *string `json:"osVersion,omitempty"`
 
+	// Owner Output only. The principal that owns it ("user:alice"), recorded at
+	// creation: the caller, or the person a service (the agent) created it
+	// for; empty for a sandbox made without authentication. Only its owner
+	// and admins reach it.
+	Owner *string `json:"owner,omitempty"`
+
 	// Platform The operating system: "linux", "darwin", "windows" or "unknown".
 	Platform *string `json:"platform,omitempty"`
 

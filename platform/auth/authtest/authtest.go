@@ -48,7 +48,7 @@ func (f *Fixture) Token(name string, role auth.Role) string {
 // every call against the fixture's store, as platform/server does.
 func (f *Fixture) ServerOptions() []grpc.ServerOption {
 	ic := &auth.Interceptor{Verifier: f.Store, Logger: slog.New(slog.DiscardHandler)}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(ic.Unary), grpc.ChainStreamInterceptor(ic.Stream)}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(ic.Unary), grpc.ChainStreamInterceptor(ic.Watch, ic.Stream)}
 }
 
 // Bearer is a grpc.DialOption presenting token on every call.

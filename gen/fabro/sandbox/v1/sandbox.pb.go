@@ -957,7 +957,12 @@ type Sandbox struct {
 	// delete (true), or designated and kept (false).
 	ManagedWorkspace bool `protobuf:"varint,12,opt,name=managed_workspace,json=managedWorkspace,proto3" json:"managed_workspace,omitempty"`
 	// Output only. When it was created.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Output only. The principal that owns it ("user:alice"), recorded at
+	// creation: the caller, or the person a service (the agent) created it
+	// for; empty for a sandbox made without authentication. Only its owner
+	// and admins reach it.
+	Owner         string `protobuf:"bytes,14,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1081,6 +1086,13 @@ func (x *Sandbox) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *Sandbox) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // ListDriversRequest lists drivers.
@@ -4126,7 +4138,7 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1e.fabro.sandbox.v1.CapabilitiesR\fcapabilities\x12\x1c\n" +
 	"\tavailable\x18\x03 \x01(\bR\tavailable\x12-\n" +
 	"\x12unavailable_reason\x18\x04 \x01(\tR\x11unavailableReason\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"\xf3\x05\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\"\x8e\x06\n" +
 	"\aSandbox\x12\"\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x03R\tsandboxId\x12\x16\n" +
@@ -4144,7 +4156,8 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0edriver_options\x18\v \x03(\v2,.fabro.sandbox.v1.Sandbox.DriverOptionsEntryR\rdriverOptions\x12+\n" +
 	"\x11managed_workspace\x18\f \x01(\bR\x10managedWorkspace\x12@\n" +
 	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
-	"createTime\x1a9\n" +
+	"createTime\x12\x19\n" +
+	"\x05owner\x18\x0e \x01(\tB\x03\xe0A\x03R\x05owner\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +

@@ -1,0 +1,478 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/services/agent/natstest"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
+)
+
+// people are the tenancy suite's callers: two users and an admin.
+type people struct{ alice, bob, root string }
+
+func newPeople(t *testing.T, st *stack) people {
+	t.Helper()
+	issue := func(name string, role auth.Role) string {
+		v, _, err := st.tokens.Issue(name, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	return people{alice: issue("alice", auth.RoleUser), bob: issue("bob", auth.RoleUser), root: issue("root", auth.RoleAdmin)}
+}
+
+// bearer is ctx presenting token.
+func bearer(ctx context.Context, token string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// createAs makes a sandbox on a fresh workspace and a session on it, as
+// token's person.
+func (st *stack) createAs(t *testing.T, token string) (sessionID, sandboxID string) {
+	t.Helper()
+	ctx := bearer(t.Context(), token)
+	sb, err := st.sandbox.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.agent.CreateSession(ctx, &agentv1.CreateSessionRequest{
+		Model: "anthropic/claude-sonnet-4.5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sb.GetSandbox().GetSandboxId()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetSession().GetSessionId(), sb.GetSandbox().GetSandboxId()
+}
+
+// recvAll reads a server stream to its end: its error, nil at EOF.
+func recvAll[T any](s grpc.ServerStreamingClient[T], err error) error {
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// sessionCalls calls every AgentService method that names a session, on
+// id. TestTenancyAgentEveryMethod fails on a method named in neither this
+// nor unscopedAgent, so a new RPC cannot be forgotten.
+var sessionCalls = map[string]func(ctx context.Context, c agentv1.AgentServiceClient, id string) error{
+	"CreateSession": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error { // a subagent in its tree
+		_, err := c.CreateSession(ctx, &agentv1.CreateSessionRequest{ParentSessionId: id, Model: "anthropic/claude-sonnet-4.5",
+			Sandbox: &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local"}}})
+		return err
+	},
+	"Prompt": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		return recvAll(c.Prompt(ctx, &agentv1.PromptRequest{SessionId: id, Text: "hi"}))
+	},
+	"StartPrompt": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.StartPrompt(ctx, &agentv1.StartPromptRequest{SessionId: id, Text: "hi"})
+		return err
+	},
+	"Steer": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.Steer(ctx, &agentv1.SteerRequest{SessionId: id, Text: "stop"})
+		return err
+	},
+	"FollowUp": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.FollowUp(ctx, &agentv1.FollowUpRequest{SessionId: id, Text: "more"})
+		return err
+	},
+	"Interrupt": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.Interrupt(ctx, &agentv1.InterruptRequest{SessionId: id})
+		return err
+	},
+	"Abort": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.Abort(ctx, &agentv1.AbortRequest{SessionId: id})
+		return err
+	},
+	"GetHistory": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.GetHistory(ctx, &agentv1.GetHistoryRequest{SessionId: id})
+		return err
+	},
+	"GetSnapshot": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.GetSnapshot(ctx, &agentv1.GetSnapshotRequest{SessionId: id})
+		return err
+	},
+	"GetSession": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.GetSession(ctx, &agentv1.GetSessionRequest{SessionId: id})
+		return err
+	},
+	"CloseSession": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.CloseSession(ctx, &agentv1.CloseSessionRequest{SessionId: id})
+		return err
+	},
+	"DeleteSession": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.DeleteSession(ctx, &agentv1.DeleteSessionRequest{SessionId: id})
+		return err
+	},
+	"ResumeSession": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: id})
+		return err
+	},
+	"StreamEvents": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		return recvAll(c.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: id}))
+	},
+	"Approve": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.Approve(ctx, &agentv1.ApproveRequest{SessionId: id, ApprovalId: "ap_1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_DENY})
+		return err
+	},
+	"SubmitToolResult": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.SubmitToolResult(ctx, &agentv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_1", Output: "forged"})
+		return err
+	},
+}
+
+// unscopedAgent are the methods naming no session (their own tests).
+var unscopedAgent = map[string]bool{"ListSessions": true}
+
+// sessionState is what a refused call may not change: the session, its
+// history, its events, and the model's requests.
+func (st *stack) sessionState(t *testing.T, owner, id string) []any {
+	t.Helper()
+	ctx := bearer(t.Context(), owner)
+	s, err := st.agent.GetSession(ctx, &agentv1.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatalf("the owner's GetSession: %v", err)
+	}
+	h, err := st.agent.GetHistory(ctx, &agentv1.GetHistoryRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []any{s.GetSession(), h, len(st.fake.Requests())}
+}
+
+// TestTenancyAgentEveryMethod calls every AgentService method naming a
+// session, from the service descriptor, on alice's session: bob gets the
+// NOT_FOUND of an id no session has (code, reason, message) and changes
+// nothing; alice and the admin reach it, the admin's call audited.
+func TestTenancyAgentEveryMethod(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	ctx := t.Context()
+	gone, _ := st.createAs(t, who.bob)
+	if _, err := st.agent.DeleteSession(bearer(ctx, who.bob), &agentv1.DeleteSessionRequest{SessionId: gone}); err != nil {
+		t.Fatal(err)
+	}
+	methods := agentv1.File_fabro_agent_v1_agent_proto.Services().ByName("AgentService").Methods()
+	for i := range methods.Len() {
+		name := string(methods.Get(i).Name())
+		call, named := sessionCalls[name]
+		if !named {
+			if !unscopedAgent[name] {
+				t.Errorf("AgentService.%s has no tenancy case: add it to sessionCalls or unscopedAgent", name)
+			}
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			id, _ := st.createAs(t, who.alice)
+			before := st.sessionState(t, who.alice, id)
+			missing := call(bearer(ctx, who.bob), st.agent, gone)
+			if status.Code(missing) != codes.NotFound {
+				t.Fatalf("on a deleted id: %v, want NOT_FOUND", missing)
+			}
+			err := call(bearer(ctx, who.bob), st.agent, id)
+			want := strings.ReplaceAll(status.Convert(missing).Message(), gone, id)
+			if status.Code(err) != codes.NotFound || status.Convert(err).Message() != want || reasonOf(err) != reasonOf(missing) {
+				t.Errorf("bob: %v (%s), want the missing id's NOT_FOUND %q (%s)", err, reasonOf(err), want, reasonOf(missing))
+			}
+			if diff := cmp.Diff(before, st.sessionState(t, who.alice, id), protocmp.Transform()); diff != "" {
+				t.Errorf("bob's %s changed alice's session (-before +after):\n%s", name, diff)
+			}
+			refused := func(err error) bool { return status.Code(err) == codes.NotFound && reasonOf(err) == reasonOf(missing) }
+			audit := "admin reached another principal's resource audit=true principal=admin:root method=/fabro.agent.v1.AgentService/" + name
+			if st.logs.logged(audit) {
+				t.Fatalf("audited before any admin call")
+			}
+			// Each on a session of alice's of its own: a delete or close
+			// of one would hide whether the other reached it.
+			other, _ := st.createAs(t, who.alice)
+			for _, c := range []struct{ name, token, id string }{{"admin", who.root, id}, {"alice", who.alice, other}} {
+				st.fake.Enqueue(fakeprovider.Turn{Text: "ok"}) // for a prompt
+				if err := call(bearer(ctx, c.token), st.agent, c.id); refused(err) {
+					t.Errorf("%s: %v", c.name, err)
+				}
+			}
+			if !st.logs.logged(audit) {
+				t.Errorf("the admin's %s on alice's session is not audited", name)
+			}
+		})
+	}
+}
+
+// reasonOf is the ErrorInfo reason of err.
+func reasonOf(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(interface{ GetReason() string }); ok {
+			return r.GetReason()
+		}
+	}
+	return ""
+}
+
+// TestTenancySessionsAndSandboxes: lists hold only the caller's (the
+// admin's all); a session's sandbox is its owner's, created through the
+// agent for her; naming another's sandbox is NOT_FOUND for a user and
+// refused for an admin; REST answers as gRPC.
+func TestTenancySessionsAndSandboxes(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	ctx := t.Context()
+	aliceID, aliceSB := st.createAs(t, who.alice)
+	bobID, _ := st.createAs(t, who.bob)
+	list := func(token string) []string {
+		t.Helper()
+		resp, err := st.agent.ListSessions(bearer(ctx, token), &agentv1.ListSessionsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range resp.GetSessions() {
+			ids = append(ids, s.GetSessionId())
+		}
+		return ids
+	}
+	for _, c := range []struct {
+		name, token string
+		want        []string
+	}{{"alice", who.alice, []string{aliceID}}, {"bob", who.bob, []string{bobID}}, {"admin", who.root, []string{bobID, aliceID}}} {
+		if diff := cmp.Diff(c.want, list(c.token)); diff != "" {
+			t.Errorf("%s lists (-want +got):\n%s", c.name, diff)
+		}
+	}
+	// bob naming alice's sandbox: NOT_FOUND, as a sandbox that is not there.
+	_, err := st.agent.CreateSession(bearer(ctx, who.bob), &agentv1.CreateSessionRequest{Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: aliceSB}})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("bob's session on alice's sandbox: %v, want NOT_FOUND", err)
+	}
+	_, err = st.agent.CreateSession(bearer(ctx, who.root), &agentv1.CreateSessionRequest{Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: aliceSB}})
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "SANDBOX_OWNER_MISMATCH" {
+		t.Errorf("the admin's session on alice's sandbox: %v, want FAILED_PRECONDITION SANDBOX_OWNER_MISMATCH", err)
+	}
+	// A sandbox the agent creates for alice's session is hers.
+	spec, err := st.agent.CreateSession(bearer(ctx, who.alice), &agentv1.CreateSessionRequest{
+		Sandbox: &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := spec.GetSession().GetSandboxId()
+	if got, err := st.sandbox.GetSandbox(bearer(ctx, who.alice), &sandboxv1.GetSandboxRequest{SandboxId: owned}); err != nil || got.GetSandbox().GetOwner() != "user:alice" {
+		t.Errorf("the session's own sandbox: %v, owner %q", err, got.GetSandbox().GetOwner())
+	}
+	if _, err := st.sandbox.GetSandbox(bearer(ctx, who.bob), &sandboxv1.GetSandboxRequest{SandboxId: owned}); status.Code(err) != codes.NotFound {
+		t.Errorf("bob on alice's session's sandbox: %v", err)
+	}
+	// A prompt of alice's whose tool runs in her sandbox works (the agent
+	// acts for her there).
+	st.fake.Enqueue(fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "shell", Arguments: args(map[string]any{"command": "echo hi > made.txt"})}}},
+		fakeprovider.Turn{Text: "done"})
+	evs := st.promptAs(t, who.alice, spec.GetSession().GetSessionId())
+	if rep := lastReport(t, evs); rep.GetOutput() != "done" {
+		t.Errorf("alice's prompt: %v", rep)
+	}
+	if _, err := st.sandbox.StatFile(bearer(ctx, who.alice), &sandboxv1.StatFileRequest{SandboxId: owned, Path: "made.txt"}); err != nil {
+		t.Errorf("the tool's file in alice's sandbox: %v", err)
+	}
+	// REST, through the gateway.
+	rest := func(method, path, token string) int {
+		t.Helper()
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader("{}")
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+st.httpAddr+path, body)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{"GET", "/v1/sessions/" + aliceID, who.bob, 404},
+		{"GET", "/v1/sessions/" + aliceID + "/history", who.bob, 404},
+		{"GET", "/v1/sessions/" + aliceID + "/events", who.bob, 404},
+		{"DELETE", "/v1/sessions/" + aliceID, who.bob, 404},
+		{"POST", "/v1/sessions/" + aliceID + ":close", who.bob, 404},
+		{"GET", "/v1/sessions/" + aliceID, who.alice, 200},
+		{"GET", "/v1/sessions/" + aliceID + "/history", who.root, 200},
+	} {
+		if got := rest(c.method, c.path, c.token); got != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+	if diff := cmp.Diff([]string{aliceID}, list(who.alice)[1:]); diff != "" {
+		t.Errorf("alice's sessions after bob's REST calls (-want +got):\n%s", diff)
+	}
+}
+
+// promptAs runs a prompt as token's person and collects its events.
+func (st *stack) promptAs(t *testing.T, token, id string) []*agentv1.AgentEvent {
+	t.Helper()
+	stream, err := st.agent.Prompt(bearer(t.Context(), token), &agentv1.PromptRequest{SessionId: id, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*agentv1.AgentEvent
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return evs
+		}
+		if err != nil {
+			t.Fatalf("prompt: %v", err)
+		}
+		evs = append(evs, resp.GetEvent())
+	}
+}
+
+// TestRevocationCutsStreams: a token revoked while its streams are open
+// ends a follow StreamEvents over gRPC and over REST, a Prompt, and the
+// gateway's Stream, with UNAUTHENTICATED; the owner's other token goes on
+// working.
+func TestRevocationCutsStreams(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	ctx := t.Context()
+	id, _ := st.createAs(t, who.alice)
+	watcher, entry, err := st.tokens.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gRPC: the replay's first event arrives, then the stream follows.
+	grpcStream, err := st.agent.StreamEvents(bearer(ctx, watcher), &agentv1.StreamEventsRequest{SessionId: id, Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grpcStream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// REST: the same, as newline-delimited JSON.
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+st.httpAddr+"/v1/sessions/"+id+"/events?follow=true", nil)
+	req.Header.Set("Authorization", "Bearer "+watcher)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() {
+		t.Fatalf("REST events: no first line (%v)", lines.Err())
+	}
+	// The gateway's Stream, held in the model's first turn.
+	entered, release := holdModel(st, "late")
+	defer close(release)
+	conn, err := grpc.NewClient(st.cfg.LLMAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	llm, err := llmv1.NewLLMGatewayServiceClient(conn).Stream(bearer(ctx, watcher), &llmv1.StreamRequest{Request: &llmv1.Request{
+		Model: "anthropic/claude-sonnet-4.5", Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: "hi"}}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	// A Prompt, its model turn held too.
+	prompt, err := st.agent.Prompt(bearer(ctx, watcher), &agentv1.PromptRequest{SessionId: id, Text: "wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prompt.Recv(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := st.tokens.Revoke(entry.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvAll(grpcStream, nil); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("gRPC StreamEvents after revocation: %v, want UNAUTHENTICATED", err)
+	}
+	var rest strings.Builder
+	for lines.Scan() {
+		rest.WriteString(lines.Text())
+	}
+	if !strings.Contains(rest.String(), `"code":16`) {
+		t.Errorf("REST events after revocation ended with %q, want an UNAUTHENTICATED (16) error line", rest.String())
+	}
+	if err := recvAll(prompt, nil); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Prompt after revocation: %v, want UNAUTHENTICATED", err)
+	}
+	if err := recvAll(llm, nil); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("gateway Stream after revocation: %v, want UNAUTHENTICATED", err)
+	}
+	if _, err := st.agent.GetSession(bearer(ctx, who.alice), &agentv1.GetSessionRequest{SessionId: id}); err != nil {
+		t.Errorf("alice's other token: %v", err)
+	}
+}
+
+// TestTenancyForwarded: a call for a session that replica a serves, made
+// to replica b, is forwarded with its caller, and a decides: bob is told
+// NOT_FOUND (nothing deleted), alice and an admin reach it. The replicas
+// run without authentication on a trusted network, where the forwarded
+// principal a caller names is believed on a cluster (forward.go).
+func TestTenancyForwarded(t *testing.T) {
+	d := startDeps(t)
+	natsURL := natstest.StartServer(t)
+	a := startReplicaProc(t, d, natsURL, "a", 10*time.Second)
+	b := startReplicaProc(t, d, natsURL, "b", 10*time.Second)
+	as := func(p string) context.Context {
+		return metadata.AppendToOutgoingContext(t.Context(), auth.ForwardedPrincipalHeader, p)
+	}
+	created, err := a.client.CreateSession(as("user:alice"), &agentv1.CreateSessionRequest{Model: "openai/gpt-5",
+		Sandbox: &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	if got := created.GetSession().GetPrincipal(); got != "user:alice" {
+		t.Fatalf("principal %q", got)
+	}
+	for _, c := range []struct {
+		who  string
+		want codes.Code
+	}{{"user:bob", codes.NotFound}, {"user:alice", codes.OK}, {"admin:root", codes.OK}} {
+		if _, err := b.client.GetSession(as(c.who), &agentv1.GetSessionRequest{SessionId: id}); status.Code(err) != c.want {
+			t.Errorf("GetSession through b as %s: %v, want %v", c.who, err, c.want)
+		}
+	}
+	if err := recvAll(b.client.StreamEvents(as("user:bob"), &agentv1.StreamEventsRequest{SessionId: id})); status.Code(err) != codes.NotFound {
+		t.Errorf("StreamEvents through b as bob: %v, want NOT_FOUND", err)
+	}
+	if _, err := b.client.DeleteSession(as("user:bob"), &agentv1.DeleteSessionRequest{SessionId: id}); status.Code(err) != codes.NotFound {
+		t.Errorf("DeleteSession through b as bob: %v, want NOT_FOUND", err)
+	}
+	if _, err := a.client.GetSession(as("user:alice"), &agentv1.GetSessionRequest{SessionId: id}); err != nil {
+		t.Errorf("alice's session after bob's delete: %v", err)
+	}
+}

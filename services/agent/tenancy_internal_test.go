@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+)
+
+// recordingConn records the forwarded principal of each call and fails it.
+type recordingConn struct{ got map[string][]string }
+
+var errRecorded = errors.New("recorded")
+
+func (r *recordingConn) record(ctx context.Context, method string) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	r.got[method] = md.Get(auth.ForwardedPrincipalHeader)
+}
+
+func (r *recordingConn) Invoke(ctx context.Context, method string, _, _ any, _ ...grpc.CallOption) error {
+	r.record(ctx, method)
+	return errRecorded
+}
+
+func (r *recordingConn) NewStream(ctx context.Context, _ *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+	r.record(ctx, method)
+	return nil, errRecorded
+}
+
+// TestActingSandboxEveryMethod calls every SandboxService method, from the
+// service descriptor, through the agent's sandbox client and checks each
+// names the person it acts for, once: the session's owner over the caller,
+// else the caller when a person, else nobody (the agent alone).
+func TestActingSandboxEveryMethod(t *testing.T) {
+	admin := auth.WithPrincipal(t.Context(), auth.Principal{Name: "root", Role: auth.RoleAdmin})
+	tests := []struct {
+		name string
+		ctx  context.Context
+		want []string
+	}{
+		{"session owner over the caller", actFor(admin, "user:alice"), []string{"user:alice"}},
+		{"the caller", admin, []string{"admin:root"}},
+		{"an earlier forwarded principal replaced",
+			metadata.AppendToOutgoingContext(actFor(admin, "user:alice"), auth.ForwardedPrincipalHeader, "user:bob"), []string{"user:alice"}},
+		{"the agent alone", auth.WithPrincipal(t.Context(), auth.Principal{Name: auth.ServiceAgent, Role: auth.RoleService}), nil},
+		{"no authentication", t.Context(), nil},
+	}
+	methods := sandboxv1.File_fabro_sandbox_v1_sandbox_proto.Services().ByName("SandboxService").Methods()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := &recordingConn{got: map[string][]string{}}
+			c := reflect.ValueOf(actingSandbox{c: sandboxv1.NewSandboxServiceClient(rc)})
+			for i := range methods.Len() {
+				m := methods.Get(i)
+				fn := c.MethodByName(string(m.Name()))
+				if !fn.IsValid() {
+					t.Fatalf("actingSandbox has no method %s", m.Name())
+				}
+				req := reflect.New(fn.Type().In(1).Elem())
+				fn.Call([]reflect.Value{reflect.ValueOf(tt.ctx), req})
+				full := "/" + string(m.Parent().FullName()) + "/" + string(m.Name())
+				got, called := rc.got[full]
+				if !called {
+					t.Errorf("%s did not reach the connection", full)
+				}
+				if !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("%s forwarded %q, want %q", full, got, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,435 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
+	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+)
+
+// lockedBuffer is a log sink the server's goroutines write to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// tenancy is the sandbox service with authentication on: two users, an
+// admin and the agent's service token, each call's token in its context.
+type tenancy struct {
+	client                  sandboxv1.SandboxServiceClient
+	http                    string
+	log                     *lockedBuffer
+	alice, bob, root, agent string
+	stop                    func()
+}
+
+// startTenancy starts the service on dataDir; tokens is an earlier
+// tenancy whose tokens to keep (a restart), or nil for new ones.
+func startTenancy(t *testing.T, dataDir string, fx *authtest.Fixture, tokens *tenancy) *tenancy {
+	t.Helper()
+	tn := &tenancy{log: &lockedBuffer{}}
+	if tokens != nil {
+		tn.alice, tn.bob, tn.root, tn.agent = tokens.alice, tokens.bob, tokens.root, tokens.agent
+	} else {
+		tn.alice, tn.bob = fx.Token("alice", auth.RoleUser), fx.Token("bob", auth.RoleUser)
+		tn.root, tn.agent = fx.Token("root", auth.RoleAdmin), fx.Token(auth.ServiceAgent, auth.RoleService)
+	}
+	logger := slog.New(slog.NewTextHandler(tn.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	svc, err := sandbox.New(sandbox.Config{DataDir: dataDir, Drivers: []driver.Driver{local.New(local.Config{WorkspaceRoot: filepath.Join(dataDir, "ws")})},
+		Security: sandbox.Security{AllowedRoots: []string{os.TempDir()}}}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(t.Context(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Auth: fx.Store}, logger, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	tn.stop = func() {
+		once.Do(func() {
+			conn.Close()
+			srv.Shutdown(context.Background())
+			svc.Close(context.Background())
+		})
+	}
+	t.Cleanup(tn.stop)
+	tn.client, tn.http = sandboxv1.NewSandboxServiceClient(conn), "http://"+srv.HTTPAddr()
+	return tn
+}
+
+// as is ctx presenting token; forwardFor adds the agent's forwarded principal.
+func as(ctx context.Context, token string, forwardFor ...string) context.Context {
+	kv := []string{"authorization", "Bearer " + token}
+	for _, p := range forwardFor {
+		kv = append(kv, auth.ForwardedPrincipalHeader, p)
+	}
+	return metadata.NewOutgoingContext(ctx, metadata.Pairs(kv...))
+}
+
+// create makes a sandbox on a fresh workspace as ctx's caller, with a file.
+func (tn *tenancy) create(t *testing.T, ctx context.Context) *sandboxv1.Sandbox {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tn.client.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: dir}})
+	if err != nil {
+		t.Fatalf("CreateSandbox: %v", err)
+	}
+	return resp.GetSandbox()
+}
+
+// tree is every file under dir and its content: what a call may not change.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			got[rel+"/"] = ""
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		got[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// drain ends a server stream: its first error, or nil at its end.
+func drain[T any](s grpc.ServerStreamingClient[T], err error) error {
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// sandboxCalls calls every SandboxService method that names a sandbox, on
+// id, the way a hostile caller would: writes, a command that writes, a
+// delete. TestTenancyEveryMethod fails on a method it does not name.
+var sandboxCalls = map[string]func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error{
+	"GetSandbox": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.GetSandbox(ctx, &sandboxv1.GetSandboxRequest{SandboxId: id})
+		return err
+	},
+	"DeleteSandbox": nil, // answers Existed: false, not NOT_FOUND: its own case below
+	"ReadFile": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: id, Path: "a.txt"})
+		return err
+	},
+	"ReadFileBytes": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		return drain(c.ReadFileBytes(ctx, &sandboxv1.ReadFileBytesRequest{SandboxId: id, Path: "a.txt"}))
+	},
+	"WriteFile": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.WriteFile(ctx, &sandboxv1.WriteFileRequest{SandboxId: id, Path: "a.txt", Content: []byte("pwned")})
+		return err
+	},
+	"DeleteFile": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.DeleteFile(ctx, &sandboxv1.DeleteFileRequest{SandboxId: id, Path: "a.txt"})
+		return err
+	},
+	"StatFile": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.StatFile(ctx, &sandboxv1.StatFileRequest{SandboxId: id, Path: "a.txt"})
+		return err
+	},
+	"ListDirectory": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.ListDirectory(ctx, &sandboxv1.ListDirectoryRequest{SandboxId: id, Path: "."})
+		return err
+	},
+	"RenameFile": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.RenameFile(ctx, &sandboxv1.RenameFileRequest{SandboxId: id, FromPath: "a.txt", ToPath: "b.txt"})
+		return err
+	},
+	"MakeDirectory": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.MakeDirectory(ctx, &sandboxv1.MakeDirectoryRequest{SandboxId: id, Path: "d"})
+		return err
+	},
+	"Exec": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "echo pwned > exec.txt"}})
+		return err
+	},
+	"ExecStream": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		return drain(c.ExecStream(ctx, &sandboxv1.ExecStreamRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "echo pwned > stream.txt"}}))
+	},
+	"CancelExec": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.CancelExec(ctx, &sandboxv1.CancelExecRequest{SandboxId: id, ExecId: "x1"})
+		return err
+	},
+	"Grep": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.Grep(ctx, &sandboxv1.GrepRequest{SandboxId: id, Pattern: "alpha"})
+		return err
+	},
+	"Glob": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.Glob(ctx, &sandboxv1.GlobRequest{SandboxId: id, Pattern: "*.txt"})
+		return err
+	},
+	"Walk": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.Walk(ctx, &sandboxv1.WalkRequest{SandboxId: id})
+		return err
+	},
+}
+
+// unscoped are the methods that name no sandbox; list and create have
+// their own tests.
+var unscoped = map[string]bool{"ListDrivers": true, "GetDriver": true, "CreateSandbox": true, "ListSandboxes": true}
+
+// TestTenancyEveryMethod calls every SandboxService method naming a
+// sandbox, from the service descriptor, on alice's sandbox: bob gets the
+// NOT_FOUND of an id no sandbox has (same code, reason and message) and
+// changes nothing; alice and the admin succeed, the admin's call audited;
+// the agent acting for bob is bob, acting for alice is alice.
+func TestTenancyEveryMethod(t *testing.T) {
+	tn := startTenancy(t, t.TempDir(), authtest.New(t), nil)
+	ctx := t.Context()
+	methods := sandboxv1.File_fabro_sandbox_v1_sandbox_proto.Services().ByName("SandboxService").Methods()
+	for i := range methods.Len() {
+		name := string(methods.Get(i).Name())
+		call, named := sandboxCalls[name]
+		if !named && !unscoped[name] {
+			t.Errorf("SandboxService.%s has no tenancy case: add it to sandboxCalls or unscoped", name)
+			continue
+		}
+		if call == nil {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			sb := tn.create(t, as(ctx, tn.alice))
+			if sb.GetOwner() != "user:alice" {
+				t.Fatalf("owner = %q, want user:alice", sb.GetOwner())
+			}
+			before := tree(t, sb.GetRootDirectory())
+			missing := call(as(ctx, tn.bob), tn.client, "sbx-00000000000000000000000000")
+			for _, caller := range []struct {
+				name string
+				ctx  context.Context
+			}{{"bob", as(ctx, tn.bob)}, {"agent for bob", as(ctx, tn.agent, "user:bob")}} {
+				err := call(caller.ctx, tn.client, sb.GetSandboxId())
+				want := strings.ReplaceAll(status.Convert(missing).Message(), "sbx-00000000000000000000000000", sb.GetSandboxId())
+				if status.Code(err) != codes.NotFound || status.Convert(err).Message() != want || reason(err) != reason(missing) {
+					t.Errorf("%s: %v (%s), want the missing id's NOT_FOUND %q (%s)", caller.name, err, reason(err), want, reason(missing))
+				}
+				if diff := cmp.Diff(before, tree(t, sb.GetRootDirectory())); diff != "" {
+					t.Errorf("%s changed alice's sandbox (-before +after):\n%s", caller.name, diff)
+				}
+			}
+			// The owner's calls reach the sandbox (a file an earlier call
+			// removed may be missing: not the sandbox's NOT_FOUND).
+			refused := func(err error) bool { return status.Code(err) == codes.NotFound && reason(err) == reason(missing) }
+			if err := call(as(ctx, tn.agent, "user:alice"), tn.client, sb.GetSandboxId()); refused(err) {
+				t.Errorf("agent for alice: %v", err)
+			}
+			if err := call(as(ctx, tn.alice), tn.client, sb.GetSandboxId()); refused(err) {
+				t.Errorf("alice: %v", err)
+			}
+			if strings.Contains(tn.log.String(), "audit=true principal=admin:root method=/fabro.sandbox.v1.SandboxService/"+name) {
+				t.Fatalf("an audit line before any admin call:\n%s", tn.log.String())
+			}
+			if err := call(as(ctx, tn.root), tn.client, sb.GetSandboxId()); refused(err) {
+				t.Errorf("admin: %v", err)
+			}
+			if !strings.Contains(tn.log.String(), "audit=true principal=admin:root method=/fabro.sandbox.v1.SandboxService/"+name+" resource=sandbox id="+sb.GetSandboxId()+" owner=user:alice") {
+				t.Errorf("the admin's %s is not audited; log:\n%s", name, tn.log.String())
+			}
+		})
+	}
+}
+
+// TestTenancyDeleteListRESTRestart: bob's delete of alice's sandbox is
+// Existed false and leaves it; lists hold only the caller's (the admin's
+// and the agent's own: all); REST answers alike; the owner survives a
+// restart of the service on its data directory.
+func TestTenancyDeleteListRESTRestart(t *testing.T) {
+	dataDir, fx := t.TempDir(), authtest.New(t)
+	tn := startTenancy(t, dataDir, fx, nil)
+	ctx := t.Context()
+	a, b := tn.create(t, as(ctx, tn.alice)), tn.create(t, as(ctx, tn.bob))
+	viaAgent := tn.create(t, as(ctx, tn.agent, "user:alice"))
+	if viaAgent.GetOwner() != "user:alice" {
+		t.Errorf("created by the agent for alice: owner %q", viaAgent.GetOwner())
+	}
+	resp, err := tn.client.DeleteSandbox(as(ctx, tn.bob), &sandboxv1.DeleteSandboxRequest{SandboxId: a.GetSandboxId()})
+	if err != nil || resp.GetExisted() {
+		t.Fatalf("bob deleting alice's: %v, existed %v", err, resp.GetExisted())
+	}
+	list := func(ctx context.Context) []string {
+		t.Helper()
+		resp, err := tn.client.ListSandboxes(ctx, &sandboxv1.ListSandboxesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, sb := range resp.GetSandboxes() {
+			ids = append(ids, sb.GetSandboxId())
+		}
+		return ids
+	}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want []string
+	}{
+		{"alice", as(ctx, tn.alice), []string{a.GetSandboxId(), viaAgent.GetSandboxId()}},
+		{"bob", as(ctx, tn.bob), []string{b.GetSandboxId()}},
+		{"agent for bob", as(ctx, tn.agent, "user:bob"), []string{b.GetSandboxId()}},
+		{"admin", as(ctx, tn.root), []string{a.GetSandboxId(), b.GetSandboxId(), viaAgent.GetSandboxId()}},
+		{"agent alone", as(ctx, tn.agent), []string{a.GetSandboxId(), b.GetSandboxId(), viaAgent.GetSandboxId()}},
+	} {
+		if diff := cmp.Diff(c.want, list(c.ctx)); diff != "" {
+			t.Errorf("%s lists (-want +got):\n%s", c.name, diff)
+		}
+	}
+	rest := func(method, path, token string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, tn.http+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r.StatusCode
+	}
+	for _, c := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{"GET", "/v1/sandboxes/" + a.GetSandboxId(), tn.bob, 404},
+		{"GET", "/v1/sandboxes/sbx-00000000000000000000000000", tn.bob, 404},
+		{"GET", "/v1/sandboxes/" + a.GetSandboxId(), tn.alice, 200},
+		{"GET", "/v1/sandboxes/" + a.GetSandboxId(), tn.root, 200},
+		{"DELETE", "/v1/sandboxes/" + a.GetSandboxId(), tn.bob, 200}, // existed: false
+		{"GET", "/v1/sandboxes/" + a.GetSandboxId(), tn.alice, 200},
+	} {
+		if got := rest(c.method, c.path, c.token); got != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+	if _, err := tn.client.DeleteSandbox(as(ctx, tn.alice), &sandboxv1.DeleteSandboxRequest{SandboxId: viaAgent.GetSandboxId()}); err != nil {
+		t.Fatal(err)
+	}
+	// The owner is in the registry: a new service on the data directory
+	// keeps it.
+	tn.stop()
+	tn2 := startTenancy(t, dataDir, fx, tn)
+	if got, err := tn2.client.GetSandbox(as(ctx, tn.bob), &sandboxv1.GetSandboxRequest{SandboxId: a.GetSandboxId()}); status.Code(err) != codes.NotFound {
+		t.Errorf("bob after a restart: %v, %v", got, err)
+	}
+	got, err := tn2.client.GetSandbox(as(ctx, tn.alice), &sandboxv1.GetSandboxRequest{SandboxId: a.GetSandboxId()})
+	if err != nil || got.GetSandbox().GetOwner() != "user:alice" {
+		t.Errorf("alice after a restart: %v, owner %q", err, got.GetSandbox().GetOwner())
+	}
+}
+
+// TestRevocationCutsExecStream: a command's stream, opened with a token
+// then revoked, ends UNAUTHENTICATED at once (the command runs 60 s).
+func TestRevocationCutsExecStream(t *testing.T) {
+	fx := authtest.New(t)
+	tn := startTenancy(t, t.TempDir(), fx, nil)
+	watcher, e, err := fx.Store.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := tn.create(t, as(t.Context(), tn.alice))
+	stream, err := tn.client.ExecStream(as(t.Context(), watcher), &sandboxv1.ExecStreamRequest{SandboxId: sb.GetSandboxId(),
+		Spec: &sandboxv1.ExecSpec{Command: "echo started; sleep 60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // the started event
+		t.Fatal(err)
+	}
+	if err := fx.Store.Revoke(e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := drain(stream, nil); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("after revocation: %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// TestTenancyConcurrentIntruders: 64 concurrent calls of bob's, every
+// kind, on alice's sandbox while she writes to it: none reaches it.
+func TestTenancyConcurrentIntruders(t *testing.T) {
+	tn := startTenancy(t, t.TempDir(), authtest.New(t), nil)
+	ctx := t.Context()
+	sb := tn.create(t, as(ctx, tn.alice))
+	var calls []func(context.Context, sandboxv1.SandboxServiceClient, string) error
+	for _, c := range sandboxCalls {
+		if c != nil {
+			calls = append(calls, c)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			if err := calls[i%len(calls)](as(ctx, tn.bob), tn.client, sb.GetSandboxId()); status.Code(err) != codes.NotFound {
+				errs <- err
+			}
+		})
+	}
+	for range 8 {
+		if _, err := tn.client.WriteFile(as(ctx, tn.alice), &sandboxv1.WriteFileRequest{SandboxId: sb.GetSandboxId(), Path: "a.txt", Content: []byte("alpha\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("bob reached alice's sandbox: %v", err)
+	}
+	if diff := cmp.Diff(map[string]string{"./": "", "a.txt": "alpha\n"}, tree(t, sb.GetRootDirectory())); diff != "" {
+		t.Errorf("alice's sandbox (-want +got):\n%s", diff)
+	}
+}
