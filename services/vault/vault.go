@@ -51,6 +51,15 @@ type Config struct {
 	// MaxSecretBytes caps a secret value (default 64 KiB); a larger put is
 	// refused with INVALID_ARGUMENT and stores nothing.
 	MaxSecretBytes int
+	// CounterFile keeps the store's rollback counter, the generation of the
+	// newest store written (default DataDir/vault/generation). A store
+	// older than it is refused at start. Put it out of reach of whoever
+	// could put an old store back: beside the store it catches a restored
+	// store file, on another volume a restored data directory too.
+	CounterFile string
+	// AcceptRollback starts with a store older than its counter anyway,
+	// logged as an error and audited; the counter continues above.
+	AcceptRollback bool
 	// LookupEnv reads the environment: the KEK variables and the credential
 	// fallback. Default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
@@ -64,6 +73,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PolicyFile, "vault-policy-file", c.PolicyFile, "JSON file with the credential resolution policy; default: built-in policy for fabro's services")
 	fs.IntVar(&c.MaxVersions, "vault-max-versions", c.MaxVersions, "versions kept per secret (0: 10)")
 	fs.IntVar(&c.MaxSecretBytes, "vault-max-secret-bytes", c.MaxSecretBytes, "largest secret value accepted, in bytes (0: 65536)")
+	fs.StringVar(&c.CounterFile, "vault-rollback-counter-file", c.CounterFile, "file keeping the vault store's rollback counter, best on another volume than the store; default <data-dir>/vault/generation")
+	fs.BoolVar(&c.AcceptRollback, "vault-accept-rollback", c.AcceptRollback, "start with a vault store older than its rollback counter (a restored backup): its deleted secrets and old values come back; logged")
 }
 
 // Service is the running vault. It implements the gRPC VaultService and the
@@ -108,7 +119,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if cfg.MaxSecretBytes < 0 {
 		return nil, fmt.Errorf("vault: -vault-max-secret-bytes must not be negative, got %d", cfg.MaxSecretBytes)
 	}
-	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions, MaxValueBytes: cfg.MaxSecretBytes})
+	counter := cfg.CounterFile
+	if counter == "" {
+		counter = filepath.Join(dir, "generation")
+	}
+	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions, MaxValueBytes: cfg.MaxSecretBytes,
+		CounterFile: counter, AcceptRollback: cfg.AcceptRollback})
 	if err != nil {
 		return nil, fmt.Errorf("vault: open store: %w", err)
 	}
@@ -133,7 +149,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if previous != nil {
 		s.record(ctx, audit.Entry{Op: "rotate", Caller: "admin", Outcome: "OK"})
 	}
-	logger.InfoContext(ctx, "vault ready", "store", storePath, "kek_id", st.KEKID())
+	if rb := st.Rollback(); rb != nil {
+		logger.ErrorContext(ctx, "vault store rollback accepted (-vault-accept-rollback): secrets deleted since this copy are back, and values replaced since are old",
+			"store", storePath, "store_generation", rb.Generation, "counter_file", rb.CounterFile, "counter_generation", rb.Counter,
+			"counter_missing", rb.Missing, "store_generation_unknown", rb.Unknown, "now_generation", st.Generation())
+		s.record(ctx, audit.Entry{Op: "accept-rollback", Caller: "admin", Outcome: "OK"})
+	}
+	logger.InfoContext(ctx, "vault ready", "store", storePath, "kek_id", st.KEKID(), "generation", st.Generation())
 	return s, nil
 }
 
