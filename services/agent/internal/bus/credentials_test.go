@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -382,5 +383,54 @@ func TestListenExposure(t *testing.T) {
 	_, err := Open(t.Context(), Config{StoreDir: t.TempDir(), Listen: "0.0.0.0:-1"}, discard())
 	if err == nil || !strings.Contains(err.Error(), "not loopback") {
 		t.Errorf("Open on 0.0.0.0 without TLS: %v, want refused", err)
+	}
+}
+
+// TestSessionCredentialsConcurrent: 100 callers issuing at once for one
+// principal get exactly MaxCredentialsPerPrincipal credentials, each with
+// its own user and password, and connecting with all of them at once
+// works.
+func TestSessionCredentialsConcurrent(t *testing.T) {
+	b := open(t, Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	var (
+		mu    sync.Mutex
+		got   []Credential
+		limit int
+		wg    sync.WaitGroup
+	)
+	for range 100 {
+		wg.Go(func() {
+			c, err := b.IssueCredential("user:alice", []string{"s_a"}, time.Hour)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, ErrCredentialLimit):
+				limit++
+			case err != nil:
+				t.Error(err)
+			default:
+				got = append(got, c)
+			}
+		})
+	}
+	wg.Wait()
+	if len(got) != MaxCredentialsPerPrincipal || limit != 100-MaxCredentialsPerPrincipal {
+		t.Fatalf("%d issued, %d refused; want %d and %d", len(got), limit, MaxCredentialsPerPrincipal, 100-MaxCredentialsPerPrincipal)
+	}
+	users := map[string]bool{}
+	for _, c := range got {
+		users[c.User] = true
+		wg.Go(func() {
+			nc, err := nats.Connect(b.ClientURL(), nats.UserInfo(c.User, c.Password), nats.CustomInboxPrefix(c.InboxPrefix))
+			if err != nil {
+				t.Errorf("connect as %s: %v", c.User, err)
+				return
+			}
+			nc.Close()
+		})
+	}
+	wg.Wait()
+	if len(users) != len(got) {
+		t.Errorf("%d distinct users among %d credentials", len(users), len(got))
 	}
 }
