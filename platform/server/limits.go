@@ -102,6 +102,31 @@ func tooLarge(m proto.Message) error {
 	size, limit, _ := strings.Cut(string(u[len(tooLargeMark):]), " ")
 	name := string(m.ProtoReflect().Descriptor().FullName())
 	return Domain.New(codes.ResourceExhausted, ReasonRequestTooLarge,
-		fmt.Sprintf("a %s of %s bytes is larger than the %s bytes it may be; nothing of it was read as a request", name, size, limit),
+		fmt.Sprintf("a %s of %s bytes is larger than the %s bytes it may be; refused undecoded", name, size, limit),
 		grpcerr.Meta("message", name, "size", size, "limit", limit))
+}
+
+// restLimits are the services' request limits for their REST routes, by
+// operationId ("VaultService_PutSecret", as protoc-gen-openapiv2 names
+// the route of /fabro.vault.v1.VaultService/PutSecret): room for the
+// JSON of a request at its limit, whose string bytes can take six
+// characters each (\u0000), so the body is refused unread before
+// grpc-gateway decodes it.
+func restLimits(services []Service) map[string]int64 {
+	out := map[string]int64{}
+	for _, svc := range services {
+		rl, ok := svc.(RequestLimiter)
+		if !ok {
+			continue
+		}
+		for method, limit := range rl.RequestLimits() {
+			full, m, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+			if !ok {
+				continue
+			}
+			op := full[strings.LastIndexByte(full, '.')+1:] + "_" + m
+			out[op] = 6*int64(limit) + 1<<10
+		}
+	}
+	return out
 }

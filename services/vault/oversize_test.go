@@ -2,7 +2,9 @@ package vault_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -43,7 +45,15 @@ type unlimited struct{ server.Service }
 // admin token.
 func startVaultServer(t *testing.T, svc server.Service, fx *authtest.Fixture) *grpc.ClientConn {
 	t.Helper()
-	srv, err := server.Start(t.Context(), server.Config{GRPCAddr: "127.0.0.1:0", Auth: fx.Store}, slog.New(slog.DiscardHandler), svc)
+	conn, _ := startVaultServers(t, svc, fx)
+	return conn
+}
+
+// startVaultServers is startVaultServer with the REST port too, whose URL
+// it returns.
+func startVaultServers(t *testing.T, svc server.Service, fx *authtest.Fixture) (*grpc.ClientConn, string) {
+	t.Helper()
+	srv, err := server.Start(t.Context(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Auth: fx.Store}, slog.New(slog.DiscardHandler), svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +65,7 @@ func startVaultServer(t *testing.T, svc server.Service, fx *authtest.Fixture) *g
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return conn
+	return conn, "http://" + srv.HTTPAddr()
 }
 
 // putRaw sends a marshalled PutSecretRequest and reports the status and
@@ -116,4 +126,68 @@ func TestOversizedPutRefusedUndecoded(t *testing.T) {
 	if limited*2 > unbounded {
 		t.Errorf("refusing by size allocated %d MiB, not half of decoding it (%d MiB)", limited>>20, unbounded>>20)
 	}
+}
+
+// TestOversizedPutRefusedUnreadOverREST: the REST route of PutSecret takes
+// a body the JSON of a request at the cap can need, not the server's 64
+// MiB: a larger one is 413 BODY_TOO_LARGE, by its Content-Length unread,
+// and without one read only up to the route's limit; one at the cap is
+// stored.
+func TestOversizedPutRefusedUnreadOverREST(t *testing.T) {
+	fx := authtest.New(t)
+	svc, err := vault.New(t.Context(), vault.Config{DataDir: t.TempDir(), LookupEnv: env(nil)}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	_, base := startVaultServers(t, svc, fx)
+	admin := fx.Token("root", auth.RoleAdmin)
+	put := func(name string, body io.Reader, length int64) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, base+"/v1/secrets/"+name, body)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	atCap := `{"value":"` + strings.Repeat("v", 64<<10) + `"}`
+	if code, body := put("AT_CAP", strings.NewReader(atCap), int64(len(atCap))); code != http.StatusOK {
+		t.Fatalf("a put at the cap over REST: %d %s", code, body)
+	}
+	const size = 63 << 20
+	huge := func() io.Reader {
+		return io.MultiReader(strings.NewReader(`{"value":"`), io.LimitReader(repeatReader('x'), size), strings.NewReader(`"}`))
+	}
+	for name, length := range map[string]int64{"with its length": size + 12, "without a length": -1} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		code, body := put("HUGE", huge(), length)
+		runtime.ReadMemStats(&after)
+		if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "BODY_TOO_LARGE") {
+			t.Errorf("a 63 MiB put %s: %d %s, want 413 BODY_TOO_LARGE", name, code, body)
+		}
+		t.Logf("a 63 MiB REST put %s: %d KiB allocated", name, (after.TotalAlloc-before.TotalAlloc)>>10)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {
+			t.Errorf("a 63 MiB put %s allocated %d MiB", name, got>>20)
+		}
+	}
+	if _, err := svc.GetSecret(context.Background(), &vaultv1.GetSecretRequest{Name: "HUGE"}); status.Code(err) != codes.NotFound {
+		t.Errorf("GetSecret(HUGE): %v, want NOT_FOUND", err)
+	}
+}
+
+// repeatReader reads the same byte forever.
+type repeatReader byte
+
+func (r repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
 }
