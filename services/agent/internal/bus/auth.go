@@ -91,7 +91,7 @@ func ensureSeed(file string) (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
-// embeddedAuth makes a the embedded server's only authenticator and
+// embeddedAuth makes the embedded server's only authenticator and
 // returns the connect option of the agent's own key, made at every start.
 func embeddedAuth(sopts *server.Options, subscriberFile string) (nats.Option, *authenticator, error) {
 	agent, err := nkeys.CreateUser()
