@@ -366,3 +366,14 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("Brave saw tokens %q, want the vault's value once", braveTokens)
 	}
 }
+
+// TestServeRefusesExposedNATS: fabro serve with the embedded NATS on an
+// address that is not loopback and no TLS stops before it listens, saying
+// how to proceed, as it does for the gRPC and REST listeners.
+func TestServeRefusesExposedNATS(t *testing.T) {
+	t.Setenv("FABRO_DATA_DIR", t.TempDir())
+	_, errOut, code := fabro(t, "", "serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-nats-listen", "0.0.0.0:0")
+	if code == 0 || !strings.Contains(errOut, "refusing to listen for NATS on 0.0.0.0:0") || !strings.Contains(errOut, "-insecure") {
+		t.Fatalf("fabro serve -nats-listen 0.0.0.0:0: exit %d, %s; want a refusal naming -insecure", code, errOut)
+	}
+}

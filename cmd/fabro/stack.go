@@ -122,7 +122,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		DataDir:      cfg.agentDataDir,
 		NATSURL:      cfg.natsURL,
 		NATSListen:   cfg.natsListen,
-		NATS:         cfg.nats,
+		NATS:         natsSecurity(cfg),
 		BraveBaseURL: cfg.braveBaseURL,
 		SettingsFile: cfg.settingsFile,
 		MemoryEvents: cfg.memoryEvents,
@@ -142,6 +142,15 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	self.set(st.srv)
 	logger.InfoContext(ctx, "agent events on NATS", "url", ag.NATSURL(), "subscriber_nkey_file", ag.NATSSubscriberKeyFile())
 	return st, nil
+}
+
+// natsSecurity is the agent's NATS settings: its flags', and the server's
+// -insecure, which lets the embedded NATS listen on a non-loopback address
+// without TLS as it lets the gRPC and REST listeners.
+func natsSecurity(cfg stackConfig) agent.NATSSecurity {
+	n := cfg.nats
+	n.Insecure = cfg.server.Insecure
+	return n
 }
 
 // close stops the services in the reverse order of their start. The

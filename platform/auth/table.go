@@ -123,6 +123,9 @@ var Table = map[string]Grant{
 	"/fabro.agent.v1.AgentService/StreamEvents":     People,
 	"/fabro.agent.v1.AgentService/Approve":          People,
 	"/fabro.agent.v1.AgentService/SubmitToolResult": People,
+	// Each principal's own sessions (the handler checks); the response is
+	// a NATS password, so no REST route.
+	"/fabro.agent.v1.AgentService/IssueEventsCredential": People,
 }
 
 // isReflection reports whether method belongs to server reflection.

@@ -41,7 +41,7 @@ func BenchmarkRequestCheck(b *testing.B) {
 		{"conversation", conv, func() proto.Message { return new(llmv1.StreamRequest) }},
 		{"no_enums", &vaultv1.GetSecretRequest{Name: "OPENAI_API_KEY"}, func() proto.Message { return new(vaultv1.GetSecretRequest) }},
 	}
-	codec := newLenientCodec()
+	codec := newLenientCodec(nil)
 	for _, c := range cases {
 		wire, err := proto.Marshal(c.msg)
 		if err != nil {

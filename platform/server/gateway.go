@@ -99,6 +99,7 @@ func (s *Server) setupGateway(ctx context.Context, services []Service) error {
 	if err != nil {
 		return err
 	}
+	guard.routes, guard.limits = rs, restLimits(services)
 	s.http = &http.Server{
 		Handler:           traceHTTP(accessLog(s.logger, guard)),
 		ReadHeaderTimeout: 10 * time.Second,

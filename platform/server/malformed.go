@@ -43,14 +43,25 @@ const ReasonUnknownEnumValue = "UNKNOWN_ENUM_VALUE"
 // wire, so no successful decode leaves unknown bytes starting with it.
 var malformedMark = []byte{0x00, 0x00, 'f', 'a', 'b', 'r', 'o', ':', 'm', 'a', 'l', 'f', 'o', 'r', 'm', 'e', 'd', ':'}
 
-// lenientCodec is grpc's proto codec whose Unmarshal marks instead of failing.
-type lenientCodec struct{ encoding.CodecV2 }
+// lenientCodec is grpc's proto codec whose Unmarshal marks instead of
+// failing, and refuses (marks, undecoded) a request over its message's
+// limit (limits.go).
+type lenientCodec struct {
+	encoding.CodecV2
+	limits map[protoreflect.FullName]int
+}
 
-func newLenientCodec() lenientCodec {
-	return lenientCodec{encoding.GetCodecV2(grpcproto.Name)}
+func newLenientCodec(limits map[protoreflect.FullName]int) lenientCodec {
+	return lenientCodec{encoding.GetCodecV2(grpcproto.Name), limits}
 }
 
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(proto.Message); ok && len(c.limits) > 0 {
+		if limit, ok := c.limits[m.ProtoReflect().Descriptor().FullName()]; ok && data.Len() > limit {
+			markTooLarge(m, data.Len(), limit)
+			return nil
+		}
+	}
 	err := c.CodecV2.Unmarshal(data, v)
 	if err == nil {
 		return nil
@@ -238,11 +249,15 @@ func checkStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handle
 
 // checkMessage is the request check every service gets.
 func checkMessage(req any) error {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return nil
+	}
+	if err := tooLarge(m); err != nil {
+		return err
+	}
 	if err := malformed(req); err != nil {
 		return err
 	}
-	if m, ok := req.(proto.Message); ok {
-		return unknownEnums(m.ProtoReflect())
-	}
-	return nil
+	return unknownEnums(m.ProtoReflect())
 }

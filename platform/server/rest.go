@@ -40,6 +40,10 @@ type restGuard struct {
 	hosts   map[string]bool // allowed host names, lower case, without port
 	origins map[string]bool // allowed CORS origins
 	max     int64
+	// Routes of the methods with a RequestLimiter bound (limits.go): by
+	// operationId, their largest JSON body.
+	routes routes
+	limits map[string]int64
 }
 
 func newRESTGuard(addr net.Addr, cfg Config, next http.Handler) (*restGuard, error) {
@@ -111,18 +115,19 @@ func (g *restGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"request bodies must be application/json")
 			return
 		}
-		if r.ContentLength > g.max {
-			g.tooLarge(w)
+		limit := g.limit(r)
+		if r.ContentLength > limit {
+			g.tooLarge(w, limit)
 			return
 		}
-		body := http.MaxBytesReader(w, r.Body, g.max)
+		body := http.MaxBytesReader(w, r.Body, limit)
 		if r.ContentLength < 0 {
 			// Unknown length: read up to the limit here, so that an
 			// oversized body is refused with 413 and never held whole.
 			b, err := io.ReadAll(body)
 			if err != nil {
 				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-					g.tooLarge(w)
+					g.tooLarge(w, limit)
 					return
 				}
 				restError(w, http.StatusBadRequest, codes.InvalidArgument, "BAD_BODY", "could not read the request body")
@@ -136,9 +141,27 @@ func (g *restGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-func (g *restGuard) tooLarge(w http.ResponseWriter) {
+// limit is the largest body r's route takes: its method's own bound, or
+// the server's message limit.
+func (g *restGuard) limit(r *http.Request) int64 {
+	limit := g.max
+	if len(g.limits) > 0 {
+		for _, op := range g.routes.operations(r.Method, r.URL.Path) {
+			if l, ok := g.limits[op]; ok && l < limit {
+				limit = l
+			}
+		}
+	}
+	return limit
+}
+
+func (g *restGuard) tooLarge(w http.ResponseWriter, limit int64) {
+	why := " (-max-msg-bytes)"
+	if limit < g.max {
+		why = " (this route's limit)"
+	}
 	restError(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "BODY_TOO_LARGE",
-		"request body larger than "+strconv.FormatInt(g.max, 10)+" bytes (-max-msg-bytes)")
+		"request body larger than "+strconv.FormatInt(limit, 10)+" bytes"+why)
 }
 
 // sameOrigin reports whether origin is the origin the request was sent to.
@@ -222,6 +245,7 @@ type routes []route
 type route struct {
 	re      *regexp.Regexp
 	methods []string
+	ops     map[string]string // method: operationId ("VaultService_PutSecret")
 }
 
 // newRoutes reads the path templates of an OpenAPI v2 document: a
@@ -229,7 +253,9 @@ type route struct {
 // suffix when the template has one), as in grpc-gateway.
 func newRoutes(doc []byte) (routes, error) {
 	var d struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
 	}
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return nil, fmt.Errorf("server: read the OpenAPI document: %w", err)
@@ -245,9 +271,10 @@ func newRoutes(doc []byte) (routes, error) {
 			re.WriteString(regexp.QuoteMeta(part))
 		}
 		re.WriteString("$")
-		r := route{re: regexp.MustCompile(re.String())}
-		for m := range ops {
+		r := route{re: regexp.MustCompile(re.String()), ops: map[string]string{}}
+		for m, op := range ops {
 			r.methods = append(r.methods, strings.ToUpper(m))
+			r.ops[strings.ToUpper(m)] = op.OperationID
 		}
 		rs = append(rs, r)
 	}
@@ -258,6 +285,18 @@ var paramRE = regexp.MustCompile(`\{[^}]*\}`)
 
 // docRoutes are the routes of the embedded document, read once.
 var docRoutes = sync.OnceValues(func() (routes, error) { return newRoutes(openapi.Document) })
+
+// operations are the operationIds of the routes that answer method on
+// path.
+func (rs routes) operations(method, path string) []string {
+	var ops []string
+	for _, r := range rs {
+		if op, ok := r.ops[method]; ok && r.re.MatchString(path) {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
 
 // allow is the sorted set of methods some route answers for path.
 func (rs routes) allow(path string) []string {

@@ -238,10 +238,15 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	if !cfg.NoAuth {
 		ic.auth = &auth.Interceptor{Verifier: cfg.Auth, Logger: logger, AnonymousReflection: cfg.AnonymousReflection, Recheck: cfg.AuthRecheck}
 	}
+	limits, err := requestLimits(services)
+	if err != nil {
+		return nil, err
+	}
 	s.grpc = grpc.NewServer(
 		// Undecodable requests become INVALID_ARGUMENT, not grpc's INTERNAL
-		// (malformed.go).
-		grpc.ForceServerCodecV2(newLenientCodec()),
+		// (malformed.go); one over its method's limit RESOURCE_EXHAUSTED,
+		// undecoded (limits.go).
+		grpc.ForceServerCodecV2(newLenientCodec(limits)),
 		grpc.UnknownServiceHandler(unknownMethod),
 		// Reused workers keep their grown stacks: no stack growth per RPC.
 		grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))),

@@ -1,9 +1,19 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"path/filepath"
+	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 )
 
@@ -22,6 +32,10 @@ type NATSSecurity struct {
 	// TLSKeyFile are the client certificate it may ask for.
 	CredsFile, NKeyFile, User, Password string
 	TLSCAFile, TLSCertFile, TLSKeyFile  string
+	// Insecure lets the embedded server listen on an address that is not
+	// loopback without TLS (a warning at start); no flag of its own: the
+	// server's -insecure sets it.
+	Insecure bool
 }
 
 // RegisterFlags binds the -nats-* security flags to n.
@@ -54,6 +68,7 @@ func (c *Config) busConfig(listen string) bus.Config {
 		URL: c.NATSURL, Listen: listen, StoreDir: filepath.Join(c.DataDir, "agent", "nats"),
 		SubscriberKeyFile: n.SubscriberKeyFile,
 		ListenTLSCertFile: n.ListenTLSCertFile, ListenTLSKeyFile: n.ListenTLSKeyFile, ListenTLSClientCAFile: n.ListenTLSClientCAFile,
+		Insecure:  n.Insecure,
 		CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, User: n.User, Password: n.Password,
 		TLSCAFile: n.TLSCAFile, TLSCertFile: n.TLSCertFile, TLSKeyFile: n.TLSKeyFile,
 		Writer: c.Events, Replicas: c.Cluster.NATSReplicas,
@@ -63,3 +78,78 @@ func (c *Config) busConfig(listen string) bus.Config {
 // NATSSubscriberKeyFile is the file holding the embedded server's
 // subscriber credential; "" with an external server or no listener.
 func (s *Service) NATSSubscriberKeyFile() string { return s.natsSubscriberKeyFile }
+
+// Bounds of IssueEventsCredential's ttl.
+const (
+	defaultEventsCredentialTTL = 15 * time.Minute
+	minEventsCredentialTTL     = time.Minute
+	maxEventsCredentialTTL     = time.Hour
+)
+
+const (
+	reasonNATSNotEmbedded       = "NATS_NOT_EMBEDDED"
+	reasonEventsCredentialLimit = "EVENTS_CREDENTIAL_LIMIT"
+)
+
+// IssueEventsCredential implements agentv1.AgentServiceServer: a user of
+// the embedded NATS server that reads the named sessions' events only. A
+// session of another principal is NOT_FOUND, as an unknown one is, so ids
+// are no oracle.
+func (s *Service) IssueEventsCredential(ctx context.Context, req *agentv1.IssueEventsCredentialRequest) (*agentv1.IssueEventsCredentialResponse, error) {
+	ids := req.GetSessionIds()
+	switch {
+	case len(ids) == 0:
+		return nil, domain.InvalidField("session_ids", "session_ids: name at least one session")
+	case len(ids) > bus.MaxCredentialSessions:
+		return nil, domain.InvalidField("session_ids", fmt.Sprintf("session_ids: at most %d sessions, got %d", bus.MaxCredentialSessions, len(ids)))
+	}
+	ttl := defaultEventsCredentialTTL
+	if req.GetTtl() != nil {
+		if err := req.GetTtl().CheckValid(); err != nil {
+			return nil, domain.InvalidField("ttl", "ttl: "+err.Error())
+		}
+		if ttl = req.GetTtl().AsDuration(); ttl < minEventsCredentialTTL || ttl > maxEventsCredentialTTL {
+			return nil, domain.InvalidField("ttl", fmt.Sprintf("ttl: %s is outside %s to %s", ttl, minEventsCredentialTTL, maxEventsCredentialTTL))
+		}
+	}
+	caller, _ := auth.FromContext(ctx)
+	who := principalOf(ctx)
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		field := fmt.Sprintf("session_ids[%d]", i)
+		if seen[id] {
+			return nil, domain.InvalidField(field, fmt.Sprintf("%s: session %q is named twice", field, id))
+		}
+		seen[id] = true
+		sess, rec, err := s.find(ctx, field, id)
+		if err != nil {
+			return nil, err
+		}
+		info := rec.GetSession()
+		if sess != nil {
+			info = sess.snapshotInfo()
+		}
+		if caller.Role != auth.RoleAdmin && info.GetPrincipal() != who {
+			return nil, sessionNotFound(field, id)
+		}
+	}
+	cred, err := s.bus.IssueCredential(who, ids, ttl)
+	switch {
+	case errors.Is(err, bus.ErrNotEmbedded):
+		return nil, domain.New(codes.FailedPrecondition, reasonNATSNotEmbedded,
+			"the events are not on an embedded NATS server that listens: an external server's operator issues its credentials (docs/ARCHITECTURE.md, \"Agent events on NATS\")")
+	case errors.Is(err, bus.ErrCredentialLimit):
+		return nil, domain.New(codes.ResourceExhausted, reasonEventsCredentialLimit,
+			fmt.Sprintf("%s already holds %d unexpired events credentials, the most allowed", principalName(who), bus.MaxCredentialsPerPrincipal),
+			grpcerr.Meta("principal", who, "limit", fmt.Sprint(bus.MaxCredentialsPerPrincipal)), grpcerr.RetryAfter(time.Minute))
+	case err != nil:
+		return nil, fmt.Errorf("agent: issue events credential: %w", err)
+	}
+	s.logger.InfoContext(ctx, "events credential issued", "principal", who, "nats_user", cred.User,
+		"session_ids", ids, "expires", cred.Expires)
+	return &agentv1.IssueEventsCredentialResponse{
+		NatsUrl: s.bus.ClientURL(), User: cred.User, Password: cred.Password, InboxPrefix: cred.InboxPrefix,
+		Subjects: cred.Subjects, ConsumerNames: cred.Consumers, Stream: bus.StreamName,
+		ExpireTime: timestamppb.New(cred.Expires),
+	}, nil
+}

@@ -4,6 +4,7 @@
 package vault
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -51,6 +52,15 @@ type Config struct {
 	// MaxSecretBytes caps a secret value (default 64 KiB); a larger put is
 	// refused with INVALID_ARGUMENT and stores nothing.
 	MaxSecretBytes int
+	// CounterFile keeps the store's rollback counter, the generation of the
+	// newest store written (default DataDir/vault/generation). A store
+	// older than it is refused at start. Put it out of reach of whoever
+	// could put an old store back: beside the store it catches a restored
+	// store file, on another volume a restored data directory too.
+	CounterFile string
+	// AcceptRollback starts with a store older than its counter anyway,
+	// logged as an error and audited; the counter continues above.
+	AcceptRollback bool
 	// LookupEnv reads the environment: the KEK variables and the credential
 	// fallback. Default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
@@ -64,6 +74,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PolicyFile, "vault-policy-file", c.PolicyFile, "JSON file with the credential resolution policy; default: built-in policy for fabro's services")
 	fs.IntVar(&c.MaxVersions, "vault-max-versions", c.MaxVersions, "versions kept per secret (0: 10)")
 	fs.IntVar(&c.MaxSecretBytes, "vault-max-secret-bytes", c.MaxSecretBytes, "largest secret value accepted, in bytes (0: 65536)")
+	fs.StringVar(&c.CounterFile, "vault-rollback-counter-file", c.CounterFile, "file keeping the vault store's rollback counter, best on another volume than the store; default <data-dir>/vault/generation")
+	fs.BoolVar(&c.AcceptRollback, "vault-accept-rollback", c.AcceptRollback, "start with a vault store older than its rollback counter (a restored backup): its deleted secrets and old values come back; logged")
 }
 
 // Service is the running vault. It implements the gRPC VaultService and the
@@ -72,6 +84,7 @@ type Service struct {
 	vaultv1.UnimplementedVaultServiceServer
 
 	logger    *slog.Logger
+	maxPut    int // the largest PutSecret request, in bytes
 	store     *store.Store
 	audit     *audit.Log
 	policy    policy.Policy
@@ -108,7 +121,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if cfg.MaxSecretBytes < 0 {
 		return nil, fmt.Errorf("vault: -vault-max-secret-bytes must not be negative, got %d", cfg.MaxSecretBytes)
 	}
-	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions, MaxValueBytes: cfg.MaxSecretBytes})
+	counter := cfg.CounterFile
+	if counter == "" {
+		counter = filepath.Join(dir, "generation")
+	}
+	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions, MaxValueBytes: cfg.MaxSecretBytes,
+		CounterFile: counter, AcceptRollback: cfg.AcceptRollback})
 	if err != nil {
 		return nil, fmt.Errorf("vault: open store: %w", err)
 	}
@@ -129,12 +147,38 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
-	s := &Service{logger: logger, store: st, audit: al, policy: pol, lookupEnv: cfg.LookupEnv}
+	s := &Service{logger: logger, maxPut: cmp.Or(cfg.MaxSecretBytes, store.DefaultMaxValueBytes) + putOverhead, store: st, audit: al, policy: pol, lookupEnv: cfg.LookupEnv}
 	if previous != nil {
 		s.record(ctx, audit.Entry{Op: "rotate", Caller: "admin", Outcome: "OK"})
 	}
-	logger.InfoContext(ctx, "vault ready", "store", storePath, "kek_id", st.KEKID())
+	if rb := st.Rollback(); rb != nil {
+		logger.ErrorContext(ctx, "vault store rollback accepted (-vault-accept-rollback): secrets deleted since this copy are back, and values replaced since are old",
+			"store", storePath, "store_generation", rb.Generation, "counter_file", rb.CounterFile, "counter_generation", rb.Counter,
+			"counter_missing", rb.Missing, "store_generation_unknown", rb.Unknown, "now_generation", st.Generation())
+		s.record(ctx, audit.Entry{Op: "accept-rollback", Caller: "admin", Outcome: "OK"})
+	}
+	logger.InfoContext(ctx, "vault ready", "store", storePath, "kek_id", st.KEKID(), "generation", st.Generation())
 	return s, nil
+}
+
+// putOverhead is what a PutSecretRequest holds besides the value: a name
+// of at most 128 characters, the expected version, the field tags.
+const putOverhead = 1 << 10
+
+// smallRequest bounds the vault's other requests: names, a page token.
+const smallRequest = 64 << 10
+
+// RequestLimits implements the server runtime's RequestLimiter: a request
+// of the vault over its bound is refused before it is decoded, not after
+// the server's 64 MiB limit has let it be copied (a 63 MiB PutSecret once
+// took the server from 84 MB to 850 MB).
+func (s *Service) RequestLimits() map[string]int {
+	limits := map[string]int{}
+	for _, m := range vaultv1.VaultService_ServiceDesc.Methods {
+		limits["/"+vaultv1.VaultService_ServiceDesc.ServiceName+"/"+m.MethodName] = smallRequest
+	}
+	limits[vaultv1.VaultService_PutSecret_FullMethodName] = s.maxPut
+	return limits
 }
 
 // Close releases the audit log.

@@ -60,9 +60,15 @@ func env(vars map[string]string) func(string) (string, bool) {
 
 func start(t *testing.T, dataDir string, environ map[string]string) *harness {
 	t.Helper()
+	return startWith(t, vault.Config{DataDir: dataDir, LookupEnv: env(environ)})
+}
+
+func startWith(t *testing.T, cfg vault.Config) *harness {
+	t.Helper()
+	dataDir := cfg.DataDir
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := vault.New(t.Context(), vault.Config{DataDir: dataDir, LookupEnv: env(environ)}, logger)
+	svc, err := vault.New(t.Context(), cfg, logger)
 	if err != nil {
 		t.Fatalf("vault.New: %v", err)
 	}
@@ -418,5 +424,71 @@ func TestCorruptRecordIsReportedAlone(t *testing.T) {
 	list, err := h.client.ListSecrets(t.Context(), &vaultv1.ListSecretsRequest{})
 	if err != nil || len(list.GetSecrets()) != 1 || !cmp.Equal(list.GetCorruptNames(), []string{"BAD_API_KEY"}) {
 		t.Errorf("list = %v, %v; want GOOD listed and BAD reported corrupt", list, err)
+	}
+}
+
+// TestRollbackRefusesToStart: the store put back from an older copy (a
+// deleted secret in it) stops the vault at start, naming both
+// generations; -vault-accept-rollback starts it, logged as an error and
+// audited; a counter kept elsewhere (-vault-rollback-counter-file) still
+// catches a whole data directory put back.
+func TestRollbackRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	storePath := filepath.Join(dir, "vault", "secrets.db")
+	h := start(t, dir, nil)
+	h.put(t, "OPENAI_API_KEY", "sk-old")
+	h.put(t, "REVOKED_KEY", "sk-revoked")
+	backup, err := os.ReadFile(storePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.DeleteSecret(t.Context(), &vaultv1.DeleteSecretRequest{Name: "REVOKED_KEY"}); err != nil {
+		t.Fatal(err)
+	}
+	h.put(t, "OPENAI_API_KEY", "sk-new")
+	if err := os.WriteFile(storePath, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = vault.New(t.Context(), vault.Config{DataDir: dir, LookupEnv: env(nil)}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "generation 3, older than its rollback counter") || !strings.Contains(err.Error(), "at generation 5") {
+		t.Fatalf("New with an older store: %v, want a refusal naming generations 3 (creation and two puts) and 5", err)
+	}
+
+	logs := &syncBuffer{}
+	svc, err := vault.New(t.Context(), vault.Config{DataDir: dir, LookupEnv: env(nil), AcceptRollback: true}, slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatalf("New with -vault-accept-rollback: %v", err)
+	}
+	svc.Close()
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"vault store rollback accepted`) ||
+		!strings.Contains(logs.String(), `"store_generation":3`) || !strings.Contains(logs.String(), `"counter_generation":5`) {
+		t.Errorf("no rollback line in the log: %s", logs)
+	}
+	if audit, _ := os.ReadFile(filepath.Join(dir, "vault", "audit.log")); !strings.Contains(string(audit), `"op":"accept-rollback"`) {
+		t.Errorf("the acceptance is not audited: %s", audit)
+	}
+
+	// The counter on another volume: the whole data directory put back.
+	other, dir2 := filepath.Join(t.TempDir(), "generation"), t.TempDir()
+	cfg := vault.Config{DataDir: dir2, LookupEnv: env(nil), CounterFile: other}
+	v1, err := vault.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1.Close()
+	snapshot, _ := os.ReadFile(filepath.Join(dir2, "vault", "secrets.db"))
+	v2, err := vault.New(t.Context(), cfg, slog.New(slog.DiscardHandler)) // a restart writes nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2.Close()
+	h2 := startWith(t, cfg)
+	h2.put(t, "ANTHROPIC_API_KEY", "sk-1")
+	if err := os.WriteFile(filepath.Join(dir2, "vault", "secrets.db"), snapshot, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vault.New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), other) {
+		t.Errorf("the restored data directory with the counter elsewhere: %v, want refused naming %s", err, other)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -2123,11 +2125,183 @@ func (x *StreamEventsResponse) GetEvent() *AgentEvent {
 	return nil
 }
 
+// IssueEventsCredentialRequest names the sessions a NATS credential reads.
+type IssueEventsCredentialRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sessions whose events the credential may read (at most
+	// 32), each the caller's own. A subagent's events need its own id.
+	SessionIds []string `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	// Optional. How long the credential is valid: 1 minute to 1 hour; 15
+	// minutes when unset.
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueEventsCredentialRequest) Reset() {
+	*x = IssueEventsCredentialRequest{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueEventsCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueEventsCredentialRequest) ProtoMessage() {}
+
+func (x *IssueEventsCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueEventsCredentialRequest.ProtoReflect.Descriptor instead.
+func (*IssueEventsCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *IssueEventsCredentialRequest) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *IssueEventsCredentialRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// IssueEventsCredentialResponse is a NATS user and what it may do. Connect
+// with user and password, with inbox_prefix as the client's inbox prefix
+// (nats.go: nats.CustomInboxPrefix); any other inbox is refused.
+type IssueEventsCredentialResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The embedded server's client URL.
+	NatsUrl string `protobuf:"bytes,1,opt,name=nats_url,json=natsUrl,proto3" json:"nats_url,omitempty"`
+	// The NATS user name.
+	User string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// The NATS password: a secret, shown once.
+	Password string `protobuf:"bytes,3,opt,name=password,proto3" json:"password,omitempty"`
+	// The only inbox prefix the credential may subscribe under.
+	InboxPrefix string `protobuf:"bytes,4,opt,name=inbox_prefix,json=inboxPrefix,proto3" json:"inbox_prefix,omitempty"`
+	// The subjects it may subscribe to: each session's events on the
+	// protobuf and the JSON subject trees.
+	Subjects []string `protobuf:"bytes,5,rep,name=subjects,proto3" json:"subjects,omitempty"`
+	// The names its JetStream consumers of the events stream must have (one
+	// consumer each, durable or not, created with the filter subject in the
+	// API subject: $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>). Their
+	// number is the credential's consumer cap.
+	ConsumerNames []string `protobuf:"bytes,6,rep,name=consumer_names,json=consumerNames,proto3" json:"consumer_names,omitempty"`
+	// The events stream.
+	Stream string `protobuf:"bytes,7,opt,name=stream,proto3" json:"stream,omitempty"`
+	// When the credential lapses.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueEventsCredentialResponse) Reset() {
+	*x = IssueEventsCredentialResponse{}
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueEventsCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueEventsCredentialResponse) ProtoMessage() {}
+
+func (x *IssueEventsCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueEventsCredentialResponse.ProtoReflect.Descriptor instead.
+func (*IssueEventsCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *IssueEventsCredentialResponse) GetNatsUrl() string {
+	if x != nil {
+		return x.NatsUrl
+	}
+	return ""
+}
+
+func (x *IssueEventsCredentialResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *IssueEventsCredentialResponse) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *IssueEventsCredentialResponse) GetInboxPrefix() string {
+	if x != nil {
+		return x.InboxPrefix
+	}
+	return ""
+}
+
+func (x *IssueEventsCredentialResponse) GetSubjects() []string {
+	if x != nil {
+		return x.Subjects
+	}
+	return nil
+}
+
+func (x *IssueEventsCredentialResponse) GetConsumerNames() []string {
+	if x != nil {
+		return x.ConsumerNames
+	}
+	return nil
+}
+
+func (x *IssueEventsCredentialResponse) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *IssueEventsCredentialResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
 var File_fabro_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\"\x8e\x04\n" +
+	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1f\n" +
 	"\n" +
@@ -2270,11 +2444,25 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\x11include_subagents\x18\x04 \x01(\bR\x10includeSubagents\x12\x1b\n" +
 	"\tprompt_id\x18\x05 \x01(\tR\bpromptId\"H\n" +
 	"\x14StreamEventsResponse\x120\n" +
-	"\x05event\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentEventR\x05event*Q\n" +
+	"\x05event\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentEventR\x05event\"q\n" +
+	"\x1cIssueEventsCredentialRequest\x12$\n" +
+	"\vsession_ids\x18\x01 \x03(\tB\x03\xe0A\x02R\n" +
+	"sessionIds\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xa5\x02\n" +
+	"\x1dIssueEventsCredentialResponse\x12\x19\n" +
+	"\bnats_url\x18\x01 \x01(\tR\anatsUrl\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
+	"\bpassword\x18\x03 \x01(\tR\bpassword\x12!\n" +
+	"\finbox_prefix\x18\x04 \x01(\tR\vinboxPrefix\x12\x1a\n" +
+	"\bsubjects\x18\x05 \x03(\tR\bsubjects\x12%\n" +
+	"\x0econsumer_names\x18\x06 \x03(\tR\rconsumerNames\x12\x16\n" +
+	"\x06stream\x18\a \x01(\tR\x06stream\x12;\n" +
+	"\vexpire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime*Q\n" +
 	"\tSteerMode\x12\x1a\n" +
 	"\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STEER_MODE_QUEUE\x10\x01\x12\x12\n" +
-	"\x0eSTEER_MODE_NOW\x10\x022\xc0\v\n" +
+	"\x0eSTEER_MODE_NOW\x10\x022\xb6\f\n" +
 	"\fAgentService\x12\\\n" +
 	"\rCreateSession\x12$.fabro.agent.v1.CreateSessionRequest\x1a%.fabro.agent.v1.CreateSessionResponse\x12I\n" +
 	"\x06Prompt\x12\x1d.fabro.agent.v1.PromptRequest\x1a\x1e.fabro.agent.v1.PromptResponse0\x01\x12V\n" +
@@ -2294,7 +2482,8 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\rResumeSession\x12$.fabro.agent.v1.ResumeSessionRequest\x1a%.fabro.agent.v1.ResumeSessionResponse\x12[\n" +
 	"\fStreamEvents\x12#.fabro.agent.v1.StreamEventsRequest\x1a$.fabro.agent.v1.StreamEventsResponse0\x01\x12J\n" +
 	"\aApprove\x12\x1e.fabro.agent.v1.ApproveRequest\x1a\x1f.fabro.agent.v1.ApproveResponse\x12e\n" +
-	"\x10SubmitToolResult\x12'.fabro.agent.v1.SubmitToolResultRequest\x1a(.fabro.agent.v1.SubmitToolResultResponseB\xb3\x01\n" +
+	"\x10SubmitToolResult\x12'.fabro.agent.v1.SubmitToolResultRequest\x1a(.fabro.agent.v1.SubmitToolResultResponse\x12t\n" +
+	"\x15IssueEventsCredential\x12,.fabro.agent.v1.IssueEventsCredentialRequest\x1a-.fabro.agent.v1.IssueEventsCredentialResponseB\xb3\x01\n" +
 	"\x12com.fabro.agent.v1B\n" +
 	"AgentProtoP\x01Z7github.com/fabro-sh/fabro-go/gen/fabro/agent/v1;agentv1\xa2\x02\x03FAX\xaa\x02\x0eFabro.Agent.V1\xca\x02\x0eFabro\\Agent\\V1\xe2\x02\x1aFabro\\Agent\\V1\\GPBMetadata\xea\x02\x10Fabro::Agent::V1b\x06proto3"
 
@@ -2311,127 +2500,135 @@ func file_fabro_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fabro_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_fabro_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_fabro_agent_v1_agent_proto_goTypes = []any{
-	(SteerMode)(0),                   // 0: fabro.agent.v1.SteerMode
-	(*CreateSessionRequest)(nil),     // 1: fabro.agent.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 2: fabro.agent.v1.CreateSessionResponse
-	(*PromptRequest)(nil),            // 3: fabro.agent.v1.PromptRequest
-	(*PromptResponse)(nil),           // 4: fabro.agent.v1.PromptResponse
-	(*StartPromptRequest)(nil),       // 5: fabro.agent.v1.StartPromptRequest
-	(*StartPromptResponse)(nil),      // 6: fabro.agent.v1.StartPromptResponse
-	(*SteerRequest)(nil),             // 7: fabro.agent.v1.SteerRequest
-	(*SteerResponse)(nil),            // 8: fabro.agent.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 9: fabro.agent.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 10: fabro.agent.v1.FollowUpResponse
-	(*InterruptRequest)(nil),         // 11: fabro.agent.v1.InterruptRequest
-	(*InterruptResponse)(nil),        // 12: fabro.agent.v1.InterruptResponse
-	(*AbortRequest)(nil),             // 13: fabro.agent.v1.AbortRequest
-	(*AbortResponse)(nil),            // 14: fabro.agent.v1.AbortResponse
-	(*GetHistoryRequest)(nil),        // 15: fabro.agent.v1.GetHistoryRequest
-	(*GetHistoryResponse)(nil),       // 16: fabro.agent.v1.GetHistoryResponse
-	(*GetSnapshotRequest)(nil),       // 17: fabro.agent.v1.GetSnapshotRequest
-	(*EnvironmentInfo)(nil),          // 18: fabro.agent.v1.EnvironmentInfo
-	(*SessionSnapshot)(nil),          // 19: fabro.agent.v1.SessionSnapshot
-	(*GetSnapshotResponse)(nil),      // 20: fabro.agent.v1.GetSnapshotResponse
-	(*GetSessionRequest)(nil),        // 21: fabro.agent.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 22: fabro.agent.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 23: fabro.agent.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 24: fabro.agent.v1.ListSessionsResponse
-	(*CloseSessionRequest)(nil),      // 25: fabro.agent.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 26: fabro.agent.v1.CloseSessionResponse
-	(*DeleteSessionRequest)(nil),     // 27: fabro.agent.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 28: fabro.agent.v1.DeleteSessionResponse
-	(*ResumeSessionRequest)(nil),     // 29: fabro.agent.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),    // 30: fabro.agent.v1.ResumeSessionResponse
-	(*StreamEventsRequest)(nil),      // 31: fabro.agent.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),     // 32: fabro.agent.v1.StreamEventsResponse
-	(*v1.SandboxSpec)(nil),           // 33: fabro.sandbox.v1.SandboxSpec
-	(PermissionLevel)(0),             // 34: fabro.agent.v1.PermissionLevel
-	(*AgentOptions)(nil),             // 35: fabro.agent.v1.AgentOptions
-	(*ToolSettings)(nil),             // 36: fabro.agent.v1.ToolSettings
-	(*ClientTool)(nil),               // 37: fabro.agent.v1.ClientTool
-	(*Session)(nil),                  // 38: fabro.agent.v1.Session
-	(*AgentEvent)(nil),               // 39: fabro.agent.v1.AgentEvent
-	(*Actor)(nil),                    // 40: fabro.agent.v1.Actor
-	(*v11.Message)(nil),              // 41: fabro.llm.v1.Message
-	(*SessionTool)(nil),              // 42: fabro.agent.v1.SessionTool
-	(*Memory)(nil),                   // 43: fabro.agent.v1.Memory
-	(*Skill)(nil),                    // 44: fabro.agent.v1.Skill
-	(*TodoList)(nil),                 // 45: fabro.agent.v1.TodoList
-	(SessionState)(0),                // 46: fabro.agent.v1.SessionState
-	(*ApproveRequest)(nil),           // 47: fabro.agent.v1.ApproveRequest
-	(*SubmitToolResultRequest)(nil),  // 48: fabro.agent.v1.SubmitToolResultRequest
-	(*ApproveResponse)(nil),          // 49: fabro.agent.v1.ApproveResponse
-	(*SubmitToolResultResponse)(nil), // 50: fabro.agent.v1.SubmitToolResultResponse
+	(SteerMode)(0),                        // 0: fabro.agent.v1.SteerMode
+	(*CreateSessionRequest)(nil),          // 1: fabro.agent.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),         // 2: fabro.agent.v1.CreateSessionResponse
+	(*PromptRequest)(nil),                 // 3: fabro.agent.v1.PromptRequest
+	(*PromptResponse)(nil),                // 4: fabro.agent.v1.PromptResponse
+	(*StartPromptRequest)(nil),            // 5: fabro.agent.v1.StartPromptRequest
+	(*StartPromptResponse)(nil),           // 6: fabro.agent.v1.StartPromptResponse
+	(*SteerRequest)(nil),                  // 7: fabro.agent.v1.SteerRequest
+	(*SteerResponse)(nil),                 // 8: fabro.agent.v1.SteerResponse
+	(*FollowUpRequest)(nil),               // 9: fabro.agent.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),              // 10: fabro.agent.v1.FollowUpResponse
+	(*InterruptRequest)(nil),              // 11: fabro.agent.v1.InterruptRequest
+	(*InterruptResponse)(nil),             // 12: fabro.agent.v1.InterruptResponse
+	(*AbortRequest)(nil),                  // 13: fabro.agent.v1.AbortRequest
+	(*AbortResponse)(nil),                 // 14: fabro.agent.v1.AbortResponse
+	(*GetHistoryRequest)(nil),             // 15: fabro.agent.v1.GetHistoryRequest
+	(*GetHistoryResponse)(nil),            // 16: fabro.agent.v1.GetHistoryResponse
+	(*GetSnapshotRequest)(nil),            // 17: fabro.agent.v1.GetSnapshotRequest
+	(*EnvironmentInfo)(nil),               // 18: fabro.agent.v1.EnvironmentInfo
+	(*SessionSnapshot)(nil),               // 19: fabro.agent.v1.SessionSnapshot
+	(*GetSnapshotResponse)(nil),           // 20: fabro.agent.v1.GetSnapshotResponse
+	(*GetSessionRequest)(nil),             // 21: fabro.agent.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),            // 22: fabro.agent.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),           // 23: fabro.agent.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),          // 24: fabro.agent.v1.ListSessionsResponse
+	(*CloseSessionRequest)(nil),           // 25: fabro.agent.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 26: fabro.agent.v1.CloseSessionResponse
+	(*DeleteSessionRequest)(nil),          // 27: fabro.agent.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),         // 28: fabro.agent.v1.DeleteSessionResponse
+	(*ResumeSessionRequest)(nil),          // 29: fabro.agent.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),         // 30: fabro.agent.v1.ResumeSessionResponse
+	(*StreamEventsRequest)(nil),           // 31: fabro.agent.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),          // 32: fabro.agent.v1.StreamEventsResponse
+	(*IssueEventsCredentialRequest)(nil),  // 33: fabro.agent.v1.IssueEventsCredentialRequest
+	(*IssueEventsCredentialResponse)(nil), // 34: fabro.agent.v1.IssueEventsCredentialResponse
+	(*v1.SandboxSpec)(nil),                // 35: fabro.sandbox.v1.SandboxSpec
+	(PermissionLevel)(0),                  // 36: fabro.agent.v1.PermissionLevel
+	(*AgentOptions)(nil),                  // 37: fabro.agent.v1.AgentOptions
+	(*ToolSettings)(nil),                  // 38: fabro.agent.v1.ToolSettings
+	(*ClientTool)(nil),                    // 39: fabro.agent.v1.ClientTool
+	(*Session)(nil),                       // 40: fabro.agent.v1.Session
+	(*AgentEvent)(nil),                    // 41: fabro.agent.v1.AgentEvent
+	(*Actor)(nil),                         // 42: fabro.agent.v1.Actor
+	(*v11.Message)(nil),                   // 43: fabro.llm.v1.Message
+	(*SessionTool)(nil),                   // 44: fabro.agent.v1.SessionTool
+	(*Memory)(nil),                        // 45: fabro.agent.v1.Memory
+	(*Skill)(nil),                         // 46: fabro.agent.v1.Skill
+	(*TodoList)(nil),                      // 47: fabro.agent.v1.TodoList
+	(SessionState)(0),                     // 48: fabro.agent.v1.SessionState
+	(*durationpb.Duration)(nil),           // 49: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 50: google.protobuf.Timestamp
+	(*ApproveRequest)(nil),                // 51: fabro.agent.v1.ApproveRequest
+	(*SubmitToolResultRequest)(nil),       // 52: fabro.agent.v1.SubmitToolResultRequest
+	(*ApproveResponse)(nil),               // 53: fabro.agent.v1.ApproveResponse
+	(*SubmitToolResultResponse)(nil),      // 54: fabro.agent.v1.SubmitToolResultResponse
 }
 var file_fabro_agent_v1_agent_proto_depIdxs = []int32{
-	33, // 0: fabro.agent.v1.CreateSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	34, // 1: fabro.agent.v1.CreateSessionRequest.permission_level:type_name -> fabro.agent.v1.PermissionLevel
-	35, // 2: fabro.agent.v1.CreateSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
-	36, // 3: fabro.agent.v1.CreateSessionRequest.settings:type_name -> fabro.agent.v1.ToolSettings
-	37, // 4: fabro.agent.v1.CreateSessionRequest.client_tools:type_name -> fabro.agent.v1.ClientTool
-	38, // 5: fabro.agent.v1.CreateSessionResponse.session:type_name -> fabro.agent.v1.Session
-	39, // 6: fabro.agent.v1.PromptResponse.event:type_name -> fabro.agent.v1.AgentEvent
+	35, // 0: fabro.agent.v1.CreateSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	36, // 1: fabro.agent.v1.CreateSessionRequest.permission_level:type_name -> fabro.agent.v1.PermissionLevel
+	37, // 2: fabro.agent.v1.CreateSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
+	38, // 3: fabro.agent.v1.CreateSessionRequest.settings:type_name -> fabro.agent.v1.ToolSettings
+	39, // 4: fabro.agent.v1.CreateSessionRequest.client_tools:type_name -> fabro.agent.v1.ClientTool
+	40, // 5: fabro.agent.v1.CreateSessionResponse.session:type_name -> fabro.agent.v1.Session
+	41, // 6: fabro.agent.v1.PromptResponse.event:type_name -> fabro.agent.v1.AgentEvent
 	0,  // 7: fabro.agent.v1.SteerRequest.mode:type_name -> fabro.agent.v1.SteerMode
-	40, // 8: fabro.agent.v1.SteerRequest.actor:type_name -> fabro.agent.v1.Actor
-	40, // 9: fabro.agent.v1.FollowUpRequest.actor:type_name -> fabro.agent.v1.Actor
-	41, // 10: fabro.agent.v1.GetHistoryResponse.messages:type_name -> fabro.llm.v1.Message
-	38, // 11: fabro.agent.v1.SessionSnapshot.session:type_name -> fabro.agent.v1.Session
-	35, // 12: fabro.agent.v1.SessionSnapshot.options:type_name -> fabro.agent.v1.AgentOptions
-	42, // 13: fabro.agent.v1.SessionSnapshot.tools:type_name -> fabro.agent.v1.SessionTool
-	43, // 14: fabro.agent.v1.SessionSnapshot.memory:type_name -> fabro.agent.v1.Memory
-	44, // 15: fabro.agent.v1.SessionSnapshot.skills:type_name -> fabro.agent.v1.Skill
-	45, // 16: fabro.agent.v1.SessionSnapshot.todo_lists:type_name -> fabro.agent.v1.TodoList
+	42, // 8: fabro.agent.v1.SteerRequest.actor:type_name -> fabro.agent.v1.Actor
+	42, // 9: fabro.agent.v1.FollowUpRequest.actor:type_name -> fabro.agent.v1.Actor
+	43, // 10: fabro.agent.v1.GetHistoryResponse.messages:type_name -> fabro.llm.v1.Message
+	40, // 11: fabro.agent.v1.SessionSnapshot.session:type_name -> fabro.agent.v1.Session
+	37, // 12: fabro.agent.v1.SessionSnapshot.options:type_name -> fabro.agent.v1.AgentOptions
+	44, // 13: fabro.agent.v1.SessionSnapshot.tools:type_name -> fabro.agent.v1.SessionTool
+	45, // 14: fabro.agent.v1.SessionSnapshot.memory:type_name -> fabro.agent.v1.Memory
+	46, // 15: fabro.agent.v1.SessionSnapshot.skills:type_name -> fabro.agent.v1.Skill
+	47, // 16: fabro.agent.v1.SessionSnapshot.todo_lists:type_name -> fabro.agent.v1.TodoList
 	18, // 17: fabro.agent.v1.SessionSnapshot.environment:type_name -> fabro.agent.v1.EnvironmentInfo
 	19, // 18: fabro.agent.v1.GetSnapshotResponse.snapshot:type_name -> fabro.agent.v1.SessionSnapshot
-	38, // 19: fabro.agent.v1.GetSessionResponse.session:type_name -> fabro.agent.v1.Session
-	46, // 20: fabro.agent.v1.ListSessionsRequest.states:type_name -> fabro.agent.v1.SessionState
-	38, // 21: fabro.agent.v1.ListSessionsResponse.sessions:type_name -> fabro.agent.v1.Session
-	38, // 22: fabro.agent.v1.CloseSessionResponse.session:type_name -> fabro.agent.v1.Session
-	33, // 23: fabro.agent.v1.ResumeSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	35, // 24: fabro.agent.v1.ResumeSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
-	38, // 25: fabro.agent.v1.ResumeSessionResponse.session:type_name -> fabro.agent.v1.Session
-	39, // 26: fabro.agent.v1.StreamEventsResponse.event:type_name -> fabro.agent.v1.AgentEvent
-	1,  // 27: fabro.agent.v1.AgentService.CreateSession:input_type -> fabro.agent.v1.CreateSessionRequest
-	3,  // 28: fabro.agent.v1.AgentService.Prompt:input_type -> fabro.agent.v1.PromptRequest
-	5,  // 29: fabro.agent.v1.AgentService.StartPrompt:input_type -> fabro.agent.v1.StartPromptRequest
-	7,  // 30: fabro.agent.v1.AgentService.Steer:input_type -> fabro.agent.v1.SteerRequest
-	9,  // 31: fabro.agent.v1.AgentService.FollowUp:input_type -> fabro.agent.v1.FollowUpRequest
-	11, // 32: fabro.agent.v1.AgentService.Interrupt:input_type -> fabro.agent.v1.InterruptRequest
-	13, // 33: fabro.agent.v1.AgentService.Abort:input_type -> fabro.agent.v1.AbortRequest
-	15, // 34: fabro.agent.v1.AgentService.GetHistory:input_type -> fabro.agent.v1.GetHistoryRequest
-	17, // 35: fabro.agent.v1.AgentService.GetSnapshot:input_type -> fabro.agent.v1.GetSnapshotRequest
-	21, // 36: fabro.agent.v1.AgentService.GetSession:input_type -> fabro.agent.v1.GetSessionRequest
-	23, // 37: fabro.agent.v1.AgentService.ListSessions:input_type -> fabro.agent.v1.ListSessionsRequest
-	25, // 38: fabro.agent.v1.AgentService.CloseSession:input_type -> fabro.agent.v1.CloseSessionRequest
-	27, // 39: fabro.agent.v1.AgentService.DeleteSession:input_type -> fabro.agent.v1.DeleteSessionRequest
-	29, // 40: fabro.agent.v1.AgentService.ResumeSession:input_type -> fabro.agent.v1.ResumeSessionRequest
-	31, // 41: fabro.agent.v1.AgentService.StreamEvents:input_type -> fabro.agent.v1.StreamEventsRequest
-	47, // 42: fabro.agent.v1.AgentService.Approve:input_type -> fabro.agent.v1.ApproveRequest
-	48, // 43: fabro.agent.v1.AgentService.SubmitToolResult:input_type -> fabro.agent.v1.SubmitToolResultRequest
-	2,  // 44: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
-	4,  // 45: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
-	6,  // 46: fabro.agent.v1.AgentService.StartPrompt:output_type -> fabro.agent.v1.StartPromptResponse
-	8,  // 47: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
-	10, // 48: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
-	12, // 49: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
-	14, // 50: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
-	16, // 51: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
-	20, // 52: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
-	22, // 53: fabro.agent.v1.AgentService.GetSession:output_type -> fabro.agent.v1.GetSessionResponse
-	24, // 54: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
-	26, // 55: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
-	28, // 56: fabro.agent.v1.AgentService.DeleteSession:output_type -> fabro.agent.v1.DeleteSessionResponse
-	30, // 57: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
-	32, // 58: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
-	49, // 59: fabro.agent.v1.AgentService.Approve:output_type -> fabro.agent.v1.ApproveResponse
-	50, // 60: fabro.agent.v1.AgentService.SubmitToolResult:output_type -> fabro.agent.v1.SubmitToolResultResponse
-	44, // [44:61] is the sub-list for method output_type
-	27, // [27:44] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	40, // 19: fabro.agent.v1.GetSessionResponse.session:type_name -> fabro.agent.v1.Session
+	48, // 20: fabro.agent.v1.ListSessionsRequest.states:type_name -> fabro.agent.v1.SessionState
+	40, // 21: fabro.agent.v1.ListSessionsResponse.sessions:type_name -> fabro.agent.v1.Session
+	40, // 22: fabro.agent.v1.CloseSessionResponse.session:type_name -> fabro.agent.v1.Session
+	35, // 23: fabro.agent.v1.ResumeSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	37, // 24: fabro.agent.v1.ResumeSessionRequest.options:type_name -> fabro.agent.v1.AgentOptions
+	40, // 25: fabro.agent.v1.ResumeSessionResponse.session:type_name -> fabro.agent.v1.Session
+	41, // 26: fabro.agent.v1.StreamEventsResponse.event:type_name -> fabro.agent.v1.AgentEvent
+	49, // 27: fabro.agent.v1.IssueEventsCredentialRequest.ttl:type_name -> google.protobuf.Duration
+	50, // 28: fabro.agent.v1.IssueEventsCredentialResponse.expire_time:type_name -> google.protobuf.Timestamp
+	1,  // 29: fabro.agent.v1.AgentService.CreateSession:input_type -> fabro.agent.v1.CreateSessionRequest
+	3,  // 30: fabro.agent.v1.AgentService.Prompt:input_type -> fabro.agent.v1.PromptRequest
+	5,  // 31: fabro.agent.v1.AgentService.StartPrompt:input_type -> fabro.agent.v1.StartPromptRequest
+	7,  // 32: fabro.agent.v1.AgentService.Steer:input_type -> fabro.agent.v1.SteerRequest
+	9,  // 33: fabro.agent.v1.AgentService.FollowUp:input_type -> fabro.agent.v1.FollowUpRequest
+	11, // 34: fabro.agent.v1.AgentService.Interrupt:input_type -> fabro.agent.v1.InterruptRequest
+	13, // 35: fabro.agent.v1.AgentService.Abort:input_type -> fabro.agent.v1.AbortRequest
+	15, // 36: fabro.agent.v1.AgentService.GetHistory:input_type -> fabro.agent.v1.GetHistoryRequest
+	17, // 37: fabro.agent.v1.AgentService.GetSnapshot:input_type -> fabro.agent.v1.GetSnapshotRequest
+	21, // 38: fabro.agent.v1.AgentService.GetSession:input_type -> fabro.agent.v1.GetSessionRequest
+	23, // 39: fabro.agent.v1.AgentService.ListSessions:input_type -> fabro.agent.v1.ListSessionsRequest
+	25, // 40: fabro.agent.v1.AgentService.CloseSession:input_type -> fabro.agent.v1.CloseSessionRequest
+	27, // 41: fabro.agent.v1.AgentService.DeleteSession:input_type -> fabro.agent.v1.DeleteSessionRequest
+	29, // 42: fabro.agent.v1.AgentService.ResumeSession:input_type -> fabro.agent.v1.ResumeSessionRequest
+	31, // 43: fabro.agent.v1.AgentService.StreamEvents:input_type -> fabro.agent.v1.StreamEventsRequest
+	51, // 44: fabro.agent.v1.AgentService.Approve:input_type -> fabro.agent.v1.ApproveRequest
+	52, // 45: fabro.agent.v1.AgentService.SubmitToolResult:input_type -> fabro.agent.v1.SubmitToolResultRequest
+	33, // 46: fabro.agent.v1.AgentService.IssueEventsCredential:input_type -> fabro.agent.v1.IssueEventsCredentialRequest
+	2,  // 47: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
+	4,  // 48: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
+	6,  // 49: fabro.agent.v1.AgentService.StartPrompt:output_type -> fabro.agent.v1.StartPromptResponse
+	8,  // 50: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
+	10, // 51: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
+	12, // 52: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
+	14, // 53: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
+	16, // 54: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
+	20, // 55: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
+	22, // 56: fabro.agent.v1.AgentService.GetSession:output_type -> fabro.agent.v1.GetSessionResponse
+	24, // 57: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
+	26, // 58: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
+	28, // 59: fabro.agent.v1.AgentService.DeleteSession:output_type -> fabro.agent.v1.DeleteSessionResponse
+	30, // 60: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
+	32, // 61: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
+	53, // 62: fabro.agent.v1.AgentService.Approve:output_type -> fabro.agent.v1.ApproveResponse
+	54, // 63: fabro.agent.v1.AgentService.SubmitToolResult:output_type -> fabro.agent.v1.SubmitToolResultResponse
+	34, // 64: fabro.agent.v1.AgentService.IssueEventsCredential:output_type -> fabro.agent.v1.IssueEventsCredentialResponse
+	47, // [47:65] is the sub-list for method output_type
+	29, // [29:47] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_agent_proto_init() }
@@ -2456,7 +2653,7 @@ func file_fabro_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_agent_v1_agent_proto_rawDesc), len(file_fabro_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

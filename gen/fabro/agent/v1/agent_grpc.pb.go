@@ -19,23 +19,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_CreateSession_FullMethodName    = "/fabro.agent.v1.AgentService/CreateSession"
-	AgentService_Prompt_FullMethodName           = "/fabro.agent.v1.AgentService/Prompt"
-	AgentService_StartPrompt_FullMethodName      = "/fabro.agent.v1.AgentService/StartPrompt"
-	AgentService_Steer_FullMethodName            = "/fabro.agent.v1.AgentService/Steer"
-	AgentService_FollowUp_FullMethodName         = "/fabro.agent.v1.AgentService/FollowUp"
-	AgentService_Interrupt_FullMethodName        = "/fabro.agent.v1.AgentService/Interrupt"
-	AgentService_Abort_FullMethodName            = "/fabro.agent.v1.AgentService/Abort"
-	AgentService_GetHistory_FullMethodName       = "/fabro.agent.v1.AgentService/GetHistory"
-	AgentService_GetSnapshot_FullMethodName      = "/fabro.agent.v1.AgentService/GetSnapshot"
-	AgentService_GetSession_FullMethodName       = "/fabro.agent.v1.AgentService/GetSession"
-	AgentService_ListSessions_FullMethodName     = "/fabro.agent.v1.AgentService/ListSessions"
-	AgentService_CloseSession_FullMethodName     = "/fabro.agent.v1.AgentService/CloseSession"
-	AgentService_DeleteSession_FullMethodName    = "/fabro.agent.v1.AgentService/DeleteSession"
-	AgentService_ResumeSession_FullMethodName    = "/fabro.agent.v1.AgentService/ResumeSession"
-	AgentService_StreamEvents_FullMethodName     = "/fabro.agent.v1.AgentService/StreamEvents"
-	AgentService_Approve_FullMethodName          = "/fabro.agent.v1.AgentService/Approve"
-	AgentService_SubmitToolResult_FullMethodName = "/fabro.agent.v1.AgentService/SubmitToolResult"
+	AgentService_CreateSession_FullMethodName         = "/fabro.agent.v1.AgentService/CreateSession"
+	AgentService_Prompt_FullMethodName                = "/fabro.agent.v1.AgentService/Prompt"
+	AgentService_StartPrompt_FullMethodName           = "/fabro.agent.v1.AgentService/StartPrompt"
+	AgentService_Steer_FullMethodName                 = "/fabro.agent.v1.AgentService/Steer"
+	AgentService_FollowUp_FullMethodName              = "/fabro.agent.v1.AgentService/FollowUp"
+	AgentService_Interrupt_FullMethodName             = "/fabro.agent.v1.AgentService/Interrupt"
+	AgentService_Abort_FullMethodName                 = "/fabro.agent.v1.AgentService/Abort"
+	AgentService_GetHistory_FullMethodName            = "/fabro.agent.v1.AgentService/GetHistory"
+	AgentService_GetSnapshot_FullMethodName           = "/fabro.agent.v1.AgentService/GetSnapshot"
+	AgentService_GetSession_FullMethodName            = "/fabro.agent.v1.AgentService/GetSession"
+	AgentService_ListSessions_FullMethodName          = "/fabro.agent.v1.AgentService/ListSessions"
+	AgentService_CloseSession_FullMethodName          = "/fabro.agent.v1.AgentService/CloseSession"
+	AgentService_DeleteSession_FullMethodName         = "/fabro.agent.v1.AgentService/DeleteSession"
+	AgentService_ResumeSession_FullMethodName         = "/fabro.agent.v1.AgentService/ResumeSession"
+	AgentService_StreamEvents_FullMethodName          = "/fabro.agent.v1.AgentService/StreamEvents"
+	AgentService_Approve_FullMethodName               = "/fabro.agent.v1.AgentService/Approve"
+	AgentService_SubmitToolResult_FullMethodName      = "/fabro.agent.v1.AgentService/SubmitToolResult"
+	AgentService_IssueEventsCredential_FullMethodName = "/fabro.agent.v1.AgentService/IssueEventsCredential"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -219,6 +220,20 @@ type AgentServiceClient interface {
 	// does not wait for; FAILED_PRECONDITION when it was already answered or
 	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
 	SubmitToolResult(ctx context.Context, in *SubmitToolResultRequest, opts ...grpc.CallOption) (*SubmitToolResultResponse, error)
+	// IssueEventsCredential issues a credential of the embedded NATS server
+	// that reads the events of the named sessions and nothing else: live on
+	// their subjects (both encodings) and stored through JetStream consumers
+	// with the names it lists (at most that many consumers, each filtered to
+	// one of the sessions). Every session must be the caller's own (an
+	// admin's: any); another's, like an unknown one, is NOT_FOUND. The
+	// credential lapses at expire_time, and its connections are closed then.
+	// Over gRPC only: the response holds a secret. FAILED_PRECONDITION
+	// (NATS_NOT_EMBEDDED) when events go to an external NATS server, whose
+	// operator issues its credentials, or the embedded one does not listen;
+	// RESOURCE_EXHAUSTED (EVENTS_CREDENTIAL_LIMIT) when the caller holds the
+	// most unexpired credentials allowed; INVALID_ARGUMENT for no session,
+	// too many, or a ttl out of range.
+	IssueEventsCredential(ctx context.Context, in *IssueEventsCredentialRequest, opts ...grpc.CallOption) (*IssueEventsCredentialResponse, error)
 }
 
 type agentServiceClient struct {
@@ -417,6 +432,16 @@ func (c *agentServiceClient) SubmitToolResult(ctx context.Context, in *SubmitToo
 	return out, nil
 }
 
+func (c *agentServiceClient) IssueEventsCredential(ctx context.Context, in *IssueEventsCredentialRequest, opts ...grpc.CallOption) (*IssueEventsCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueEventsCredentialResponse)
+	err := c.cc.Invoke(ctx, AgentService_IssueEventsCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -598,6 +623,20 @@ type AgentServiceServer interface {
 	// does not wait for; FAILED_PRECONDITION when it was already answered or
 	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
 	SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error)
+	// IssueEventsCredential issues a credential of the embedded NATS server
+	// that reads the events of the named sessions and nothing else: live on
+	// their subjects (both encodings) and stored through JetStream consumers
+	// with the names it lists (at most that many consumers, each filtered to
+	// one of the sessions). Every session must be the caller's own (an
+	// admin's: any); another's, like an unknown one, is NOT_FOUND. The
+	// credential lapses at expire_time, and its connections are closed then.
+	// Over gRPC only: the response holds a secret. FAILED_PRECONDITION
+	// (NATS_NOT_EMBEDDED) when events go to an external NATS server, whose
+	// operator issues its credentials, or the embedded one does not listen;
+	// RESOURCE_EXHAUSTED (EVENTS_CREDENTIAL_LIMIT) when the caller holds the
+	// most unexpired credentials allowed; INVALID_ARGUMENT for no session,
+	// too many, or a ttl out of range.
+	IssueEventsCredential(context.Context, *IssueEventsCredentialRequest) (*IssueEventsCredentialResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -658,6 +697,9 @@ func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest)
 }
 func (UnimplementedAgentServiceServer) SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitToolResult not implemented")
+}
+func (UnimplementedAgentServiceServer) IssueEventsCredential(context.Context, *IssueEventsCredentialRequest) (*IssueEventsCredentialResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueEventsCredential not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -972,6 +1014,24 @@ func _AgentService_SubmitToolResult_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_IssueEventsCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueEventsCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).IssueEventsCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_IssueEventsCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).IssueEventsCredential(ctx, req.(*IssueEventsCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1038,6 +1098,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SubmitToolResult",
 			Handler:    _AgentService_SubmitToolResult_Handler,
+		},
+		{
+			MethodName: "IssueEventsCredential",
+			Handler:    _AgentService_IssueEventsCredential_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

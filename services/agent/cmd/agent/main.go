@@ -18,7 +18,8 @@ func main() {
 			cfg.RegisterFlags(fs)
 			fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the embedded NATS store and session records (required)")
 		},
-		func(ctx context.Context, logger *slog.Logger, _ server.Config) ([]server.Service, func(), error) {
+		func(ctx context.Context, logger *slog.Logger, srv server.Config) ([]server.Service, func(), error) {
+			cfg.NATS.Insecure = srv.Insecure // the embedded NATS listener follows the gRPC and REST ones' rule
 			svc, err := agent.New(ctx, cfg, logger)
 			if err != nil {
 				return nil, nil, err

@@ -1,8 +1,11 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,13 +15,14 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// Who may connect to the embedded server: nkey users only, so the server
-// holds public keys and no secret. The agent's key is made at every start and
-// never leaves the process; the subscriber's seed is kept in a file (0600)
-// that the operator hands to the processes allowed to read events.
+// Who may connect to the embedded server (credentials.go checks every
+// connection): the agent's nkey, made at every start, which never leaves
+// the process; the admin subscriber's nkey, whose seed is kept in a file
+// (0600) that the operator hands to the processes allowed to read every
+// session's events; and the per-session users IssueCredential makes.
 
-// subscriberPermissions let a client read the events, live (either
-// encoding) or through
+// subscriberPermissions let the admin subscriber read every session's
+// events, live (either encoding) or through
 // JetStream consumers of the events stream, and nothing more: it cannot
 // publish an event, purge or delete messages, delete consumers, or change
 // or remove the stream.
@@ -87,24 +91,28 @@ func ensureSeed(file string) (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
-// embeddedAuth configures the embedded server's users and returns the
-// connect option of the agent's own key.
-func embeddedAuth(sopts *server.Options, subscriberFile string) (nats.Option, error) {
+// embeddedAuth makes the embedded server's only authenticator and
+// returns the connect option of the agent's own key, made at every start.
+func embeddedAuth(sopts *server.Options, subscriberFile string) (nats.Option, *authenticator, error) {
 	agent, err := nkeys.CreateUser()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	agentPub, _ := agent.PublicKey()
-	sopts.Nkeys = []*server.NkeyUser{{Nkey: agentPub}} // the agent owns the stream: no limit
+	a := newAuthenticator()
+	a.nkeys[agentPub] = nil // the agent owns the stream: no limit
 	if subscriberFile != "" {
 		sub, err := ensureSeed(subscriberFile)
 		if err != nil {
-			return nil, fmt.Errorf("bus: subscriber credential: %w", err)
+			return nil, nil, fmt.Errorf("bus: subscriber credential: %w", err)
 		}
 		subPub, _ := sub.PublicKey()
-		sopts.Nkeys = append(sopts.Nkeys, &server.NkeyUser{Nkey: subPub, Permissions: subscriberPermissions()})
+		a.nkeys[subPub] = subscriberPermissions()
 	}
-	return nats.Nkey(agentPub, agent.Sign), nil
+	// The server hands every connection to a, and still sends the nonce the
+	// nkeys sign (it would send none without nkeys of its own).
+	sopts.CustomClientAuthentication, sopts.AlwaysEnableNonce = a, true
+	return nats.Nkey(agentPub, agent.Sign), a, nil
 }
 
 // embeddedTLS makes the embedded listener serve TLS, and verify client
@@ -125,6 +133,34 @@ func embeddedTLS(sopts *server.Options, cfg Config) error {
 	}
 	sopts.TLSConfig, sopts.TLS, sopts.TLSVerify, sopts.TLSTimeout = tc, true, cfg.ListenTLSClientCAFile != "", 2
 	return nil
+}
+
+// checkExposure refuses an embedded listener on host, when host is not
+// loopback, without TLS, unless cfg.Insecure; then it warns. The same rule
+// as the gRPC and REST listeners' (platform/server). The credentials are
+// a signed nonce or a password, and the events are in the clear: on a
+// network, without TLS, anyone on the path reads them and can replay the
+// password.
+func checkExposure(ctx context.Context, logger *slog.Logger, cfg Config, host string) error {
+	if cfg.Listen == "" || cfg.ListenTLSCertFile != "" || isLoopbackHost(host) {
+		return nil
+	}
+	if !cfg.Insecure {
+		return fmt.Errorf("bus: refusing to listen for NATS on %s, which is not loopback, without TLS: give -nats-listen-tls-cert-file and -nats-listen-tls-key-file, or pass -insecure", cfg.Listen)
+	}
+	logger.WarnContext(ctx, "INSECURE: NATS listening on a non-loopback address without TLS (-insecure)", "addr", cfg.Listen)
+	return nil
+}
+
+// isLoopbackHost reports whether a listener on host is reachable only from
+// this machine: a loopback IP or "localhost". An empty host, which the
+// server takes for every interface, is not.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // externalOptions are the connect options for an operator's NATS server:

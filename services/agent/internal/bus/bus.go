@@ -91,6 +91,9 @@ type Config struct {
 	// serve TLS; with ListenTLSClientCAFile it also requires client
 	// certificates signed by that CA.
 	ListenTLSCertFile, ListenTLSKeyFile, ListenTLSClientCAFile string
+	// Insecure lets the embedded server listen on an address that is not
+	// loopback without TLS (with a warning); without it Open refuses.
+	Insecure bool
 
 	// Credentials for an external server: a JWT creds file, an nkey seed
 	// file, or a user and password (at most one of them).
@@ -121,6 +124,7 @@ type Bus struct {
 	logger  *slog.Logger
 	inproc  *inProcess // the embedded server the connection dials, swappable by tests
 	sopts   *server.Options
+	auth    *authenticator // the embedded server's; nil with an external one
 }
 
 // Open starts the embedded server or connects to the external one, and
@@ -163,12 +167,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 			}
 			sopts.Host, sopts.Port = host, p
 		}
-		self, err := embeddedAuth(sopts, cfg.SubscriberKeyFile)
+		self, auth, err := embeddedAuth(sopts, cfg.SubscriberKeyFile)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, self)
+		opts, b.auth = append(opts, self), auth
 		if err := embeddedTLS(sopts, cfg); err != nil {
+			return nil, err
+		}
+		if err := checkExposure(ctx, logger, cfg, sopts.Host); err != nil {
 			return nil, err
 		}
 		ns, err := server.NewServer(sopts)

@@ -13,7 +13,7 @@ import (
 // Entry is one audited operation.
 type Entry struct {
 	Time    time.Time `json:"time"`
-	Op      string    `json:"op"`              // put, get, list, delete, resolve, rotate
+	Op      string    `json:"op"`              // put, get, list, delete, resolve, rotate, accept-rollback
 	Caller  string    `json:"caller"`          // a service identity, or "admin"
 	Names   []string  `json:"names,omitempty"` // the secrets concerned
 	Version int64     `json:"version,omitempty"`

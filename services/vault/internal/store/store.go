@@ -107,6 +107,13 @@ type Options struct {
 	MaxVersions   int              // versions kept per secret, default 10
 	MaxValueBytes int              // largest value Put accepts, default DefaultMaxValueBytes
 	Now           func() time.Time // clock, default time.Now
+	// CounterFile keeps the rollback counter (rollback.go): the generation
+	// of the newest store written. Empty: no rollback detection.
+	CounterFile string
+	// AcceptRollback opens a store older than its counter anyway; the
+	// next write continues above the counter ([Store.Rollback] says what
+	// was accepted).
+	AcceptRollback bool
 }
 
 // Damage is one damaged record found at open, or kept from an earlier one.
@@ -122,13 +129,16 @@ type Store struct {
 	maxVersions int
 	maxValue    int
 	now         func() time.Time
-	header      string // what was wrong with the header at open, if anything
+	header      string         // what was wrong with the header at open, if anything
+	counter     string         // the rollback counter's file; "" for none
+	rollback    *RollbackError // what AcceptRollback accepted at open
 
-	mu      sync.RWMutex
-	kek     *envelope.KEK
-	secrets map[string]*record
-	corrupt map[string]damaged // name -> the damaged record, kept verbatim
-	strays  []string           // lines without a readable name, kept verbatim
+	mu         sync.RWMutex
+	generation uint64 // of the file as last written or read
+	kek        *envelope.KEK
+	secrets    map[string]*record
+	corrupt    map[string]damaged // name -> the damaged record, kept verbatim
+	strays     []string           // lines without a readable name, kept verbatim
 }
 
 // damaged is a record that cannot be served: its line as read ("" when the
@@ -185,6 +195,9 @@ type index struct {
 	Records map[string]string `json:"records"` // name -> digest of its line
 	Damaged map[string]string `json:"damaged,omitempty"`
 	Strays  int               `json:"strays,omitempty"`
+	// Generation counts the writes of the store; the rollback counter
+	// holds the newest one written.
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 func digest(line string) string {
@@ -204,15 +217,23 @@ func Open(path string, kek, previous *envelope.KEK, opts Options) (*Store, error
 		maxValue:    cmp.Or(opts.MaxValueBytes, DefaultMaxValueBytes),
 		now:         opts.Now,
 		kek:         kek,
+		counter:     opts.CounterFile,
 		secrets:     map[string]*record{},
 		corrupt:     map[string]damaged{},
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	counter, err := readCounter(s.counter)
+	if err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		if err := s.checkGeneration(0, true, counter, opts.AcceptRollback); err != nil {
+			return nil, err
+		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("create store directory: %w", err)
 		}
@@ -220,9 +241,26 @@ func Open(path string, kek, previous *envelope.KEK, opts Options) (*Store, error
 	case err != nil:
 		return nil, fmt.Errorf("read store: %w", err)
 	}
-	sealedUnder, err := s.load(data, kek, previous)
+	sealedUnder, idx, err := s.load(data, kek, previous)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.checkGeneration(idx.GetGeneration(), idx != nil, counter, opts.AcceptRollback); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.rollback != nil, s.counter != "" && !counter.present:
+		// Written at once, above the counter: an accepted rollback holds
+		// at the next start, and the counter never goes down; a store
+		// without a counter yet (older vaults) gets its first.
+		if err := s.persist(); err != nil {
+			return nil, err
+		}
+	case counter.present && s.generation > counter.value:
+		// A crash came between a write and its counter update.
+		if err := writeCounter(s.counter, s.generation); err != nil {
+			return nil, err
+		}
 	}
 	if previous != nil && sealedUnder == previous.ID() {
 		s.kek = previous
@@ -233,10 +271,11 @@ func Open(path string, kek, previous *envelope.KEK, opts Options) (*Store, error
 	return s, nil
 }
 
-// load decodes the file and returns the id of the key that sealed it. With
-// a readable header (v2), every line is checked against the sealed index;
-// with a v1 header or a damaged one, every version is checked by opening it.
-func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, error) {
+// load decodes the file and returns the id of the key that sealed it and
+// its sealed index. With a readable header (v2), every line is checked
+// against the sealed index; with a v1 header or a damaged one (no index),
+// every version is checked by opening it.
+func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, *index, error) {
 	lines := strings.Split(string(data), "\n")
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1] // the file's final newline
@@ -254,7 +293,7 @@ func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, error) {
 	case previous != nil && kekID == previous.ID():
 		key = previous
 	default:
-		return "", &WrongKEKError{StoreKEKID: kekID, ConfiguredKEKID: kek.ID()}
+		return "", nil, &WrongKEKError{StoreKEKID: kekID, ConfiguredKEKID: kek.ID()}
 	}
 	var idx *index
 	if key != nil {
@@ -271,7 +310,7 @@ func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, error) {
 		case v2:
 			idx = &index{}
 			if err := json.Unmarshal([]byte(rest), idx); err != nil {
-				return "", fmt.Errorf("store %s: the sealed index does not decode: %w", s.path, err)
+				return "", nil, fmt.Errorf("store %s: the sealed index does not decode: %w", s.path, err)
 			}
 		}
 	}
@@ -329,17 +368,17 @@ func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, error) {
 				s.corrupt[name] = damaged{reason: reason}
 			}
 		}
-		return kekID, nil
+		return kekID, idx, nil
 	}
 	if key == nil {
 		// Without a trustworthy header the key is known only by what it
 		// opens: a key that opens none of several records is the wrong one.
 		if len(s.secrets) == 0 && len(s.corrupt) > 0 {
-			return "", fmt.Errorf("store %s: %s, and no record opens with key %s: is it the right key?", s.path, s.header, kek.ID())
+			return "", nil, fmt.Errorf("store %s: %s, and no record opens with key %s: is it the right key?", s.path, s.header, kek.ID())
 		}
-		return kek.ID(), nil
+		return kek.ID(), nil, nil
 	}
-	return kekID, nil
+	return kekID, nil, nil
 }
 
 // verify opens every version of r with the key that sealed it, for stores
@@ -423,6 +462,7 @@ func (s *Store) persist() error {
 		idx.Damaged[name] = d.reason
 	}
 	idx.Count = len(idx.Records) + len(idx.Damaged)
+	idx.Generation = s.generation + 1
 	sealedIndex, err := json.Marshal(idx)
 	if err != nil {
 		return fmt.Errorf("encode store index: %w", err)
@@ -442,7 +482,14 @@ func (s *Store) persist() error {
 		buf.WriteString(line)
 		buf.WriteByte('\n')
 	}
-	return writeFileAtomic(s.path, buf.Bytes())
+	if err := writeFileAtomic(s.path, buf.Bytes()); err != nil {
+		return err
+	}
+	// The store first, then the counter: a crash between the two leaves a
+	// store newer than its counter, which opens; the other order would
+	// leave one older, which would be refused.
+	s.generation = idx.Generation
+	return writeCounter(s.counter, s.generation)
 }
 
 func writeFileAtomic(path string, data []byte) error {

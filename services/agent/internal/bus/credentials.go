@@ -1,0 +1,241 @@
+package bus
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// Bounds of the per-session credentials (IssueCredential).
+const (
+	// MaxCredentialSessions is how many sessions one credential may read.
+	MaxCredentialSessions = 32
+	// CredentialConsumers is how many JetStream consumers one credential
+	// may have at once: it may name only that many.
+	CredentialConsumers = 4
+	// MaxCredentialsPerPrincipal bounds a principal's unexpired
+	// credentials, and so its consumers.
+	MaxCredentialsPerPrincipal = 8
+)
+
+// Errors of IssueCredential.
+var (
+	// ErrNotEmbedded: the events are on an external server, or the
+	// embedded one accepts in-process connections only.
+	ErrNotEmbedded = errors.New("bus: no embedded NATS listener to issue a credential of")
+	// ErrCredentialLimit: the principal holds MaxCredentialsPerPrincipal
+	// unexpired credentials.
+	ErrCredentialLimit = errors.New("bus: too many unexpired events credentials")
+)
+
+// Credential is a user of the embedded server that reads the events of
+// some sessions only.
+type Credential struct {
+	User, Password string
+	// InboxPrefix is the only inbox the user may subscribe under: another
+	// user's replies never reach it, nor its replies another user.
+	InboxPrefix string
+	// Subjects are the subjects it may subscribe to.
+	Subjects []string
+	// Consumers are the names its consumers of the events stream must have.
+	Consumers []string
+	Expires   time.Time
+}
+
+// grant is an issued credential as the authenticator keeps it.
+type grant struct {
+	principal string
+	hash      [sha256.Size]byte // of the password
+	perms     *server.Permissions
+	expires   time.Time
+}
+
+// authenticator decides every client connection of the embedded server.
+// nkeys is fixed before the server starts; grants change under mu.
+type authenticator struct {
+	nkeys map[string]*server.Permissions // public key: permissions (nil: all)
+	now   func() time.Time
+
+	mu     sync.Mutex
+	grants map[string]*grant // by user name
+}
+
+func newAuthenticator() *authenticator {
+	return &authenticator{nkeys: map[string]*server.Permissions{}, grants: map[string]*grant{}, now: time.Now}
+}
+
+var _ server.Authentication = (*authenticator)(nil)
+
+// Check implements server.Authentication: an nkey it knows that signed
+// the connection's nonce, or an unexpired user with its password. Routes,
+// leaf nodes and anything else are refused.
+func (a *authenticator) Check(c server.ClientAuthentication) bool {
+	if c.Kind() != server.CLIENT {
+		return false
+	}
+	o := c.GetOpts()
+	switch {
+	case o.Nkey != "" && o.Username == "" && o.Password == "" && o.Token == "" && o.JWT == "":
+		perms, ok := a.nkeys[o.Nkey]
+		if !ok || !signedNonce(o.Nkey, o.Sig, c.GetNonce()) {
+			return false
+		}
+		c.RegisterUser(&server.User{Username: o.Nkey, Permissions: perms})
+		return true
+	case o.Username != "" && o.Nkey == "" && o.Token == "" && o.JWT == "":
+		g := a.lookup(o.Username, o.Password)
+		if g == nil {
+			return false
+		}
+		// The server closes the connection when the credential lapses.
+		c.RegisterUser(&server.User{Username: o.Username, Permissions: g.perms, ConnectionDeadline: g.expires})
+		return true
+	}
+	return false
+}
+
+// signedNonce reports whether sig (base64) is pub's signature of nonce.
+func signedNonce(pub, sig string, nonce []byte) bool {
+	if len(nonce) == 0 {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		if raw, err = base64.StdEncoding.DecodeString(sig); err != nil {
+			return false
+		}
+	}
+	kp, err := nkeys.FromPublicKey(pub)
+	return err == nil && kp.Verify(nonce, raw) == nil
+}
+
+// lookup is the unexpired grant of user whose password is password.
+func (a *authenticator) lookup(user, password string) *grant {
+	sum := sha256.Sum256([]byte(password))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.grants[user]
+	if g == nil || !a.now().Before(g.expires) || subtle.ConstantTimeCompare(sum[:], g.hash[:]) != 1 {
+		return nil
+	}
+	return g
+}
+
+// issue makes a credential of principal that reads sessionIDs until ttl
+// from now.
+func (a *authenticator) issue(principal string, sessionIDs []string, ttl time.Duration) (Credential, error) {
+	if len(sessionIDs) == 0 || len(sessionIDs) > MaxCredentialSessions {
+		return Credential{}, fmt.Errorf("bus: a credential reads 1 to %d sessions, not %d", MaxCredentialSessions, len(sessionIDs))
+	}
+	for _, id := range sessionIDs {
+		if !validToken(id) {
+			return Credential{}, fmt.Errorf("bus: session id %q is not a subject token", id)
+		}
+	}
+	if ttl <= 0 {
+		return Credential{}, errors.New("bus: a credential needs a positive lifetime")
+	}
+	var rnd [8 + 32]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return Credential{}, err
+	}
+	now := a.now()
+	cred := Credential{
+		User:     "ev" + hex.EncodeToString(rnd[:8]),
+		Password: base64.RawURLEncoding.EncodeToString(rnd[8:]),
+		Expires:  now.Add(ttl),
+	}
+	cred.InboxPrefix = "_INBOX_" + cred.User
+	for i := range CredentialConsumers {
+		cred.Consumers = append(cred.Consumers, cred.User+"-"+strconv.Itoa(i+1))
+	}
+	for _, id := range sessionIDs {
+		cred.Subjects = append(cred.Subjects, SessionFilter(id), jsonSessionFilter(id))
+	}
+	g := &grant{principal: principal, hash: sha256.Sum256([]byte(cred.Password)), perms: sessionPermissions(cred, sessionIDs), expires: cred.Expires}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held := 0
+	for user, o := range a.grants {
+		switch {
+		case !now.Before(o.expires):
+			delete(a.grants, user) // its connections were closed at expiry
+		case o.principal == principal:
+			held++
+		}
+	}
+	if held >= MaxCredentialsPerPrincipal {
+		return Credential{}, ErrCredentialLimit
+	}
+	a.grants[cred.User] = g
+	return cred, nil
+}
+
+// jsonSessionFilter matches every JSON event message of one session.
+func jsonSessionFilter(sessionID string) string {
+	return JSONSubjectPrefix + sessionID + ".events.>"
+}
+
+// validToken reports whether s can be one token of a subject.
+func validToken(s string) bool {
+	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n\x00")
+}
+
+// sessionPermissions let cred's user read sessionIDs' events and nothing
+// else:
+//   - subscribe: those sessions' subjects (both encodings) and its own
+//     inbox. A wider subscription, another session's subject or inbox, is
+//     a permissions violation.
+//   - JetStream: create consumers only with its own names and only
+//     filtered to one of those sessions, the filter in the API subject,
+//     which the server checks against the consumer's configuration. It
+//     pulls from, reads, acks and deletes its own consumers only. It
+//     cannot read the stream's messages by sequence (STREAM.MSG.GET,
+//     DIRECT.GET), its information (per-subject counts would list every
+//     session), or the list of consumers.
+func sessionPermissions(cred Credential, sessionIDs []string) *server.Permissions {
+	api := "$JS.API."
+	var pub []string
+	for _, name := range cred.Consumers {
+		for _, id := range sessionIDs {
+			pub = append(pub, api+"CONSUMER.CREATE."+StreamName+"."+name+"."+SessionFilter(id))
+		}
+		pub = append(pub,
+			api+"CONSUMER.INFO."+StreamName+"."+name,
+			api+"CONSUMER.MSG.NEXT."+StreamName+"."+name,
+			api+"CONSUMER.DELETE."+StreamName+"."+name,
+			"$JS.ACK."+StreamName+"."+name+".>",
+			"$JS.ACK.*.*."+StreamName+"."+name+".>",
+			"$JS.FC."+StreamName+"."+name+".>",
+		)
+	}
+	sub := append([]string{cred.InboxPrefix + ".>"}, cred.Subjects...)
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: []string{AllSubjects, AllJSONSubjects}},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}
+}
+
+// IssueCredential makes a user of the embedded server that reads the
+// events of sessionIDs (at most MaxCredentialSessions) until ttl from now,
+// for principal, who holds at most MaxCredentialsPerPrincipal at once.
+// Whether principal may read those sessions is the caller's check.
+// ErrNotEmbedded with an external server or no listener.
+func (b *Bus) IssueCredential(principal string, sessionIDs []string, ttl time.Duration) (Credential, error) {
+	if b.auth == nil || b.sopts == nil || b.sopts.DontListen {
+		return Credential{}, ErrNotEmbedded
+	}
+	return b.auth.issue(principal, sessionIDs, ttl)
+}
