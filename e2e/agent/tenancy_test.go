@@ -109,6 +109,10 @@ var sessionCalls = map[string]func(ctx context.Context, c agentv1.AgentServiceCl
 		_, err := c.Abort(ctx, &agentv1.AbortRequest{SessionId: id})
 		return err
 	},
+	"IssueEventsCredential": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.IssueEventsCredential(ctx, &agentv1.IssueEventsCredentialRequest{SessionIds: []string{id}})
+		return err
+	},
 	"GetHistory": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
 		_, err := c.GetHistory(ctx, &agentv1.GetHistoryRequest{SessionId: id})
 		return err
