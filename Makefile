@@ -291,6 +291,10 @@ deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	@command -v bwrap >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }
+	@# slirp4netns: the bwrap plugin's network for commands allowed it (a netns of their own, no host loopback).
+	@command -v slirp4netns >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq slirp4netns; }
 	@# python3-grpcio and python3-protobuf (for Debian's /usr/bin/python3): the agent's client-tool test drives it from Python.
 	@/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
