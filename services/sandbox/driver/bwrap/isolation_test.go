@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -238,4 +240,97 @@ func TestConcurrentExecs(t *testing.T) {
 	if err := sb.(driver.Checker).Check(t.Context()); errors.Is(err, driver.ErrGone) {
 		t.Errorf("the plugin was restarted during the storm: %v", err)
 	}
+}
+
+// TestPluginKilled: a plugin killed with SIGKILL mid-command takes every
+// process it started with it, and leaves no zombie under the service
+// (this test process, a child subreaper as the service is).
+func TestPluginKilled(t *testing.T) {
+	bin := pluginBinary(t)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := plugin.FileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := plugin.New(plugin.Config{Name: "bwrap", Path: bin, SHA256: sum, Logger: slog.New(slog.DiscardHandler), HealthInterval: -1})
+	t.Cleanup(pd.Close)
+	sb := drivertest.NewSandbox(t, pd, driver.Spec{Limits: driver.Limits{Network: driver.NetworkAllow}})
+	pid := pluginPID(t, bin)
+	for range 3 {
+		go sb.Exec(t.Context(), driver.ExecSpec{Command: "sleep 60", Timeout: time.Minute, RetainLimit: 1 << 10}, nil)
+	}
+	// The plant: the plugin's bwraps (and slirp4netns) are running.
+	if !waitFor(func() bool { return len(session(pid)) >= 6 }) {
+		t.Fatalf("3 bwraps and their slirp4netns do not run in the plugin's session: %q", session(pid))
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(func() bool { return len(session(pid)) == 0 }) {
+		t.Errorf("the killed plugin left survivors or zombies (pid state): %q", session(pid))
+	}
+}
+
+// waitFor polls cond for up to 20 s.
+func waitFor(cond func() bool) bool {
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// pluginPID is the pid of this process's child running bin.
+func pluginPID(t *testing.T, bin string) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == bin && ppid(pid) == os.Getpid() {
+			return pid
+		}
+	}
+	t.Fatal("the plugin process is not a child of the test")
+	return 0
+}
+
+func ppid(pid int) int {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// statFields are /proc/pid/stat's fields after the command name.
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+}
+
+// session lists the processes, zombies included, of session sid but its
+// leader, as "pid state command".
+func session(sid int) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == sid {
+			continue
+		}
+		if f := statFields(pid); len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			out = append(out, fmt.Sprint(pid, " ", f[0]))
+		}
+	}
+	return out
 }
