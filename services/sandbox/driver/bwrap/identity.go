@@ -172,24 +172,22 @@ func (i ident) as(fn func() error) error {
 		return fn()
 	}
 	runtime.LockOSThread()
+	defer func() {
+		setfs(unix.SYS_SETFSUID, 0)
+		setfs(unix.SYS_SETFSGID, 0)
+		if fsIDs() == [2]int{} && setThreadGroups(hostGroups) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
 	if err := setThreadGroups(nil); err != nil {
-		runtime.UnlockOSThread()
 		return fmt.Errorf("drop groups: %w", err)
 	}
 	setfs(unix.SYS_SETFSGID, int(i.cred.Gid))
 	setfs(unix.SYS_SETFSUID, int(i.cred.Uid))
-	var err error
-	if fsIDs() == [2]int{int(i.cred.Uid), int(i.cred.Gid)} {
-		err = fn()
-	} else {
-		err = fmt.Errorf("%w: could not take the sandbox's uid %d for a file operation", driver.ErrUnavailable, i.cred.Uid)
+	if fsIDs() != [2]int{int(i.cred.Uid), int(i.cred.Gid)} {
+		return fmt.Errorf("%w: could not take the sandbox's uid %d for a file operation", driver.ErrUnavailable, i.cred.Uid)
 	}
-	setfs(unix.SYS_SETFSUID, 0)
-	setfs(unix.SYS_SETFSGID, 0)
-	if fsIDs() == [2]int{} && setThreadGroups(hostGroups) == nil {
-		runtime.UnlockOSThread()
-	}
-	return err
+	return fn()
 }
 
 // setThreadGroups sets this thread's supplementary groups only: the raw
