@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,15 +145,33 @@ func TestGrepRace(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(secretDir, "admin.token")); err != nil || !strings.Contains(string(b), marker) {
 		t.Fatalf("the plant failed: %v", err)
 	}
-	if _, err := sb.WriteFile(t.Context(), "d/inside.txt", []byte(marker+" inside\n")); err != nil {
-		t.Fatal(err)
+	if res := run(t, sb, "command -v python3"); failed(res) {
+		t.Fatal("no python3 in the sandbox for the swapper (make deps installs it)")
+	}
+	const dirs = 16
+	for i := range dirs {
+		if _, err := sb.WriteFile(t.Context(), fmt.Sprintf("d%d/inside.txt", i), []byte(marker+" inside\n")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	swapped := make(chan struct{})
 	go func() {
 		defer close(swapped)
-		sb.Exec(ctx, driver.ExecSpec{Timeout: time.Minute, RetainLimit: 1 << 10, Command: fmt.Sprintf(
-			`while :; do mv d d.real && ln -s %s d; rm d && mv d.real d; done`, secretDir)}, nil)
+		// Each directory in turn becomes a link to the secret and back,
+		// by rename: a search that checked it was a directory and then
+		// opens it by name follows the link.
+		sb.Exec(ctx, driver.ExecSpec{Timeout: time.Minute, RetainLimit: 1 << 10, Command: fmt.Sprintf(`python3 -c '
+import os
+n, secret = %d, %q
+for i in range(n):
+    os.symlink(secret, "l%%d" %% i)
+while True:
+    for i in range(n):
+        os.rename("d%%d" %% i, "r%%d" %% i); os.rename("l%%d" %% i, "d%%d" %% i)
+    for i in range(n):
+        os.rename("d%%d" %% i, "l%%d" %% i); os.rename("r%%d" %% i, "d%%d" %% i)
+'`, dirs, secretDir)}, nil)
 	}()
 	defer func() { cancel(); <-swapped }()
 	var inside, outside int
@@ -168,6 +187,9 @@ func TestGrepRace(t *testing.T) {
 				inside++
 			}
 		}
+	}
+	if ents, err := sb.ListDir(t.Context(), ".", 1); err != nil || !slices.ContainsFunc(ents, func(fi driver.FileInfo) bool { return strings.HasPrefix(fi.Path, "l") }) {
+		t.Fatalf("the swapper is not running (%v): the race proved nothing", err)
 	}
 	if outside > 0 {
 		t.Errorf("Grep read %d lines outside the sandbox in 200 calls", outside)
