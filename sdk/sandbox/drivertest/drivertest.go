@@ -604,7 +604,10 @@ func RunExec(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		var streamed int64
 		var mu sync.Mutex
 		out := &countOutput{n: &streamed, mu: &mu}
-		res, err := sb.Exec(t.Context(), driver.ExecSpec{Command: fmt.Sprintf("head -c %d /dev/zero; echo done >&2", n), Timeout: 60 * time.Second, RetainLimit: 4096}, out)
+		// A generous timeout: a driver that stops draining fails all the
+		// same, and a busy machine (or the race detector) moves 256 MiB
+		// slowly.
+		res, err := sb.Exec(t.Context(), driver.ExecSpec{Command: fmt.Sprintf("head -c %d /dev/zero; echo done >&2", n), Timeout: 5 * time.Minute, RetainLimit: 4096}, out)
 		if err != nil {
 			t.Fatal(err)
 		}

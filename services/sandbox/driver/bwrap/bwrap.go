@@ -108,6 +108,10 @@ type Driver struct {
 	cgroups   cgroups // probed once: the limits this host lets us enforce
 	rg, grep  string  // the search programs, "" when missing
 	execSlots chan struct{}
+	// searchSlots bound the searches running at once (a quarter of
+	// MaxExecs, at least 4), apart from commands, so that long commands
+	// never hold searches up.
+	searchSlots chan struct{}
 
 	probeOnce sync.Once
 	probeErr  error
@@ -146,7 +150,7 @@ func New(cfg Config) *Driver {
 	cfg.MaxExecs = cmp.Or(cfg.MaxExecs, DefaultMaxExecs)
 	d := &Driver{
 		cfg: cfg, cgroups: probeCgroups(), uids: map[uint32]bool{},
-		execSlots: make(chan struct{}, cfg.MaxExecs),
+		execSlots: make(chan struct{}, cfg.MaxExecs), searchSlots: make(chan struct{}, max(4, cfg.MaxExecs/4)),
 		// The local driver only makes and removes workspaces and serves
 		// their files; this driver decides who acts on them (identity.go),
 		// so it keeps the local driver's own user switch off.

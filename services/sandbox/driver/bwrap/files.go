@@ -164,6 +164,14 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
 	defer cancel()
+	// A search is a bwrap too: at most searchSlots run at once, the
+	// others wait (a search is short) rather than being refused.
+	select {
+	case s.d.searchSlots <- struct{}{}:
+		defer func() { <-s.d.searchSlots }()
+	case <-ctx.Done():
+		return driver.GrepResult{}, fmt.Errorf("grep waited for a free slot: %w", ctx.Err())
+	}
 	ws := s.info.RootDirectory
 	bargs := append(envArgs([]string{"LC_ALL=C", "PATH=" + commandPath}, nil), s.d.Args(ws, ws, false, prog)...)
 	cmd := exec.CommandContext(ctx, s.d.cfg.Bwrap, append(bargs, append(args, "--", grepTarget)...)...)
