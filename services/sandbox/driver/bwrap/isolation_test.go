@@ -188,7 +188,9 @@ while True:
 			}
 		}
 	}
-	if ents, err := sb.ListDir(t.Context(), ".", 1); err != nil || !slices.ContainsFunc(ents, func(fi driver.FileInfo) bool { return strings.HasPrefix(fi.Path, "l") || strings.HasPrefix(fi.Path, "r") }) {
+	if ents, err := sb.ListDir(t.Context(), ".", 1); err != nil || !slices.ContainsFunc(ents, func(fi driver.FileInfo) bool {
+		return strings.HasPrefix(fi.Path, "l") || strings.HasPrefix(fi.Path, "r")
+	}) {
 		t.Fatalf("the swapper is not running (%v): the race proved nothing", err)
 	}
 	if outside > 0 {
