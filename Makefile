@@ -323,7 +323,8 @@ $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION):
 	@mkdir -p $(@D) && touch $@
 
 # Debian packages the tests need: ripgrep for the sandbox's grep back end,
-# bubblewrap for the bwrap sandbox plugin, python3-grpcio and
+# bubblewrap for the bwrap sandbox plugin and slirp4netns for its network
+# (a namespace of its own, no host loopback), python3-grpcio and
 # python3-protobuf (for Debian's /usr/bin/python3: the agent's client-tool
 # test drives it from Python). scripts/apt-install waits for a dpkg lock
 # another apt holds (a fresh VM's unattended upgrades), saying so.
@@ -332,6 +333,7 @@ deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	@missing=; \
 	  command -v rg >/dev/null || missing="$$missing ripgrep"; \
 	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	  command -v slirp4netns >/dev/null || missing="$$missing slirp4netns"; \
 	  /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || missing="$$missing python3-grpcio python3-protobuf"; \
 	  [ -z "$$missing" ] || scripts/apt-install $$missing
 

@@ -247,6 +247,7 @@ func (d *Driver) Close() {
 		close(p.stop)
 		if p.client != nil {
 			p.client.Kill()
+			sweep(p.cmd.Process.Pid)
 		}
 	}
 }
@@ -359,6 +360,7 @@ func (d *Driver) start() (*process, *pluginv1.DescribeResponse, error) {
 	}
 	cmd := exec.Command(d.cfg.Path, d.cfg.Args...)
 	cmd.Env = append([]string(nil), d.cfg.Env...)
+	detach(cmd) // see sweep_linux.go
 	versioned := map[int]goplugin.PluginSet{}
 	for _, v := range ProtocolVersions {
 		versioned[v] = goplugin.PluginSet{pluginName: &grpcPlugin{}}
@@ -426,6 +428,7 @@ func (d *Driver) monitor(p *process) {
 			d.mu.Lock()
 			d.recordExitLocked(p)
 			d.mu.Unlock()
+			sweep(p.cmd.Process.Pid)
 			return
 		case <-tick:
 			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.HealthTimeout)

@@ -1,24 +1,30 @@
 // Package bwrap is the bubblewrap sandbox driver, served as a plugin by
-// cmd/fabro-sandbox-bwrap. Files and search are the local driver's (a
-// workspace confined with os.Root on the host); every command runs in
-// bwrap with new pid, ipc, uts and (unless the spec allows the network)
-// network namespaces, in a new session, dying with its parent, with no
-// capabilities. Its view of the filesystem is a minimal set of system
-// directories read-only (/usr and its links, /etc with the shadow files
-// masked), a private /proc (its sysctls read-only), /dev, /tmp and /run, and the workspace
-// read-write at its own path: the host's other directories (the service's
-// data directory, other workspaces, /root and /home) are not there at all.
+// cmd/fabro-sandbox-bwrap. Workspaces are the local driver's; every command
+// runs in bwrap with new user, pid, ipc, uts and network namespaces, in a
+// new session, dying with its parent, with no capabilities, as an
+// unprivileged host uid of its sandbox's own (identity.go), never root.
+// Its view of the filesystem is a minimal set of system directories
+// read-only (/usr and its links, /etc with the shadow files masked), a
+// private /proc (its sysctls read-only), /dev, a /tmp of a bounded size
+// and /run, and the workspace read-write at its own path: the host's other
+// directories (the service's data directory, other workspaces, /root and
+// /home) are not there at all. A command allowed the network gets a
+// user-mode stack that cannot reach the host's loopback (network.go). File
+// and search operations act as the sandbox's uid (files.go).
 //
 // What it enforces is what its capabilities state: isolation namespace, the
 // network limit, and the memory (swap included where the host accounts
 // it), process and CPU limits for which the host gives it a writable
 // cgroup v1 controller (probed at start): each command, bwrap and all,
 // runs in a cgroup of its own. A spec asking for a limit not enforced is
-// refused unless it allows best effort.
+// refused unless it allows best effort. At most Config.MaxExecs commands
+// run at once; one more is refused up front with RESOURCE_EXHAUSTED.
 package bwrap
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,12 +39,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
+
+// busyErr is the domain of the plugin's own refusals.
+const busyErr grpcerr.Domain = "sandbox.fabro.dev"
 
 // Name is the driver's name in a spec.
 const Name = "bwrap"
@@ -63,16 +76,49 @@ type Config struct {
 	// WorkspaceRoot is where managed workspaces are made; default the
 	// system's temporary directory.
 	WorkspaceRoot string
+	// UIDBase and UIDCount are the host uids given to sandboxes when the
+	// plugin runs as root; default [DefaultUIDBase], [DefaultUIDCount].
+	UIDBase, UIDCount uint32
+	// TmpBytes sizes each command's /tmp, a tmpfs; default
+	// [DefaultTmpBytes].
+	TmpBytes int64
+	// MaxExecs is how many commands run at once in this plugin; one more
+	// is refused up front with RESOURCE_EXHAUSTED. Default
+	// [DefaultMaxExecs].
+	MaxExecs int
+	// Slirp4netns gives commands allowed the network a network namespace
+	// of their own; default "slirp4netns" in the commands' PATH. Without it, network
+	// allow is refused.
+	Slirp4netns string
 }
+
+const (
+	// DefaultTmpBytes is the size of a command's /tmp.
+	DefaultTmpBytes = 256 << 20
+	// DefaultMaxExecs bounds the commands running at once: each is a
+	// bwrap, an init and bash, and on a small host a storm of them would
+	// starve the plugin's own gRPC server (and its health check) of CPU.
+	DefaultMaxExecs = 32
+)
 
 // Driver is the bwrap driver.
 type Driver struct {
-	cfg     Config
-	local   *local.Driver
-	cgroups cgroups // probed once: the limits this host lets us enforce
+	cfg       Config
+	local     *local.Driver
+	cgroups   cgroups // probed once: the limits this host lets us enforce
+	rg, grep  string  // the search programs, "" when missing
+	execSlots chan struct{}
+	// searchSlots bound the searches running at once (a quarter of
+	// MaxExecs, at least 4), apart from commands, so that long commands
+	// never hold searches up.
+	searchSlots chan struct{}
 
 	probeOnce sync.Once
 	probeErr  error
+	init      string // the init binary as sandboxes reach it (set by the probe)
+
+	mu   sync.Mutex
+	uids map[uint32]bool // the sandbox uids this process holds
 }
 
 var (
@@ -93,14 +139,37 @@ func New(cfg Config) *Driver {
 	if cfg.Init == "" {
 		cfg.Init, _ = os.Executable()
 	}
-	return &Driver{
-		cfg: cfg, cgroups: probeCgroups(),
-		// bwrap needs root to make its namespaces (Debian's is not setuid);
-		// the command inside has no capabilities and sees no data
-		// directory, so the local driver's switch to an unprivileged user
-		// is not what keeps it away from the service's secrets here.
+	if cfg.Slirp4netns == "" {
+		// The plugin's own PATH may be empty (the service passes none).
+		cfg.Slirp4netns, _ = lookPath("slirp4netns")
+	}
+	if cfg.UIDCount == 0 {
+		cfg.UIDBase, cfg.UIDCount = DefaultUIDBase, DefaultUIDCount
+	}
+	cfg.TmpBytes = cmp.Or(cfg.TmpBytes, DefaultTmpBytes)
+	cfg.MaxExecs = cmp.Or(cfg.MaxExecs, DefaultMaxExecs)
+	d := &Driver{
+		cfg: cfg, cgroups: probeCgroups(), uids: map[uint32]bool{},
+		execSlots: make(chan struct{}, cfg.MaxExecs), searchSlots: make(chan struct{}, max(4, cfg.MaxExecs/4)),
+		// The local driver only makes and removes workspaces and serves
+		// their files; this driver decides who acts on them (identity.go),
+		// so it keeps the local driver's own user switch off.
 		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root"}),
 	}
+	d.rg, _ = lookPath("rg")
+	d.grep, _ = lookPath("grep")
+	return d
+}
+
+// lookPath finds a program in the commands' PATH, which bwrap mounts.
+func lookPath(name string) (string, error) {
+	for dir := range strings.SplitSeq(commandPath, ":") {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
 
 // Name implements driver.Driver.
@@ -132,10 +201,25 @@ func (d *Driver) Available(ctx context.Context) error {
 			d.probeErr = fmt.Errorf("%w: the sandbox init binary is unknown", driver.ErrUnavailable)
 			return
 		}
-		args := append(d.baseArgs(false), "--", "/usr/bin/true")
-		out, err := exec.CommandContext(ctx, d.cfg.Bwrap, args...).CombinedOutput()
+		// As a sandbox would run: an unprivileged uid making a user
+		// namespace. A kernel refusing those is not worked around by
+		// running commands as root.
+		var probe ident
+		if os.Geteuid() == 0 {
+			probe.cred = &syscall.Credential{Uid: d.cfg.UIDBase, Gid: d.cfg.UIDBase, Groups: []uint32{}}
+		}
+		init, err := d.reachableInit(probe)
 		if err != nil {
-			d.probeErr = fmt.Errorf("%w: the kernel refuses bwrap's namespaces: %v: %s", driver.ErrUnavailable, err, bytes.TrimSpace(out))
+			d.probeErr = fmt.Errorf("%w: the sandbox init: %v", driver.ErrUnavailable, err)
+			return
+		}
+		d.init = init
+		cmd := exec.CommandContext(ctx, d.cfg.Bwrap, append(d.baseArgs(false), "--", "/usr/bin/test", "-x", initPath)...)
+		cmd.Env = hostEnv
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: probe.cred}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			d.probeErr = fmt.Errorf("%w: bwrap cannot run as an unprivileged uid (does the kernel refuse unprivileged user namespaces? see the sysctls "+
+				"user.max_user_namespaces and kernel.unprivileged_userns_clone; bwrap never runs commands as root): %v: %s", driver.ErrUnavailable, err, bytes.TrimSpace(out))
 		}
 	})
 	return d.probeErr
@@ -152,11 +236,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if err := d.checkLimits(spec.Limits); err != nil {
 		return nil, err
 	}
+	if spec.Limits.Network == driver.NetworkAllow && d.cfg.Slirp4netns == "" {
+		return nil, fmt.Errorf("%w: network allow needs slirp4netns (Debian's slirp4netns package): without it bwrap would share the host's network, loopback included",
+			driver.ErrLimitUnsupported)
+	}
 	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: spec.WorkingDirectory, Labels: spec.Labels})
 	if err != nil {
 		return nil, err
 	}
-	return d.wrap(ctx, inner, spec, inner.Info().ManagedWorkspace)
+	return d.wrap(ctx, inner, spec, inner.Info().ManagedWorkspace, false)
 }
 
 // checkLimits refuses limits the host does not let the driver enforce,
@@ -197,12 +285,12 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, info driver.Info)
 	if err != nil {
 		return nil, fmt.Errorf("%w: reopen %s: %v", driver.ErrGone, info.RootDirectory, err)
 	}
-	return d.wrap(ctx, inner, spec, info.ManagedWorkspace)
+	return d.wrap(ctx, inner, spec, info.ManagedWorkspace, true)
 }
 
 // wrap makes a local sandbox a bwrap one. managed: the workspace is the
-// driver's, removed on Delete.
-func (d *Driver) wrap(ctx context.Context, inner driver.Sandbox, spec driver.Spec, managed bool) (driver.Sandbox, error) {
+// driver's, removed on Delete; reopen: it was made by an earlier process.
+func (d *Driver) wrap(ctx context.Context, inner driver.Sandbox, spec driver.Spec, managed, reopen bool) (driver.Sandbox, error) {
 	l := spec.Limits
 	info := inner.Info()
 	info.Capabilities = d.Capabilities()
@@ -211,11 +299,27 @@ func (d *Driver) wrap(ctx context.Context, inner driver.Sandbox, spec driver.Spe
 		inner.Delete(ctx)
 		return nil, fmt.Errorf("%w: working_directory %s: a bwrap workspace cannot be a system directory", driver.ErrInvalid, info.RootDirectory)
 	}
+	id, claimed, err := d.identity(info.RootDirectory, managed, reopen)
+	if err != nil {
+		if !reopen {
+			inner.Delete(ctx)
+		}
+		return nil, err
+	}
+	root, err := os.OpenRoot(info.RootDirectory)
+	if err != nil {
+		if claimed {
+			d.releaseUID(id.cred.Uid)
+		}
+		inner.Delete(ctx)
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
 	env := []string{"PATH=" + commandPath, "HOME=" + info.WorkingDirectory, "TMPDIR=/tmp", "LANG=C.UTF-8"}
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow, limits: l, managed: managed}, nil
+	return &sandbox{Sandbox: inner, d: d, info: info, env: env, network: l.Network == driver.NetworkAllow, limits: l, managed: managed,
+		id: id, claimed: claimed, root: root}, nil
 }
 
 // hostEnv is the whole environment of the host-side processes of an exec.
@@ -242,16 +346,19 @@ func (d *Driver) Args(ws, dir string, network bool, argv ...string) []string {
 	return append(append(d.baseArgs(network), "--bind", ws, ws, "--chdir", dir, "--"), argv...)
 }
 
-// baseArgs are bwrap's namespaces and mounts, workspace aside.
+// baseArgs are bwrap's namespaces and mounts, workspace aside. The
+// network namespace is always new: a command allowed the network is given
+// one by slirp4netns (network.go), never the host's.
 func (d *Driver) baseArgs(network bool) []string {
 	a := []string{
 		"--die-with-parent", "--new-session", "--as-pid-1",
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "fabro-sandbox",
+		"--unshare-user", "--disable-userns",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--hostname", "fabro-sandbox",
 		"--cap-drop", "ALL",
 		"--ro-bind", "/usr", "/usr",
 	}
-	if !network {
-		a = append(a, "--unshare-net")
+	if network {
+		a = append(a, "--info-fd", strconv.Itoa(infoFD))
 	}
 	for _, dir := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(dir)
@@ -282,7 +389,8 @@ func (d *Driver) baseArgs(network bool) []string {
 			a = append(a, "--ro-bind", "/dev/null", f)
 		}
 	}
-	return append(a, "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--ro-bind", d.cfg.Init, initPath)
+	return append(a, "--dev", "/dev", "--size", strconv.FormatInt(d.cfg.TmpBytes, 10), "--tmpfs", "/tmp", "--size", "1048576", "--tmpfs", "/run",
+		"--ro-bind", d.init, initPath)
 }
 
 // sandbox is a local workspace whose commands run in bwrap.
@@ -294,6 +402,10 @@ type sandbox struct {
 	network        bool
 	limits         driver.Limits // applied to each command, in a cgroup of its own
 	managed        bool          // the workspace is removed on Delete
+	id             ident         // who the commands and the file operations are
+	claimed        bool          // id's uid is from the range, released on Delete
+	root           *os.Root      // the workspace, for Grep's open
+	releaseOnce    atomic.Bool
 }
 
 // Info implements driver.Sandbox.
@@ -317,6 +429,10 @@ func (s *sandbox) Delete(ctx context.Context) error {
 		if err := os.RemoveAll(s.info.RootDirectory); err != nil {
 			return fmt.Errorf("remove workspace: %w", err)
 		}
+	}
+	s.root.Close()
+	if s.claimed && s.releaseOnce.CompareAndSwap(false, true) {
+		s.d.releaseUID(s.id.cred.Uid)
 	}
 	return nil
 }
@@ -343,6 +459,13 @@ func (s *sandbox) dir(ctx context.Context, dir string) (string, error) {
 
 // Exec implements driver.Execer.
 func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Output) (driver.ExecResult, error) {
+	select {
+	case s.d.execSlots <- struct{}{}:
+		defer func() { <-s.d.execSlots }()
+	default:
+		return driver.ExecResult{}, busyErr.New(codes.ResourceExhausted, "BWRAP_EXEC_LIMIT",
+			fmt.Sprintf("the bwrap plugin runs at most %d commands at once; try again when one ends", s.d.cfg.MaxExecs), grpcerr.RetryAfter(time.Second))
+	}
 	dir, err := s.dir(ctx, spec.Dir)
 	if err != nil {
 		return driver.ExecResult{}, err
@@ -356,8 +479,11 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	if g != nil {
 		defer g.remove()
-		// A shell joins the groups, then becomes bwrap: nothing of the
-		// command ever runs outside them.
+		if err := g.chown(s.id); err != nil {
+			return driver.ExecResult{}, fmt.Errorf("cgroup for the command: %w", err)
+		}
+		// A shell, already the sandbox's uid, joins the groups, then
+		// becomes bwrap: nothing of the command ever runs outside them.
 		joinArgs := append([]string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "fabro-cgroup-join"}, g.procs()...)
 		cmd = exec.Command("/bin/sh", append(append(joinArgs, "--", s.d.cfg.Bwrap), args...)...)
 	}
@@ -368,7 +494,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	cmd.Env = hostEnv
 	// Its own group, so that killing bwrap kills nothing of ours; bwrap
 	// dies with us, and the sandbox with bwrap.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.id.cred}
 	cmd.WaitDelay = drainGrace
 	if len(spec.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(spec.Stdin)
@@ -380,11 +506,43 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	defer pipes.close()
 	cmd.Stdout, cmd.Stderr = pipes.outW, pipes.errW
 	cmd.ExtraFiles = []*os.File{pipes.ctlR, pipes.stW}
+	var infoR *os.File
+	if s.network {
+		var infoW *os.File
+		if infoR, infoW, err = os.Pipe(); err != nil {
+			return driver.ExecResult{}, err
+		}
+		defer infoR.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, infoW) // infoFD
+		defer infoW.Close()
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return driver.ExecResult{}, fmt.Errorf("start bwrap: %w", err)
 	}
 	pipes.closeChildEnds()
+	status := bufio.NewReader(pipes.stR)
+	if s.network {
+		cmd.ExtraFiles[2].Close()
+		// slirp4netns configures the namespace once bwrap is done with it.
+		pipes.stR.SetReadDeadline(time.Now().Add(netSetupTimeout))
+		line, err := status.ReadString('\n')
+		pipes.stR.SetReadDeadline(time.Time{})
+		var net *slirp
+		if err == nil && line == "ready\n" {
+			net, err = s.d.startNet(infoR, s.id)
+		} else if err == nil {
+			err = fmt.Errorf("the init said %q", line)
+		}
+		if err != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			return driver.ExecResult{}, fmt.Errorf("network for the command: %w", err)
+		}
+		defer net.stop()
+	}
+	// The init starts the command once told: the network, if any, is up.
+	pipes.ctlW.Write([]byte{'G'})
 
 	var sinkMu sync.Mutex
 	sinkOK := out != nil && out.Started() == nil
@@ -411,8 +569,8 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	readers.Go(func() { read(pipes.errR, stderr, driver.Stderr) })
 	statusCh := make(chan string, 1)
 	go func() {
-		b, _ := io.ReadAll(pipes.stR)
-		statusCh <- strings.TrimSpace(string(b))
+		b, _ := io.ReadAll(status)
+		statusCh <- strings.TrimSpace(strings.TrimPrefix(string(b), "ready\n"))
 	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -478,6 +636,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	if g != nil {
 		res.LimitHit = g.hit()
 	}
+	// Only the init writes the status (no command can reach its pipe);
+	// its first line is all that is read.
+	st, _, _ = strings.Cut(st, "\n")
 	kind, num, _ := strings.Cut(st, " ")
 	n, nerr := strconv.Atoi(num)
 	switch {

@@ -141,6 +141,22 @@ func (g *group) procs() []string {
 	return out
 }
 
+// chown gives the cgroup.procs files to the sandbox's uid, which the
+// command's first process runs as when it joins them (cgroup v1 lets a
+// process move itself into a group whose procs file it may write). The
+// command never sees the cgroup filesystem.
+func (g *group) chown(id ident) error {
+	if id.cred == nil {
+		return nil
+	}
+	for _, p := range g.procs() {
+		if err := os.Chown(p, int(id.cred.Uid), int(id.cred.Gid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // hit names the limit the command ran into, if any.
 func (g *group) hit() driver.LimitHit {
 	if g.mem != "" && counter(filepath.Join(g.mem, "memory.oom_control"), "oom_kill") > 0 {

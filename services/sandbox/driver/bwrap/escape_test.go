@@ -47,7 +47,12 @@ func TestEscapes(t *testing.T) {
 		}
 		t.Cleanup(func() { os.RemoveAll(dataDir) })
 		f := filepath.Join(dataDir, "vault.key")
-		os.WriteFile(f, []byte(secret), 0o600)
+		if err := os.WriteFile(f, []byte(secret), 0o600); err != nil {
+			t.Fatalf("the plant failed: %v", err)
+		}
+		if b, err := os.ReadFile(f); err != nil || string(b) != secret {
+			t.Fatalf("the plant is not readable on the host: %v", err)
+		}
 		res := run(t, sb, "cat "+f+"; ls "+dataDir)
 		if !failed(res) || strings.Contains(string(res.Stdout), secret) {
 			t.Errorf("the data directory is readable: %q", res.Stdout)
@@ -112,7 +117,7 @@ func TestEscapes(t *testing.T) {
 		}
 	})
 
-	t.Run("network none", func(t *testing.T) {
+	t.Run("the host's loopback", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -130,21 +135,46 @@ func TestEscapes(t *testing.T) {
 				accepted <- struct{}{}
 			}
 		}()
-		connect := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", port)
-		res := run(t, sb, connect)
-		if !failed(res) || strings.Contains(string(res.Stdout), "connected") {
-			t.Errorf("a command with network none reached the host: %q", res.Stdout)
+		// The listener answers on the host: only the wall can stop a
+		// command reaching it.
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		<-accepted
+		open := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{Network: driver.NetworkAllow}})
+		for _, tt := range []struct {
+			name string
+			sb   driver.Sandbox
+			addr string
+		}{
+			{"network none", sb, "127.0.0.1"},
+			{"network allowed", open, "127.0.0.1"},
+			// slirp4netns's address for the host, which reaches the host's
+			// loopback unless --disable-host-loopback.
+			{"network allowed, the gateway", open, "10.0.2.2"},
+		} {
+			connect := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d && echo connected", tt.addr, port)
+			if res := run(t, tt.sb, connect); !failed(res) || strings.Contains(string(res.Stdout), "connected") {
+				t.Errorf("%s: a command reached %s:%d on the host: %q", tt.name, tt.addr, port, res.Stdout)
+			}
 		}
 		select {
 		case <-accepted:
-			t.Error("the host's listener accepted a connection from a sandbox with network none")
+			t.Error("the host's listener accepted a connection from a sandbox")
 		default:
 		}
-		// The same command with the network allowed connects: the wall
-		// is what stopped it.
-		open := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{Network: driver.NetworkAllow}})
-		if res := run(t, open, connect); failed(res) {
-			t.Errorf("with the network allowed the command did not connect: %q %q", res.Stdout, res.Stderr)
+		// Allowed is not none: the command has an interface and a route
+		// out (10.0.2.2 is the gateway), which none has not.
+		for _, tt := range []struct {
+			sb    driver.Sandbox
+			route bool
+		}{{open, true}, {sb, false}} {
+			res := run(t, tt.sb, "cat /proc/net/route")
+			if got := strings.Contains(string(res.Stdout), "tap0\t00000000\t0202000A"); got != tt.route {
+				t.Errorf("default route via 10.0.2.2 on tap0: %v, want %v: %q", got, tt.route, res.Stdout)
+			}
 		}
 	})
 
