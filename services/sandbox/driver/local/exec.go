@@ -78,6 +78,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		return driver.ExecResult{}, fmt.Errorf("%w: the sandbox is deleted", driver.ErrNotFound)
 	}
 	start := time.Now()
+	noStrayDescriptors()
 	err = cg.start(cmd)
 	if err == nil {
 		if s.running == nil {
@@ -107,7 +108,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	// who owns the cgroups. Only then is its process tree tracked and
 	// swept (reap_linux.go).
 	var tr *tree
-	if cg == nil || s.user.cred == nil {
+	if cg == nil || !s.user.other() {
 		tr = newTree(pid, marker)
 		defer tr.close()
 	}

@@ -107,6 +107,11 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // not, why.
 func (d *Driver) CgroupStatus() (bool, string) { return d.cg.enabled(), d.cg.reason }
 
+// KilledAtStart is how many processes of dead service instances (commands
+// a service killed with SIGKILL left running) the driver killed when it
+// found the host's cgroups.
+func (d *Driver) KilledAtStart() int { return d.cg.swept }
+
 // checkLimits refuses a limit the driver cannot enforce, unless the spec
 // allows best effort; what is kept is what will be enforced.
 func (d *Driver) checkLimits(l driver.Limits) (driver.Limits, error) {

@@ -153,6 +153,9 @@ func (r runAs) env() []string {
 	return []string{"HOME=" + r.home, "USER=" + r.name, "LOGNAME=" + r.name}
 }
 
+// other reports whether commands run as another user than the service's.
+func (r runAs) other() bool { return r.cred != nil }
+
 // apply makes cmd run as r.
 func (r runAs) apply(cmd *exec.Cmd) {
 	if r.cred != nil {
