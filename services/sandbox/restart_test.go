@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -48,13 +49,31 @@ type proc struct {
 	client sandboxv1.SandboxServiceClient
 }
 
+// The service binary, built once for every test that runs it (removed by
+// TestMain).
+var (
+	serviceOnce sync.Once
+	serviceBin  string
+	serviceErr  error
+)
+
 func buildService(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sandbox")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/sandbox").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	serviceOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sandbox-bin-")
+		if err != nil {
+			serviceErr = err
+			return
+		}
+		serviceBin = filepath.Join(dir, "sandbox")
+		if out, err := exec.Command("go", "build", "-o", serviceBin, "./cmd/sandbox").CombinedOutput(); err != nil {
+			serviceErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if serviceErr != nil {
+		t.Fatal(serviceErr)
 	}
-	return bin
+	return serviceBin
 }
 
 func startProc(t *testing.T, bin, dataDir, addr string) *proc {

@@ -238,6 +238,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
+	if ld, ok := s.drivers[local.Name].(*local.Driver); ok && ld.KilledAtStart() > 0 {
+		s.logger.InfoContext(ctx, "commands of dead sandbox services killed", "driver", local.Name, "processes", ld.KilledAtStart())
+	}
 	if s.reg != nil {
 		s.restore(ctx, recs, filepath.Join(cfg.DataDir, "sandbox", "workspaces"))
 	} else {
