@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 )
@@ -43,44 +44,62 @@ func liveWithArg(arg string) []int {
 }
 
 // TestKill9LeavesNoOrphan kills the sandbox service with SIGKILL while a
-// command runs, a bash with two children (one it waits for, one in the
-// background): the bash dies with the service (its parent-death signal),
-// and the restarted service kills the children, which had outlived it.
+// command runs in a local and in a docker sandbox, a bash with two
+// children (one it waits for, one in the background). The local bash dies
+// with the service (its parent-death signal); the restarted service kills
+// what outlived it: the local command's children, through the dead
+// instance's cgroups, and the docker command, in the container it
+// re-adopts.
 func TestKill9LeavesNoOrphan(t *testing.T) {
 	bin := buildService(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
+	t.Cleanup(func() { removeContainers("fabro-sandbox:" + dataDir) })
 	first := startProc(t, bin, dataDir, addr)
-	created, err := first.client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.GetSandbox().GetSandboxId()
-	// Durations no other process uses, to find the command's processes by.
+	// Durations no other process uses, to find the commands' processes by.
 	tag := strconv.Itoa(int(time.Now().UnixNano() % 1e6))
-	bg, fg := "30.1"+tag, "30.2"+tag
-	execErr := make(chan error, 1)
-	go func() {
-		_, err := first.client.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{
-			Command: "sleep " + bg + " & sleep " + fg + "; wait"}})
-		execErr <- err
-	}()
-	waitFor(t, 30*time.Second, func() bool { return len(liveWithArg(bg)) == 1 && len(liveWithArg(fg)) == 1 },
-		func() string {
-			select {
-			case err := <-execErr:
-				return fmt.Sprintf("the command's sleeps did not start: Exec: %v", err)
-			default:
-				return fmt.Sprintf("the command's sleeps did not start: %v %v", liveWithArg(bg), liveWithArg(fg))
-			}
-		})
+	var args []string
+	for i, drv := range []string{"local", "docker"} {
+		created, err := first.client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: drv}})
+		if err != nil {
+			t.Fatalf("%s: %v", drv, err)
+		}
+		bg, fg := fmt.Sprintf("600.%d1%s", i, tag), fmt.Sprintf("600.%d2%s", i, tag)
+		args = append(args, bg, fg)
+		execErr := make(chan error, 1)
+		go func() {
+			_, err := first.client.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: created.GetSandbox().GetSandboxId(), Spec: &sandboxv1.ExecSpec{
+				Command: "sleep " + bg + " & sleep " + fg + "; wait", Timeout: durationpb.New(time.Hour)}})
+			execErr <- err
+		}()
+		waitFor(t, 30*time.Second, func() bool { return len(liveWithArg(bg)) == 1 && len(liveWithArg(fg)) == 1 },
+			func() string {
+				select {
+				case err := <-execErr:
+					return fmt.Sprintf("%s: the command's sleeps did not start: Exec: %v", drv, err)
+				default:
+					return fmt.Sprintf("%s: the command's sleeps did not start: %v %v", drv, liveWithArg(bg), liveWithArg(fg))
+				}
+			})
+	}
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	first.cmd.Wait()
-
 	startProc(t, bin, dataDir, addr)
-	waitFor(t, 30*time.Second, func() bool { return len(liveWithArg(bg))+len(liveWithArg(fg)) == 0 },
-		func() string {
-			return fmt.Sprintf("after the restart the command's processes live on: %v %v", liveWithArg(bg), liveWithArg(fg))
-		})
+	waitFor(t, 30*time.Second, func() bool {
+		for _, a := range args {
+			if len(liveWithArg(a)) > 0 {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		var left []string
+		for _, a := range args {
+			if pids := liveWithArg(a); len(pids) > 0 {
+				left = append(left, fmt.Sprintf("sleep %s: %v", a, pids))
+			}
+		}
+		return "after the restart the commands' processes live on: " + strings.Join(left, ", ")
+	})
 }
 
 // TestServicesShareAHost runs two sandbox service processes on one host,

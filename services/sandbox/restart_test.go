@@ -123,6 +123,14 @@ func execOut(t *testing.T, c sandboxv1.SandboxServiceClient, id, command string)
 	return string(resp.GetResult().GetStdout()), nil
 }
 
+// removeContainers removes the containers of the service owning them.
+func removeContainers(owner string) {
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelOwner+"="+owner).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+	}
+}
+
 // TestRestart kills the service with SIGKILL and starts it again on the same
 // data directory: local and docker sandboxes are still there and usable, a
 // container removed while it was down and one removed while it runs are
@@ -131,12 +139,7 @@ func TestRestart(t *testing.T) {
 	bin := buildService(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	owner := "fabro-sandbox:" + dataDir
-	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelOwner+"="+owner).Output()
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
-		}
-	})
+	t.Cleanup(func() { removeContainers(owner) })
 	first := startProc(t, bin, dataDir, addr)
 	ctx := t.Context()
 	create := func(c sandboxv1.SandboxServiceClient, spec *sandboxv1.SandboxSpec) *sandboxv1.Sandbox {

@@ -365,7 +365,19 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, _ driver.Info) (d
 	if err := d.check(ctx, p, true); err != nil {
 		return nil, err
 	}
-	return d.open(ctx, p, spec)
+	sb, err := d.open(ctx, p, spec)
+	if err != nil {
+		return nil, err
+	}
+	// Commands the previous service started live on in a container that
+	// kept running: nobody waits for them any more, and a re-adopted
+	// sandbox starts with none. kill -1 reaches every process of the
+	// commands' user but the container's init and the killer itself.
+	if _, _, err := sb.run(ctx, []string{"bash", "-c", "kill -KILL -1 2>/dev/null; true"}); err != nil {
+		sb.closeFiles(ctx)
+		return nil, fmt.Errorf("kill the commands of the previous service: %w", err)
+	}
+	return sb, nil
 }
 
 // check reports ErrGone when p's container or workspace is gone; start
