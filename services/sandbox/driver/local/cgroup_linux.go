@@ -339,7 +339,7 @@ func (h *cgroupHost) newCmdGroup(name string, l driver.Limits) (*cmdGroup, error
 	g := &cmdGroup{host: h, limits: l}
 	if h.v2 != "" {
 		g.v2 = filepath.Join(h.v2, name)
-		if err := os.Mkdir(g.v2, 0o755); err != nil {
+		if err := mkdirIn(h.v2, name); err != nil {
 			return nil, fmt.Errorf("make the command's cgroup: %w", err)
 		}
 		return g, nil
@@ -350,13 +350,27 @@ func (h *cgroupHost) newCmdGroup(name string, l driver.Limits) (*cmdGroup, error
 			continue // not needed: fewer directories, a cheaper exec
 		}
 		d := filepath.Join(base, name)
-		if err := os.Mkdir(d, 0o755); err != nil {
+		if err := mkdirIn(base, name); err != nil {
 			g.remove()
 			return nil, fmt.Errorf("make the command's cgroup: %w", err)
 		}
 		g.dirs[ctrl] = d
 	}
 	return g, nil
+}
+
+// mkdirIn makes the command cgroup name in the instance directory base,
+// making base again if it is gone: a service of an older release removes
+// every empty directory below fabro-sandbox when it starts, ours between
+// two commands too.
+func mkdirIn(base, name string) error {
+	err := os.Mkdir(filepath.Join(base, name), 0o755)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(base, 0o755); err == nil {
+			err = os.Mkdir(filepath.Join(base, name), 0o755)
+		}
+	}
+	return err
 }
 
 func writeFile(p, v string) error { return os.WriteFile(p, []byte(v), 0) }
