@@ -199,8 +199,8 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		}
 	}
 	if len(cfg.Drivers) == 0 {
-		lc := local.Config{User: cfg.Security.User, WorkspaceRoot: workspaces}
-		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner}
+		lc := local.Config{User: cfg.Security.User, WorkspaceRoot: workspaces, UIDs: cfg.Security.UIDs}
+		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner, UIDs: cfg.Security.UIDs}
 		if cfg.DataDir != "" {
 			abs, _ := filepath.Abs(cfg.DataDir)
 			lc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "workspaces")

@@ -45,6 +45,11 @@ type Config struct {
 	// them (see cgroup_linux.go): no limits, and stopping relies on the
 	// process-group kill and the sweep alone.
 	NoCgroups bool
+	// UIDs, when set and the service runs as root, gives each managed
+	// workspace a uid of its own (see UIDs); a designated directory owned
+	// by one of its uids (a workspace reopened after a restart) is worked
+	// in as that uid. User is then for designated directories only.
+	UIDs *UIDs
 	// User is who commands run as when the service runs as root (see
 	// runas_linux.go): default DefaultUser when it exists, else "nobody";
 	// "root" keeps root.
@@ -300,5 +305,6 @@ func (s *sandbox) Delete(ctx context.Context) error {
 			return fmt.Errorf("remove workspace: %w", err)
 		}
 	}
+	s.user.release(s.d.cfg.UIDs)
 	return nil
 }
