@@ -156,7 +156,11 @@ func TestSymlinkSwapRace(t *testing.T) {
 			id := resp.GetSandbox().GetSandboxId()
 			// In the container the link leads to the container's own
 			// path; the host-side search is what it aims at.
-			swap := `while :; do rm -rf d; mkdir d; echo inside > d/f; rm -rf d; ln -s ` + outside + ` d; done`
+			// Four directories, each swapped with a link by renames, so
+			// that the window between a search's look at an entry and its
+			// open of it is hit often.
+			swap := `for i in 1 2 3 4; do mkdir -p d$i && echo inside > d$i/f && ln -sfn ` + outside + ` l$i; ` +
+				`(while :; do mv d$i t$i; mv l$i d$i; mv d$i l$i; mv t$i d$i; done) & done; wait`
 			go client.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: swap}})
 			t.Cleanup(func() { client.DeleteSandbox(t.Context(), &sandboxv1.DeleteSandboxRequest{SandboxId: id}) })
 			var wg sync.WaitGroup
@@ -179,7 +183,7 @@ func TestSymlinkSwapRace(t *testing.T) {
 			})
 			wg.Go(func() {
 				for range 200 {
-					r, _ := client.ReadFile(t.Context(), &sandboxv1.ReadFileRequest{SandboxId: id, Path: "d/f"})
+					r, _ := client.ReadFile(t.Context(), &sandboxv1.ReadFileRequest{SandboxId: id, Path: "d1/f"})
 					leak("ReadFile", r.String())
 				}
 			})
