@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,4 +134,63 @@ func BenchmarkRead10MB(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// BenchmarkExecConcurrent compares Exec throughput on the local driver
+// (`true` through the RPC, spread over 10 sandboxes) with `bash -c true`
+// spawned directly, at concurrency 1, 10 and 100. Rounds of each
+// alternate, so other load falls on both alike. Goal: ratio (RPC Execs/s
+// over direct spawns/s) at least 0.7 at every concurrency.
+func BenchmarkExecConcurrent(b *testing.B) {
+	h := start(b)
+	var ids []string
+	for range 10 {
+		ids = append(ids, h.create(b, &sandboxv1.SandboxSpec{}).GetSandboxId())
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			round := func(call func(i int)) time.Duration {
+				const perWorker = 4
+				t := time.Now()
+				var wg sync.WaitGroup
+				for w := range c {
+					wg.Go(func() {
+						for k := range perWorker {
+							call(w*perWorker + k)
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(t)
+			}
+			viaRPC := func(i int) {
+				resp, err := h.client.Exec(b.Context(), &sandboxv1.ExecRequest{SandboxId: ids[i%len(ids)], Spec: &sandboxv1.ExecSpec{Command: "true"}})
+				if err != nil || resp.GetResult().GetExitCode() != 0 {
+					b.Errorf("Exec: %v %v", resp, err)
+				}
+			}
+			direct := func(int) {
+				if err := exec.Command(bash, "-c", "true").Run(); err != nil {
+					b.Error(err)
+				}
+			}
+			round(viaRPC) // warm up
+			var rpc, dir time.Duration
+			n := 0
+			for b.Loop() {
+				rpc += round(viaRPC)
+				dir += round(direct)
+				n += c * 4
+			}
+			r, d := float64(n)/rpc.Seconds(), float64(n)/dir.Seconds()
+			b.ReportMetric(r, "rpc-execs/s")
+			b.ReportMetric(d, "direct-execs/s")
+			b.ReportMetric(r/d, "ratio")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

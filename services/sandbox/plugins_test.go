@@ -35,11 +35,15 @@ var (
 	testPluginErr  error
 )
 
-// TestMain removes the test plugin's build once every test is done.
+// TestMain removes the test plugin's and the service's builds once every
+// test is done.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if testPluginPath != "" {
 		os.RemoveAll(filepath.Dir(testPluginPath))
+	}
+	if serviceBin != "" {
+		os.RemoveAll(filepath.Dir(serviceBin))
 	}
 	os.Exit(code)
 }

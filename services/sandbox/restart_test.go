@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -48,13 +49,31 @@ type proc struct {
 	client sandboxv1.SandboxServiceClient
 }
 
+// The service binary, built once for every test that runs it (removed by
+// TestMain).
+var (
+	serviceOnce sync.Once
+	serviceBin  string
+	serviceErr  error
+)
+
 func buildService(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sandbox")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/sandbox").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	serviceOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sandbox-bin-")
+		if err != nil {
+			serviceErr = err
+			return
+		}
+		serviceBin = filepath.Join(dir, "sandbox")
+		if out, err := exec.Command("go", "build", "-o", serviceBin, "./cmd/sandbox").CombinedOutput(); err != nil {
+			serviceErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if serviceErr != nil {
+		t.Fatal(serviceErr)
 	}
-	return bin
+	return serviceBin
 }
 
 func startProc(t *testing.T, bin, dataDir, addr string) *proc {
@@ -104,6 +123,14 @@ func execOut(t *testing.T, c sandboxv1.SandboxServiceClient, id, command string)
 	return string(resp.GetResult().GetStdout()), nil
 }
 
+// removeContainers removes the containers of the service owning them.
+func removeContainers(owner string) {
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelOwner+"="+owner).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+	}
+}
+
 // TestRestart kills the service with SIGKILL and starts it again on the same
 // data directory: local and docker sandboxes are still there and usable, a
 // container removed while it was down and one removed while it runs are
@@ -112,12 +139,7 @@ func TestRestart(t *testing.T) {
 	bin := buildService(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	owner := "fabro-sandbox:" + dataDir
-	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelOwner+"="+owner).Output()
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
-		}
-	})
+	t.Cleanup(func() { removeContainers(owner) })
 	first := startProc(t, bin, dataDir, addr)
 	ctx := t.Context()
 	create := func(c sandboxv1.SandboxServiceClient, spec *sandboxv1.SandboxSpec) *sandboxv1.Sandbox {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
 // Security confines what sandboxes can reach on the host.
@@ -22,6 +23,10 @@ type Security struct {
 	// as root (see local.Config.User): default "fabro-sandbox" when that
 	// user exists, else "nobody"; "root" keeps root.
 	User string
+	// UIDs, when set, gives each managed local and docker sandbox a host
+	// uid of its own from the range (see local.UIDs), when the service
+	// runs as root.
+	UIDs *local.UIDs
 	// Protect are further directories no sandbox may be rooted in, at or
 	// above, like the data directory: those of the services sharing this
 	// process (fabro serve's and fabro exec's vault).
@@ -40,6 +45,11 @@ func (c *Security) RegisterFlags(fs *flag.FlagSet) {
 			}
 		}
 		return nil
+	})
+	fs.Func("sandbox-uids", "FIRST-LAST: a host uid range that is no one's; when the service runs as root, each managed local and docker sandbox gets a uid of its own from it (FIRST is their shared group), so that no sandbox can read another's workspace (one range per service)", func(v string) error {
+		u, err := local.ParseUIDs(v)
+		c.UIDs = u
+		return err
 	})
 	fs.StringVar(&c.User, "sandbox-user", c.User, "user the local driver runs commands as when the service runs as root (default fabro-sandbox if it exists, else nobody; \"root\": no change)")
 }

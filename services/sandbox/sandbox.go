@@ -200,8 +200,8 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		}
 	}
 	if len(cfg.Drivers) == 0 {
-		lc := local.Config{User: cfg.Security.User, WorkspaceRoot: workspaces}
-		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner}
+		lc := local.Config{User: cfg.Security.User, WorkspaceRoot: workspaces, UIDs: cfg.Security.UIDs}
+		dc := docker.Config{Image: cfg.DockerImage, Owner: ephemeralOwner, UIDs: cfg.Security.UIDs}
 		if cfg.DataDir != "" {
 			abs, _ := filepath.Abs(cfg.DataDir)
 			lc.WorkspaceRoot = filepath.Join(cfg.DataDir, "sandbox", "workspaces")
@@ -239,6 +239,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
+	if ld, ok := s.drivers[local.Name].(*local.Driver); ok && ld.KilledAtStart() > 0 {
+		s.logger.InfoContext(ctx, "commands of dead sandbox services killed", "driver", local.Name, "processes", ld.KilledAtStart())
+	}
 	if s.reg != nil {
 		s.restore(ctx, recs, filepath.Join(cfg.DataDir, "sandbox", "workspaces"))
 	} else {

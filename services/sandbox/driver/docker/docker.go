@@ -97,6 +97,10 @@ type Config struct {
 	// service's own ids when it is not root. A host_dir not owned by root
 	// is worked in as its owner instead.
 	User string
+	// UIDs, when set and the service runs as root, gives each managed
+	// workspace a uid of its own from the range, which owns it (0700) and
+	// runs its commands; User is then for host_dir sandboxes only.
+	UIDs *local.UIDs
 	// Client talks to the engine; default one from the environment
 	// (DOCKER_HOST and friends) with API version negotiation.
 	Client *client.Client
@@ -126,7 +130,7 @@ func New(cfg Config) *Driver {
 			cfg.User = fmt.Sprintf("%d:%d", os.Geteuid(), os.Getegid())
 		}
 	}
-	d := &Driver{cfg: cfg, cli: cfg.Client, files: local.New(local.Config{NoCgroups: true})} // files and search only: no host command needs a cgroup
+	d := &Driver{cfg: cfg, cli: cfg.Client, files: local.New(local.Config{NoCgroups: true, UIDs: cfg.UIDs})} // files and search only: no host command needs a cgroup
 	if d.cli == nil {
 		d.cli, d.cliErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	}
@@ -177,6 +181,16 @@ type plan struct {
 	uid, gid                          int
 }
 
+// pooled reports whether managed workspaces get uids of the range.
+func (d *Driver) pooled() bool { return d.cfg.UIDs != nil && os.Geteuid() == 0 }
+
+// setUID makes uid (of the range) the workspace's owner and its
+// commands' user, with a group of its own.
+func (p *plan) setUID(uid int) {
+	p.uid, p.gid = uid, uid
+	p.user = fmt.Sprintf("%d:%d", uid, uid)
+}
+
 func (d *Driver) plan(spec driver.Spec) (plan, error) {
 	p := plan{id: spec.ID, image: d.cfg.Image, workdir: defaultWorkdir, managed: true}
 	for k, v := range spec.Options {
@@ -222,6 +236,13 @@ func (d *Driver) plan(spec driver.Spec) (plan, error) {
 	p.user, p.uid, p.gid = d.cfg.User, d.uid, d.gid
 	if p.managed {
 		p.hostDir = filepath.Join(d.cfg.WorkspaceRoot, "docker-"+p.id)
+		// A workspace of the range keeps its uid across restarts: it is
+		// the owner's.
+		if fi, err := os.Stat(p.hostDir); err == nil && d.pooled() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && d.cfg.UIDs.Contains(st.Uid) {
+				p.setUID(int(st.Uid))
+			}
+		}
 	} else if fi, err := os.Stat(p.hostDir); err == nil {
 		// A designated directory's owner runs the commands, so that
 		// they can change its files; never root.
@@ -248,11 +269,26 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		}
 		return nil, fmt.Errorf("inspect image %s: %w", p.image, err)
 	}
+	release := func() {}
 	if p.managed {
+		if d.pooled() {
+			uid, err := d.cfg.UIDs.Take()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+			}
+			p.setUID(int(uid))
+			release = func() { d.cfg.UIDs.Release(uid) }
+		}
 		if err := os.MkdirAll(d.cfg.WorkspaceRoot, 0o755); err != nil {
+			release()
 			return nil, fmt.Errorf("create workspace root: %w", err)
 		}
-		if err := os.Mkdir(p.hostDir, 0o755); err != nil {
+		if d.pooled() && filepath.Clean(d.cfg.WorkspaceRoot) != filepath.Clean(os.TempDir()) {
+			os.Chmod(d.cfg.WorkspaceRoot, 0o711) // passed through, not listed
+		}
+		// Its commands' alone: 0700, even to the host's other users.
+		if err := os.Mkdir(p.hostDir, 0o700); err != nil {
+			release()
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
 		if os.Geteuid() == 0 {
@@ -266,6 +302,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		if p.managed {
 			removeAll(p.hostDir)
 		}
+		release()
 	}
 	if err := d.createContainer(ctx, p, spec); err != nil {
 		cleanup()
@@ -365,7 +402,24 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, _ driver.Info) (d
 	if err := d.check(ctx, p, true); err != nil {
 		return nil, err
 	}
-	return d.open(ctx, p, spec)
+	if d.cfg.UIDs.Contains(uint32(p.uid)) {
+		d.cfg.UIDs.Hold(uint32(p.uid))
+	}
+	sb, err := d.open(ctx, p, spec)
+	if err != nil {
+		d.cfg.UIDs.Release(uint32(p.uid))
+		return nil, err
+	}
+	// Commands the previous service started live on in a container that
+	// kept running: nobody waits for them any more, and a re-adopted
+	// sandbox starts with none. kill -1 reaches every process of the
+	// commands' user but the container's init and the killer itself.
+	if _, _, err := sb.run(ctx, []string{"bash", "-c", "kill -KILL -1 2>/dev/null; true"}); err != nil {
+		sb.closeFiles(ctx)
+		d.cfg.UIDs.Release(uint32(p.uid))
+		return nil, fmt.Errorf("kill the commands of the previous service: %w", err)
+	}
+	return sb, nil
 }
 
 // check reports ErrGone when p's container or workspace is gone; start

@@ -60,6 +60,7 @@ func (s *sandbox) Delete(ctx context.Context) error {
 			return fmt.Errorf("remove workspace: %w", err)
 		}
 	}
+	s.d.cfg.UIDs.Release(uint32(s.p.uid))
 	return nil
 }
 

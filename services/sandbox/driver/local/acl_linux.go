@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,16 +64,23 @@ func readACL(fd int, attr string) ([]aclEntry, error) {
 // withUser returns acl with uid given at least perm, and the mask widened
 // so that the grant takes effect.
 func withUser(acl []aclEntry, uid uint32, perm uint16) []aclEntry {
+	return withEntry(acl, aclUser, uid, perm)
+}
+
+// withEntry returns acl with the user or group id (tag aclUser or
+// aclGroup) given at least perm, and the mask widened so that the grant
+// takes effect.
+func withEntry(acl []aclEntry, tag uint16, id uint32, perm uint16) []aclEntry {
 	acl = slices.Clone(acl)
 	found := false
 	for i := range acl {
-		if acl[i].tag == aclUser && acl[i].id == uid {
+		if acl[i].tag == tag && acl[i].id == id {
 			acl[i].perm |= perm
 			found = true
 		}
 	}
 	if !found {
-		acl = append(acl, aclEntry{aclUser, perm, uid})
+		acl = append(acl, aclEntry{tag, perm, id})
 	}
 	var mask uint16
 	hasMask := false
@@ -116,6 +124,17 @@ func writeACL(fd int, attr string, acl []aclEntry) error {
 // the same to what is created in it. Working on a descriptor, never a
 // path, means a link swapped in by a command cannot redirect the grant.
 func grantACL(f *os.File, uid uint32, perm uint16, inherit bool) error {
+	return grantEntry(f, aclUser, uid, perm, inherit)
+}
+
+// aclMu serialises the service's read-modify-write of ACLs, so that grants
+// made at once on one directory (sandboxes created together) all stay.
+var aclMu sync.Mutex
+
+// grantEntry is grantACL for a user or a group (tag aclUser or aclGroup).
+func grantEntry(f *os.File, tag uint16, uid uint32, perm uint16, inherit bool) error {
+	aclMu.Lock()
+	defer aclMu.Unlock()
 	fi, err := f.Stat()
 	if err != nil {
 		return err
@@ -131,7 +150,7 @@ func grantACL(f *os.File, uid uint32, perm uint16, inherit bool) error {
 	if err != nil {
 		acl = aclFromMode(fi.Mode().Perm())
 	}
-	if err := writeACL(fd, xattrAccess, withUser(acl, uid, perm)); err != nil {
+	if err := writeACL(fd, xattrAccess, withEntry(acl, tag, uid, perm)); err != nil {
 		return err
 	}
 	if !inherit || !fi.IsDir() {
@@ -141,7 +160,7 @@ func grantACL(f *os.File, uid uint32, perm uint16, inherit bool) error {
 	if err != nil {
 		def = aclFromMode(fi.Mode().Perm() | 0o700)
 	}
-	return writeACL(fd, xattrDefault, withUser(def, uid, 7))
+	return writeACL(fd, xattrDefault, withEntry(def, tag, uid, 7))
 }
 
 // openNoFollow opens rel inside root for its metadata: not through a link
@@ -190,7 +209,12 @@ func grantTree(root *os.Root, dir string, uid uint32) error {
 // grantSearch lets uid pass through dir and each directory above it whose
 // mode does not already let everyone pass: search only, no listing. These
 // directories lie above a workspace, out of its commands' hands.
-func grantSearch(dir string, uid uint32) error {
+func grantSearch(dir string, uid uint32) error { return grantSearchTo(dir, aclUser, uid) }
+
+// grantSearchGroup is grantSearch for the members of group gid.
+func grantSearchGroup(dir string, gid uint32) error { return grantSearchTo(dir, aclGroup, gid) }
+
+func grantSearchTo(dir string, tag uint16, id uint32) error {
 	dir = filepath.Clean(dir)
 	if !filepath.IsAbs(dir) {
 		return fmt.Errorf("grant search: %s is not absolute", dir)
@@ -210,7 +234,7 @@ func grantSearch(dir string, uid uint32) error {
 	for i := 0; ; i++ {
 		fi, err := f.Stat()
 		if err == nil && fi.Mode().Perm()&0o001 == 0 {
-			err = grantACL(f, uid, 1, false)
+			err = grantEntry(f, tag, id, 1, false)
 		}
 		if err != nil || i == len(parts) {
 			f.Close()

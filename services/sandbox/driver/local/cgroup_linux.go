@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,16 +41,21 @@ import (
 // still looks for those.
 
 // cgroupBase is the directory, below the service's own cgroup, that holds
-// the commands' cgroups.
+// one directory per service instance (see instanceName), which holds its
+// commands' cgroups. Services sharing a cgroup (two on one host, a test
+// run beside a service) each touch their own instance directory only, and
+// those of dead instances: never a live one's.
 const cgroupBase = "fabro-sandbox"
 
 // cgroupHost is what the host allows, found once.
 type cgroupHost struct {
-	v2     string            // the v2 base directory, or ""
-	v1     map[string]string // controller -> base directory
+	v2     string            // the v2 instance directory, or ""
+	v1     map[string]string // controller -> instance directory
 	self   map[string]string // controller -> the service's own v1 cgroup directory
 	limits driver.LimitSupport
 	reason string // why there are no per-command cgroups; "" when there are
+	// swept counts the processes of dead instances killed at discovery.
+	swept int
 }
 
 func (h *cgroupHost) enabled() bool { return h.reason == "" }
@@ -123,8 +127,37 @@ func probe(dir string) error {
 	return os.Remove(p)
 }
 
+// instanceName names this process's instance directory: its pid and start
+// time, which together are never reused while the host runs, so a later
+// service can tell a dead instance's directory from a live one's.
+func instanceName(pid int) (string, bool) {
+	st, ok := readStat(pid)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("svc-%d-%d", pid, st.start), true
+}
+
+// deadInstance reports whether name is an instance directory whose process
+// is gone. Other names (another program's, or an older layout's) are not
+// this driver's to judge.
+func deadInstance(name string) bool {
+	var pid int
+	var start uint64
+	if n, err := fmt.Sscanf(name, "svc-%d-%d", &pid, &start); n != 2 || err != nil || pid <= 0 {
+		return false
+	}
+	live, ok := instanceName(pid)
+	return !ok || live != name
+}
+
 func discoverCgroups() *cgroupHost {
 	h := &cgroupHost{v1: map[string]string{}, self: map[string]string{}}
+	inst, ok := instanceName(os.Getpid())
+	if !ok {
+		h.reason = "no /proc/self/stat"
+		return h
+	}
 	own := ownCgroups()
 	mounts := cgroupMounts()
 	if own == nil || mounts == nil {
@@ -148,18 +181,18 @@ func discoverCgroups() *cgroupHost {
 				continue
 			}
 			self := dirOf(m, p)
-			base := filepath.Join(self, cgroupBase)
+			base := filepath.Join(self, cgroupBase, inst)
 			if err := probe(base); err != nil {
 				why = append(why, fmt.Sprintf("%s: %v", ctrl, err))
 				break
 			}
 			h.self[ctrl], h.v1[ctrl] = self, base
-			removeEmpty(base)
 			break
 		}
 	}
 	if h.v1["freezer"] != "" && h.v1["pids"] != "" {
 		h.limits = driver.LimitSupport{Processes: true, Memory: h.v1["memory"] != "", CPU: h.v1["cpu"] != ""}
+		h.swept = h.sweepDead()
 		return h
 	}
 	h.v1 = nil
@@ -168,10 +201,11 @@ func discoverCgroups() *cgroupHost {
 			if m.fstype != "cgroup2" {
 				continue
 			}
-			if err := h.discoverV2(dirOf(m, p)); err != nil {
+			if err := h.discoverV2(dirOf(m, p), inst); err != nil {
 				why = append(why, "cgroup v2: "+err.Error())
 				continue
 			}
+			h.swept = h.sweepDead()
 			return h
 		}
 	}
@@ -183,24 +217,25 @@ func discoverCgroups() *cgroupHost {
 }
 
 // discoverV2 enables the controllers it can for the commands' cgroups below
-// self. It works where the service's cgroup may have children with
-// controllers: the root, or a delegated cgroup the service has left.
-func (h *cgroupHost) discoverV2(self string) error {
-	base := filepath.Join(self, cgroupBase)
+// self's instance directory inst. It works where the service's cgroup may
+// have children with controllers: the root, or a delegated cgroup the
+// service has left.
+func (h *cgroupHost) discoverV2(self, inst string) error {
+	base := filepath.Join(self, cgroupBase, inst)
 	if err := probe(base); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(base, "cgroup.kill")); err != nil {
 		return fmt.Errorf("no cgroup.kill (Linux 5.14): %w", err)
 	}
-	removeEmpty(base)
 	avail, _ := os.ReadFile(filepath.Join(self, "cgroup.controllers"))
 	for _, c := range []string{"memory", "pids", "cpu"} {
 		if !contains(strings.Fields(string(avail)), c) {
 			continue
 		}
-		// Both levels must pass the controller down.
+		// Every level must pass the controller down.
 		if os.WriteFile(filepath.Join(self, "cgroup.subtree_control"), []byte("+"+c), 0) != nil ||
+			os.WriteFile(filepath.Join(self, cgroupBase, "cgroup.subtree_control"), []byte("+"+c), 0) != nil ||
 			os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+"+c), 0) != nil {
 			continue
 		}
@@ -217,15 +252,67 @@ func (h *cgroupHost) discoverV2(self string) error {
 	return nil
 }
 
-// removeEmpty removes the empty command cgroups a crashed service left;
-// one still holding processes may be another service's, and is left.
-func removeEmpty(base string) {
-	ents, _ := os.ReadDir(base)
-	for _, e := range ents {
-		if e.IsDir() {
-			unix.Rmdir(filepath.Join(base, e.Name()))
+// sweepDead kills what dead instances left in their instance directories
+// beside this one's (the commands of a service killed with SIGKILL, and
+// whatever they started), removes their cgroups and returns how many
+// processes it killed. A live instance's directory is never touched.
+func (h *cgroupHost) sweepDead() int {
+	// The directories of one dead instance, by controller.
+	dead := map[string]map[string]string{}
+	for ctrl, base := range h.instanceDirs() {
+		ents, _ := os.ReadDir(filepath.Dir(base))
+		for _, e := range ents {
+			if e.IsDir() && deadInstance(e.Name()) {
+				if dead[e.Name()] == nil {
+					dead[e.Name()] = map[string]string{}
+				}
+				dead[e.Name()][ctrl] = filepath.Join(filepath.Dir(base), e.Name())
+			}
 		}
 	}
+	killed := 0
+	for _, dirs := range dead {
+		// Each command's cgroup, as a cmdGroup of this host, so that it
+		// is killed as a command's is: frozen, killed, waited for.
+		cmds := map[string]*cmdGroup{}
+		for ctrl, dir := range dirs {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if !e.IsDir() {
+					continue
+				}
+				g := cmds[e.Name()]
+				if g == nil {
+					g = &cmdGroup{host: h, dirs: map[string]string{}}
+					cmds[e.Name()] = g
+				}
+				if ctrl == "" {
+					g.v2 = filepath.Join(dir, e.Name())
+				} else {
+					g.dirs[ctrl] = filepath.Join(dir, e.Name())
+				}
+			}
+		}
+		for _, g := range cmds {
+			if g.v2 != "" || g.dirs["freezer"] != "" {
+				killed += len(g.procs())
+				g.kill(0)
+			}
+			g.remove()
+		}
+		for _, dir := range dirs {
+			unix.Rmdir(dir)
+		}
+	}
+	return killed
+}
+
+// instanceDirs are this instance's directories, by controller ("" for v2).
+func (h *cgroupHost) instanceDirs() map[string]string {
+	if h.v2 != "" {
+		return map[string]string{"": h.v2}
+	}
+	return h.v1
 }
 
 func contains(xs []string, x string) bool {
@@ -252,7 +339,7 @@ func (h *cgroupHost) newCmdGroup(name string, l driver.Limits) (*cmdGroup, error
 	g := &cmdGroup{host: h, limits: l}
 	if h.v2 != "" {
 		g.v2 = filepath.Join(h.v2, name)
-		if err := os.Mkdir(g.v2, 0o755); err != nil {
+		if err := mkdirIn(h.v2, name); err != nil {
 			return nil, fmt.Errorf("make the command's cgroup: %w", err)
 		}
 		return g, nil
@@ -263,7 +350,7 @@ func (h *cgroupHost) newCmdGroup(name string, l driver.Limits) (*cmdGroup, error
 			continue // not needed: fewer directories, a cheaper exec
 		}
 		d := filepath.Join(base, name)
-		if err := os.Mkdir(d, 0o755); err != nil {
+		if err := mkdirIn(base, name); err != nil {
 			g.remove()
 			return nil, fmt.Errorf("make the command's cgroup: %w", err)
 		}
@@ -272,12 +359,32 @@ func (h *cgroupHost) newCmdGroup(name string, l driver.Limits) (*cmdGroup, error
 	return g, nil
 }
 
+// mkdirIn makes the command cgroup name in the instance directory base,
+// making base again if it is gone: a service of an older release removes
+// every empty directory below fabro-sandbox when it starts, ours between
+// two commands too.
+func mkdirIn(base, name string) error {
+	err := os.Mkdir(filepath.Join(base, name), 0o755)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(base, 0o755); err == nil {
+			err = os.Mkdir(filepath.Join(base, name), 0o755)
+		}
+	}
+	return err
+}
+
 func writeFile(p, v string) error { return os.WriteFile(p, []byte(v), 0) }
 
-// start starts cmd inside the cgroup and then applies the limits.
+// start starts cmd inside the cgroup and then applies the limits. bash
+// gets SIGKILL as its parent-death signal, from a forker thread (see
+// forker_linux.go): if the service dies, so does every command's bash.
 func (g *cmdGroup) start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if g == nil {
-		return cmd.Start()
+		return onForker(func() (bool, error) { return true, cmd.Start() })
 	}
 	if g.v2 != "" {
 		fd, err := unix.Open(g.v2, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -288,11 +395,8 @@ func (g *cmdGroup) start(cmd *exec.Cmd) error {
 		if err := g.applyV2(); err != nil {
 			return err
 		}
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
-		}
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-		return cmd.Start()
+		return onForker(func() (bool, error) { return true, cmd.Start() })
 	}
 	// Until bash is in, pids.max leaves room for the forking thread.
 	if g.limits.Processes > 0 {
@@ -300,11 +404,9 @@ func (g *cmdGroup) start(cmd *exec.Cmd) error {
 			return fmt.Errorf("set pids.max: %w", err)
 		}
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	err := onForker(func() (bool, error) {
 		tid := strconv.Itoa(unix.Gettid())
-		moved := []string{}
+		var moved []string
 		var err error
 		for ctrl, d := range g.dirs {
 			if err = writeFile(filepath.Join(d, "tasks"), tid); err != nil {
@@ -322,12 +424,9 @@ func (g *cmdGroup) start(cmd *exec.Cmd) error {
 				back = false
 			}
 		}
-		if back {
-			runtime.UnlockOSThread()
-		} // else the thread ends with this goroutine, cgroups and all
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
+		return back, err
+	})
+	if err != nil {
 		return err
 	}
 	// The memory limit only now: while the service's thread was inside,
@@ -405,8 +504,9 @@ func (g *cmdGroup) applyV2() error {
 	return nil
 }
 
-// procs lists the live (not zombie) processes in the cgroup.
-func (g *cmdGroup) procs() []int {
+// members lists the processes in the cgroup, zombies included: the
+// kernel lists a zombie in its cgroup until it is reaped.
+func (g *cmdGroup) members() []int {
 	dir := g.v2
 	if dir == "" {
 		dir = g.dirs["freezer"]
@@ -417,10 +517,17 @@ func (g *cmdGroup) procs() []int {
 	}
 	var out []int
 	for f := range strings.FieldsSeq(string(b)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
 		}
+	}
+	return out
+}
+
+// procs lists the live (not zombie) processes in the cgroup.
+func (g *cmdGroup) procs() []int {
+	var out []int
+	for _, pid := range g.members() {
 		if st, ok := readStat(pid); ok && st.state != 'Z' {
 			out = append(out, pid)
 		}
@@ -429,8 +536,9 @@ func (g *cmdGroup) procs() []int {
 }
 
 // kill kills every process in the cgroup and waits, up to sweepLimit, for
-// them to die, reaping those reparented to the service. bash (the
-// command's own process, reaped by os/exec) must be unreaped.
+// them to die, then reaps those reparented to the service (the service is
+// a subreaper). bash (the command's own process, reaped by os/exec) must
+// be unreaped; 0 when there is none.
 func (g *cmdGroup) kill(bash int) {
 	if g == nil {
 		return
@@ -480,7 +588,12 @@ func (g *cmdGroup) kill(bash int) {
 		time.Sleep(wait)
 		wait = min(2*wait, 20*time.Millisecond)
 	}
-	// Zombies reparented to the service once their parents died.
+	// A dying process leaves cgroup.procs before it is a zombie, and
+	// before its children are reparented: every one is awaited, then
+	// those reparented to the service are reaped.
+	for _, h := range held {
+		h.awaitExit(deadline)
+	}
 	for _, h := range held {
 		h.reap()
 	}
@@ -547,7 +660,9 @@ var staleGroups struct {
 	dirs []string
 }
 
-// remove deletes the cgroup once it is empty; bash must be reaped.
+// remove deletes the cgroup once it is empty; bash must be reaped. The
+// retries run without the lock: it guards the list only, so commands
+// ending together never wait on each other's rmdir.
 func (g *cmdGroup) remove() {
 	if g == nil {
 		return
@@ -560,19 +675,25 @@ func (g *cmdGroup) remove() {
 		dirs = append(dirs, d)
 	}
 	staleGroups.Lock()
-	defer staleGroups.Unlock()
 	dirs = append(dirs, staleGroups.dirs...)
-	staleGroups.dirs = staleGroups.dirs[:0]
+	staleGroups.dirs = nil
+	staleGroups.Unlock()
+	var stale []string
 	for _, d := range dirs {
 		var err error
 		for range 50 {
-			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) || !errors.Is(err, unix.EBUSY) {
+			if err = unix.Rmdir(d); err == nil || !errors.Is(err, unix.EBUSY) {
 				break
 			}
 			time.Sleep(time.Millisecond)
 		}
 		if errors.Is(err, unix.EBUSY) {
-			staleGroups.dirs = append(staleGroups.dirs, d)
+			stale = append(stale, d)
 		}
+	}
+	if len(stale) > 0 {
+		staleGroups.Lock()
+		staleGroups.dirs = append(staleGroups.dirs, stale...)
+		staleGroups.Unlock()
 	}
 }

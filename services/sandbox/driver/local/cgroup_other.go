@@ -13,6 +13,7 @@ import (
 type cgroupHost struct {
 	limits driver.LimitSupport
 	reason string
+	swept  int
 }
 
 func (h *cgroupHost) enabled() bool { return false }

@@ -19,7 +19,8 @@ func TestCgroupV2(t *testing.T) {
 		t.Skip("no cgroup v2 hierarchy mounted at " + unified)
 	}
 	h := &cgroupHost{}
-	if err := h.discoverV2(unified + own); err != nil {
+	inst, _ := instanceName(os.Getpid())
+	if err := h.discoverV2(unified+own, inst); err != nil {
 		t.Skipf("cgroup v2 is not writable here: %v", err)
 	}
 	d := New(Config{WorkspaceRoot: t.TempDir(), NoCgroups: true})
@@ -36,7 +37,7 @@ func TestCgroupV2(t *testing.T) {
 		}
 		return string(res.Stdout)
 	}
-	if got := run("cat /proc/self/cgroup"); !strings.Contains(got, "0::"+strings.TrimSuffix(own, "/")+"/"+cgroupBase+"/") {
+	if got := run("cat /proc/self/cgroup"); !strings.Contains(got, "0::"+strings.TrimSuffix(own, "/")+"/"+cgroupBase+"/"+inst+"/") {
 		t.Errorf("the command ran in %q; want its own cgroup below %s", got, cgroupBase)
 	}
 	for range 20 {

@@ -78,6 +78,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		return driver.ExecResult{}, fmt.Errorf("%w: the sandbox is deleted", driver.ErrNotFound)
 	}
 	start := time.Now()
+	noStrayDescriptors()
 	err = cg.start(cmd)
 	if err == nil {
 		if s.running == nil {
@@ -102,9 +103,21 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		s.mu.Unlock()
 	}()
 	pid := cmd.Process.Pid
-	tr := newTree(pid, marker)
-	defer tr.close()
+	// The command's cgroup holds all it started, dead or alive, unless it
+	// may move itself out: it runs as the service's own user (or root),
+	// who owns the cgroups. Only then is its process tree tracked and
+	// swept (reap_linux.go).
+	var tr *tree
+	if cg == nil || !s.user.other() {
+		tr = newTree(pid, marker)
+		defer tr.close()
+	}
 	kill := func() { killGroup(pid); cg.kill(pid) } // the whole cgroup, if any
+	if tr == nil {
+		// The cgroup alone: its kill pins each process before it
+		// signals it, so it can reap them all.
+		kill = func() { cg.kill(pid) }
+	}
 
 	var sinkMu sync.Mutex // one chunk at a time, across both streams
 	sinkOK := out != nil
@@ -166,6 +179,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	// Wait, so neither its pid nor its group id can have been reused.
 	kill()
 	tr.sweep()
+	if tr == nil {
+		reapGroup(pid)
+	}
 
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()

@@ -88,12 +88,13 @@ func TestProcessLimit(t *testing.T) {
 	sb := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{Processes: limit}})
 	// A storm of 300 sleeps: forks past the limit fail (bash retries
 	// them until the timeout).
-	res := run(t, sb, `for i in $(seq 300); do sleep 30 & done; wait`, 3*time.Second)
+	// sleep 30.0471: no other test's sleeps (packages run in parallel).
+	res := run(t, sb, `for i in $(seq 300); do sleep 30.0471 & done; wait`, 3*time.Second)
 	if res.LimitHit != driver.LimitProcesses {
 		t.Errorf("LimitHit %v; want processes (%s)", res.LimitHit, res.Stderr)
 	}
 	// Nothing of the storm survives, and the sandbox is usable again.
-	if got := drivertest.Sh(t, sb, `pgrep -c -x sleep -s 0 >/dev/null; ps -eo args | grep -c '^sleep 30$'; ps -eo pid,ppid,pgid,stat,args | grep '[s]leep 30$'; for p in $(pgrep -f '^sleep 30$'); do cat /proc/$p/cgroup | tr '\n' ' '; done`); !strings.HasPrefix(got, "0\n") {
+	if got := drivertest.Sh(t, sb, `ps -eo args | grep -c '^sleep 30.0471$'; ps -eo pid,ppid,pgid,stat,args | grep '[s]leep 30.0471$'; for p in $(pgrep -f '^sleep 30.0471$'); do cat /proc/$p/cgroup | tr '\n' ' '; done`); !strings.HasPrefix(got, "0\n") {
 		t.Errorf("%s sleeps of the storm survived", got)
 	}
 	if res := run(t, sb, "echo ok", 10*time.Second); res.LimitHit != driver.LimitNone || string(res.Stdout) != "ok\n" {

@@ -45,6 +45,11 @@ type Config struct {
 	// them (see cgroup_linux.go): no limits, and stopping relies on the
 	// process-group kill and the sweep alone.
 	NoCgroups bool
+	// UIDs, when set and the service runs as root, gives each managed
+	// workspace a uid of its own (see UIDs); a designated directory owned
+	// by one of its uids (a workspace reopened after a restart) is worked
+	// in as that uid. User is then for designated directories only.
+	UIDs *UIDs
 	// User is who commands run as when the service runs as root (see
 	// runas_linux.go): default DefaultUser when it exists, else "nobody";
 	// "root" keeps root.
@@ -106,6 +111,11 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // CgroupStatus says whether commands run in cgroups of their own, and if
 // not, why.
 func (d *Driver) CgroupStatus() (bool, string) { return d.cg.enabled(), d.cg.reason }
+
+// KilledAtStart is how many processes of dead service instances (commands
+// a service killed with SIGKILL left running) the driver killed when it
+// found the host's cgroups.
+func (d *Driver) KilledAtStart() int { return d.cg.swept }
 
 // checkLimits refuses a limit the driver cannot enforce, unless the spec
 // allows best effort; what is kept is what will be enforced.
@@ -295,5 +305,6 @@ func (s *sandbox) Delete(ctx context.Context) error {
 			return fmt.Errorf("remove workspace: %w", err)
 		}
 	}
+	s.user.release(s.d.cfg.UIDs)
 	return nil
 }

@@ -115,6 +115,48 @@ func children(pid int) []int {
 	return out
 }
 
+// reparented lists the service's orphans: the kernel gives an orphan to
+// the first live thread of its subreaper, the main thread, which Go never
+// ends; so only its list is read, not every thread's (the children
+// the other threads forked are commands' bash and searches, never a
+// command's escapee; the main thread may fork them too, so they are told
+// apart as before).
+func reparented() []int {
+	self := strconv.Itoa(os.Getpid())
+	b, err := os.ReadFile("/proc/" + self + "/task/" + self + "/children")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// reapGroup reaps the service's orphans in bash's process group once they
+// have exited: processes of a command its cgroup holds that died on their
+// own, or were dying when the cgroup was killed (a dying process leaves
+// cgroup.procs before it is a zombie). bash must be unreaped, so that its
+// group id is not another's.
+func reapGroup(bash int) {
+	self := os.Getpid()
+	deadline := time.Now().Add(sweepLimit)
+	for _, c := range reparented() {
+		if c == bash {
+			continue // os/exec's to reap (listed here when forked from the main thread)
+		}
+		if h, ok := pin(c, func(st procStat) bool { return st.ppid == self && st.pgid == bash }); ok {
+			h.kill()
+			h.awaitExit(deadline)
+			h.reap()
+			h.close()
+		}
+	}
+}
+
 // handle is one process of a command, pinned by a pidfd when there are
 // pidfds.
 type handle struct {
@@ -177,6 +219,29 @@ func (h *handle) reap() {
 	if st, ok := readStat(h.pid); ok && st.start == h.start && st.state == 'Z' && st.ppid == os.Getpid() {
 		var ws unix.WaitStatus
 		unix.Wait4(h.pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// awaitExit waits, up to deadline, until the process has exited: its pidfd
+// turns readable only once the kernel has given its children to the
+// subreaper, so a reap after it finds them.
+func (h *handle) awaitExit(deadline time.Time) {
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		if h.fd >= 0 {
+			fds := []unix.PollFd{{Fd: int32(h.fd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(fds, int(left.Milliseconds())+1); n != 0 || !errors.Is(err, unix.EINTR) {
+				return
+			}
+			continue
+		}
+		if st, ok := readStat(h.pid); !ok || st.start != h.start || st.state == 'Z' {
+			return
+		}
+		time.Sleep(wait)
 	}
 }
 
@@ -257,19 +322,26 @@ func (t *tree) expand(from ...int) {
 // snapshot records the command's current process tree, before it is
 // signalled: a child that cleared its environment and left the group is
 // then still known when it is reparented to the service. bash must be
-// unreaped.
-func (t *tree) snapshot() { t.expand(t.bash) }
+// unreaped. A nil tree (a command its cgroup holds) does nothing.
+func (t *tree) snapshot() {
+	if t != nil {
+		t.expand(t.bash)
+	}
+}
 
 // sweep kills every remaining process of the command and reaps those that
 // were reparented to the service. bash must have exited and be unreaped.
 func (t *tree) sweep() {
+	if t == nil {
+		return
+	}
 	self := os.Getpid()
 	deadline := time.Now().Add(sweepLimit)
 	wait := 100 * time.Microsecond
 	retryLeftovers()
 	for unsure := 0; ; {
 		again := false
-		for _, c := range children(self) {
+		for _, c := range reparented() {
 			if c == t.bash || t.held[c] != nil {
 				continue
 			}
@@ -279,6 +351,9 @@ func (t *tree) sweep() {
 				}
 				if st.pgid == t.bash {
 					return true
+				}
+				if st.state == 'Z' {
+					return false // no environment to read, and no execve under way
 				}
 				m, sure := t.markedSure(c)
 				again = again || !sure
@@ -323,6 +398,9 @@ func (t *tree) sweep() {
 
 // close releases the pidfds of a tree that was not swept.
 func (t *tree) close() {
+	if t == nil {
+		return
+	}
 	for _, h := range t.held {
 		h.close()
 	}

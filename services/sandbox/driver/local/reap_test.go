@@ -53,6 +53,9 @@ func TestNoSurvivorsNoZombies(t *testing.T) {
 	const escapees = `rm -f ready; setsid sleep 300 & echo $!; (setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!); ` +
 		`(setsid sh -c 'sleep 300 & echo $!; : >ready; sleep 300' & echo $!); sleep 300 & echo $!; ` +
 		`until [ -e ready ]; do sleep 0.005; done; `
+	// Long enough for a loaded machine (packages test in parallel) to
+	// start bash and print every pid before the stop.
+	const stopAfter = 1500 * time.Millisecond
 	before := ourChildren(t)
 	var pids []string
 	for i := range 15 {
@@ -61,10 +64,10 @@ func TestNoSurvivorsNoZombies(t *testing.T) {
 		switch i % 3 {
 		case 1:
 			spec.Command = escapees + "wait"
-			spec.Timeout = 500 * time.Millisecond
+			spec.Timeout = stopAfter
 		case 2:
 			spec.Command = escapees + "wait"
-			time.AfterFunc(500*time.Millisecond, func() { cancel(errors.New("test cancels")) })
+			time.AfterFunc(stopAfter, func() { cancel(errors.New("test cancels")) })
 		}
 		res, err := sb.Exec(ctx, spec, nil)
 		cancel(nil)

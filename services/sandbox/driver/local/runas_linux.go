@@ -43,6 +43,59 @@ type runAs struct {
 	// acl: files the service creates are granted to cred's user by ACL;
 	// otherwise they are given to it (chown).
 	acl bool
+	// pooled: cred's uid is held from Config.UIDs, released on delete.
+	pooled bool
+}
+
+// release gives a pooled uid back to the range.
+func (r runAs) release(u *UIDs) {
+	if r.pooled {
+		u.Release(r.cred.Uid)
+	}
+}
+
+// rangeUser is the identity of a sandbox with a uid of the range: uid and
+// primary group its own, the range's group beside them, which lets it
+// through the directories above the workspace. ok is false when dir gets
+// no uid of the range (a designated directory of someone else).
+func (d *Driver) rangeUser(dir string, managed bool, owner uint32) (r runAs, ok bool, err error) {
+	u := d.cfg.UIDs
+	uid := owner
+	switch {
+	case managed:
+		if uid, err = u.Take(); err != nil {
+			return runAs{}, true, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+		}
+	case u.Contains(owner):
+		u.Hold(owner)
+	default:
+		return runAs{}, false, nil
+	}
+	r = runAs{cred: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{u.Group()}}, name: strconv.FormatUint(uint64(uid), 10), home: dir, pooled: true}
+	fail := func(err error) (runAs, bool, error) {
+		r.release(u)
+		return runAs{}, true, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+	}
+	if managed {
+		// The configured root (never the system's temporary directory)
+		// is passed through, not listed: sandboxes do not learn each
+		// other's names.
+		if root := d.cfg.WorkspaceRoot; root != "" && filepath.Dir(dir) == filepath.Clean(root) {
+			if err := os.Chmod(root, 0o711); err != nil {
+				return fail(err)
+			}
+		}
+		if err := os.Chown(dir, int(uid), int(uid)); err != nil {
+			return fail(fmt.Errorf("give the workspace to uid %d: %w", uid, err))
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	if err := grantSearchGroup(filepath.Dir(dir), u.Group()); err != nil {
+		return fail(fmt.Errorf("let the sandboxes' group %d reach the workspace (POSIX ACLs): %w", u.Group(), err))
+	}
+	return r, true, nil
 }
 
 func lookupUser(name string) (*user.User, error) {
@@ -90,6 +143,11 @@ func (d *Driver) commandUser(root *os.Root, dir string, managed bool) (runAs, er
 		return runAs{}, err
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
+	if d.cfg.UIDs != nil && st != nil {
+		if r, ok, err := d.rangeUser(dir, managed, st.Uid); ok {
+			return r, err
+		}
+	}
 	u := sandboxUser
 	if !managed && st != nil && st.Uid != 0 {
 		if owner, err := user.LookupId(strconv.FormatUint(uint64(st.Uid), 10)); err == nil {
@@ -152,6 +210,9 @@ func (r runAs) env() []string {
 	}
 	return []string{"HOME=" + r.home, "USER=" + r.name, "LOGNAME=" + r.name}
 }
+
+// other reports whether commands run as another user than the service's.
+func (r runAs) other() bool { return r.cred != nil }
 
 // apply makes cmd run as r.
 func (r runAs) apply(cmd *exec.Cmd) {

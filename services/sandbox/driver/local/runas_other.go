@@ -17,3 +17,5 @@ func (d *Driver) commandUser(*os.Root, string, bool) (runAs, error) { return run
 func (runAs) env() []string                                         { return nil }
 func (runAs) apply(*exec.Cmd)                                       {}
 func (runAs) adopt(*os.Root, string) error                          { return nil }
+func (runAs) other() bool                                           { return false }
+func (runAs) release(*UIDs)                                         {}

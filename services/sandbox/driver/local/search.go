@@ -129,6 +129,7 @@ func (s *sandbox) Grep(ctx context.Context, o driver.GrepOptions) (driver.GrepRe
 	if err != nil {
 		return driver.GrepResult{}, err
 	}
+	noStrayDescriptors()
 	if err := cmd.Start(); err != nil {
 		return driver.GrepResult{}, fmt.Errorf("start %s: %w", prog, err)
 	}
