@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,6 +66,9 @@ func TestExec(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if slices.Contains(tc.flags, "docker") && testing.Short() {
+				t.Skip("runs a container: make test runs it, -short does not")
+			}
 			fake := fakeprovider.New(tc.turns...)
 			hs := httptest.NewServer(fake)
 			defer hs.Close()

@@ -32,6 +32,9 @@ import (
 // that the agent's edit landed in that directory on this host, that every
 // container reports healthy, and brings the stack down.
 func TestComposeStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds images and runs the stack's containers: make test runs it, -short does not")
+	}
 	root := repoRoot(t)
 	compose := composeCommand(t)
 	// A tag of this run's own: never the dev images a running `make up`

@@ -58,7 +58,7 @@ func TestKill9LeavesNoOrphan(t *testing.T) {
 	// Durations no other process uses, to find the commands' processes by.
 	tag := strconv.Itoa(int(time.Now().UnixNano() % 1e6))
 	var args []string
-	for i, drv := range []string{"local", "docker"} {
+	for i, drv := range dockerDrivers("local", "docker") {
 		created, err := first.client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: drv}})
 		if err != nil {
 			t.Fatalf("%s: %v", drv, err)

@@ -136,6 +136,7 @@ func removeContainers(owner string) {
 // container removed while it was down and one removed while it runs are
 // FAILED with the reason, and every one of them can be deleted.
 func TestRestart(t *testing.T) {
+	needsDocker(t)
 	bin := buildService(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	owner := "fabro-sandbox:" + dataDir
@@ -234,6 +235,7 @@ func TestRestart(t *testing.T) {
 // TestDockerLimitExceeded checks the limit a command hit reaches the RPC's
 // result, and the sandbox stays usable.
 func TestDockerLimitExceeded(t *testing.T) {
+	needsDocker(t)
 	d := docker.New(docker.Config{WorkspaceRoot: t.TempDir(), Owner: "fabro-test-" + t.Name()})
 	defer d.Close()
 	h := start(t, d)

@@ -115,6 +115,7 @@ func TestSandboxRootsAreConfined(t *testing.T) {
 	// A container's working directory is a path inside it, not on this
 	// host; the host directory it mounts (host_dir) is checked instead.
 	t.Run("docker", func(t *testing.T) {
+		needsDocker(t)
 		if _, err := exec.LookPath("docker"); err != nil || exec.Command("docker", "image", "inspect", "fabro/sandbox-base:dev").Run() != nil {
 			t.Skip("no Docker engine with fabro/sandbox-base:dev (make sandbox-image builds it)")
 		}

@@ -41,7 +41,7 @@ func TestSandboxesCannotReadEachOther(t *testing.T) {
 	os.WriteFile(filepath.Join(dataDir, "secret"), []byte(canary), 0o600)
 	type sb struct{ id, drv, hostDir string }
 	var sbs []sb
-	for _, drv := range []string{"local", "local", "docker", "docker"} {
+	for _, drv := range dockerDrivers("local", "local", "docker", "docker") {
 		resp, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: drv}})
 		if err != nil {
 			t.Fatalf("%s: %v", drv, err)
@@ -147,7 +147,7 @@ func TestSymlinkSwapRace(t *testing.T) {
 	dataDir := filepath.Join(base, "data")
 	t.Cleanup(func() { removeContainers("fabro-sandbox:" + dataDir) })
 	client := startWith(t, sandbox.Config{DataDir: dataDir, Security: sandbox.Security{UIDs: testUIDs(t)}})
-	for _, drv := range []string{"local", "docker"} {
+	for _, drv := range dockerDrivers("local", "docker") {
 		t.Run(drv, func(t *testing.T) {
 			resp, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: drv}})
 			if err != nil {
