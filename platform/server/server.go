@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/listen"
 )
 
 // Service is one gRPC service plus its REST mapping.
@@ -221,7 +222,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	}
 	var lc net.ListenConfig
 	if s.grpcLis, err = lc.Listen(ctx, "tcp", cfg.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("server: %w", ListenError("gRPC", cfg.GRPCAddr, "--grpc-addr", err))
+		return nil, fmt.Errorf("server: %w", listen.Error("gRPC", cfg.GRPCAddr, "--grpc-addr", err))
 	}
 	if err = s.checkExposure(ctx, "gRPC", s.grpcLis.Addr(), tlsCfg != nil); err != nil {
 		return nil, err
@@ -270,7 +271,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, services ...Ser
 	s.inproc = bufconn.Listen(1 << 20)
 	if cfg.HTTPAddr != "" {
 		if s.httpLis, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
-			return nil, fmt.Errorf("server: %w", ListenError("REST", cfg.HTTPAddr, "--http-addr", err))
+			return nil, fmt.Errorf("server: %w", listen.Error("REST", cfg.HTTPAddr, "--http-addr", err))
 		}
 		if err = s.checkExposure(ctx, "HTTP", s.httpLis.Addr(), tlsCfg != nil); err != nil {
 			return nil, err

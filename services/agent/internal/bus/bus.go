@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/listen"
 )
 
 // Names of the JetStream stream and its subjects.
@@ -177,6 +178,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 		}
 		if err := checkExposure(ctx, logger, cfg, sopts.Host); err != nil {
 			return nil, err
+		}
+		if sopts.Port > 0 {
+			// nats-server reports a port in use only as never becoming
+			// ready: name the port, its holder and the flag first.
+			l, err := net.Listen("tcp", net.JoinHostPort(sopts.Host, strconv.Itoa(sopts.Port)))
+			if err != nil {
+				return nil, fmt.Errorf("bus: %w", listen.Error("NATS", cfg.Listen, "--nats-listen", err))
+			}
+			l.Close()
 		}
 		ns, err := server.NewServer(sopts)
 		if err != nil {

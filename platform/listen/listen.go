@@ -1,4 +1,6 @@
-package server
+// Package listen explains a listener that could not start: for a port in
+// use, which address, what it was for and who holds it.
+package listen
 
 import (
 	"bufio"
@@ -12,11 +14,11 @@ import (
 	"syscall"
 )
 
-// ListenError explains a failed listen on addr for a person: for a port in
+// Error explains a failed listen on addr for a person: for a port in
 // use, which port, what it was for (role: "gRPC", "REST", "NATS"), the
 // process holding it when this machine says (Linux, and permission to read
 // its /proc entry), and the flag that picks another; else err, wrapped.
-func ListenError(role, addr, flag string, err error) error {
+func Error(role, addr, flag string, err error) error {
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("listen %s on %s: %w", role, addr, err)
 	}
