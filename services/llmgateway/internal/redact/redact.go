@@ -45,9 +45,9 @@ const MinLen = 4
 // nothing. It is safe for concurrent use.
 type Redactor struct {
 	runs   []uint64          // every Window-byte run of every form, lower-cased, sorted
-	filter []uint64            // bits set by hash of each run: a cheap first test
-	shift  uint                // 64 - log2(len(filter)*64)
-	short  *strings.Replacer   // secrets shorter than Window, masked whole
+	filter []uint64          // bits set by hash of each run: a cheap first test
+	shift  uint              // 64 - log2(len(filter)*64)
+	short  *strings.Replacer // secrets shorter than Window, masked whole
 }
 
 // New returns a redactor of secrets and their encodings.

@@ -40,7 +40,7 @@ func leaks(text string) []string {
 		// a padding-dependent tail: only runs wholly from the key count,
 		// which are those of the encoding of what follows the prefix.
 		if strings.HasPrefix(name, "base64") && !strings.HasSuffix(name, " of key") {
-			f = f[min(len(f), 12) : max(12, len(f)-4)]
+			f = f[min(len(f), 12):max(12, len(f)-4)]
 		}
 		f = strings.ToLower(f)
 		for i := 0; i+Window <= len(f); i++ {
