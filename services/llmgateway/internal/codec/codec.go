@@ -9,6 +9,7 @@ package codec
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -133,3 +134,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// UnreadableBody is the message of an error response whose body is in no
+// shape the codec reads (a proxy's HTML page, plain text): the status only,
+// never the body, which may quote anything, a credential included (the
+// gateway logs it, redacted, at debug level).
+func UnreadableBody(status int) string {
+	return fmt.Sprintf("upstream answered %d %s, with a body in no known error shape", status, http.StatusText(status))
+}
