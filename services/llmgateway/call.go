@@ -322,7 +322,8 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	// Every error of the exchange leaves here checked and stripped of the
 	// credentials just sent: an upstream may echo them, in any shape, in its
 	// error bodies and events.
-	defer func() { err = checkedError(err, creds) }()
+	redactor := lazyRedactor(creds)
+	defer func() { err = checkedError(err, redactor) }()
 	// The attempt's own context, so that a stalled body can be cut.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -360,7 +361,7 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 			// The operator's copy of what the caller sees only as checked
 			// fields: masked, and bounded.
 			s.logger.DebugContext(ctx, "upstream error body", "route", route.Canonical(), "status", hresp.StatusCode,
-				"body", redactorOf(creds).String(string(body[:min(len(body), maxLoggedBody)])))
+				"body", redactor().String(string(body[:min(len(body), maxLoggedBody)])))
 		}
 		ce := cd.ParseError(hresp, body)
 		if ce == nil {

@@ -29,12 +29,12 @@ var identifierRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 // provider's error (a body in no known shape is never a message: see
 // codec.UnreadableBody). Any other error is replaced by classify with a
 // fixed message, so none of its text travels on.
-func checkedError(err error, creds map[string]string) error {
+func checkedError(err error, redactor func() *redact.Redactor) error {
 	var ce *codec.Error
 	if err == nil || !errors.As(err, &ce) {
 		return err
 	}
-	r := redactorOf(creds)
+	r := redactor()
 	out := *ce
 	out.Message = oneLine(r.String(ce.Message), maxMessage)
 	out.Code = identifier(r.String(ce.Code), 64)
@@ -72,6 +72,18 @@ func oneLine(s string, n int) string {
 // notSecret names the credentials resolved beside the secrets that are
 // settings, not secrets: masking a region would only mangle messages.
 var notSecret = map[string]bool{"AWS_REGION": true, "AWS_DEFAULT_REGION": true}
+
+// lazyRedactor returns redactorOf(creds), built on first use only: on the
+// error path, not on every call.
+func lazyRedactor(creds map[string]string) func() *redact.Redactor {
+	var r *redact.Redactor
+	return func() *redact.Redactor {
+		if r == nil {
+			r = redactorOf(creds)
+		}
+		return r
+	}
+}
 
 // redactorOf masks the secret values among creds.
 func redactorOf(creds map[string]string) *redact.Redactor {

@@ -35,7 +35,7 @@ func TestCheckedError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := tt.in
 			var ce *codec.Error
-			if !errors.As(checkedError(&in, creds), &ce) {
+			if !errors.As(checkedError(&in, lazyRedactor(creds)), &ce) {
 				t.Fatal("not a codec error")
 			}
 			if diff := cmp.Diff(&tt.want, ce); diff != "" {

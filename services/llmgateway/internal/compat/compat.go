@@ -382,7 +382,6 @@ type roundTrip struct {
 	Redacted   bool   `json:"r,omitempty"`
 	OpaqueKind string `json:"k,omitempty"` // set: an OpaquePart
 	OpaqueData string `json:"d,omitempty"`
-	Text       string `json:"t,omitempty"` // the reasoning text, for fronts with nowhere else to put it
 }
 
 // replay is one envelope a request sent back, to open into part.
@@ -461,12 +460,8 @@ func (h *Handler) openReplays(ctx context.Context, req *llmv1.Request, res *llmv
 			r.part.Part = &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: rt.OpaqueKind, Data: rt.OpaqueData}}
 			continue
 		}
-		text := r.text
-		if text == "" {
-			text = rt.Text
-		}
 		r.part.Part = &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{
-			Text: text, Signature: rt.Signature, SignatureOrigin: provider, Redacted: rt.Redacted || r.redacted,
+			Text: r.text, Signature: rt.Signature, SignatureOrigin: provider, Redacted: rt.Redacted || r.redacted,
 		}}
 	}
 	return nil

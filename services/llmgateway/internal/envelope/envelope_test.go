@@ -161,3 +161,23 @@ func sizeName(n int) string {
 	}
 	return "300B"
 }
+
+// TestConcurrent: one sealer serves many requests at once.
+func TestConcurrent(t *testing.T) {
+	s := sealer(t, 1)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			route := "p/m" + string(rune('a'+i%26))
+			plain := bytes.Repeat([]byte{byte(i)}, i)
+			for range 20 {
+				r, got, err := s.Open(s.Seal(route, plain))
+				if err != nil || r != route || !bytes.Equal(got, plain) {
+					t.Errorf("Open(Seal) = %q, %x, %v", r, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
