@@ -386,10 +386,11 @@ func blocks(parts []*llmv1.ContentPart, msg int) ([]any, error) {
 			}
 		case *llmv1.ContentPart_Opaque:
 			if strings.HasPrefix(v.Opaque.GetKind(), opaquePrefix) {
-				if !json.Valid([]byte(v.Opaque.GetData())) {
-					return nil, invalid("message %d part %d: opaque %s is not JSON", msg, j, v.Opaque.GetKind())
+				raw, err := codec.OpaqueItem(v.Opaque.GetKind(), opaquePrefix, v.Opaque.GetData())
+				if err != nil {
+					return nil, invalid("message %d part %d: %v", msg, j, err)
 				}
-				out = append(out, json.RawMessage(v.Opaque.GetData()))
+				out = append(out, raw)
 			}
 		default:
 			return nil, invalid("message %d part %d: empty part", msg, j)
