@@ -443,11 +443,12 @@ func (h *Handler) openReplays(ctx context.Context, req *llmv1.Request, res *llmv
 		}
 	}
 	for _, r := range rs {
-		route, err := envelope.Route(r.value)
-		if err == nil && !routes[route] {
-			return badParam(r.param, "%s: the round-trip state was made by %s and cannot be replayed to %s", r.param, route, res.GetCanonical())
+		// The claimed route first, for the clearer error; Open then
+		// authenticates it.
+		if claimed, err := envelope.Route(r.value); err == nil && !routes[claimed] {
+			return badParam(r.param, "%s: the round-trip state was made by %s and cannot be replayed to %s", r.param, claimed, res.GetCanonical())
 		}
-		_, plain, err := h.sealer.Open(r.value)
+		route, plain, err := h.sealer.Open(r.value)
 		var rt roundTrip
 		if err == nil && json.Unmarshal(plain, &rt) != nil {
 			err = envelope.ErrForged // sealed by us, so unreachable short of a bug
