@@ -3,10 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -24,12 +28,16 @@ import (
 // TestCanaryAppearsNowhere is the system canary: a secret with a
 // distinctive value is stored in the vault of a `fabro serve` logging at
 // debug level; the provider it is sent to quotes it back in a 401 body and
-// in a mid-stream error event; two agent prompts meet those errors.
-// Afterwards the value is in no client output, no log line, no event on
-// NATS, and no file under the data directory but the encrypted store.
+// in a mid-stream error event, as sent and then altered in every shape
+// (fakeprovider.Transformations); agent prompts and calls of the
+// compatible endpoints meet those errors. Afterwards no 8 characters of
+// the value, of its hex or of its base64, in any case, are in a client
+// output, a log line or an event on NATS, and the value is in no file under
+// the data directory but the encrypted store.
 func TestCanaryAppearsNowhere(t *testing.T) {
 	const canary = "sk-CANARY-e2e-5b8d1c0f27a4"
-	leaky := fakeprovider.NewLeaky(fakeprovider.LeakAuthError, fakeprovider.LeakMidStream)
+	leaky := fakeprovider.NewLeaky(fakeprovider.LeakAuthError, fakeprovider.LeakMidStream,
+		fakeprovider.LeakTransformed, fakeprovider.LeakTransformedMidStream)
 	up := httptest.NewServer(leaky)
 	t.Cleanup(up.Close)
 	dir := t.TempDir()
@@ -80,10 +88,29 @@ func TestCanaryAppearsNowhere(t *testing.T) {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, prompt := range []string{"first: the provider refuses the key", "second: the stream breaks"} {
+	for _, prompt := range []string{"first: the provider refuses the key", "second: the stream breaks",
+		"third: the key comes back altered", "fourth: altered, mid-stream"} {
 		run("", "exec", "-server", s.grpcAddr, "-data-dir", dataDir, "-dir", ws, "--model", "leaky/leaky-1", prompt)
 	}
 	run("", "secret", "list", "-server", s.grpcAddr, "-data-dir", dataDir)
+	// The compatible endpoints, streamed or not, meet the altered echoes too.
+	admin, err := os.ReadFile(filepath.Join(dataDir, "auth", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []string{"false", "true"} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+s.httpAddr+"/openai/v1/chat/completions",
+			strings.NewReader(`{"model":"leaky/leaky-1","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(admin)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		printed = append(printed, fmt.Sprintf("%d %v %s", resp.StatusCode, resp.Header, b))
+	}
 
 	// The canary really went upstream, and came back quoted both ways.
 	echoes := leaky.Echoes()
@@ -102,9 +129,12 @@ func TestCanaryAppearsNowhere(t *testing.T) {
 	if !strings.Contains(events, "[REDACTED]") || !strings.Contains(strings.Join(printed, "\n"), "Incorrect API key provided") {
 		t.Errorf("the provider's errors did not come through, masked: events:\n%s", events)
 	}
+	if !strings.Contains(strings.Join(printed, "\n"), "prefix=[REDACTED]") {
+		t.Errorf("the provider's altered echoes did not come through, masked")
+	}
 	for i, p := range printed {
-		if strings.Contains(p, "CANARY") {
-			t.Errorf("output %d holds the canary:\n%s", i, p)
+		if runs := canaryRuns(p, canary); len(runs) > 0 {
+			t.Errorf("output %d holds %q of the canary:\n%s", i, runs, p)
 		}
 	}
 
@@ -134,6 +164,28 @@ func TestCanaryAppearsNowhere(t *testing.T) {
 	if files < 5 {
 		t.Errorf("only %d files under the data directory: did the run write its logs, records and streams?", files)
 	}
+}
+
+// canaryRuns lists the 8-character runs of canary, of its hex and of its
+// base64 (std or URL, at each alignment) that text holds, ignoring case.
+func canaryRuns(text, canary string) []string {
+	low := strings.ToLower(text)
+	forms := []string{canary, hex.EncodeToString([]byte(canary))}
+	for k := range 3 {
+		b := []byte(canary[k:])
+		b = b[:len(b)/3*3] // whole groups: the same whatever follows
+		forms = append(forms, base64.StdEncoding.EncodeToString(b), base64.URLEncoding.EncodeToString(b))
+	}
+	var found []string
+	for _, f := range forms {
+		f = strings.ToLower(f)
+		for i := 0; i+8 <= len(f); i++ {
+			if strings.Contains(low, f[i:i+8]) {
+				found = append(found, f[i:i+8])
+			}
+		}
+	}
+	return found
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.

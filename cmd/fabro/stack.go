@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"path/filepath"
 
 	"google.golang.org/grpc"
 
@@ -108,10 +109,15 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	// Sandboxes outlive the requests that made them: delete them, and kill
 	// their commands, once the server has drained.
 	st.closers = append(st.closers, func() { sb.Close(context.WithoutCancel(ctx)) })
+	envelopeKey := "" // no data directory: a key in memory
+	if cfg.vault.DataDir != "" {
+		envelopeKey = filepath.Join(cfg.vault.DataDir, "llmgateway", "envelope.key")
+	}
 	gw, err := llmgateway.New(ctx, llmgateway.Config{
-		CatalogOverlay: cfg.llmOverlay,
-		Credentials:    llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(gwConn), nil),
-		LookupEnv:      cfg.vault.LookupEnv,
+		CatalogOverlay:  cfg.llmOverlay,
+		EnvelopeKeyFile: envelopeKey,
+		Credentials:     llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(gwConn), nil),
+		LookupEnv:       cfg.vault.LookupEnv,
 	}, logger)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -30,6 +31,9 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 )
+
+// maxLoggedBody bounds the upstream error body logged at debug level.
+const maxLoggedBody = 4 << 10
 
 // DefaultBackoff is the wait before retry attempt+1 of a route: exponential
 // from 250 ms, capped at 8 s, with jitter over the upper half, and never
@@ -315,9 +319,11 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	if err != nil {
 		return nil, nil, err
 	}
-	// Every error of the exchange leaves here stripped of the credentials
-	// just sent: an upstream may echo them in its error bodies and events.
-	defer func() { err = redactError(err, creds) }()
+	// Every error of the exchange leaves here checked and stripped of the
+	// credentials just sent: an upstream may echo them, in any shape, in its
+	// error bodies and events.
+	redactor := lazyRedactor(creds)
+	defer func() { err = checkedError(err, redactor) }()
 	// The attempt's own context, so that a stalled body can be cut.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -351,6 +357,12 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	defer hresp.Body.Close()
 	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
+		if s.logger.Enabled(ctx, slog.LevelDebug) {
+			// The operator's copy of what the caller sees only as checked
+			// fields: masked, and bounded.
+			s.logger.DebugContext(ctx, "upstream error body", "route", route.Canonical(), "status", hresp.StatusCode,
+				"body", redactor().String(string(body[:min(len(body), maxLoggedBody)])))
+		}
 		ce := cd.ParseError(hresp, body)
 		if ce == nil {
 			ce = &codec.Error{Kind: kindForStatus(hresp.StatusCode), Message: http.StatusText(hresp.StatusCode), StatusCode: hresp.StatusCode}

@@ -67,6 +67,13 @@ func newCompatServer(t testing.TB, opts ...gwOpt) (*fakeprovider.Server, string,
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fp, serveCompat(t, gw, logger), gw
+}
+
+// serveCompat serves gw, its compatible endpoints taking compatToken, on
+// the shipped server stack, and returns the REST base URL.
+func serveCompat(t testing.TB, gw *Service, logger *slog.Logger) string {
+	t.Helper()
 	t.Cleanup(func() { _ = gw.Close() })
 	gw.SetAuthenticator(fixedToken(compatToken))
 	srv, err := server.Start(context.Background(), server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", NoAuth: true}, logger, gw)
@@ -74,7 +81,7 @@ func newCompatServer(t testing.TB, opts ...gwOpt) (*fakeprovider.Server, string,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	return fp, "http://" + srv.HTTPAddr(), gw
+	return "http://" + srv.HTTPAddr()
 }
 
 // The five codecs, one model each.

@@ -33,6 +33,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/compat"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
 )
 
 // Defaults for zero Config fields.
@@ -64,6 +65,11 @@ type Config struct {
 	TokenFile string
 	// VaultClient configures the vault connection: TLS with a CA file.
 	VaultClient grpcclient.Options
+	// EnvelopeKeyFile holds the key that seals the round-trip state the
+	// compatible endpoints hand clients (created, mode 0600, if missing).
+	// Replicas behind one address must share it; empty means a key in
+	// memory, so state from before a restart is refused.
+	EnvelopeKeyFile string
 
 	// Credentials overrides VaultAddr: e.g. an in-process vault client.
 	Credentials Credentials
@@ -96,13 +102,15 @@ type Config struct {
 	DiscoveryTTL, DiscoveryWait time.Duration
 }
 
-// RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file and
+// RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file,
+// -llm-envelope-key-file and
 // the client TLS flags (-tls-ca-file, ...) to c; with platform/envflag they
 // read FABRO_LLM_CATALOG_OVERLAY, FABRO_VAULT_ADDR, FABRO_TOKEN_FILE, ....
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CatalogOverlay, "llm-catalog-overlay", c.CatalogOverlay, "JSON catalog file merged over the built-in model catalog")
 	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) to resolve provider credentials from; empty: environment only")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the gateway's own token, presented to the vault; default $FABRO_TOKEN")
+	fs.StringVar(&c.EnvelopeKeyFile, "llm-envelope-key-file", c.EnvelopeKeyFile, "file holding the key that seals reasoning state handed to compatible-API clients, created if missing; replicas must share it; empty: a key in memory, lost on restart")
 	c.VaultClient.RegisterFlags(fs, "")
 }
 
@@ -123,6 +131,7 @@ type Service struct {
 	idleTimeout   time.Duration
 	closers       []func() error
 	auth          Authenticator
+	sealer        *envelope.Sealer
 	disc          *discovery // nil: no discoverable provider
 }
 
@@ -148,6 +157,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	}
 	if s.codecs == nil {
 		s.codecs = builtinCodecs()
+	}
+	if s.sealer, err = newSealer(ctx, cfg.EnvelopeKeyFile, logger); err != nil {
+		return nil, err
 	}
 	if s.http == nil {
 		s.http = newHTTPClient()
@@ -412,7 +424,21 @@ func (s *Service) MountHTTP(mux *http.ServeMux) {
 	} else {
 		s.logger.Warn("the OpenAI- and Anthropic-compatible endpoints have no token check: they refuse every key")
 	}
-	compat.New(s, auth, s.logger).Register(mux)
+	compat.New(s, auth, s.sealer, s.logger).Register(mux)
+}
+
+// newSealer seals envelopes under the key in path, or under a key in
+// memory when path is empty.
+func newSealer(ctx context.Context, path string, logger *slog.Logger) (*envelope.Sealer, error) {
+	if path == "" {
+		logger.InfoContext(ctx, "llmgateway seals round-trip state under a key in memory: clients' reasoning state from before a restart, or from another replica, is refused (set -llm-envelope-key-file to keep and share one)")
+		return envelope.NewRandom(), nil
+	}
+	key, err := envelope.LoadKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("llmgateway: %w", err)
+	}
+	return envelope.New(key)
 }
 
 // Generate runs one request in process, for the compatible endpoints: like

@@ -1,6 +1,8 @@
 package fakeprovider
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -19,7 +21,29 @@ const (
 	// quoting the credential headers (of a kind no one retries, so a test
 	// sees it once).
 	LeakMidStream
+	// LeakTransformed answers 401 quoting the credential in every altered
+	// shape upstreams were seen to echo (see Transformations), the key split
+	// between the message and the code, and its base64 in x-request-id.
+	LeakTransformed
+	// LeakTransformedMidStream is LeakTransformed in an in-stream error.
+	LeakTransformedMidStream
 )
+
+// Transformations are the altered shapes of key a leaky provider echoes:
+// a 24-character prefix, a suffix, hex, base64 of "Bearer <key>", upper
+// case, one character dropped, and the first half of the key (the second
+// goes in another field).
+func Transformations(key string) map[string]string {
+	return map[string]string{
+		"prefix":    key[:min(24, len(key))],
+		"suffix":    key[len(key)/3:],
+		"hex":       hex.EncodeToString([]byte(key)),
+		"bearer64":  base64.StdEncoding.EncodeToString([]byte("Bearer " + key)),
+		"upper":     strings.ToUpper(key),
+		"dropped":   key[:len(key)/2] + key[len(key)/2+1:],
+		"firsthalf": key[:len(key)/2],
+	}
+}
 
 // Leaky is an OpenAI chat-completions provider (POST .../chat/completions)
 // that echoes the Authorization header (and x-api-key, x-goog-api-key)
@@ -68,13 +92,43 @@ func (l *Leaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	echo := strings.Join(quoted, ", ")
+	key := r.Header.Get("X-Api-Key") + r.Header.Get("X-Goog-Api-Key")
+	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		key = k
+	}
 	l.mu.Lock()
 	leak := l.leaks[min(l.seen, len(l.leaks)-1)]
 	l.seen++
 	l.echoes = append(l.echoes, echo)
 	l.mu.Unlock()
 	w.Header().Set("x-request-id", "req_"+echo)
+	var transformed, secondHalf string
+	if key != "" {
+		tr := Transformations(key)
+		for _, name := range []string{"prefix", "suffix", "hex", "bearer64", "upper", "dropped", "firsthalf"} {
+			transformed += " " + name + "=" + tr[name]
+		}
+		secondHalf = key[len(key)/2:]
+		if leak == LeakTransformed || leak == LeakTransformedMidStream {
+			w.Header().Set("x-request-id", base64.RawURLEncoding.EncodeToString([]byte(key)))
+		}
+	}
 	switch leak {
+	case LeakTransformed:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"message": "Incorrect API key provided:" + transformed, "type": "invalid_request_error", "param": nil, "code": secondHalf,
+		}})
+		w.Write(b)
+	case LeakTransformedMidStream:
+		sw := newStreamWriter(w, r, "text/event-stream; charset=utf-8", Turn{})
+		b, _ := json.Marshal(chatChunk{ID: "chatcmpl-leaky", Object: "chat.completion.chunk", Model: "leaky", Choices: []chatChunkChoice{{Delta: map[string]any{"role": "assistant", "content": "Working on it"}}}})
+		sw.Raw(sse(b))
+		b, _ = json.Marshal(map[string]any{"error": map[string]any{
+			"message": "The request was refused mid-stream:" + transformed, "type": "invalid_request_error", "param": nil, "code": secondHalf,
+		}})
+		sw.Raw(sse(b))
 	case LeakAuthError:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)

@@ -9,8 +9,11 @@ package codec
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
@@ -133,3 +136,30 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// UnreadableBody is the message of an error response whose body is in no
+// shape the codec reads (a proxy's HTML page, plain text): the status only,
+// never the body, which may quote anything, a credential included (the
+// gateway logs it, redacted, at debug level).
+func UnreadableBody(status int) string {
+	return fmt.Sprintf("upstream answered %d %s, with a body in no known error shape", status, http.StatusText(status))
+}
+
+// OpaqueItem checks an opaque part a codec is about to send back verbatim:
+// of kind prefix+t, its data must be one JSON object whose "type" is t, so
+// a provider's item is replayed as the item its kind says and never as
+// another (a reasoning item turned into a system message). It returns the
+// data as raw JSON.
+func OpaqueItem(kind, prefix, data string) (json.RawMessage, error) {
+	t, ok := strings.CutPrefix(kind, prefix)
+	var item struct {
+		Type *string `json:"type"`
+	}
+	dec := json.NewDecoder(strings.NewReader(data))
+	err := dec.Decode(&item)
+	if _, end := dec.Token(); err != nil || end != io.EOF || !ok || t == "" || item.Type == nil || *item.Type != t {
+		return nil, &Error{Kind: llmv1.ErrorKind_ERROR_KIND_INVALID_REQUEST,
+			Message: fmt.Sprintf("opaque %s part is not one JSON object of type %q", kind, t)}
+	}
+	return json.RawMessage(data), nil
+}

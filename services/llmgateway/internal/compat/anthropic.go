@@ -93,7 +93,9 @@ type anthropicSrc struct {
 	URL       string `json:"url"`
 }
 
-func messagesRequest(fields map[string]json.RawMessage) (req *llmv1.Request, stream bool, err error) {
+// messagesRequest translates a Messages request; the envelopes it carries
+// are collected in rs, to be opened once the model is resolved.
+func messagesRequest(fields map[string]json.RawMessage, rs *replays) (req *llmv1.Request, stream bool, err error) {
 	for k := range fields {
 		if !messagesFields[k] {
 			return nil, false, badParam(k, "%s: Extra inputs are not permitted", k)
@@ -185,7 +187,7 @@ func messagesRequest(fields map[string]json.RawMessage) (req *llmv1.Request, str
 		if err != nil {
 			return nil, false, err
 		}
-		if err := anthropicMessageInto(req, names, role, blocks, param); err != nil {
+		if err := anthropicMessageInto(req, names, role, blocks, param+".content", rs); err != nil {
 			return nil, false, err
 		}
 	}
@@ -352,7 +354,7 @@ func anthropicImage(b anthropicBlock, param string) (*llmv1.ContentPart, error) 
 	return nil, unsupported(param+".source.type", "%s.source: image source %q is not supported by the gateway", param, b.Source.Type)
 }
 
-func anthropicMessageInto(req *llmv1.Request, names toolNames, role llmv1.Role, blocks []anthropicBlock, param string) error {
+func anthropicMessageInto(req *llmv1.Request, names toolNames, role llmv1.Role, blocks []anthropicBlock, param string, rs *replays) error {
 	var parts, results []*llmv1.ContentPart
 	for j, b := range blocks {
 		p := sprintf("%s.%d", param, j)
@@ -402,14 +404,13 @@ func anthropicMessageInto(req *llmv1.Request, names toolNames, role llmv1.Role, 
 			}
 			results = append(results, &llmv1.ContentPart{Part: &llmv1.ContentPart_ToolResult{ToolResult: tr}})
 		case "thinking":
-			env, _ := openEnvelope(b.Signature)
-			parts = append(parts, partFromEnvelope(env, b.Thinking))
-		case "redacted_thinking":
-			env, sealed := openEnvelope(b.Data)
-			if !sealed {
-				env = envelope{Signature: b.Data, Redacted: true}
+			if b.Signature == "" { // unsigned reasoning: the model's notes, no provider state
+				parts = append(parts, &llmv1.ContentPart{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{Text: b.Thinking}}})
+				continue
 			}
-			parts = append(parts, partFromEnvelope(env, ""))
+			parts = append(parts, rs.add(p+".signature", b.Signature, b.Thinking, false))
+		case "redacted_thinking":
+			parts = append(parts, rs.add(p+".data", b.Data, "", true))
 		case "document":
 			return unsupported(p, "%s: document blocks are not supported by the gateway", p)
 		default:
@@ -475,7 +476,7 @@ func msgID(id string) string {
 
 // contentBlock renders one part; ok is false for parts with no Anthropic
 // form (which are then carried as redacted_thinking, see roundTripState).
-func contentBlock(p *llmv1.ContentPart, provider string) json.RawMessage {
+func (h *Handler) contentBlock(p *llmv1.ContentPart, route string) json.RawMessage {
 	switch x := p.GetPart().(type) {
 	case *llmv1.ContentPart_Text:
 		return mustJSON(map[string]any{"type": "text", "text": x.Text.GetText()})
@@ -488,11 +489,11 @@ func contentBlock(p *llmv1.ContentPart, provider string) json.RawMessage {
 	case *llmv1.ContentPart_Reasoning:
 		r := x.Reasoning
 		if r.GetRedacted() {
-			return mustJSON(map[string]any{"type": "redacted_thinking", "data": roundTripState(p, provider)})
+			return mustJSON(map[string]any{"type": "redacted_thinking", "data": h.roundTripState(p, route)})
 		}
-		return mustJSON(map[string]any{"type": "thinking", "thinking": r.GetText(), "signature": roundTripState(p, provider)})
+		return mustJSON(map[string]any{"type": "thinking", "thinking": r.GetText(), "signature": h.roundTripState(p, route)})
 	case *llmv1.ContentPart_Opaque:
-		return mustJSON(map[string]any{"type": "redacted_thinking", "data": roundTripState(p, provider)})
+		return mustJSON(map[string]any{"type": "redacted_thinking", "data": h.roundTripState(p, route)})
 	}
 	return nil
 }
@@ -503,9 +504,10 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	req, stream, err := messagesRequest(fields)
+	var rs replays
+	req, stream, err := messagesRequest(fields, &rs)
 	if err == nil {
-		_, err = h.checkCapabilities(r.Context(), req)
+		err = h.resolveRequest(r.Context(), req, rs)
 	}
 	if err != nil {
 		h.writeAnthropicBackendError(w, r, err)
@@ -517,20 +519,20 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 			h.writeAnthropicBackendError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, anthropicMessageOf(resp))
+		writeJSON(w, http.StatusOK, h.anthropicMessageOf(resp))
 		return
 	}
-	ms := &messagesStream{sse: newSSE(w)}
+	ms := &messagesStream{h: h, sse: newSSE(w)}
 	if _, err := h.backend.Generate(r.Context(), req, ms.handle); err != nil && !ms.sse.started {
 		h.writeAnthropicBackendError(w, r, err)
 	}
 }
 
-func anthropicMessageOf(resp *llmv1.Response) *anthropicMessage {
+func (h *Handler) anthropicMessageOf(resp *llmv1.Response) *anthropicMessage {
 	m := &anthropicMessage{ID: msgID(resp.GetId()), Type: "message", Role: "assistant", Model: resp.GetProviderId() + "/" + resp.GetModelId(),
 		Content: []json.RawMessage{}, Usage: anthUsage(resp.GetUsage())}
 	for _, p := range resp.GetParts() {
-		if b := contentBlock(p, resp.GetProviderId()); b != nil {
+		if b := h.contentBlock(p, resp.GetProviderId()+"/"+resp.GetModelId()); b != nil {
 			m.Content = append(m.Content, b)
 		}
 	}
@@ -541,20 +543,20 @@ func anthropicMessageOf(resp *llmv1.Response) *anthropicMessage {
 
 // messagesStream renders gateway events as Messages streaming events.
 type messagesStream struct {
-	sse      *sse
-	id       string
-	model    string
-	provider string
-	usage    *llmv1.Usage
-	index    map[int32]int // gateway block index -> Anthropic index
-	kinds    map[int32]llmv1.ContentBlockKind
-	next     int
+	h     *Handler
+	sse   *sse
+	id    string
+	model string
+	usage *llmv1.Usage
+	index map[int32]int // gateway block index -> Anthropic index
+	kinds map[int32]llmv1.ContentBlockKind
+	next  int
 }
 
 func (s *messagesStream) handle(ev *llmv1.StreamResponse) error {
 	switch x := ev.GetEvent().(type) {
 	case *llmv1.StreamResponse_Started:
-		s.id, s.provider = msgID(x.Started.GetId()), x.Started.GetProviderId()
+		s.id = msgID(x.Started.GetId())
 		s.model = x.Started.GetProviderId() + "/" + x.Started.GetModelId()
 		s.index, s.kinds = map[int32]int{}, map[int32]llmv1.ContentBlockKind{}
 		return nil // message_start waits for the usage known so far
@@ -566,7 +568,7 @@ func (s *messagesStream) handle(ev *llmv1.StreamResponse) error {
 	case *llmv1.StreamResponse_Ended:
 		if s.index == nil { // a reply with no visible output has no Started
 			resp := x.Ended.GetResponse()
-			s.id, s.provider, s.model = msgID(resp.GetId()), resp.GetProviderId(), resp.GetProviderId()+"/"+resp.GetModelId()
+			s.id, s.model = msgID(resp.GetId()), resp.GetProviderId()+"/"+resp.GetModelId()
 			s.index, s.kinds = map[int32]int{}, map[int32]llmv1.ContentBlockKind{}
 			s.usage = resp.GetUsage()
 		}
@@ -607,11 +609,11 @@ func (s *messagesStream) handle(ev *llmv1.StreamResponse) error {
 			idx = s.next
 			s.next++
 			if err := s.sse.event("content_block_start", map[string]any{"type": "content_block_start", "index": idx,
-				"content_block": map[string]any{"type": "redacted_thinking", "data": roundTripState(e.GetPart(), s.provider)}}); err != nil {
+				"content_block": map[string]any{"type": "redacted_thinking", "data": s.h.roundTripState(e.GetPart(), s.model)}}); err != nil {
 				return err
 			}
 		case kind == llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_REASONING:
-			if sig := roundTripState(e.GetPart(), s.provider); sig != "" {
+			if sig := s.h.roundTripState(e.GetPart(), s.model); sig != "" {
 				if err := s.delta(e.GetIndex(), map[string]any{"type": "signature_delta", "signature": sig}); err != nil {
 					return err
 				}

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
 )
 
 // Backend is the gateway as the fronts use it, in process.
@@ -60,13 +61,16 @@ type Authenticator interface {
 type Handler struct {
 	backend Backend
 	auth    Authenticator
+	sealer  *envelope.Sealer
 	logger  *slog.Logger
 	now     func() time.Time
 }
 
-// New returns the handler; auth may be nil (see Authenticator).
-func New(backend Backend, auth Authenticator, logger *slog.Logger) *Handler {
-	return &Handler{backend: backend, auth: auth, logger: logger, now: time.Now}
+// New returns the handler; auth may be nil (see Authenticator). The sealer
+// seals the round-trip state handed to clients and opens what they send
+// back; every replica a client may reach must share its key.
+func New(backend Backend, auth Authenticator, sealer *envelope.Sealer, logger *slog.Logger) *Handler {
+	return &Handler{backend: backend, auth: auth, sealer: sealer, logger: logger, now: time.Now}
 }
 
 // Prefixes are the path prefixes the handler serves.
@@ -365,53 +369,113 @@ func (s *sse) raw(name string, data []byte) error {
 
 // Round-trip state (reasoning signatures, redacted reasoning, opaque
 // provider items) travels through the fronts' opaque fields (Anthropic's
-// thinking signature and redacted_thinking data, OpenAI's encrypted_content)
-// in an envelope that keeps the provider that made it, so the gateway can
-// replay it only to that provider, whichever front the next turn comes in
-// by. A value without the prefix is taken as a bare provider signature.
-const envelopePrefix = "fabro1."
-
-type envelope struct {
-	Origin     string `json:"o,omitempty"`
+// thinking signature and redacted_thinking data, OpenAI's
+// encrypted_content) sealed in an envelope (package envelope) bound to the
+// route, provider and model, that made it, whichever front the next turn
+// comes in by. What comes back is opened once the request's model is
+// resolved: an envelope that does not authenticate, belongs to a route the
+// request cannot take, or a bare value (a provider's signature pasted in,
+// an old unauthenticated fabro1. envelope) is the API's 400 naming the
+// field, and nothing goes upstream.
+type roundTrip struct {
 	Signature  string `json:"s,omitempty"`
 	Redacted   bool   `json:"r,omitempty"`
 	OpaqueKind string `json:"k,omitempty"` // set: an OpaquePart
 	OpaqueData string `json:"d,omitempty"`
-	Text       string `json:"t,omitempty"` // the reasoning text, for fronts with nowhere else to put it
 }
 
-func sealEnvelope(e envelope) string {
-	b, _ := json.Marshal(e)
-	return envelopePrefix + base64.RawURLEncoding.EncodeToString(b)
+// replay is one envelope a request sent back, to open into part.
+type replay struct {
+	param    string // the field it came in, for the error
+	value    string
+	text     string // the reasoning text beside it, if any
+	redacted bool   // it came as redacted reasoning (Anthropic redacted_thinking)
+	part     *llmv1.ContentPart
 }
 
-func openEnvelope(s string) (envelope, bool) {
-	rest, ok := strings.CutPrefix(s, envelopePrefix)
-	if !ok {
-		return envelope{Signature: s}, false
+// replays collects a request's envelopes while it is translated.
+type replays []replay
+
+// add returns the part an envelope will fill, recording it.
+func (rs *replays) add(param, value, text string, redacted bool) *llmv1.ContentPart {
+	p := &llmv1.ContentPart{}
+	*rs = append(*rs, replay{param: param, value: value, text: text, redacted: redacted, part: p})
+	return p
+}
+
+// roundTripState seals a response part's replay state for route
+// ("provider/model"), "" when it has none.
+func (h *Handler) roundTripState(p *llmv1.ContentPart, route string) string {
+	var rt roundTrip
+	switch x := p.GetPart().(type) {
+	case *llmv1.ContentPart_Reasoning:
+		r := x.Reasoning
+		if r.GetSignature() == "" && !r.GetRedacted() {
+			return ""
+		}
+		rt = roundTrip{Signature: r.GetSignature(), Redacted: r.GetRedacted()}
+	case *llmv1.ContentPart_Opaque:
+		rt = roundTrip{OpaqueKind: x.Opaque.GetKind(), OpaqueData: x.Opaque.GetData()}
+	default:
+		return ""
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
+	b, _ := json.Marshal(rt) // strings and a bool: always marshals
+	return h.sealer.Seal(route, b)
+}
+
+// openReplays opens a request's envelopes into their parts, once its model
+// resolved to res: each must authenticate and name a route the request
+// may take (its model, or one of the model's fallbacks).
+func (h *Handler) openReplays(ctx context.Context, req *llmv1.Request, res *llmv1.ResolveModelResponse, rs replays) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	routes := map[string]bool{res.GetCanonical(): true}
+	if !req.GetDisableFallbacks() {
+		fallbacks := req.GetFallbacks()
+		if len(fallbacks) == 0 {
+			fallbacks = res.GetModel().GetFallbacks()
+		}
+		for _, sel := range fallbacks {
+			if fr, err := h.backend.ResolveModel(ctx, &llmv1.ResolveModelRequest{Selector: sel}); err == nil {
+				routes[fr.GetCanonical()] = true
+			}
+		}
+	}
+	for _, r := range rs {
+		// The claimed route first, for the clearer error; Open then
+		// authenticates it.
+		if claimed, err := envelope.Route(r.value); err == nil && !routes[claimed] {
+			return badParam(r.param, "%s: the round-trip state was made by %s and cannot be replayed to %s", r.param, claimed, res.GetCanonical())
+		}
+		route, plain, err := h.sealer.Open(r.value)
+		var rt roundTrip
+		if err == nil && json.Unmarshal(plain, &rt) != nil {
+			err = envelope.ErrForged // sealed by us, so unreachable short of a bug
+		}
+		if err != nil {
+			return badParam(r.param, "%s: the round-trip state %v", r.param, err)
+		}
+		provider, _, _ := strings.Cut(route, "/")
+		if rt.OpaqueKind != "" {
+			r.part.Part = &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: rt.OpaqueKind, Data: rt.OpaqueData}}
+			continue
+		}
+		r.part.Part = &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{
+			Text: r.text, Signature: rt.Signature, SignatureOrigin: provider, Redacted: rt.Redacted || r.redacted,
+		}}
+	}
+	return nil
+}
+
+// resolveRequest resolves the request's model, refuses what it cannot
+// take, and opens the envelopes the request sent back for it.
+func (h *Handler) resolveRequest(ctx context.Context, req *llmv1.Request, rs replays) error {
+	res, err := h.checkCapabilities(ctx, req)
 	if err != nil {
-		return envelope{Signature: s}, false
+		return err
 	}
-	var e envelope
-	if json.Unmarshal(b, &e) != nil {
-		return envelope{Signature: s}, false
-	}
-	return e, true
-}
-
-// partFromEnvelope turns replayed round-trip state back into a part.
-func partFromEnvelope(e envelope, text string) *llmv1.ContentPart {
-	if e.OpaqueKind != "" {
-		return &llmv1.ContentPart{Part: &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: e.OpaqueKind, Data: e.OpaqueData}}}
-	}
-	if text == "" {
-		text = e.Text
-	}
-	return &llmv1.ContentPart{Part: &llmv1.ContentPart_Reasoning{Reasoning: &llmv1.ReasoningPart{
-		Text: text, Signature: e.Signature, SignatureOrigin: e.Origin, Redacted: e.Redacted,
-	}}}
+	return h.openReplays(ctx, req, res, rs)
 }
 
 // checkCapabilities refuses what the resolved model's catalog entry says it
@@ -516,25 +580,6 @@ func responseText(resp *llmv1.Response) string {
 		b.WriteString(p.GetText().GetText())
 	}
 	return b.String()
-}
-
-// roundTripState seals a response part's replay state, "" when it has none.
-func roundTripState(p *llmv1.ContentPart, origin string) string {
-	switch x := p.GetPart().(type) {
-	case *llmv1.ContentPart_Reasoning:
-		r := x.Reasoning
-		if r.GetSignature() == "" && !r.GetRedacted() {
-			return ""
-		}
-		o := r.GetSignatureOrigin()
-		if o == "" {
-			o = origin
-		}
-		return sealEnvelope(envelope{Origin: o, Signature: r.GetSignature(), Redacted: r.GetRedacted()})
-	case *llmv1.ContentPart_Opaque:
-		return sealEnvelope(envelope{Origin: origin, OpaqueKind: x.Opaque.GetKind(), OpaqueData: x.Opaque.GetData()})
-	}
-	return ""
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -1,7 +1,9 @@
 package compat
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -107,8 +111,27 @@ func turnEvents() []*llmv1.StreamResponse {
 	}
 }
 
+// testSealer seals the test handlers' envelopes.
+var testSealer = func() *envelope.Sealer {
+	s, err := envelope.New(bytes.Repeat([]byte{7}, envelope.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// sealedRE matches an envelope; its sealed box (random nonce) is replaced
+// in golden files, its route kept.
+var sealedRE = regexp.MustCompile(`(fabro2\.[A-Za-z0-9_-]+\.)[A-Za-z0-9_-]+`)
+
+// seal is the envelope the test handlers would hand out for rt on route.
+func seal(route string, rt roundTrip) string {
+	b, _ := json.Marshal(rt)
+	return testSealer.Seal(route, b)
+}
+
 func newTestHandler(b Backend) http.Handler {
-	h := New(b, nil, slog.New(slog.DiscardHandler))
+	h := New(b, nil, testSealer, slog.New(slog.DiscardHandler))
 	h.now = func() time.Time { return time.Unix(1767225600, 0) }
 	mux := http.NewServeMux()
 	h.Register(mux)
@@ -153,6 +176,15 @@ func TestGoldenWire(t *testing.T) {
 			if ct := hdr.Get("Content-Type"); ct != wantCT {
 				t.Errorf("content type %q, want %q", ct, wantCT)
 			}
+			// Every envelope opens to the reasoning's signature, for the
+			// route that made it; its sealed bytes differ on each run.
+			for _, env := range sealedRE.FindAllString(got, -1) {
+				route, plain, err := testSealer.Open(env)
+				if err != nil || route != "anthropic/claude-x" || string(plain) != `{"s":"sig-1"}` {
+					t.Errorf("envelope %s opens to %q %s %v", env, route, plain, err)
+				}
+			}
+			got = sealedRE.ReplaceAllString(got, "${1}SEALED")
 			path := filepath.Join("testdata", c.name+".golden")
 			if *update {
 				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -238,7 +270,7 @@ func TestRequestTranslation(t *testing.T) {
 
 	code, _, body = do(t, h, http.MethodPost, "/anthropic/v1/messages", `{"model":"m","max_tokens":64,"stop_sequences":["X"],
 		"thinking":{"type":"enabled","budget_tokens":20000},"messages":[{"role":"user","content":"q"},
-		{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"`+sealEnvelope(envelope{Origin: "gemini", Signature: "g"})+`"},
+		{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"`+seal("anthropic/claude-x", roundTrip{Signature: "g"})+`"},
 		{"type":"tool_use","id":"u1","name":"read","input":{}}]},
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"u1","content":"r"},{"type":"text","text":"go on"}]}]}`)
 	if code != 200 {
@@ -246,7 +278,7 @@ func TestRequestTranslation(t *testing.T) {
 	}
 	r = b.got
 	rp := r.GetMessages()[1].GetParts()[0].GetReasoning()
-	if rp.GetSignatureOrigin() != "gemini" || rp.GetSignature() != "g" || r.GetReasoningEffort() != llmv1.ReasoningEffort_REASONING_EFFORT_HIGH ||
+	if rp.GetSignatureOrigin() != "anthropic" || rp.GetSignature() != "g" || rp.GetText() != "t" || r.GetReasoningEffort() != llmv1.ReasoningEffort_REASONING_EFFORT_HIGH ||
 		r.GetMessages()[2].GetRole() != llmv1.Role_ROLE_TOOL || r.GetMessages()[3].GetRole() != llmv1.Role_ROLE_USER {
 		t.Errorf("request %v", r)
 	}

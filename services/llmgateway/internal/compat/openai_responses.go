@@ -40,7 +40,9 @@ type responsesText struct {
 	Refusal  string `json:"refusal"`
 }
 
-func responsesRequest(fields map[string]json.RawMessage) (req *llmv1.Request, stream bool, err error) {
+// responsesRequest translates a Responses request; the envelopes it
+// carries are collected in rs, to be opened once the model is resolved.
+func responsesRequest(fields map[string]json.RawMessage, rs *replays) (req *llmv1.Request, stream bool, err error) {
 	for k := range fields {
 		if !responsesFields[k] {
 			return nil, false, unsupported(k, "Unknown parameter: '%s'.", k)
@@ -107,7 +109,7 @@ func responsesRequest(fields map[string]json.RawMessage) (req *llmv1.Request, st
 		}
 		names := toolNames{}
 		for i, it := range items {
-			if err := responsesItemInto(req, names, it, i); err != nil {
+			if err := responsesItemInto(req, names, it, i, rs); err != nil {
 				return nil, false, err
 			}
 		}
@@ -200,7 +202,7 @@ func responsesRequest(fields map[string]json.RawMessage) (req *llmv1.Request, st
 	return req, stream, nil
 }
 
-func responsesItemInto(req *llmv1.Request, names toolNames, it responsesItem, i int) error {
+func responsesItemInto(req *llmv1.Request, names toolNames, it responsesItem, i int, rs *replays) error {
 	param := sprintf("input[%d]", i)
 	typ := it.Type
 	if typ == "" && it.Role != "" {
@@ -261,8 +263,7 @@ func responsesItemInto(req *llmv1.Request, names toolNames, it responsesItem, i 
 			// Unsigned reasoning summaries are the model's notes, not input.
 			return nil
 		}
-		env, _ := openEnvelope(it.EncryptedContent)
-		appendTo(req, llmv1.Role_ROLE_ASSISTANT, partFromEnvelope(env, text.String()))
+		appendTo(req, llmv1.Role_ROLE_ASSISTANT, rs.add(param+".encrypted_content", it.EncryptedContent, text.String(), false))
 	default:
 		return unsupported(param+".type", "%s: input item type %q is not supported by the gateway", param, typ)
 	}
@@ -466,7 +467,7 @@ func finishResponse(ro *responseObject, resp *llmv1.Response) {
 
 // outputItems renders a response's parts as output items; ids are derived
 // from the response id and the part's index so streams and replies agree.
-func outputItems(resp *llmv1.Response) []json.RawMessage {
+func (h *Handler) outputItems(resp *llmv1.Response) []json.RawMessage {
 	var out []json.RawMessage
 	var msg *outMessage
 	for i, p := range resp.GetParts() {
@@ -483,7 +484,7 @@ func outputItems(resp *llmv1.Response) []json.RawMessage {
 				Name: x.ToolCall.GetName(), Arguments: x.ToolCall.GetArguments(), Status: "completed"}))
 		case *llmv1.ContentPart_Reasoning, *llmv1.ContentPart_Opaque:
 			flush(&out, &msg)
-			out = append(out, mustJSON(reasoningItem(p, resp.GetId(), resp.GetProviderId(), i)))
+			out = append(out, mustJSON(h.reasoningItem(p, resp.GetId(), resp.GetProviderId()+"/"+resp.GetModelId(), i)))
 		}
 	}
 	flush(&out, &msg)
@@ -500,12 +501,12 @@ func flush(out *[]json.RawMessage, msg **outMessage) {
 	}
 }
 
-func reasoningItem(p *llmv1.ContentPart, respID, provider string, i int) outReasoning {
+func (h *Handler) reasoningItem(p *llmv1.ContentPart, respID, route string, i int) outReasoning {
 	r := outReasoning{Type: "reasoning", ID: itemID("rs", respID, i), Summary: []summaryText{}}
 	if t := p.GetReasoning().GetText(); t != "" {
 		r.Summary = append(r.Summary, summaryText{Type: "summary_text", Text: t})
 	}
-	if s := roundTripState(p, provider); s != "" {
+	if s := h.roundTripState(p, route); s != "" {
 		r.EncryptedContent = &s
 	}
 	return r
@@ -521,9 +522,10 @@ func (h *Handler) responses(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "", "", err.Error())
 		return
 	}
-	req, stream, err := responsesRequest(fields)
+	var rs replays
+	req, stream, err := responsesRequest(fields, &rs)
 	if err == nil {
-		_, err = h.checkCapabilities(r.Context(), req)
+		err = h.resolveRequest(r.Context(), req, rs)
 	}
 	if err != nil {
 		h.writeOpenAIBackendError(w, r, err)
@@ -537,20 +539,21 @@ func (h *Handler) responses(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ro := responseShell(req, resp.GetId(), resp.GetProviderId()+"/"+resp.GetModelId(), created)
-		ro.Output = outputItems(resp)
+		ro.Output = h.outputItems(resp)
 		ro.OutputText = responseText(resp)
 		finishResponse(ro, resp)
 		writeJSON(w, http.StatusOK, ro)
 		return
 	}
-	rs := &responsesStream{sse: newSSE(w), req: req, created: created}
-	if _, err := h.backend.Generate(r.Context(), req, rs.handle); err != nil && !rs.sse.started {
+	st := &responsesStream{h: h, sse: newSSE(w), req: req, created: created}
+	if _, err := h.backend.Generate(r.Context(), req, st.handle); err != nil && !st.sse.started {
 		h.writeOpenAIBackendError(w, r, err)
 	}
 }
 
 // responsesStream renders gateway events as Responses streaming events.
 type responsesStream struct {
+	h       *Handler
 	sse     *sse
 	req     *llmv1.Request
 	created int64
@@ -653,7 +656,7 @@ func (s *responsesStream) handle(ev *llmv1.StreamResponse) error {
 				return err
 			}
 		}
-		s.shell.Output = outputItems(resp)
+		s.shell.Output = s.h.outputItems(resp)
 		finishResponse(s.shell, resp)
 		name := "response.completed"
 		if s.shell.Status == "incomplete" {
@@ -676,7 +679,7 @@ func (s *responsesStream) handle(ev *llmv1.StreamResponse) error {
 		s.shell.Status = "failed"
 		s.shell.Error = &responsesErr{Code: "server_error", Message: d.GetMessage()}
 		if p := x.Error.GetPartialResponse(); p != nil {
-			s.shell.Output = outputItems(p)
+			s.shell.Output = s.h.outputItems(p)
 			s.shell.Usage = respUsage(p.GetUsage())
 		}
 		if err := s.send("error", map[string]any{"code": code, "message": d.GetMessage(), "param": nil}); err != nil {
@@ -733,13 +736,12 @@ func (s *responsesStream) endItem(e *llmv1.ContentBlockEnd) error {
 			}
 		}
 		return s.send("response.output_item.done", map[string]any{"output_index": it.outputIndex,
-			"item": reasoningItemWithID(e.GetPart(), it.id, s.shell.Model)})
+			"item": s.reasoningItemWithID(e.GetPart(), it.id)})
 	}
 }
 
-func reasoningItemWithID(p *llmv1.ContentPart, id, model string) outReasoning {
-	provider, _, _ := strings.Cut(model, "/")
-	r := reasoningItem(p, "", provider, 0)
+func (s *responsesStream) reasoningItemWithID(p *llmv1.ContentPart, id string) outReasoning {
+	r := s.h.reasoningItem(p, "", s.shell.Model, 0)
 	r.ID = id
 	return r
 }

@@ -89,10 +89,7 @@ func (anthropicCodec) NewRequest(ctx context.Context, call *codec.Call) (*http.R
 		// Fast mode is a beta: the request names it (docs: build-with-claude/fast-mode).
 		req.Header.Add("anthropic-beta", FastModeBeta)
 	}
-	setAuth(req.Header, call)
-	for k, v := range call.Provider.GetExtraHeaders() {
-		req.Header.Set(k, v)
-	}
+	codec.ApplyAuth(req.Header, call.Provider, codec.ResolveCredential(call, authDefaults))
 	return req, nil
 }
 
@@ -106,33 +103,10 @@ func endpoint(base string) string {
 	return base + "/v1/messages"
 }
 
-func setAuth(h http.Header, call *codec.Call) {
-	auth := call.Provider.GetAuth()
-	names := auth.GetCredentialNames()
-	if len(names) == 0 {
-		names = []string{"ANTHROPIC_API_KEY"}
-	}
-	var key string
-	for _, n := range names {
-		if v := call.Credentials[n]; v != "" {
-			key = v
-			break
-		}
-	}
-	if key == "" {
-		return
-	}
-	switch auth.GetScheme() {
-	case llmv1.AuthScheme_AUTH_SCHEME_NONE:
-	case llmv1.AuthScheme_AUTH_SCHEME_BEARER:
-		h.Set("Authorization", "Bearer "+key)
-	default:
-		name := auth.GetHeaderName()
-		if name == "" {
-			name = "x-api-key"
-		}
-		h.Set(name, key)
-	}
+// authDefaults: Anthropic's key goes in x-api-key unless the catalog says
+// otherwise.
+var authDefaults = codec.AuthDefaults{
+	Names: []string{"ANTHROPIC_API_KEY"}, Scheme: llmv1.AuthScheme_AUTH_SCHEME_HEADER, Header: "x-api-key",
 }
 
 func invalid(format string, args ...any) *codec.Error {
@@ -412,10 +386,11 @@ func blocks(parts []*llmv1.ContentPart, msg int) ([]any, error) {
 			}
 		case *llmv1.ContentPart_Opaque:
 			if strings.HasPrefix(v.Opaque.GetKind(), opaquePrefix) {
-				if !json.Valid([]byte(v.Opaque.GetData())) {
-					return nil, invalid("message %d part %d: opaque %s is not JSON", msg, j, v.Opaque.GetKind())
+				raw, err := codec.OpaqueItem(v.Opaque.GetKind(), opaquePrefix, v.Opaque.GetData())
+				if err != nil {
+					return nil, invalid("message %d part %d: %v", msg, j, err)
 				}
-				out = append(out, json.RawMessage(v.Opaque.GetData()))
+				out = append(out, raw)
 			}
 		default:
 			return nil, invalid("message %d part %d: empty part", msg, j)

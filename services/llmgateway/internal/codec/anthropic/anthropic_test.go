@@ -230,7 +230,7 @@ func TestParseError(t *testing.T) {
 		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_SERVER, Message: "anthropic: Internal server error", StatusCode: 500, Code: "api_error"},
 	}, {
 		name: "502 html from a proxy", status: 502, body: `<html>bad gateway</html>`,
-		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_SERVER, Message: "anthropic: <html>bad gateway</html>", StatusCode: 502},
+		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_SERVER, Message: "anthropic: " + codec.UnreadableBody(502), StatusCode: 502},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

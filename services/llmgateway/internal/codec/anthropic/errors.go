@@ -22,22 +22,12 @@ func (anthropicCodec) ParseError(resp *http.Response, body []byte) *codec.Error 
 		e.RequestID = resp.Header.Get("request-id")
 	}
 	if e.Message == "" {
-		e.Message = strings.TrimSpace(string(truncate(body, 300)))
-		if e.Message == "" {
-			e.Message = http.StatusText(resp.StatusCode)
-		}
+		e.Message = codec.UnreadableBody(resp.StatusCode)
 	}
 	e.Message = "anthropic: " + e.Message
 	e.RetryAfter = retryAfter(resp.Header)
 	e.Kind = kindOf(resp.StatusCode, typ, msg)
 	return e
-}
-
-func truncate(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
 }
 
 // errorBody extracts error.type, error.message and request_id.

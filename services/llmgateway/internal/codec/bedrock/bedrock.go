@@ -96,22 +96,23 @@ func (c *Codec) NewRequest(ctx context.Context, call *codec.Call) (*http.Request
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
-	for k, v := range call.Provider.GetExtraHeaders() {
-		req.Header.Set(k, v)
-	}
-	if err := c.authorize(ctx, req, body, call.Credentials, region); err != nil {
+	if err := c.authorize(ctx, req, body, call, region); err != nil {
 		return nil, err
 	}
 	return req, nil
 }
 
-// authorize adds a Bedrock API key as a bearer token when one is present,
-// and otherwise signs the request with SigV4.
-func (c *Codec) authorize(ctx context.Context, req *http.Request, body []byte, creds map[string]string, region string) error {
+// authorize applies the catalog's extra headers, then a Bedrock API key as
+// a bearer token when one is present, or else signs the request with SigV4
+// (last: the signature covers the extra headers, and replaces any
+// Authorization among them).
+func (c *Codec) authorize(ctx context.Context, req *http.Request, body []byte, call *codec.Call, region string) error {
+	creds := call.Credentials
 	if tok := creds[CredBearerToken]; tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+		codec.ApplyAuth(req.Header, call.Provider, codec.Credential{Header: "Authorization", Value: "Bearer " + tok})
 		return nil
 	}
+	codec.ApplyAuth(req.Header, call.Provider, codec.Credential{})
 	id, secret := creds[CredAccessKeyID], creds[CredSecretKey]
 	if id == "" || secret == "" {
 		return &codec.Error{

@@ -182,17 +182,13 @@ func (c *Codec) ParseError(resp *http.Response, body []byte) *codec.Error {
 		code = b.Code
 	}
 	msg := firstNonEmpty(b.Message, b.MessageU)
+	text := msg // what classifies it: the body's own text when no field holds one
 	if msg == "" {
-		msg = strings.TrimSpace(string(body))
-		if len(msg) > 512 {
-			msg = msg[:512]
-		}
-	}
-	if msg == "" {
-		msg = resp.Status
+		text = strings.TrimSpace(string(body[:min(len(body), 512)]))
+		msg = codec.UnreadableBody(resp.StatusCode)
 	}
 	e := &codec.Error{
-		Kind:       classify(code, resp.StatusCode, msg),
+		Kind:       classify(code, resp.StatusCode, text),
 		Message:    "bedrock: " + msg,
 		StatusCode: resp.StatusCode,
 		Code:       code,

@@ -36,11 +36,9 @@ func (geminiCodec) ParseError(resp *http.Response, body []byte) *codec.Error {
 	if errv != nil {
 		e = bodyError(resp.StatusCode, errv)
 	} else {
-		msg := strings.TrimSpace(string(body[:min(len(body), 300)]))
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
-		e = &codec.Error{Kind: kindOf(resp.StatusCode, "", msg, ""), Message: "gemini: " + msg}
+		// Classified by its text, which is never the message.
+		text := strings.TrimSpace(string(body[:min(len(body), 300)]))
+		e = &codec.Error{Kind: kindOf(resp.StatusCode, "", text, ""), Message: "gemini: " + codec.UnreadableBody(resp.StatusCode)}
 	}
 	e.StatusCode = resp.StatusCode
 	if e.RetryAfter == 0 {

@@ -81,10 +81,7 @@ func (geminiCodec) NewRequest(ctx context.Context, call *codec.Call) (*http.Requ
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
-	setAuth(req.Header, call)
-	for k, v := range call.Provider.GetExtraHeaders() {
-		req.Header.Set(k, v)
-	}
+	codec.ApplyAuth(req.Header, call.Provider, codec.ResolveCredential(call, authDefaults))
 	return req, nil
 }
 
@@ -97,33 +94,10 @@ func endpoint(base, model string, stream bool) string {
 	return base + "/models/" + model + ":generateContent"
 }
 
-func setAuth(h http.Header, call *codec.Call) {
-	auth := call.Provider.GetAuth()
-	names := auth.GetCredentialNames()
-	if len(names) == 0 {
-		names = []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}
-	}
-	var key string
-	for _, n := range names {
-		if v := call.Credentials[n]; v != "" {
-			key = v
-			break
-		}
-	}
-	if key == "" {
-		return
-	}
-	switch auth.GetScheme() {
-	case llmv1.AuthScheme_AUTH_SCHEME_NONE:
-	case llmv1.AuthScheme_AUTH_SCHEME_BEARER:
-		h.Set("Authorization", "Bearer "+key)
-	default:
-		name := auth.GetHeaderName()
-		if name == "" {
-			name = "x-goog-api-key"
-		}
-		h.Set(name, key)
-	}
+// authDefaults: Gemini's key goes in x-goog-api-key unless the catalog
+// says otherwise.
+var authDefaults = codec.AuthDefaults{
+	Names: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, Scheme: llmv1.AuthScheme_AUTH_SCHEME_HEADER, Header: "x-goog-api-key",
 }
 
 func invalid(format string, args ...any) *codec.Error {

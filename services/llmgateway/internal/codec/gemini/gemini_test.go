@@ -174,7 +174,7 @@ func TestParseError(t *testing.T) {
 		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_NOT_FOUND, Message: "gemini: models/nope is not found", StatusCode: 404, Code: "NOT_FOUND"},
 	}, {
 		name: "not JSON", status: 504, body: `upstream timeout`,
-		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_TIMEOUT, Message: "gemini: upstream timeout", StatusCode: 504},
+		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_TIMEOUT, Message: "gemini: " + codec.UnreadableBody(504), StatusCode: 504},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

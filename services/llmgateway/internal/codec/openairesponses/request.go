@@ -210,7 +210,7 @@ func convertMessage(m *llmv1.Message) ([]any, error) {
 				if !strings.HasPrefix(x.Opaque.GetKind(), "openai.") {
 					continue
 				}
-				raw, err := openaiwire.JSONObject("opaque "+x.Opaque.GetKind(), x.Opaque.GetData())
+				raw, err := codec.OpaqueItem(x.Opaque.GetKind(), "openai.", x.Opaque.GetData())
 				if err != nil {
 					return nil, err
 				}

@@ -14,7 +14,8 @@ import (
 // ParseError classifies a non-2xx OpenAI-style response. The body is
 // {"error":{"message","type","param","code"}}; OpenAI-compatible hosts vary
 // ({"error":"text"}, {"message":...}, a one-element array), so each shape
-// is tried and the raw body is the fallback message.
+// is tried, and a body in none of them is never the message (see
+// codec.UnreadableBody).
 func ParseError(resp *http.Response, body []byte) *codec.Error {
 	e := &codec.Error{StatusCode: resp.StatusCode}
 	typ, code, msg := errorFields(body)
@@ -23,13 +24,7 @@ func ParseError(resp *http.Response, body []byte) *codec.Error {
 		e.Code = typ
 	}
 	if e.Message == "" {
-		e.Message = strings.TrimSpace(string(body))
-		if len(e.Message) > 512 {
-			e.Message = e.Message[:512]
-		}
-		if e.Message == "" {
-			e.Message = http.StatusText(resp.StatusCode)
-		}
+		e.Message = codec.UnreadableBody(resp.StatusCode)
 	}
 	e.Kind = Classify(resp.StatusCode, typ, code, msg)
 	e.RequestID = resp.Header.Get("x-request-id")

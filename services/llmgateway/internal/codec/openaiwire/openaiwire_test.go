@@ -57,13 +57,13 @@ func TestParseError(t *testing.T) {
 		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_PERMISSION, StatusCode: 403, Code: "403", Message: "Permission denied"},
 	}, {
 		name: "html from a proxy", status: 502, body: `<html>Bad gateway</html>`,
-		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_SERVER, StatusCode: 502, Message: "<html>Bad gateway</html>"},
+		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_SERVER, StatusCode: 502, Message: codec.UnreadableBody(502)},
 	}, {
 		name: "401", status: 401, body: `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`,
 		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION, StatusCode: 401, Code: "invalid_api_key", Message: "Incorrect API key provided"},
 	}, {
 		name: "504", status: 504, body: ``,
-		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_TIMEOUT, StatusCode: 504, Message: "Gateway Timeout"},
+		want: codec.Error{Kind: llmv1.ErrorKind_ERROR_KIND_TIMEOUT, StatusCode: 504, Message: codec.UnreadableBody(504)},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

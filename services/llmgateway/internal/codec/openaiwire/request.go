@@ -31,33 +31,10 @@ func NewHTTPRequest(ctx context.Context, call *codec.Call, path string, body []b
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
-	// Extra headers first, so a catalog entry cannot override the credential.
-	for k, v := range p.GetExtraHeaders() {
-		req.Header.Set(k, v)
-	}
-	auth := p.GetAuth()
-	cred := Credential(auth, call.Credentials)
-	switch auth.GetScheme() {
-	case llmv1.AuthScheme_AUTH_SCHEME_BEARER:
-		if cred != "" {
-			req.Header.Set("Authorization", "Bearer "+cred)
-		}
-	case llmv1.AuthScheme_AUTH_SCHEME_HEADER:
-		if cred != "" && auth.GetHeaderName() != "" {
-			req.Header.Set(auth.GetHeaderName(), cred)
-		}
-	}
+	// OpenAI-style hosts have no default: the catalog names scheme and
+	// credentials for each.
+	codec.ApplyAuth(req.Header, p, codec.ResolveCredential(call, codec.AuthDefaults{}))
 	return req, nil
-}
-
-// Credential returns the first credential present, in the catalog's order.
-func Credential(auth *llmv1.Auth, creds map[string]string) string {
-	for _, name := range auth.GetCredentialNames() {
-		if v := creds[name]; v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // Invalid is an INVALID_REQUEST error for a request the protocol cannot
