@@ -45,6 +45,20 @@ func (a *Interceptor) Watch(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	return handler(srv, &watchedStream{ServerStream: ss, ctx: ctx})
 }
 
+// WatchToken is Watch for a call that is not a gRPC stream (an HTTP
+// response streamed by hand, such as the gateway's compatible endpoints):
+// the context it returns is cancelled once tok stops verifying, and
+// Revoked then reports it; stop ends the watch.
+func (a *Interceptor) WatchToken(ctx context.Context, tok string) (_ context.Context, stop context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go a.watch(ctx, tok, cancel)
+	return ctx, func() { cancel(nil) }
+}
+
+// Revoked reports whether ctx was cut because its credential was revoked
+// (Watch, WatchToken).
+func Revoked(ctx context.Context) bool { return revoked(ctx) }
+
 // streamToken is the bearer token of a call to method that needs one.
 func (a *Interceptor) streamToken(ctx context.Context, method string) (string, bool) {
 	if g, known := a.table()[method]; known && g&Open != 0 {

@@ -21,3 +21,9 @@ func (a tokenAuthenticator) Authenticate(ctx context.Context, token string) erro
 	_, err := a.ic.AuthorizeToken(ctx, llmv1.LLMGatewayService_Stream_FullMethodName, token)
 	return err
 }
+
+// WatchToken ends a compatible endpoint's call, its stream included, once
+// its token is revoked, as the gRPC streams end (auth.Interceptor.Watch).
+func (a tokenAuthenticator) WatchToken(ctx context.Context, token string) (context.Context, context.CancelFunc) {
+	return a.ic.WatchToken(ctx, token)
+}

@@ -57,6 +57,24 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, token string) error
 }
 
+// TokenWatcher is an Authenticator that can also end a call whose token is
+// revoked while it runs: the context it returns is then cancelled, and a
+// stream stops there, as the gRPC streams do.
+type TokenWatcher interface {
+	WatchToken(ctx context.Context, token string) (context.Context, context.CancelFunc)
+}
+
+// watched runs next with r's context watched for the revocation of key,
+// when the Authenticator can watch.
+func (h *Handler) watched(next http.HandlerFunc, w http.ResponseWriter, r *http.Request, key string) {
+	if tw, ok := h.auth.(TokenWatcher); ok {
+		ctx, stop := tw.WatchToken(r.Context(), key)
+		defer stop()
+		r = r.WithContext(ctx)
+	}
+	next(w, r)
+}
+
 // Handler serves the compatible APIs.
 type Handler struct {
 	backend Backend
@@ -111,6 +129,8 @@ func (h *Handler) openaiAuth(next http.HandlerFunc) http.HandlerFunc {
 					"Incorrect API key provided. Use a fabro token as the API key.")
 				return
 			}
+			h.watched(next, w, r, strings.TrimSpace(key))
+			return
 		}
 		next(w, r)
 	}
@@ -132,6 +152,8 @@ func (h *Handler) anthropicAuth(next http.HandlerFunc) http.HandlerFunc {
 				writeAnthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 				return
 			}
+			h.watched(next, w, r, key)
+			return
 		}
 		next(w, r)
 	}
