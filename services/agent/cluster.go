@@ -137,14 +137,23 @@ func (r *replica) close() {
 	}
 }
 
-// claim makes this replica the session's owner before it is loaded, and
-// returns the sequence its events continue after: the stream's last one,
-// which is past the record's when the previous owner died between
-// writing its record and its last events. It is a no-op outside a
-// cluster.
+// claim makes this replica the session's owner before it is loaded (on a
+// cluster), and returns the sequence its events continue after: the
+// stream's last one, which is past the record's when the previous
+// incarnation (a replica, or this process before a kill) died between
+// writing its record and its last events. The record is repaired from it
+// when the loaded session writes its own.
 func (s *Service) claim(ctx context.Context, sessionID string, recorded uint64) (uint64, error) {
 	if s.replica == nil {
-		return recorded, nil
+		last, err := s.bus.LastSequence(ctx, sessionID)
+		if err != nil {
+			return 0, domain.New(codes.Unavailable, reasonNATSUnavailable, err.Error(), grpcerr.RetryAfter(time.Second))
+		}
+		if last > recorded {
+			s.logger.InfoContext(ctx, "the session's record lags its event log; continuing after the log's last event",
+				"session_id", sessionID, "recorded_sequence", recorded, "last_sequence", last)
+		}
+		return max(last, recorded), nil
 	}
 	if _, err := s.replica.keeper.Acquire(ctx, sessionID); err != nil {
 		var held *cluster.HeldError

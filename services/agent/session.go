@@ -79,6 +79,14 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// newIncarnation names one load of a session (bus.Log.SetIncarnation):
+// the time in hex, then random bits, unique across processes and restarts.
+func newIncarnation() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x%s", time.Now().UnixNano(), hex.EncodeToString(b[:]))
+}
+
 // lastIDTime is the time part of the newest session id, in Unix
 // microseconds.
 var lastIDTime atomic.Int64
@@ -133,6 +141,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
 	s.buildChain(sess)
 	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
+	sess.log.SetIncarnation(newIncarnation())
 	id := info.GetSessionId()
 	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
 	lopts := loop.Options{
