@@ -109,6 +109,11 @@ type Config struct {
 	MemoryEvents bool
 	// Cluster makes replicas share sessions through NATS (cluster.go).
 	Cluster ClusterConfig
+	// ResumeOnStart continues, once the service is up, every prompt a
+	// previous process left unfinished (restart.go); off, such sessions
+	// are SUSPENDED until resumed. The flag -agent-resume-on-start
+	// defaults to on; a Config built in code starts with it off.
+	ResumeOnStart bool
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -138,6 +143,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	registerEventFlags(fs, &c.Events)
 	RegisterSessionFlags(fs, &c.Sessions)
 	c.Cluster.registerFlags(fs)
+	RegisterResumeFlag(fs, &c.ResumeOnStart)
+}
+
+// RegisterResumeFlag binds -agent-resume-on-start (default on) to on
+// (Config.ResumeOnStart).
+func RegisterResumeFlag(fs *flag.FlagSet, on *bool) {
+	fs.BoolVar(on, "agent-resume-on-start", true, "at start, continue every prompt the previous process left unfinished (killed mid-prompt); false: such sessions stay SUSPENDED until resumed")
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer
@@ -284,6 +296,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, err
 	}
 	s.startReaper()
+	if cfg.ResumeOnStart {
+		s.resumeOnStart()
+	}
 	return s, nil
 }
 

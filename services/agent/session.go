@@ -68,6 +68,9 @@ type session struct {
 	clientCalls  *clientCalls
 
 	recordMu sync.Mutex // serializes writeRecord
+	// checkpointTurn is the running prompt's turn the history leads up to
+	// (SessionRecord.unfinished_prompt_turn); under mu.
+	checkpointTurn int32
 	// fenced: another replica owns the session now; this one writes
 	// nothing more for it (cluster.go). Under mu.
 	fenced bool
@@ -206,12 +209,16 @@ func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 		// it as unfinished.
 		e.sess.writeRecordAs(true)
 	}
-	seq, err := e.sess.log.Emit(ev)
-	if e.svc.replica != nil && ev.GetTurnStarted() != nil {
-		// A checkpoint for a takeover: the history so far, and the
-		// prompt that runs.
+	if ts := ev.GetTurnStarted(); ts != nil {
+		// The checkpoint of a restart or a takeover, written before the
+		// turn is announced: the history the turn starts from, the prompt
+		// that runs and the turn, which then runs again from its start.
+		e.sess.mu.Lock()
+		e.sess.checkpointTurn = ts.GetTurn()
+		e.sess.mu.Unlock()
 		e.sess.writeRecord()
 	}
+	seq, err := e.sess.log.Emit(ev)
 	if ts := ev.GetTurnStarted(); ts != nil && err == nil {
 		if parent := e.svc.parentOf(e.sess); parent != nil {
 			parent.emitLive(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentTurnStarted{
@@ -485,6 +492,12 @@ func (sess *session) writeRecordAs(promptDone bool) {
 	if promptDone {
 		info.ActivePromptId = ""
 	}
+	sess.mu.Lock()
+	turn := sess.checkpointTurn
+	sess.mu.Unlock()
+	if info.GetActivePromptId() == "" {
+		turn = 0
+	}
 	rec := &agentv1.SessionRecord{
 		FormatVersion:  records.FormatVersion,
 		Session:        info,
@@ -496,6 +509,7 @@ func (sess *session) writeRecordAs(promptDone bool) {
 		Settings:       sess.ext.request,
 
 		UnfinishedPromptId:            info.GetActivePromptId(),
+		UnfinishedPromptTurn:          turn,
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 		ClientTools:                   sess.ext.clientTools,
 	}

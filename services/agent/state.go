@@ -176,9 +176,10 @@ func (s *Service) unload(sess *session) {
 	}
 }
 
-// beginPrompt marks the session running promptID; FAILED_PRECONDITION
-// when a prompt already runs or the session is not open.
-func (sess *session) beginPrompt(promptID string) (chan struct{}, error) {
+// beginPrompt marks the session running promptID from the checkpoint of
+// turn (0: a new prompt); FAILED_PRECONDITION when a prompt already runs
+// or the session is not open.
+func (sess *session) beginPrompt(promptID string, turn int32) (chan struct{}, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	id := sess.info.GetSessionId()
@@ -191,6 +192,7 @@ func (sess *session) beginPrompt(promptID string) (chan struct{}, error) {
 	}
 	sess.running = true
 	sess.promptID = promptID
+	sess.checkpointTurn = turn
 	sess.done = make(chan struct{})
 	sess.info.PromptCount++
 	sess.info.ActivePromptId = promptID
