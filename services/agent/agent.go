@@ -176,10 +176,12 @@ type Service struct {
 
 	natsSubscriberKeyFile string
 	replica               *replica // nil outside a cluster (cluster.go)
+	resumesUnfinished     bool     // Config.ResumeOnStart
 
 	mu       sync.Mutex
 	sessions map[string]*session // the loaded (open) sessions only
 	tree     map[string][]string // parent id -> child ids seen by this process, oldest first
+	resuming map[string]string   // session id -> the unfinished prompt being continued (restart.go)
 	order    int64               // creation counter, for child order
 	closed   bool
 	prompts  sync.WaitGroup // running prompts
@@ -297,6 +299,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	}
 	s.startReaper()
 	if cfg.ResumeOnStart {
+		s.resumesUnfinished = true
 		s.resumeOnStart()
 	}
 	return s, nil

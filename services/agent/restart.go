@@ -41,6 +41,17 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || promptID == "" || info.GetParentSessionId() != "" {
 		return errNoUnfinished
 	}
+	s.mu.Lock()
+	if s.resuming == nil {
+		s.resuming = map[string]string{}
+	}
+	s.resuming[id] = promptID
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.resuming, id)
+		s.mu.Unlock()
+	}()
 	// The resumed prompt acts for the session's creator.
 	if p, ok := auth.ParsePrincipal(info.GetPrincipal()); ok {
 		ctx = auth.WithPrincipal(ctx, p)
