@@ -182,6 +182,9 @@ type Service struct {
 	sessions map[string]*session // the loaded (open) sessions only
 	tree     map[string][]string // parent id -> child ids seen by this process, oldest first
 	resuming map[string]string   // session id -> the unfinished prompt being continued (restart.go)
+
+	spawnMu      sync.Mutex     // orders the tree cap's checks (reserveInTree)
+	treeReserved map[string]int // root id -> subagents being built; under spawnMu
 	order    int64               // creation counter, for child order
 	closed   bool
 	prompts  sync.WaitGroup // running prompts

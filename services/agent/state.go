@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -165,6 +166,34 @@ func principalOf(ctx context.Context) string {
 		return p.String()
 	}
 	return ""
+}
+
+// reserveInTree takes a place among a session tree's open sessions for a
+// subagent being built (its session registers only after its sandbox,
+// settings and tools are ready): parallel spawns then cannot all pass the
+// max_open_sessions check before any of them registers. false when the
+// tree is full; release gives the place up once the subagent is
+// registered or has failed.
+func (s *Service) reserveInTree(root string, limit int) (release func(), ok bool) {
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	if s.openInTree(root)+s.treeReserved[root] >= limit {
+		return nil, false
+	}
+	if s.treeReserved == nil {
+		s.treeReserved = map[string]int{}
+	}
+	s.treeReserved[root]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.spawnMu.Lock()
+			defer s.spawnMu.Unlock()
+			if s.treeReserved[root]--; s.treeReserved[root] <= 0 {
+				delete(s.treeReserved, root)
+			}
+		})
+	}, true
 }
 
 // unload forgets a closed session: its record holds it from now on.
