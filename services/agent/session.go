@@ -68,6 +68,12 @@ type session struct {
 	clientCalls  *clientCalls
 
 	recordMu sync.Mutex // serializes writeRecord
+	// recordRev is the revision of the record this session last wrote (0:
+	// none yet); under recordMu.
+	recordRev records.Revision
+	// loadedAt is when this session was loaded: a record closed after it
+	// was closed by another writer (putRecord).
+	loadedAt time.Time
 	// checkpointTurn is the running prompt's turn the history leads up to
 	// (SessionRecord.unfinished_prompt_turn); under mu.
 	checkpointTurn int32
@@ -145,6 +151,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	s.buildChain(sess)
 	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
 	sess.log.SetIncarnation(newIncarnation())
+	sess.loadedAt = time.Now()
 	id := info.GetSessionId()
 	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
 	lopts := loop.Options{
@@ -515,8 +522,41 @@ func (sess *session) writeRecordAs(promptDone bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := sess.svc.records.Put(ctx, rec, records.Any); err != nil {
+	if err := sess.putRecord(ctx, rec); err != nil {
 		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
+	}
+}
+
+// putRecord writes the loaded session's record with the revision it last
+// wrote (compare-and-set). On a conflict, another writer changed it (a
+// resume reads the record but not its revision; a close on another
+// replica): a fresh read decides. The loaded session is the record's
+// owner and writes again over the fresh revision, unless the stored
+// record was closed or deleted meanwhile, which it does not undo. recordMu
+// held.
+func (sess *session) putRecord(ctx context.Context, rec *agentv1.SessionRecord) error {
+	store := sess.svc.records
+	id := rec.GetSession().GetSessionId()
+	for attempt := 0; ; attempt++ {
+		rev, err := store.Put(ctx, rec, sess.recordRev)
+		if err == nil {
+			sess.recordRev = rev
+			return nil
+		}
+		if !errors.Is(err, records.ErrConflict) || attempt == 3 {
+			return err
+		}
+		stored, fresh, gerr := store.Get(ctx, id)
+		switch {
+		case errors.Is(gerr, records.ErrNotFound):
+			return fmt.Errorf("the record was deleted meanwhile; not written again: %w", err)
+		case gerr != nil:
+			return gerr
+		case stored.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED &&
+			rec.GetSession().GetState() != agentv1.SessionState_SESSION_STATE_CLOSED && stored.GetWriteTime().AsTime().After(sess.loadedAt):
+			return fmt.Errorf("another writer closed the session; its record is kept: %w", err)
+		}
+		sess.recordRev = fresh
 	}
 }
 

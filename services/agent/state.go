@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -266,16 +265,34 @@ func (sess *session) idleSince() (time.Time, bool) {
 // closeRecord closes a session that is not loaded: its record says
 // CLOSED from now on (a suspended session closed stays closed after a
 // restart).
+// The write names the revision it read; on a conflict (another writer
+// got there first) it is done again from a fresh read, and after a few
+// conflicts answered ABORTED, never written over the other's change.
 func (s *Service) closeRecord(ctx context.Context, rec *agentv1.SessionRecord) error {
-	rec = proto.CloneOf(rec)
-	rec.Session.State = agentv1.SessionState_SESSION_STATE_CLOSED
-	rec.Session.ActivePromptId = ""
-	rec.UnfinishedPromptId = ""
-	rec.WriteTime = timestamppb.Now()
-	if _, err := s.records.Put(ctx, rec, records.Any); err != nil {
-		return s.recordError(ctx, "session_id", rec.GetSession().GetSessionId(), err)
+	id := rec.GetSession().GetSessionId()
+	for range 4 {
+		rec, rev, err := s.records.Get(ctx, id)
+		if err != nil {
+			return s.recordError(ctx, "session_id", id, err)
+		}
+		if rec.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED {
+			return nil
+		}
+		rec.Session.State = agentv1.SessionState_SESSION_STATE_CLOSED
+		rec.Session.ActivePromptId = ""
+		rec.UnfinishedPromptId = ""
+		rec.UnfinishedPromptTurn = 0
+		rec.WriteTime = timestamppb.Now()
+		_, err = s.records.Put(ctx, rec, rev)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, records.ErrConflict) {
+			return s.recordError(ctx, "session_id", id, err)
+		}
 	}
-	return nil
+	return domain.New(codes.Aborted, reasonRecordConflict, fmt.Sprintf("session %q: its record kept changing while it was closed; retry", id),
+		grpcerr.Meta("session_id", id))
 }
 
 // childrenOf lists a session's direct children, oldest first: those this
