@@ -185,11 +185,11 @@ type Service struct {
 
 	spawnMu      sync.Mutex     // orders the tree cap's checks (reserveInTree)
 	treeReserved map[string]int // root id -> subagents being built; under spawnMu
-	order    int64               // creation counter, for child order
-	closed   bool
-	prompts  sync.WaitGroup // running prompts
-	stop     chan struct{}  // closed by Close: ends the idle reaper
-	reaper   sync.WaitGroup
+	order        int64          // creation counter, for child order
+	closed       bool
+	prompts      sync.WaitGroup // running prompts
+	stop         chan struct{}  // closed by Close: ends the idle reaper
+	reaper       sync.WaitGroup
 }
 
 // New connects to the gateway and the sandbox service (lazily: it never
