@@ -288,6 +288,7 @@ func (b *Bus) Replay(ctx context.Context, sessionID string, from, to uint64, fn 
 	}
 	var asm reassembler
 	cons := &replayConsumer{js: b.js, filters: []string{SessionFilter(sessionID)}}
+	defer cons.close(ctx)
 	// The events are handed on in sequence order, whatever their order in
 	// the stream: when a cluster's stream leader fails over, the writer's
 	// republished events can land after later ones it had in flight.

@@ -57,6 +57,7 @@ func (b *Bus) LastSequence(ctx context.Context, sessionID string) (uint64, error
 	})
 	if err == nil && lastMsg > 0 {
 		cons := &replayConsumer{js: b.js, filters: []string{SessionFilter(sessionID)}, startTime: &from}
+		defer cons.close(ctx)
 		for cons.last < lastMsg {
 			msg, rerr := cons.next(ctx)
 			if rerr != nil {
@@ -183,8 +184,23 @@ func (r *replayConsumer) next(ctx context.Context) (jetstream.Msg, error) {
 			return nil, err
 		}
 		r.restarts++
-		r.cons = nil
+		r.close(ctx)
 	}
+}
+
+// close deletes the replay's consumer on the server (an ordered consumer
+// would otherwise stay until its inactivity threshold, and a storm of
+// replays would reach the stream's consumer limit for everyone).
+func (r *replayConsumer) close(ctx context.Context) {
+	if r.cons == nil {
+		return
+	}
+	if info := r.cons.CachedInfo(); info != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RequestTimeout)
+		_ = r.js.DeleteConsumer(dctx, StreamName, info.Name)
+		cancel()
+	}
+	r.cons = nil
 }
 
 // RequestTimeout bounds one JetStream API request of Retry.

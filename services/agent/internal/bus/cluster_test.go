@@ -103,3 +103,43 @@ func TestIncarnationsNeverDedupe(t *testing.T) {
 		t.Fatalf("LastSequence: %d, %v; want 3", last, err)
 	}
 }
+
+// TestReplaysLeaveNoConsumer: every replay, and every LastSequence, deletes
+// the consumer it made when it ends, whether it read to the end or its
+// caller stopped it, so a storm of replays cannot fill the stream's
+// consumer limit.
+func TestReplaysLeaveNoConsumer(t *testing.T) {
+	b := open(t, Config{StoreDir: t.TempDir()})
+	log := NewLog(b, "s_r", "", "s_r", 0, nil)
+	for i := 1; i <= 5; i++ {
+		if _, err := log.Emit(delta(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("enough")
+	for i := range 50 {
+		if got := replay(t, b, "s_r", 5); len(got) != 5 {
+			t.Fatalf("replay %d: %d events", i, len(got))
+		}
+		if err := b.Replay(t.Context(), "s_r", 1, 5, func(*agentv1.AgentEvent) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("stopped replay: %v", err)
+		}
+		if _, err := b.LastSequence(t.Context(), "s_r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := b.js.Stream(t.Context(), StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Consumers; n != 0 {
+		t.Errorf("%d consumers left after 150 replays, want 0", n)
+	}
+}
