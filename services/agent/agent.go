@@ -183,6 +183,7 @@ type Service struct {
 	tree     map[string][]string // parent id -> child ids seen by this process, oldest first
 	resuming map[string]string   // session id -> the unfinished prompt being continued (restart.go)
 
+	replays      *replayLimiter // StreamEvents replays per principal
 	spawnMu      sync.Mutex     // orders the tree cap's checks (reserveInTree)
 	treeReserved map[string]int // root id -> subagents being built; under spawnMu
 	order        int64          // creation counter, for child order
@@ -212,6 +213,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		tree:          map[string][]string{},
 		settingsFile:  cfg.SettingsFile,
 		stop:          make(chan struct{}),
+		replays:       newReplayLimiter(cfg.Sessions.MaxReplaysPerPrincipal),
 	}
 	s.approvals = map[string]*approval{}
 	defer func() {

@@ -419,8 +419,15 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 		return err
 	}
 	f := watchFilter{sessionID: req.GetSessionId(), promptID: req.GetPromptId()}
+	// The replay holds a place of the caller's (replays.go) until the live
+	// part, which reads no consumer.
+	release, err := s.replays.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if req.GetIncludeSubagents() {
-		return s.streamTree(ctx, sess, rec, req, &f, stream)
+		return s.streamTree(ctx, sess, rec, req, &f, stream, release)
 	}
 	var sub *bus.Sub
 	var committed, next uint64
@@ -455,6 +462,7 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 			return replayStatus(err)
 		}
 	}
+	release()
 	if !req.GetFollow() || f.over || f.promptID != "" && ended || sub == nil {
 		return nil
 	}
@@ -480,7 +488,7 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 // from from_sequence and its descendants' events committed since, in
 // commit order, then (with follow) live ones until the end.
 func (s *Service) streamTree(ctx context.Context, sess *session, rec *agentv1.SessionRecord, req *agentv1.StreamEventsRequest, f *watchFilter,
-	stream grpc.ServerStreamingServer[agentv1.StreamEventsResponse]) error {
+	stream grpc.ServerStreamingServer[agentv1.StreamEventsResponse], releaseReplay func()) error {
 	id := req.GetSessionId()
 	var desc []string
 	for queue := []string{id}; len(queue) > 0; queue = queue[1:] {
@@ -533,6 +541,7 @@ func (s *Service) streamTree(ctx context.Context, sess *session, rec *agentv1.Se
 	if err != nil {
 		return replayStatus(err)
 	}
+	releaseReplay()
 	if !req.GetFollow() || f.over || f.promptID != "" && ended || sess == nil {
 		return nil
 	}
