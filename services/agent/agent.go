@@ -114,6 +114,11 @@ type Config struct {
 	// are SUSPENDED until resumed. The flag -agent-resume-on-start
 	// defaults to on; a Config built in code starts with it off.
 	ResumeOnStart bool
+	// NoTurnCheckpoint skips the record's checkpoint before each turn, so
+	// that a benchmark (e2e/agent BenchmarkTurnCheckpoint) measures its
+	// cost; a crash then continues a prompt from its start at best. No
+	// flag sets it.
+	NoTurnCheckpoint bool
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -177,6 +182,7 @@ type Service struct {
 	natsSubscriberKeyFile string
 	replica               *replica // nil outside a cluster (cluster.go)
 	resumesUnfinished     bool     // Config.ResumeOnStart
+	noTurnCheckpoint      bool     // Config.NoTurnCheckpoint
 
 	mu       sync.Mutex
 	sessions map[string]*session // the loaded (open) sessions only
@@ -189,8 +195,11 @@ type Service struct {
 	order        int64          // creation counter, for child order
 	closed       bool
 	prompts      sync.WaitGroup // running prompts
-	stop         chan struct{}  // closed by Close: ends the idle reaper
-	reaper       sync.WaitGroup
+	// checkpoints are the sessions' background record writes
+	// (session.checkpoint), awaited by Close.
+	checkpoints sync.WaitGroup
+	stop        chan struct{} // closed by Close: ends the idle reaper
+	reaper      sync.WaitGroup
 }
 
 // New connects to the gateway and the sandbox service (lazily: it never
@@ -202,18 +211,19 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, errors.New("agent: a data directory is required")
 	}
 	s := &Service{
-		logger:        logger,
-		llm:           cfg.LLM,
-		sandbox:       cfg.Sandbox,
-		records:       cfg.Records,
-		limits:        cfg.Sessions,
-		defaultModel:  cfg.DefaultModel,
-		replayBackoff: cfg.ReplayBackoff,
-		sessions:      map[string]*session{},
-		tree:          map[string][]string{},
-		settingsFile:  cfg.SettingsFile,
-		stop:          make(chan struct{}),
-		replays:       newReplayLimiter(cfg.Sessions.MaxReplaysPerPrincipal),
+		logger:           logger,
+		llm:              cfg.LLM,
+		sandbox:          cfg.Sandbox,
+		records:          cfg.Records,
+		limits:           cfg.Sessions,
+		defaultModel:     cfg.DefaultModel,
+		replayBackoff:    cfg.ReplayBackoff,
+		sessions:         map[string]*session{},
+		tree:             map[string][]string{},
+		settingsFile:     cfg.SettingsFile,
+		stop:             make(chan struct{}),
+		replays:          newReplayLimiter(cfg.Sessions.MaxReplaysPerPrincipal),
+		noTurnCheckpoint: cfg.NoTurnCheckpoint,
 	}
 	s.approvals = map[string]*approval{}
 	defer func() {
@@ -341,6 +351,7 @@ func (s *Service) Close() error {
 	}
 	s.prompts.Wait()
 	s.reaper.Wait()
+	s.checkpoints.Wait()
 	for _, sess := range running {
 		sess.writeRecord()
 		sess.mcp.Close()

@@ -71,6 +71,15 @@ type session struct {
 	// recordRev is the revision of the record this session last wrote (0:
 	// none yet); under recordMu.
 	recordRev records.Revision
+	// Background checkpoints (checkpoint): every record built is numbered
+	// (recordGen) as it is built, under ckMu, which also guards the newest
+	// checkpoint not yet written (pendingRec); writtenGen, the newest
+	// written, is under recordMu. Lock order: recordMu, then ckMu.
+	ckMu                  sync.Mutex
+	recordGen, pendingGen uint64
+	pendingRec            *agentv1.SessionRecord
+	checkpointing         bool
+	writtenGen            uint64
 	// loadedAt is when this session was loaded: a record closed after it
 	// was closed by another writer (putRecord).
 	loadedAt time.Time
@@ -216,14 +225,14 @@ func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 		// it as unfinished.
 		e.sess.writeRecordAs(true)
 	}
-	if ts := ev.GetTurnStarted(); ts != nil {
+	if ts := ev.GetTurnStarted(); ts != nil && !e.svc.noTurnCheckpoint {
 		// The checkpoint of a restart or a takeover, written before the
 		// turn is announced: the history the turn starts from, the prompt
 		// that runs and the turn, which then runs again from its start.
 		e.sess.mu.Lock()
 		e.sess.checkpointTurn = ts.GetTurn()
 		e.sess.mu.Unlock()
-		e.sess.writeRecord()
+		e.sess.checkpoint()
 	}
 	seq, err := e.sess.log.Emit(ev)
 	if ts := ev.GetTurnStarted(); ts != nil && err == nil {
@@ -488,11 +497,78 @@ func (sess *session) writeRecordAs(promptDone bool) {
 	}
 	sess.recordMu.Lock()
 	defer sess.recordMu.Unlock()
+	sess.ckMu.Lock()
+	rec := sess.buildRecord(promptDone)
+	sess.recordGen++
+	gen := sess.recordGen
+	sess.ckMu.Unlock()
+	if rec != nil {
+		sess.put(rec, gen)
+	}
+}
+
+// checkpoint takes the record as it stands (the turn's checkpoint) and
+// writes it in the background, off the loop's path: a record write costs
+// milliseconds, a turn against a fast model hardly more. A later write of
+// either kind supersedes it; the snapshot's sequence keeps a restart
+// reading the log from before it.
+func (sess *session) checkpoint() {
+	if sess.agent == nil {
+		return
+	}
+	sess.ckMu.Lock()
+	defer sess.ckMu.Unlock()
+	rec := sess.buildRecord(false)
+	if rec == nil {
+		return
+	}
+	sess.recordGen++
+	sess.pendingRec, sess.pendingGen = rec, sess.recordGen
+	if !sess.checkpointing {
+		sess.checkpointing = true
+		sess.svc.checkpoints.Go(sess.drainCheckpoints)
+	}
+}
+
+// drainCheckpoints writes the newest pending checkpoint until none is
+// left, skipping one a later write superseded.
+func (sess *session) drainCheckpoints() {
+	for {
+		sess.ckMu.Lock()
+		rec, gen := sess.pendingRec, sess.pendingGen
+		sess.pendingRec = nil
+		if rec == nil {
+			sess.checkpointing = false
+			sess.ckMu.Unlock()
+			return
+		}
+		sess.ckMu.Unlock()
+		sess.recordMu.Lock()
+		if gen > sess.writtenGen {
+			sess.put(rec, gen)
+		}
+		sess.recordMu.Unlock()
+	}
+}
+
+// put writes rec, built as write gen; recordMu held.
+func (sess *session) put(rec *agentv1.SessionRecord, gen uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sess.putRecord(ctx, rec); err != nil {
+		sess.svc.logger.Warn("write session record", "session_id", rec.GetSession().GetSessionId(), "error", err)
+	}
+	sess.writtenGen = max(sess.writtenGen, gen)
+}
+
+// buildRecord is the loaded session's record as of now; nil once the
+// session is fenced (the new owner's record). ckMu held.
+func (sess *session) buildRecord(promptDone bool) *agentv1.SessionRecord {
 	sess.mu.Lock()
 	fenced := sess.fenced
 	sess.mu.Unlock()
 	if fenced {
-		return // the new owner's record now
+		return nil
 	}
 	info := sess.snapshotInfo()
 	info.ExpireTime = nil
@@ -520,11 +596,7 @@ func (sess *session) writeRecordAs(promptDone bool) {
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 		ClientTools:                   sess.ext.clientTools,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := sess.putRecord(ctx, rec); err != nil {
-		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
-	}
+	return rec
 }
 
 // putRecord writes the loaded session's record with the revision it last
