@@ -184,7 +184,10 @@ func (r *replayConsumer) next(ctx context.Context) (jetstream.Msg, error) {
 			return nil, err
 		}
 		r.restarts++
-		r.close(ctx)
+		// The stalled consumer is not deleted here: its node is likely
+		// gone (a delete would wait for no answer), and the server drops
+		// it once idle.
+		r.cons = nil
 	}
 }
 
