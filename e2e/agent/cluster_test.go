@@ -35,6 +35,9 @@ import (
 type replicaSpec struct {
 	ID, LLMAddr, SandboxAddr, NATSURL, DataDir string
 	LeaseTTL                                   time.Duration
+	// Single is one agent process, not a cluster replica: a restart on
+	// the same DataDir continues its unfinished prompts (ResumeOnStart).
+	Single bool
 }
 
 // runReplica is the test binary as one agent replica of a cluster
@@ -55,11 +58,15 @@ func runReplica(spec string) {
 	}
 	addr := l.Addr().String()
 	l.Close() // the server listens there next; the lease must name it first
-	svc, err := agent.New(ctx, agent.Config{
+	cfg := agent.Config{
 		LLMAddr: rs.LLMAddr, SandboxAddr: rs.SandboxAddr, NATSURL: rs.NATSURL, NATSListen: "none", DataDir: rs.DataDir,
 		ReplayBackoff: func(int) time.Duration { return time.Millisecond },
 		Cluster:       agent.ClusterConfig{Enabled: true, AdvertiseAddr: addr, ReplicaID: rs.ID, LeaseTTL: rs.LeaseTTL},
-	}, logger)
+	}
+	if rs.Single {
+		cfg.Cluster, cfg.ResumeOnStart = agent.ClusterConfig{}, true
+	}
+	svc, err := agent.New(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		os.Exit(2)
@@ -145,7 +152,14 @@ type replicaProc struct {
 
 func startReplicaProc(t testing.TB, d *deps, natsURL, id string, ttl time.Duration) *replicaProc {
 	t.Helper()
-	spec, _ := json.Marshal(replicaSpec{ID: id, LLMAddr: d.addr, SandboxAddr: d.addr, NATSURL: natsURL, DataDir: t.TempDir(), LeaseTTL: ttl})
+	return startAgentProc(t, replicaSpec{ID: id, LLMAddr: d.addr, SandboxAddr: d.addr, NATSURL: natsURL, DataDir: t.TempDir(), LeaseTTL: ttl})
+}
+
+// startAgentProc starts an agent process (runReplica) of spec.
+func startAgentProc(t testing.TB, rs replicaSpec) *replicaProc {
+	t.Helper()
+	id := rs.ID
+	spec, _ := json.Marshal(rs)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "FABRO_AGENT_TEST_REPLICA="+string(spec))
 	cmd.Stderr = t.Output()

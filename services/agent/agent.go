@@ -109,6 +109,16 @@ type Config struct {
 	MemoryEvents bool
 	// Cluster makes replicas share sessions through NATS (cluster.go).
 	Cluster ClusterConfig
+	// ResumeOnStart continues, once the service is up, every prompt a
+	// previous process left unfinished (restart.go); off, such sessions
+	// are SUSPENDED until resumed. The flag -agent-resume-on-start
+	// defaults to on; a Config built in code starts with it off.
+	ResumeOnStart bool
+	// NoTurnCheckpoint skips the record's checkpoint before each turn, so
+	// that a benchmark (e2e/agent BenchmarkTurnCheckpoint) measures its
+	// cost; a crash then continues a prompt from its start at best. No
+	// flag sets it.
+	NoTurnCheckpoint bool
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -138,6 +148,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	registerEventFlags(fs, &c.Events)
 	RegisterSessionFlags(fs, &c.Sessions)
 	c.Cluster.registerFlags(fs)
+	RegisterResumeFlag(fs, &c.ResumeOnStart)
+}
+
+// RegisterResumeFlag binds -agent-resume-on-start (default on) to on
+// (Config.ResumeOnStart).
+func RegisterResumeFlag(fs *flag.FlagSet, on *bool) {
+	fs.BoolVar(on, "agent-resume-on-start", true, "at start, continue every prompt the previous process left unfinished (killed mid-prompt); false: such sessions stay SUSPENDED until resumed")
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer
@@ -164,15 +181,25 @@ type Service struct {
 
 	natsSubscriberKeyFile string
 	replica               *replica // nil outside a cluster (cluster.go)
+	resumesUnfinished     bool     // Config.ResumeOnStart
+	noTurnCheckpoint      bool     // Config.NoTurnCheckpoint
 
 	mu       sync.Mutex
 	sessions map[string]*session // the loaded (open) sessions only
 	tree     map[string][]string // parent id -> child ids seen by this process, oldest first
-	order    int64               // creation counter, for child order
-	closed   bool
-	prompts  sync.WaitGroup // running prompts
-	stop     chan struct{}  // closed by Close: ends the idle reaper
-	reaper   sync.WaitGroup
+	resuming map[string]string   // session id -> the unfinished prompt being continued (restart.go)
+
+	replays      *replayLimiter // StreamEvents replays per principal
+	spawnMu      sync.Mutex     // orders the tree cap's checks (reserveInTree)
+	treeReserved map[string]int // root id -> subagents being built; under spawnMu
+	order        int64          // creation counter, for child order
+	closed       bool
+	prompts      sync.WaitGroup // running prompts
+	// checkpoints are the sessions' background record writes
+	// (session.checkpoint), awaited by Close.
+	checkpoints sync.WaitGroup
+	stop        chan struct{} // closed by Close: ends the idle reaper
+	reaper      sync.WaitGroup
 }
 
 // New connects to the gateway and the sandbox service (lazily: it never
@@ -184,17 +211,19 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, errors.New("agent: a data directory is required")
 	}
 	s := &Service{
-		logger:        logger,
-		llm:           cfg.LLM,
-		sandbox:       cfg.Sandbox,
-		records:       cfg.Records,
-		limits:        cfg.Sessions,
-		defaultModel:  cfg.DefaultModel,
-		replayBackoff: cfg.ReplayBackoff,
-		sessions:      map[string]*session{},
-		tree:          map[string][]string{},
-		settingsFile:  cfg.SettingsFile,
-		stop:          make(chan struct{}),
+		logger:           logger,
+		llm:              cfg.LLM,
+		sandbox:          cfg.Sandbox,
+		records:          cfg.Records,
+		limits:           cfg.Sessions,
+		defaultModel:     cfg.DefaultModel,
+		replayBackoff:    cfg.ReplayBackoff,
+		sessions:         map[string]*session{},
+		tree:             map[string][]string{},
+		settingsFile:     cfg.SettingsFile,
+		stop:             make(chan struct{}),
+		replays:          newReplayLimiter(cfg.Sessions.MaxReplaysPerPrincipal),
+		noTurnCheckpoint: cfg.NoTurnCheckpoint,
 	}
 	s.approvals = map[string]*approval{}
 	defer func() {
@@ -285,6 +314,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, err
 	}
 	s.startReaper()
+	if cfg.ResumeOnStart {
+		s.resumesUnfinished = true
+		s.resumeOnStart()
+	}
 	return s, nil
 }
 
@@ -319,6 +352,7 @@ func (s *Service) Close() error {
 	}
 	s.prompts.Wait()
 	s.reaper.Wait()
+	s.checkpoints.Wait()
 	for _, sess := range running {
 		sess.writeRecord()
 		sess.mcp.Close()

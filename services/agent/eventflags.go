@@ -22,7 +22,10 @@ func registerEventFlags(fs *flag.FlagSet, c *bus.WriterConfig) {
 	fs.DurationVar(&c.AckTimeout, "nats-ack-timeout", c.AckTimeout, "how long an event publish waits for its JetStream ack before it is published again (same message id)")
 	fs.DurationVar(&c.MaxAge, "events-max-age", c.MaxAge, "the events stream's retention by age (negative: forever)")
 	fs.Var(jsonFlag{&c.NoJSON}, "events-json", "also publish every event as JSON on fabro.agent.v1.json.sessions.> (core NATS, live; the embedded server skips it while no one subscribes)")
-	fs.Int64Var(&c.MaxBytes, "events-max-bytes", c.MaxBytes, "the events stream's retention by size in bytes, oldest dropped first (0: unlimited)")
+	if c.MaxBytes == 0 {
+		c.MaxBytes = bus.DefaultMaxBytes
+	}
+	fs.Int64Var(&c.MaxBytes, "events-max-bytes", c.MaxBytes, "the events stream's retention by size in bytes, oldest dropped first (negative: unlimited)")
 }
 
 // jsonFlag is -events-json, true by default: the inverse of NoJSON.

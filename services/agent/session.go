@@ -68,6 +68,24 @@ type session struct {
 	clientCalls  *clientCalls
 
 	recordMu sync.Mutex // serializes writeRecord
+	// recordRev is the revision of the record this session last wrote (0:
+	// none yet); under recordMu.
+	recordRev records.Revision
+	// Background checkpoints (checkpoint): every record built is numbered
+	// (recordGen) as it is built, under ckMu, which also guards the newest
+	// checkpoint not yet written (pendingRec); writtenGen, the newest
+	// written, is under recordMu. Lock order: recordMu, then ckMu.
+	ckMu                  sync.Mutex
+	recordGen, pendingGen uint64
+	pendingRec            *agentv1.SessionRecord
+	checkpointing         bool
+	writtenGen            uint64
+	// loadedAt is when this session was loaded: a record closed after it
+	// was closed by another writer (putRecord).
+	loadedAt time.Time
+	// checkpointTurn is the running prompt's turn the history leads up to
+	// (SessionRecord.unfinished_prompt_turn); under mu.
+	checkpointTurn int32
 	// fenced: another replica owns the session now; this one writes
 	// nothing more for it (cluster.go). Under mu.
 	fenced bool
@@ -77,6 +95,14 @@ func newID(prefix string) string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// newIncarnation names one load of a session (bus.Log.SetIncarnation):
+// the time in hex, then random bits, unique across processes and restarts.
+func newIncarnation() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x%s", time.Now().UnixNano(), hex.EncodeToString(b[:]))
 }
 
 // lastIDTime is the time part of the newest session id, in Unix
@@ -133,6 +159,8 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
 	s.buildChain(sess)
 	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
+	sess.log.SetIncarnation(newIncarnation())
+	sess.loadedAt = time.Now()
 	id := info.GetSessionId()
 	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
 	lopts := loop.Options{
@@ -197,12 +225,16 @@ func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 		// it as unfinished.
 		e.sess.writeRecordAs(true)
 	}
-	seq, err := e.sess.log.Emit(ev)
-	if e.svc.replica != nil && ev.GetTurnStarted() != nil {
-		// A checkpoint for a takeover: the history so far, and the
-		// prompt that runs.
-		e.sess.writeRecord()
+	if ts := ev.GetTurnStarted(); ts != nil && !e.svc.noTurnCheckpoint {
+		// The checkpoint of a restart or a takeover, written before the
+		// turn is announced: the history the turn starts from, the prompt
+		// that runs and the turn, which then runs again from its start.
+		e.sess.mu.Lock()
+		e.sess.checkpointTurn = ts.GetTurn()
+		e.sess.mu.Unlock()
+		e.sess.checkpoint()
 	}
+	seq, err := e.sess.log.Emit(ev)
 	if ts := ev.GetTurnStarted(); ts != nil && err == nil {
 		if parent := e.svc.parentOf(e.sess); parent != nil {
 			parent.emitLive(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentTurnStarted{
@@ -465,16 +497,89 @@ func (sess *session) writeRecordAs(promptDone bool) {
 	}
 	sess.recordMu.Lock()
 	defer sess.recordMu.Unlock()
+	sess.ckMu.Lock()
+	rec := sess.buildRecord(promptDone)
+	sess.recordGen++
+	gen := sess.recordGen
+	sess.ckMu.Unlock()
+	if rec != nil {
+		sess.put(rec, gen)
+	}
+}
+
+// checkpoint takes the record as it stands (the turn's checkpoint) and
+// writes it in the background, off the loop's path: a record write costs
+// milliseconds, a turn against a fast model hardly more. A later write of
+// either kind supersedes it; the snapshot's sequence keeps a restart
+// reading the log from before it.
+func (sess *session) checkpoint() {
+	if sess.agent == nil {
+		return
+	}
+	sess.ckMu.Lock()
+	defer sess.ckMu.Unlock()
+	rec := sess.buildRecord(false)
+	if rec == nil {
+		return
+	}
+	sess.recordGen++
+	sess.pendingRec, sess.pendingGen = rec, sess.recordGen
+	if !sess.checkpointing {
+		sess.checkpointing = true
+		sess.svc.checkpoints.Go(sess.drainCheckpoints)
+	}
+}
+
+// drainCheckpoints writes the newest pending checkpoint until none is
+// left, skipping one a later write superseded.
+func (sess *session) drainCheckpoints() {
+	for {
+		sess.ckMu.Lock()
+		rec, gen := sess.pendingRec, sess.pendingGen
+		sess.pendingRec = nil
+		if rec == nil {
+			sess.checkpointing = false
+			sess.ckMu.Unlock()
+			return
+		}
+		sess.ckMu.Unlock()
+		sess.recordMu.Lock()
+		if gen > sess.writtenGen {
+			sess.put(rec, gen)
+		}
+		sess.recordMu.Unlock()
+	}
+}
+
+// put writes rec, built as write gen; recordMu held.
+func (sess *session) put(rec *agentv1.SessionRecord, gen uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sess.putRecord(ctx, rec); err != nil {
+		sess.svc.logger.Warn("write session record", "session_id", rec.GetSession().GetSessionId(), "error", err)
+	}
+	sess.writtenGen = max(sess.writtenGen, gen)
+}
+
+// buildRecord is the loaded session's record as of now; nil once the
+// session is fenced (the new owner's record). ckMu held.
+func (sess *session) buildRecord(promptDone bool) *agentv1.SessionRecord {
 	sess.mu.Lock()
 	fenced := sess.fenced
 	sess.mu.Unlock()
 	if fenced {
-		return // the new owner's record now
+		return nil
 	}
 	info := sess.snapshotInfo()
 	info.ExpireTime = nil
 	if promptDone {
 		info.ActivePromptId = ""
+	}
+	sess.mu.Lock()
+	turn := sess.checkpointTurn
+	sess.mu.Unlock()
+	if info.GetActivePromptId() == "" {
+		turn = 0
 	}
 	rec := &agentv1.SessionRecord{
 		FormatVersion:  records.FormatVersion,
@@ -487,13 +592,43 @@ func (sess *session) writeRecordAs(promptDone bool) {
 		Settings:       sess.ext.request,
 
 		UnfinishedPromptId:            info.GetActivePromptId(),
+		UnfinishedPromptTurn:          turn,
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 		ClientTools:                   sess.ext.clientTools,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := sess.svc.records.Put(ctx, rec, records.Any); err != nil {
-		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
+	return rec
+}
+
+// putRecord writes the loaded session's record with the revision it last
+// wrote (compare-and-set). On a conflict, another writer changed it (a
+// resume reads the record but not its revision; a close on another
+// replica): a fresh read decides. The loaded session is the record's
+// owner and writes again over the fresh revision, unless the stored
+// record was closed or deleted meanwhile, which it does not undo. recordMu
+// held.
+func (sess *session) putRecord(ctx context.Context, rec *agentv1.SessionRecord) error {
+	store := sess.svc.records
+	id := rec.GetSession().GetSessionId()
+	for attempt := 0; ; attempt++ {
+		rev, err := store.Put(ctx, rec, sess.recordRev)
+		if err == nil {
+			sess.recordRev = rev
+			return nil
+		}
+		if !errors.Is(err, records.ErrConflict) || attempt == 3 {
+			return err
+		}
+		stored, fresh, gerr := store.Get(ctx, id)
+		switch {
+		case errors.Is(gerr, records.ErrNotFound):
+			return fmt.Errorf("the record was deleted meanwhile; not written again: %w", err)
+		case gerr != nil:
+			return gerr
+		case stored.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED &&
+			rec.GetSession().GetState() != agentv1.SessionState_SESSION_STATE_CLOSED && stored.GetWriteTime().AsTime().After(sess.loadedAt):
+			return fmt.Errorf("another writer closed the session; its record is kept: %w", err)
+		}
+		sess.recordRev = fresh
 	}
 }
 

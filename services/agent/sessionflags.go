@@ -2,6 +2,7 @@ package agent
 
 import (
 	"flag"
+	"strconv"
 	"time"
 )
 
@@ -14,12 +15,21 @@ type SessionLimits struct {
 	// CreateSession or ResumeSession beyond it gets RESOURCE_EXHAUSTED
 	// (SESSION_LIMIT). 0: no cap.
 	MaxPerPrincipal int
+	// MaxReplaysPerPrincipal caps the StreamEvents replays of one principal
+	// reading the stream at once (each holds a JetStream consumer while it
+	// reads); one beyond it gets RESOURCE_EXHAUSTED (REPLAY_LIMIT), and
+	// other principals are not affected. 0: DefaultMaxReplaysPerPrincipal;
+	// negative: no cap.
+	MaxReplaysPerPrincipal int
 }
 
 // Defaults of the session flags.
 const (
 	DefaultIdleTTL         = 24 * time.Hour
 	DefaultMaxPerPrincipal = 64
+	// DefaultMaxReplaysPerPrincipal keeps any one caller far below the
+	// stream's consumer limit (nats-server's default is 1,000).
+	DefaultMaxReplaysPerPrincipal = 32
 )
 
 // RegisterSessionFlags binds -agent-idle-ttl and
@@ -35,4 +45,6 @@ func RegisterSessionFlags(fs *flag.FlagSet, c *SessionLimits) {
 	}
 	fs.DurationVar(&c.IdleTTL, "agent-idle-ttl", c.IdleTTL, "close a session left idle this long (it can be resumed); 0: never")
 	fs.IntVar(&c.MaxPerPrincipal, "agent-max-sessions-per-principal", c.MaxPerPrincipal, "most open root sessions per principal (RESOURCE_EXHAUSTED beyond); 0: no cap")
+	fs.IntVar(&c.MaxReplaysPerPrincipal, "agent-max-replays-per-principal", c.MaxReplaysPerPrincipal,
+		"most StreamEvents replays one principal runs at once (RESOURCE_EXHAUSTED beyond); 0: the default "+strconv.Itoa(DefaultMaxReplaysPerPrincipal)+"; negative: no cap")
 }

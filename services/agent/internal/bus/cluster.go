@@ -57,6 +57,7 @@ func (b *Bus) LastSequence(ctx context.Context, sessionID string) (uint64, error
 	})
 	if err == nil && lastMsg > 0 {
 		cons := &replayConsumer{js: b.js, filters: []string{SessionFilter(sessionID)}, startTime: &from}
+		defer cons.close(ctx)
 		for cons.last < lastMsg {
 			msg, rerr := cons.next(ctx)
 			if rerr != nil {
@@ -84,6 +85,8 @@ func msgSequence(sessionID string, h nats.Header) (uint64, error) {
 		id = h.Get(jetstream.MsgIDHeader)
 	}
 	n, ok := strings.CutPrefix(id, sessionID+":")
+	n, _, _ = strings.Cut(n, "@") // a deduplication id names its incarnation
+	n, _, _ = strings.Cut(n, "#") // and its chunk
 	seq, err := strconv.ParseUint(n, 10, 64)
 	if !ok || err != nil {
 		return 0, fmt.Errorf("message id %q", id)
@@ -181,8 +184,26 @@ func (r *replayConsumer) next(ctx context.Context) (jetstream.Msg, error) {
 			return nil, err
 		}
 		r.restarts++
+		// The stalled consumer is not deleted here: its node is likely
+		// gone (a delete would wait for no answer), and the server drops
+		// it once idle.
 		r.cons = nil
 	}
+}
+
+// close deletes the replay's consumer on the server (an ordered consumer
+// would otherwise stay until its inactivity threshold, and a storm of
+// replays would reach the stream's consumer limit for everyone).
+func (r *replayConsumer) close(ctx context.Context) {
+	if r.cons == nil {
+		return
+	}
+	if info := r.cons.CachedInfo(); info != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RequestTimeout)
+		_ = r.js.DeleteConsumer(dctx, StreamName, info.Name)
+		cancel()
+	}
+	r.cons = nil
 }
 
 // RequestTimeout bounds one JetStream API request of Retry.

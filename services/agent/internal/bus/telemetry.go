@@ -57,8 +57,31 @@ func observeBacklog(js jetstream.JetStream) (metric.Registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	bytes, err := m.Int64ObservableGauge("fabro.agent.events.stream.bytes",
+		metric.WithUnit("By"), metric.WithDescription("Bytes the agent events stream stores (bounded by -events-max-bytes)"))
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := m.Int64ObservableGauge("fabro.agent.events.stream.messages",
+		metric.WithUnit("{message}"), metric.WithDescription("Messages the agent events stream stores"))
+	if err != nil {
+		return nil, err
+	}
+	consumers, err := m.Int64ObservableGauge("fabro.agent.events.stream.consumers",
+		metric.WithUnit("{consumer}"), metric.WithDescription("Consumers of the agent events stream (replays, subscribers' durables)"))
+	if err != nil {
+		return nil, err
+	}
+	return m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		o.ObserveInt64(g, int64(js.PublishAsyncPending()))
+		ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		defer cancel()
+		if s, err := js.Stream(ctx, StreamName); err == nil { // unreachable NATS: no sample
+			st := s.CachedInfo().State
+			o.ObserveInt64(bytes, int64(st.Bytes))
+			o.ObserveInt64(msgs, int64(st.Msgs))
+			o.ObserveInt64(consumers, int64(st.Consumers))
+		}
 		return nil
-	}, g)
+	}, g, bytes, msgs, consumers)
 }

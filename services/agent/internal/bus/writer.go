@@ -21,6 +21,9 @@ const (
 	DefaultMaxAge       = 7 * 24 * time.Hour
 	DefaultBufferEvents = 4096
 	DefaultBufferBytes  = 256 << 20
+	// DefaultMaxBytes bounds the events stream's storage when no size is
+	// configured: the oldest events go first, whatever their age.
+	DefaultMaxBytes = 1 << 30
 )
 
 // WriterConfig says how a session's event writer rides out NATS outages,
@@ -37,8 +40,9 @@ type WriterConfig struct {
 	// always accepted into an empty buffer.
 	BufferEvents int
 	BufferBytes  int
-	// MaxAge and MaxBytes are the stream's retention; MaxAge 0 takes the
-	// default, negative keeps events forever; MaxBytes 0 is unlimited.
+	// MaxAge and MaxBytes are the stream's retention; 0 takes the default
+	// (DefaultMaxAge, DefaultMaxBytes), negative keeps events forever (of
+	// any total size).
 	MaxAge   time.Duration
 	MaxBytes int64
 	// NoJSON turns off the JSON copy of each event on the JSON subject tree
@@ -67,8 +71,11 @@ func (c WriterConfig) withDefaults() WriterConfig {
 	case c.MaxAge < 0:
 		c.MaxAge = 0 // JetStream's "forever"
 	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = -1
+	switch {
+	case c.MaxBytes == 0:
+		c.MaxBytes = DefaultMaxBytes
+	case c.MaxBytes < 0:
+		c.MaxBytes = -1 // JetStream's "unlimited"
 	}
 	return c
 }
