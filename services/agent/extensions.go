@@ -104,14 +104,14 @@ func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext
 			layers = append(layers, settings.Layer{Source: f, Settings: pf.Settings, Data: data})
 		}
 	}
-	approvedSeen := false
+	found := false
 	for _, rel := range settings.ProjectFiles {
 		projPath := path.Join(workDir, rel)
 		data, _, err := s.readSandboxFile(ctx, sandboxID, projPath, 1<<20)
 		switch {
 		case err == nil:
 			hash := settings.Hash(data)
-			approvedSeen = approvedSeen || hash == ext.approvedHash
+			found = true
 			if hash != ext.approvedHash && !slices.Contains(trusted, hash) {
 				ignored(&agentv1.SettingsIgnored{File: projPath, Sha256: hash, Reason: fmt.Sprintf("The project settings file %s (sha256 %s) is not approved and was ignored: "+
 					"approve its content with CreateSession's approved_project_settings_sha256 or the operator's trusted_project_settings.", projPath, hash)})
@@ -134,8 +134,8 @@ func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext
 			ignored(&agentv1.SettingsIgnored{File: projPath, Reason: fmt.Sprintf("The project settings file %s could not be read and was ignored: %v", projPath, err)})
 		}
 	}
-	if ext.approvedHash != "" && !approvedSeen {
-		ignored(&agentv1.SettingsIgnored{Sha256: ext.approvedHash, Reason: fmt.Sprintf("approved_project_settings_sha256 is set but no project settings file (%s) has that content.", strings.Join(settings.ProjectFiles, ", "))})
+	if ext.approvedHash != "" && !found {
+		ignored(&agentv1.SettingsIgnored{Sha256: ext.approvedHash, Reason: fmt.Sprintf("approved_project_settings_sha256 is set but no project settings file (%s) exists.", strings.Join(settings.ProjectFiles, ", "))})
 	}
 	if ext.request != nil {
 		layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request, Untrusted: true})

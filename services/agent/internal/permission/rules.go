@@ -400,10 +400,8 @@ func (s *Set) Decide(tool string, sub Subject) Decision {
 					strings.Join(sub.Shell.Dynamic, "; "), r.Text, r.Source)}
 		}
 	}
-	for _, r := range s.allow {
-		if what, ok := r.matchAll(tool, sub); ok {
-			return Decision{Effect: Allow, Rule: r, Reason: r.describe(what)}
-		}
+	if r, reason, ok := s.allowed(tool, sub); ok {
+		return Decision{Effect: Allow, Rule: r, Reason: reason}
 	}
 	for _, r := range s.ask {
 		if !r.HasPattern() && r.applies(tool) {
@@ -471,45 +469,73 @@ func (r *Rule) matchAny(tool string, sub Subject) (string, bool) {
 	return "", false
 }
 
-// matchAll: an allow rule matches when every command or path does, and a
-// shell line has nothing the rule cannot see.
-func (r *Rule) matchAll(tool string, sub Subject) (string, bool) {
-	if !r.applies(tool) {
-		return "", false
+// allowed reports whether allow rules cover everything the call does:
+// every command of a shell line (wrappers aside; nothing dynamic, no
+// redirection into a file), every path as written and resolved, each by
+// some allow rule. r is the first rule used, reason names them all.
+func (s *Set) allowed(tool string, sub Subject) (*Rule, string, bool) {
+	var used []*Rule
+	use := func(r *Rule) {
+		for _, u := range used {
+			if u == r {
+				return
+			}
+		}
+		used = append(used, r)
 	}
-	if !r.HasPattern() {
-		return "", sub.Shell == nil || len(sub.Shell.Dynamic) == 0
+	cover := func(match func(*Rule) bool) bool {
+		for _, r := range s.allow {
+			if r.applies(tool) && (!r.HasPattern() || match(r)) {
+				use(r)
+				return true
+			}
+		}
+		return false
 	}
-	if sub.Shell != nil {
-		if len(sub.Shell.Dynamic) > 0 || sub.Shell.Writes != "" {
-			return "", false
+	switch {
+	case sub.Shell != nil:
+		if len(sub.Shell.Dynamic) > 0 {
+			return nil, "", false
+		}
+		if sub.Shell.Writes != "" {
+			// Only a rule for every call of the tool vouches for a write.
+			return nil, "", cover(func(*Rule) bool { return false })
 		}
 		n := 0
 		for _, c := range sub.Shell.Commands {
 			if c.Wrapper {
 				continue
 			}
-			if !r.matchCommand(c.Text) {
-				return "", false
+			if !cover(func(r *Rule) bool { return r.matchCommand(c.Text) }) {
+				return nil, "", false
 			}
 			n++
 		}
-		return "every command", n > 0
-	}
-	if len(sub.Values) == 0 {
-		return "", false
-	}
-	for _, v := range sub.Values {
-		if !r.matchValue(v, sub.Path) {
-			return "", false
+		if n == 0 && !cover(func(*Rule) bool { return false }) {
+			return nil, "", false
+		}
+	case len(sub.Values) == 0:
+		if !cover(func(*Rule) bool { return false }) {
+			return nil, "", false
+		}
+	default:
+		for _, vs := range [][]string{sub.Values, sub.Resolved} {
+			for _, v := range vs {
+				if !cover(func(r *Rule) bool { return r.matchValue(v, sub.Path) }) {
+					return nil, "", false
+				}
+			}
 		}
 	}
-	for _, v := range sub.Resolved {
-		if !r.matchValue(v, sub.Path) {
-			return "", false
-		}
+	texts := make([]string, len(used))
+	for i, r := range used {
+		texts[i] = fmt.Sprintf("%q (%s)", r.Text, r.Source)
 	}
-	return fmt.Sprintf("%q", strings.Join(sub.Values, ", ")), true
+	what := "the rule "
+	if len(used) > 1 {
+		what = "the rules "
+	}
+	return used[0], what + strings.Join(texts, ", "), true
 }
 
 func nth(vs []string, i int) string {
