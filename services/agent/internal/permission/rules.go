@@ -688,8 +688,10 @@ func (s *Set) Concealed(sub Subject) string {
 			if !r.HasPattern() {
 				continue
 			}
-			if what, ok := r.matchAny("read_file", sub); ok {
-				return r.describe(what)
+			// The reason names the rule, not the path: a hidden entry's
+			// name is not shown either.
+			if _, ok := r.matchAny("read_file", sub); ok {
+				return r.describe("")
 			}
 		}
 	}
