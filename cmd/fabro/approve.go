@@ -29,22 +29,26 @@ func defaultSettingsFile(lookupEnv func(string) (string, bool)) string {
 }
 
 // userSettings reads your settings file, which lives outside every
-// sandbox, and approves the project's settings file when that file names
-// its hash in trusted_project_settings.
-func userSettings(path, dir string) (*agentv1.ToolSettings, string, error) {
+// sandbox, and approves a project settings file when that file names its
+// hash in trusted_project_settings (the first such file: CreateSession
+// approves one hash). warnings name the fields the file has that fabro
+// does not honour.
+func userSettings(path, dir string) (ts *agentv1.ToolSettings, approved string, warnings []string, err error) {
 	if path == "" {
-		return nil, "", nil
+		return nil, "", nil, nil
 	}
-	ts, trusted, err := agent.ParseSettingsFile(path)
+	ts, trusted, warnings, err := agent.ParseSettingsFile(path)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, agent.ProjectSettingsFile)); err == nil {
-		if h := agent.ProjectSettingsHash(data); slices.Contains(trusted, h) {
-			return ts, h, nil
+	for _, f := range agent.ProjectSettingsFiles {
+		if data, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+			if h := agent.ProjectSettingsHash(data); slices.Contains(trusted, h) {
+				return ts, h, warnings, nil
+			}
 		}
 	}
-	return ts, "", nil
+	return ts, "", warnings, nil
 }
 
 // approvalAsker answers approval_requested events: on a terminal it asks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -125,8 +126,10 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 	defer stopStream()
 	remote := o.cf.server != ""
 	if !remote {
-		if _, _, err := userSettings(o.settingsFile, dir); err != nil {
-			fmt.Fprintln(e.stderr, "fabro:", err) // a bad file: say so before a stack starts
+		// A bad file: say so before a stack starts. Its warnings come as
+		// the session's settings_ignored events.
+		if _, _, _, err := userSettings(o.settingsFile, dir); err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err)
 			return exitUsage
 		}
 	}
@@ -188,9 +191,13 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 	var toolSettings *agentv1.ToolSettings
 	var approvedProject string
 	if remote {
-		if toolSettings, approvedProject, err = userSettings(o.settingsFile, dir); err != nil {
+		var warnings []string
+		if toolSettings, approvedProject, warnings, err = userSettings(o.settingsFile, dir); err != nil {
 			fmt.Fprintln(e.stderr, "fabro:", err)
 			return exitUsage
+		}
+		for _, w := range warnings {
+			fmt.Fprintln(e.stderr, "warning:", w)
 		}
 	}
 	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
@@ -212,6 +219,7 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 		where = "on " + o.cf.server
 	}
 	fmt.Fprintf(e.stderr, "session %s (%s)\n", id, where)
+	printSetupNotes(streamCtx, e, client, id, created.GetSession().GetLastSequence())
 	defer client.CloseSession(context.WithoutCancel(streamCtx), &agentv1.CloseSessionRequest{SessionId: id})
 	w := &watcher{
 		e: e, client: client, id: id, remote: remote, server: o.cf.server, reattach: o.reattach,
@@ -219,6 +227,51 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 		explain: explainErr,
 	}
 	return w.prompt(ctx, streamCtx, &agentv1.PromptRequest{SessionId: id, Text: prompt})
+}
+
+// printSetupNotes prints what the session said while it was created (the
+// events before the prompt's): settings files or fields not used, MCP
+// servers or tools left out, other warnings. Nothing of that is silent.
+func printSetupNotes(ctx context.Context, e env, client agentv1.AgentServiceClient, id string, last uint64) {
+	stream, err := client.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: id, FromSequence: 1})
+	if err != nil {
+		fmt.Fprintln(e.stderr, "fabro: the session's setup events:", status.Convert(err).Message())
+		return
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if err != io.EOF {
+				fmt.Fprintln(e.stderr, "fabro: the session's setup events:", status.Convert(err).Message())
+			}
+			return
+		}
+		ev := resp.GetEvent()
+		if ev.GetSequence() > last {
+			return
+		}
+		if n := setupNote(ev); n != "" {
+			fmt.Fprintln(e.stderr, n)
+		}
+	}
+}
+
+// setupNote is the line a settings_ignored, extension_failed or warning
+// event prints; "" for other events.
+func setupNote(ev *agentv1.AgentEvent) string {
+	switch {
+	case ev.GetSettingsIgnored() != nil:
+		ig := ev.GetSettingsIgnored()
+		if ig.GetField() != "" {
+			return fmt.Sprintf("warning: %s: %s", ig.GetFile(), ig.GetReason())
+		}
+		return "warning: " + ig.GetReason()
+	case ev.GetExtensionFailed() != nil:
+		return "warning: " + ev.GetExtensionFailed().GetReason()
+	case ev.GetWarning() != nil:
+		return "warning: " + ev.GetWarning().GetMessage()
+	}
+	return ""
 }
 
 // watcher runs a prompt on a session and prints its events, once each,
@@ -412,6 +465,9 @@ func (w *watcher) handle(ctx, streamCtx context.Context, ev *agentv1.AgentEvent)
 	case ev.GetWarning() != nil:
 		w.endLine()
 		fmt.Fprintf(errOut, "warning: %s\n", ev.GetWarning().GetMessage())
+	case ev.GetSettingsIgnored() != nil || ev.GetExtensionFailed() != nil:
+		w.endLine()
+		fmt.Fprintln(errOut, setupNote(ev))
 	case ev.GetPromptCompleted() != nil:
 		w.endLine()
 		rep := ev.GetPromptCompleted().GetReport()

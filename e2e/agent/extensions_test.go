@@ -496,6 +496,8 @@ func TestNoHostExtensionsFromCreateSession(t *testing.T) {
 	}
 }
 
+// hasWarning reports a settings_ignored, extension_failed or warning event
+// of the session whose text holds text.
 func hasWarning(t *testing.T, st *stack, id, text string) bool {
 	t.Helper()
 	stream, err := st.agent.StreamEvents(t.Context(), &agentv1.StreamEventsRequest{SessionId: id})
@@ -507,8 +509,11 @@ func hasWarning(t *testing.T, st *stack, id, text string) bool {
 		if err != nil {
 			return false
 		}
-		if w := resp.GetEvent().GetWarning(); w != nil && strings.Contains(w.GetMessage(), text) {
-			return true
+		ev := resp.GetEvent()
+		for _, msg := range []string{ev.GetWarning().GetMessage(), ev.GetSettingsIgnored().GetReason(), ev.GetExtensionFailed().GetReason()} {
+			if msg != "" && strings.Contains(msg, text) {
+				return true
+			}
 		}
 	}
 }

@@ -57,9 +57,9 @@ func BenchmarkToolChain(b *testing.B) {
 	}
 
 	// The links alone, around a tool that costs nothing.
-	rules := toolchain.Rules(&pol.Rules, "/work")
+	rules := toolchain.Rules(&pol.Rules, "/work", set.Refusal, set.Resolve)
 	links := toolchain.Build(func(context.Context, toolchain.Call) loop.ToolResult { return loop.ToolResult{Output: "ok"} },
-		toolchain.Level(set.Refusal), rules, toolchain.HookLink(sess.hooks, rules), toolchain.Approval(sess))
+		rules, toolchain.HookLink(sess.hooks, rules), toolchain.Approval(sess))
 	start := time.Now()
 	for range 100000 {
 		_ = links(ctx, toolchain.Call{ToolCall: call})

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/permission"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/settings"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/toolchain"
 )
@@ -59,16 +61,18 @@ type extSpec struct {
 }
 
 // loadLayers collects a session's settings: the operator's file (on this
-// host, outside every sandbox), the project file only when its content
-// hash is approved, then the request's. It returns warnings to emit once
-// the session exists.
+// host, outside every sandbox), each project file (.fabro/settings.json,
+// then Claude Code's .claude/settings.json and .claude/settings.local.json)
+// only when its content hash is approved, then the request's. It returns
+// the events to emit once the session exists: settings_ignored for every
+// file or field not used, and why.
 //
-// The project file lives in the workspace, which the agent's own tools
+// A project file lives in the workspace, which the agent's own tools
 // write: taking it unapproved would let the agent configure itself (a
 // host-side hook written by a tool call, run at the next session). So its
 // hash is checked on every load, and a changed file is ignored until its
 // new hash is approved.
-func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext extSpec) ([]settings.Layer, []string, error) {
+func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext extSpec) ([]settings.Layer, []*agentv1.AgentEvent, error) {
 	if ext.inherited != nil {
 		layers := slices.Clone(ext.inherited)
 		if ext.request != nil {
@@ -77,7 +81,12 @@ func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext
 		return layers, nil, nil
 	}
 	var layers []settings.Layer
-	var warnings []string
+	var notes []*agentv1.AgentEvent
+	ignored := func(ig ...*agentv1.SettingsIgnored) {
+		for _, i := range ig {
+			notes = append(notes, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_SettingsIgnored{SettingsIgnored: i}})
+		}
+	}
 	var trusted []string
 	if f := s.settingsFile; f != "" {
 		data, err := os.ReadFile(f)
@@ -86,45 +95,52 @@ func (s *Service) loadLayers(ctx context.Context, sandboxID, workDir string, ext
 		case err != nil:
 			return nil, nil, withInfo(codes.FailedPrecondition, fmt.Sprintf("the operator's settings file %s cannot be read: %v", f, err), "SETTINGS_UNREADABLE", map[string]string{"file": f})
 		default:
-			ts, tr, err := settings.Parse(f, data)
+			pf, err := settings.Parse(f, data)
 			if err != nil {
 				return nil, nil, settingsStatus(err)
 			}
-			trusted = tr
-			layers = append(layers, settings.Layer{Source: f, Settings: ts, Data: data})
+			trusted = pf.Trusted
+			ignored(pf.Ignored...)
+			layers = append(layers, settings.Layer{Source: f, Settings: pf.Settings, Data: data})
 		}
 	}
-	projPath := path.Join(workDir, settings.ProjectFile)
-	data, _, err := s.readSandboxFile(ctx, sandboxID, projPath, 1<<20)
-	switch {
-	case err == nil:
-		hash := settings.Hash(data)
-		if hash != ext.approvedHash && !slices.Contains(trusted, hash) {
-			warnings = append(warnings, fmt.Sprintf("The project settings file %s (sha256 %s) is not approved and was ignored: "+
-				"approve its content with CreateSession's approved_project_settings_sha256 or the operator's trusted_project_settings.", projPath, hash))
-			break
+	found := false
+	for _, rel := range settings.ProjectFiles {
+		projPath := path.Join(workDir, rel)
+		data, _, err := s.readSandboxFile(ctx, sandboxID, projPath, 1<<20)
+		switch {
+		case err == nil:
+			hash := settings.Hash(data)
+			found = true
+			if hash != ext.approvedHash && !slices.Contains(trusted, hash) {
+				ignored(&agentv1.SettingsIgnored{File: projPath, Sha256: hash, Reason: fmt.Sprintf("The project settings file %s (sha256 %s) is not approved and was ignored: "+
+					"approve its content with CreateSession's approved_project_settings_sha256 or the operator's trusted_project_settings.", projPath, hash)})
+				continue
+			}
+			pf, err := settings.Parse(projPath, data)
+			if err != nil {
+				return nil, nil, settingsStatus(err)
+			}
+			ignored(pf.Ignored...)
+			// Approved by the caller alone, the file gets what CreateSession's
+			// own settings get: rules and sandbox-side hooks. Host-side hooks
+			// and stdio MCP servers run on the agent's host, so only the
+			// operator's trusted_project_settings can let a workspace file
+			// (which any tool call may have written) bring them.
+			layers = append(layers, settings.Layer{Source: projPath, Settings: pf.Settings, Data: data, Untrusted: !slices.Contains(trusted, hash)})
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			s.logger.WarnContext(ctx, "read project settings", "path", projPath, "error", err)
+			ignored(&agentv1.SettingsIgnored{File: projPath, Reason: fmt.Sprintf("The project settings file %s could not be read and was ignored: %v", projPath, err)})
 		}
-		ts, _, err := settings.Parse(projPath, data)
-		if err != nil {
-			return nil, nil, settingsStatus(err)
-		}
-		// Approved by the caller alone, the file gets what CreateSession's
-		// own settings get: rules and sandbox-side hooks. Host-side hooks
-		// and stdio MCP servers run on the agent's host, so only the
-		// operator's trusted_project_settings can let a workspace file
-		// (which any tool call may have written) bring them.
-		layers = append(layers, settings.Layer{Source: projPath, Settings: ts, Data: data, Untrusted: !slices.Contains(trusted, hash)})
-	case errors.Is(err, os.ErrNotExist):
-		if ext.approvedHash != "" {
-			warnings = append(warnings, fmt.Sprintf("approved_project_settings_sha256 is set but %s does not exist.", projPath))
-		}
-	default:
-		s.logger.WarnContext(ctx, "read project settings", "path", projPath, "error", err)
+	}
+	if ext.approvedHash != "" && !found {
+		ignored(&agentv1.SettingsIgnored{Sha256: ext.approvedHash, Reason: fmt.Sprintf("approved_project_settings_sha256 is set but no project settings file (%s) exists.", strings.Join(settings.ProjectFiles, ", "))})
 	}
 	if ext.request != nil {
 		layers = append(layers, settings.Layer{Source: "CreateSession.settings", Settings: ext.request, Untrusted: true})
 	}
-	return layers, warnings, nil
+	return layers, notes, nil
 }
 
 // buildChain wires the session's tool middleware chain: the permission
@@ -143,11 +159,10 @@ func (s *Service) buildChain(sess *session) {
 		Logger: s.logger,
 	}
 	set := sess.toolset
-	rules := toolchain.Rules(&pol.Rules, sess.env.GetWorkingDirectory())
+	rules := toolchain.Rules(&pol.Rules, sess.env.GetWorkingDirectory(), set.Refusal, set.Resolve)
 	sess.chain = toolchain.Build(func(ctx context.Context, c toolchain.Call) loop.ToolResult {
 		return runSet(ctx, set, c.ToolCall)
 	},
-		toolchain.Level(set.Refusal),
 		rules,
 		toolchain.HookLink(sess.hooks, rules),
 		toolchain.Approval(sess))
@@ -169,8 +184,14 @@ type approvalAnswer struct {
 // the root session, so a subagent's ask reaches whoever drives the tree)
 // and waits for the Approve RPC, the timeout, or the call's cancellation.
 func (sess *session) Approve(ctx context.Context, c toolchain.Call) (bool, string) {
+	// "Allow for session" covers what asked: the rule (or, for the default
+	// mode and dynamic commands, this very call), not the whole tool.
+	key := c.Key
+	if key == "" {
+		key = "tool\x00" + c.Name
+	}
 	sess.mu.Lock()
-	ok := sess.allowSession[c.Name]
+	ok := sess.allowSession[key]
 	sess.mu.Unlock()
 	if ok {
 		return true, ""
@@ -219,7 +240,7 @@ func (sess *session) Approve(ctx context.Context, c toolchain.Call) (bool, strin
 		return false, "Cancelled"
 	case resolved.Decision == agentv1.ApprovalDecision_APPROVAL_DECISION_ALLOW_SESSION:
 		sess.mu.Lock()
-		sess.allowSession[c.Name] = true
+		sess.allowSession[key] = true
 		sess.mu.Unlock()
 		return true, ""
 	case resolved.Decision == agentv1.ApprovalDecision_APPROVAL_DECISION_ALLOW_ONCE:
@@ -293,26 +314,31 @@ func (s *Service) resumeExt(old *agentv1.Session, rec *agentv1.SessionRecord) ex
 	return ext
 }
 
-// ParseSettingsFile reads a tool settings file (the operator's format, see
-// docs/AGENT.md) for a client such as `fabro exec` that sends it on
-// CreateSession; it also returns the project-file hashes the file trusts.
-// A missing file is no settings.
-func ParseSettingsFile(path string) (*agentv1.ToolSettings, []string, error) {
+// ParseSettingsFile reads a tool settings file (fabro's format or Claude
+// Code's, see docs/permissions.md) for a client such as `fabro exec` that
+// sends it on CreateSession; it also returns the project-file hashes the
+// file trusts and a warning for each field it does not honour. A missing
+// file is no settings.
+func ParseSettingsFile(path string) (ts *agentv1.ToolSettings, trusted, warnings []string, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	ts, trusted, err := settings.Parse(path, data)
+	pf, err := settings.Parse(path, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if _, err := settings.Build(settings.Layer{Source: path, Settings: ts, Data: data}); err != nil {
-		return nil, nil, err
+	pol, err := settings.Build(settings.Layer{Source: path, Settings: pf.Settings, Data: data})
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return ts, trusted, nil
+	for _, ig := range append(pf.Ignored, pol.Ignored...) {
+		warnings = append(warnings, ig.GetFile()+": "+ig.GetReason())
+	}
+	return pf.Settings, pf.Trusted, warnings, nil
 }
 
 // ProjectSettingsHash is the SHA-256 a project settings file is approved
@@ -322,3 +348,34 @@ func ProjectSettingsHash(data []byte) string { return settings.Hash(data) }
 // ProjectSettingsFile is the project settings file's path relative to the
 // working directory.
 const ProjectSettingsFile = settings.ProjectFile
+
+// ProjectSettingsFiles are every project settings file read, relative to
+// the working directory, in order.
+var ProjectSettingsFiles = settings.ProjectFiles
+
+// conceal is the tools' Conceal: a path a search or listing found is kept
+// from the model when a read rule denies or asks for it, as written or
+// where it leads (the searched directory resolved in the sandbox, so a
+// search through a link to a denied tree finds nothing there).
+func (sess *session) conceal(ctx context.Context, dir string, paths []string) ([]string, error) {
+	rs := &sess.policy.Rules
+	if !rs.NeedsPaths("grep") {
+		return nil, nil
+	}
+	wd := sess.env.GetWorkingDirectory()
+	resolved, err := sess.toolset.Resolve(ctx, []string{wd, dir})
+	if err != nil {
+		return nil, err
+	}
+	why := make([]string, len(paths))
+	for i, p := range paths {
+		sub := permission.Subject{Path: true, Values: []string{permission.Rel(wd, p)}}
+		if rel, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/")+"/"); ok && resolved[1] != dir {
+			sub.Resolved = []string{permission.Rel(resolved[0], path.Join(resolved[1], rel))}
+		}
+		if d := rs.Concealed(sub); d != "" {
+			why[i] = d
+		}
+	}
+	return why, nil
+}

@@ -273,7 +273,7 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 
 	sess := &session{svc: s, info: info, requestedModel: requestedModel, requestedOpts: requestedOpts, opts: opts, ext: ext, allowSession: map[string]bool{}}
 	sess.env = s.probeEnvironment(ctx, sb)
-	layers, settingsWarnings, err := s.loadLayers(ctx, sb.GetSandboxId(), sess.env.GetWorkingDirectory(), ext)
+	layers, settingsNotes, err := s.loadLayers(ctx, sb.GetSandboxId(), sess.env.GetWorkingDirectory(), ext)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,12 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 		}
 		mcpServers = append(mcpServers, srv)
 	}
-	sess.mcp, sess.extExtras = mcptools.Start(ctx, mcpServers, func(msg string) { settingsWarnings = append(settingsWarnings, msg) }, s.logger)
+	for _, ig := range sess.policy.Ignored {
+		settingsNotes = append(settingsNotes, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_SettingsIgnored{SettingsIgnored: ig}})
+	}
+	sess.mcp, sess.extExtras = mcptools.Start(ctx, mcpServers, func(f *agentv1.ExtensionFailed) {
+		settingsNotes = append(settingsNotes, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_ExtensionFailed{ExtensionFailed: f}})
+	}, s.logger)
 	built := false
 	defer func() {
 		if !built {
@@ -333,9 +338,9 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_MemoryLoaded{MemoryLoaded: &agentv1.MemoryLoaded{Profile: route.GetProfile(), Memory: sess.memory}}})
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SkillsDiscovered{SkillsDiscovered: &agentv1.SkillsDiscovered{SourceDirs: opts.GetSkillDirs(), Skills: sess.skillInfos(), Skipped: skipped}}})
-	for _, w := range settingsWarnings {
-		s.logger.WarnContext(ctx, "tool settings", "session_id", info.GetSessionId(), "warning", w)
-		sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_Warning{Warning: &agentv1.Warning{Kind: agentv1.WarningKind_WARNING_KIND_OTHER, Message: w}}})
+	for _, ev := range settingsNotes {
+		s.logger.WarnContext(ctx, "tool settings", "session_id", info.GetSessionId(), "settings_ignored", ev.GetSettingsIgnored(), "extension_failed", ev.GetExtensionFailed())
+		sess.emit(ev)
 	}
 	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_SessionStarted{SessionStarted: &agentv1.SessionStarted{
 		Route: route, PermissionLevel: level, SandboxId: sb.GetSandboxId(), WorkingDirectory: sess.env.GetWorkingDirectory(), Resumed: resumed}}})

@@ -62,7 +62,7 @@ type session struct {
 	policy       *settings.Policy
 	hooks        *hooks.Engine
 	chain        toolchain.Next
-	allowSession map[string]bool // tools approved for the session; under mu
+	allowSession map[string]bool // what asks approved for the session (toolchain.Call.Key); under mu
 	mcp          *mcptools.Manager
 	extExtras    []tools.Extra // MCP and client tools
 	clientCalls  *clientCalls
@@ -155,6 +155,8 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 		MaxCommandTimeout:     o.GetMaxCommandTimeout().AsDuration(),
 		ShellOutput:           sess.shellOutput,
 		Extra:                 sess.extras,
+		Lifted:                sess.policy.Rules.Lifts,
+		Conceal:               sess.conceal,
 	}
 	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
 	s.buildChain(sess)

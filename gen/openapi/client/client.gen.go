@@ -1325,6 +1325,7 @@ type FabroAgentV1AgentEvent struct {
 	CompactionFailed       *FabroAgentV1CompactionFailed       `json:"compactionFailed,omitempty"`
 	CompactionStarted      *FabroAgentV1CompactionStarted      `json:"compactionStarted,omitempty"`
 	Error                  *FabroAgentV1Error                  `json:"error,omitempty"`
+	ExtensionFailed        *FabroAgentV1ExtensionFailed        `json:"extensionFailed,omitempty"`
 	HookFailed             *FabroAgentV1HookFailed             `json:"hookFailed,omitempty"`
 	LlmRetry               *FabroAgentV1LlmRetry               `json:"llmRetry,omitempty"`
 	LoopDetected           *FabroAgentV1LoopDetected           `json:"loopDetected,omitempty"`
@@ -1352,6 +1353,7 @@ type FabroAgentV1AgentEvent struct {
 	// SessionId The session that emitted the event.
 	SessionId           *string                          `json:"sessionId,omitempty"`
 	SessionStarted      *FabroAgentV1SessionStarted      `json:"sessionStarted,omitempty"`
+	SettingsIgnored     *FabroAgentV1SettingsIgnored     `json:"settingsIgnored,omitempty"`
 	SkillActivated      *FabroAgentV1SkillActivated      `json:"skillActivated,omitempty"`
 	SkillsDiscovered    *FabroAgentV1SkillsDiscovered    `json:"skillsDiscovered,omitempty"`
 	SteeringInjected    *FabroAgentV1SteeringInjected    `json:"steeringInjected,omitempty"`
@@ -1928,6 +1930,18 @@ type FabroAgentV1Error struct {
 	Fatal *bool `json:"fatal,omitempty"`
 }
 
+// FabroAgentV1ExtensionFailed defines model for fabro.agent.v1.ExtensionFailed.
+type FabroAgentV1ExtensionFailed struct {
+	// Reason Why, in words.
+	Reason *string `json:"reason,omitempty"`
+
+	// Server The MCP server's name.
+	Server *string `json:"server,omitempty"`
+
+	// Tool The tool left out; empty when the whole server failed.
+	Tool *string `json:"tool,omitempty"`
+}
+
 // FabroAgentV1FollowUpResponse FollowUpResponse says the follow-up is queued.
 type FabroAgentV1FollowUpResponse struct {
 	// FollowUpId Id of the follow-up, repeated on its user_input event.
@@ -2268,15 +2282,32 @@ type FabroAgentV1PermissionLevel string
 // command of shell, the path of a file tool, the url of web_fetch, the query
 // of web_search, the compact JSON of the arguments otherwise) as a glob in
 // which "*" matches any run of characters but "/" in paths, "**" any run at
-// all, and "?" one character. Evaluation: deny, then ask, then allow; the first
-// matching rule decides; no match leaves the permission level's decision. A
-// tool with a pattern-less deny rule is hidden from the model.
+// all, and "?" one character; "web_fetch(domain:example.com)" matches a host
+// and its subdomains. A shell command is parsed: a rule is matched against
+// every simple command the line would run (in lists, pipelines, subshells,
+// substitutions, functions, "bash -c" strings), each named without
+// assignments, wrappers (env, sudo, timeout, xargs ...), quotes or its
+// directory, and "cmd *" also matches cmd alone. A path rule matches the path
+// as written and where it leads in the sandbox (links followed); a rule for
+// one reading tool (read_file, read_many_files, grep, glob, list_dir) covers
+// them all, as one for a writing tool (write_file, edit_file, apply_patch)
+// covers those. Evaluation: a matching deny rule; an ask rule with a pattern;
+// for a shell line with a command no rule can name (eval, $cmd, python3 -c)
+// while a deny or ask rule names shell commands, an ask; an allow rule
+// matching everything the call does (which runs it even below the permission
+// level); an ask rule without a pattern; then default_mode. A tool with a
+// pattern-less deny rule is hidden from the model.
 type FabroAgentV1PermissionRules struct {
 	// Allow Optional. Calls that run without asking.
 	Allow *[]string `json:"allow,omitempty"`
 
 	// Ask Optional. Calls that wait for an Approve (approval_requested).
 	Ask *[]string `json:"ask,omitempty"`
+
+	// DefaultMode Optional. What a call no rule decides gets: "default" (or empty) leaves
+	// the permission level's decision, "ask" asks, "deny_unless_allowed"
+	// refuses (for CI). A later source's value replaces an earlier one's.
+	DefaultMode *string `json:"defaultMode,omitempty"`
 
 	// Deny Optional. Calls that get an error result saying which rule denied them.
 	Deny *[]string `json:"deny,omitempty"`
@@ -2700,6 +2731,22 @@ type FabroAgentV1SessionTool struct {
 
 	// Sequential True when calls run one at a time rather than in parallel (shell).
 	Sequential *bool `json:"sequential,omitempty"`
+}
+
+// FabroAgentV1SettingsIgnored defines model for fabro.agent.v1.SettingsIgnored.
+type FabroAgentV1SettingsIgnored struct {
+	// Field The field that was not honoured; empty when the whole file was ignored.
+	Field *string `json:"field,omitempty"`
+
+	// File The file, in the sandbox's or the agent host's view.
+	File *string `json:"file,omitempty"`
+
+	// Reason Why, in words.
+	Reason *string `json:"reason,omitempty"`
+
+	// Sha256 Its content's SHA-256 in hex (what approved_project_settings_sha256
+	// or trusted_project_settings name), when the whole file was ignored.
+	Sha256 *string `json:"sha256,omitempty"`
 }
 
 // FabroAgentV1Skill Skill is one discovered SKILL.md.
@@ -3212,9 +3259,21 @@ type FabroAgentV1ToolSettings struct {
 	// command of shell, the path of a file tool, the url of web_fetch, the query
 	// of web_search, the compact JSON of the arguments otherwise) as a glob in
 	// which "*" matches any run of characters but "/" in paths, "**" any run at
-	// all, and "?" one character. Evaluation: deny, then ask, then allow; the first
-	// matching rule decides; no match leaves the permission level's decision. A
-	// tool with a pattern-less deny rule is hidden from the model.
+	// all, and "?" one character; "web_fetch(domain:example.com)" matches a host
+	// and its subdomains. A shell command is parsed: a rule is matched against
+	// every simple command the line would run (in lists, pipelines, subshells,
+	// substitutions, functions, "bash -c" strings), each named without
+	// assignments, wrappers (env, sudo, timeout, xargs ...), quotes or its
+	// directory, and "cmd *" also matches cmd alone. A path rule matches the path
+	// as written and where it leads in the sandbox (links followed); a rule for
+	// one reading tool (read_file, read_many_files, grep, glob, list_dir) covers
+	// them all, as one for a writing tool (write_file, edit_file, apply_patch)
+	// covers those. Evaluation: a matching deny rule; an ask rule with a pattern;
+	// for a shell line with a command no rule can name (eval, $cmd, python3 -c)
+	// while a deny or ask rule names shell commands, an ask; an allow rule
+	// matching everything the call does (which runs it even below the permission
+	// level); an ask rule without a pattern; then default_mode. A tool with a
+	// pattern-less deny rule is hidden from the model.
 	Permissions *FabroAgentV1PermissionRules `json:"permissions,omitempty"`
 }
 

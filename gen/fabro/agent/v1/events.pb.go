@@ -567,6 +567,8 @@ type AgentEvent struct {
 	//	*AgentEvent_ApprovalResolved
 	//	*AgentEvent_HookFailed
 	//	*AgentEvent_ClientToolRequested
+	//	*AgentEvent_SettingsIgnored
+	//	*AgentEvent_ExtensionFailed
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1002,6 +1004,24 @@ func (x *AgentEvent) GetClientToolRequested() *ClientToolRequested {
 	return nil
 }
 
+func (x *AgentEvent) GetSettingsIgnored() *SettingsIgnored {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_SettingsIgnored); ok {
+			return x.SettingsIgnored
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetExtensionFailed() *ExtensionFailed {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_ExtensionFailed); ok {
+			return x.ExtensionFailed
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -1201,6 +1221,16 @@ type AgentEvent_ClientToolRequested struct {
 	ClientToolRequested *ClientToolRequested `protobuf:"bytes,63,opt,name=client_tool_requested,json=clientToolRequested,proto3,oneof"`
 }
 
+type AgentEvent_SettingsIgnored struct {
+	// A settings file was found and not used.
+	SettingsIgnored *SettingsIgnored `protobuf:"bytes,64,opt,name=settings_ignored,json=settingsIgnored,proto3,oneof"`
+}
+
+type AgentEvent_ExtensionFailed struct {
+	// An MCP server did not start, or one of its tools was left out.
+	ExtensionFailed *ExtensionFailed `protobuf:"bytes,65,opt,name=extension_failed,json=extensionFailed,proto3,oneof"`
+}
+
 func (*AgentEvent_SessionStarted) isAgentEvent_Event() {}
 
 func (*AgentEvent_SessionEnded) isAgentEvent_Event() {}
@@ -1278,6 +1308,10 @@ func (*AgentEvent_ApprovalResolved) isAgentEvent_Event() {}
 func (*AgentEvent_HookFailed) isAgentEvent_Event() {}
 
 func (*AgentEvent_ClientToolRequested) isAgentEvent_Event() {}
+
+func (*AgentEvent_SettingsIgnored) isAgentEvent_Event() {}
+
+func (*AgentEvent_ExtensionFailed) isAgentEvent_Event() {}
 
 // SessionStarted: the session is built (environment probed, memory and skills
 // loaded, system prompt assembled) and takes prompts. Also emitted when
@@ -2414,6 +2448,149 @@ func (x *Error) GetFatal() bool {
 	return false
 }
 
+// SettingsIgnored: a settings file the session found was not used, or a
+// field of it could not be honoured (the rest of the file applies).
+// NATS: fabro.agent.v1.sessions.<session_id>.events.settings_ignored
+type SettingsIgnored struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file, in the sandbox's or the agent host's view.
+	File string `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	// Its content's SHA-256 in hex (what approved_project_settings_sha256
+	// or trusted_project_settings name), when the whole file was ignored.
+	Sha256 string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// Why, in words.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The field that was not honoured; empty when the whole file was ignored.
+	Field         string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingsIgnored) Reset() {
+	*x = SettingsIgnored{}
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingsIgnored) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingsIgnored) ProtoMessage() {}
+
+func (x *SettingsIgnored) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingsIgnored.ProtoReflect.Descriptor instead.
+func (*SettingsIgnored) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SettingsIgnored) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *SettingsIgnored) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *SettingsIgnored) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SettingsIgnored) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+// ExtensionFailed: an MCP server did not start, or a tool of it was left
+// out (a name or schema the agent cannot offer). The session goes on
+// without it.
+// NATS: fabro.agent.v1.sessions.<session_id>.events.extension_failed
+type ExtensionFailed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MCP server's name.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The tool left out; empty when the whole server failed.
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Why, in words.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtensionFailed) Reset() {
+	*x = ExtensionFailed{}
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtensionFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtensionFailed) ProtoMessage() {}
+
+func (x *ExtensionFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtensionFailed.ProtoReflect.Descriptor instead.
+func (*ExtensionFailed) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ExtensionFailed) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ExtensionFailed) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ExtensionFailed) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Warning: a non-fatal condition.
 // NATS: fabro.agent.v1.sessions.<session_id>.events.warning
 type Warning struct {
@@ -2431,7 +2608,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[17]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2620,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[17]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2633,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Warning) GetKind() WarningKind {
@@ -2495,7 +2672,7 @@ type LoopDetected struct {
 
 func (x *LoopDetected) Reset() {
 	*x = LoopDetected{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[18]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2684,7 @@ func (x *LoopDetected) String() string {
 func (*LoopDetected) ProtoMessage() {}
 
 func (x *LoopDetected) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[18]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2697,7 @@ func (x *LoopDetected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoopDetected.ProtoReflect.Descriptor instead.
 func (*LoopDetected) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LoopDetected) GetPatternLength() int32 {
@@ -2550,7 +2727,7 @@ type TurnLimitReached struct {
 
 func (x *TurnLimitReached) Reset() {
 	*x = TurnLimitReached{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[19]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2739,7 @@ func (x *TurnLimitReached) String() string {
 func (*TurnLimitReached) ProtoMessage() {}
 
 func (x *TurnLimitReached) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[19]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2752,7 @@ func (x *TurnLimitReached) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnLimitReached.ProtoReflect.Descriptor instead.
 func (*TurnLimitReached) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TurnLimitReached) GetLimit() int32 {
@@ -2607,7 +2784,7 @@ type LlmRetry struct {
 
 func (x *LlmRetry) Reset() {
 	*x = LlmRetry{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[20]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2796,7 @@ func (x *LlmRetry) String() string {
 func (*LlmRetry) ProtoMessage() {}
 
 func (x *LlmRetry) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[20]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2809,7 @@ func (x *LlmRetry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmRetry.ProtoReflect.Descriptor instead.
 func (*LlmRetry) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LlmRetry) GetProvider() string {
@@ -2691,7 +2868,7 @@ type MemoryLoaded struct {
 
 func (x *MemoryLoaded) Reset() {
 	*x = MemoryLoaded{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[21]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2880,7 @@ func (x *MemoryLoaded) String() string {
 func (*MemoryLoaded) ProtoMessage() {}
 
 func (x *MemoryLoaded) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[21]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2893,7 @@ func (x *MemoryLoaded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoryLoaded.ProtoReflect.Descriptor instead.
 func (*MemoryLoaded) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MemoryLoaded) GetProfile() AgentProfile {
@@ -2749,7 +2926,7 @@ type SkillsDiscovered struct {
 
 func (x *SkillsDiscovered) Reset() {
 	*x = SkillsDiscovered{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[22]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2938,7 @@ func (x *SkillsDiscovered) String() string {
 func (*SkillsDiscovered) ProtoMessage() {}
 
 func (x *SkillsDiscovered) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[22]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2951,7 @@ func (x *SkillsDiscovered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillsDiscovered.ProtoReflect.Descriptor instead.
 func (*SkillsDiscovered) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SkillsDiscovered) GetSourceDirs() []string {
@@ -2812,7 +2989,7 @@ type SkillActivated struct {
 
 func (x *SkillActivated) Reset() {
 	*x = SkillActivated{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[23]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +3001,7 @@ func (x *SkillActivated) String() string {
 func (*SkillActivated) ProtoMessage() {}
 
 func (x *SkillActivated) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[23]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +3014,7 @@ func (x *SkillActivated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillActivated.ProtoReflect.Descriptor instead.
 func (*SkillActivated) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SkillActivated) GetSkillName() string {
@@ -2869,7 +3046,7 @@ type Actor struct {
 
 func (x *Actor) Reset() {
 	*x = Actor{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[24]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +3058,7 @@ func (x *Actor) String() string {
 func (*Actor) ProtoMessage() {}
 
 func (x *Actor) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[24]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +3071,7 @@ func (x *Actor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Actor.ProtoReflect.Descriptor instead.
 func (*Actor) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Actor) GetKind() string {
@@ -2935,7 +3112,7 @@ type SteeringInjected struct {
 
 func (x *SteeringInjected) Reset() {
 	*x = SteeringInjected{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[25]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3124,7 @@ func (x *SteeringInjected) String() string {
 func (*SteeringInjected) ProtoMessage() {}
 
 func (x *SteeringInjected) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[25]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3137,7 @@ func (x *SteeringInjected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteeringInjected.ProtoReflect.Descriptor instead.
 func (*SteeringInjected) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SteeringInjected) GetSteeringId() string {
@@ -3003,7 +3180,7 @@ type RoundInterrupted struct {
 
 func (x *RoundInterrupted) Reset() {
 	*x = RoundInterrupted{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[26]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3192,7 @@ func (x *RoundInterrupted) String() string {
 func (*RoundInterrupted) ProtoMessage() {}
 
 func (x *RoundInterrupted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[26]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3205,7 @@ func (x *RoundInterrupted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundInterrupted.ProtoReflect.Descriptor instead.
 func (*RoundInterrupted) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RoundInterrupted) GetGeneration() int64 {
@@ -3073,7 +3250,7 @@ type CompactionStarted struct {
 
 func (x *CompactionStarted) Reset() {
 	*x = CompactionStarted{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[27]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3262,7 @@ func (x *CompactionStarted) String() string {
 func (*CompactionStarted) ProtoMessage() {}
 
 func (x *CompactionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[27]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3275,7 @@ func (x *CompactionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionStarted.ProtoReflect.Descriptor instead.
 func (*CompactionStarted) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CompactionStarted) GetReason() CompactionReason {
@@ -3142,7 +3319,7 @@ type CompactionCompleted struct {
 
 func (x *CompactionCompleted) Reset() {
 	*x = CompactionCompleted{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[28]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3331,7 @@ func (x *CompactionCompleted) String() string {
 func (*CompactionCompleted) ProtoMessage() {}
 
 func (x *CompactionCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[28]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3344,7 @@ func (x *CompactionCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionCompleted.ProtoReflect.Descriptor instead.
 func (*CompactionCompleted) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CompactionCompleted) GetReason() CompactionReason {
@@ -3241,7 +3418,7 @@ type CompactionFailed struct {
 
 func (x *CompactionFailed) Reset() {
 	*x = CompactionFailed{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[29]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3430,7 @@ func (x *CompactionFailed) String() string {
 func (*CompactionFailed) ProtoMessage() {}
 
 func (x *CompactionFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[29]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3443,7 @@ func (x *CompactionFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionFailed.ProtoReflect.Descriptor instead.
 func (*CompactionFailed) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{29}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CompactionFailed) GetReason() CompactionReason {
@@ -3296,7 +3473,7 @@ type CompactionCancelled struct {
 
 func (x *CompactionCancelled) Reset() {
 	*x = CompactionCancelled{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[30]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3485,7 @@ func (x *CompactionCancelled) String() string {
 func (*CompactionCancelled) ProtoMessage() {}
 
 func (x *CompactionCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[30]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3498,7 @@ func (x *CompactionCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionCancelled.ProtoReflect.Descriptor instead.
 func (*CompactionCancelled) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{30}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompactionCancelled) GetReason() CompactionReason {
@@ -3352,7 +3529,7 @@ type SubAgentSpawned struct {
 
 func (x *SubAgentSpawned) Reset() {
 	*x = SubAgentSpawned{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[31]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3541,7 @@ func (x *SubAgentSpawned) String() string {
 func (*SubAgentSpawned) ProtoMessage() {}
 
 func (x *SubAgentSpawned) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[31]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3554,7 @@ func (x *SubAgentSpawned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubAgentSpawned.ProtoReflect.Descriptor instead.
 func (*SubAgentSpawned) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{31}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubAgentSpawned) GetChildSessionId() string {
@@ -3429,7 +3606,7 @@ type SubAgentTurnStarted struct {
 
 func (x *SubAgentTurnStarted) Reset() {
 	*x = SubAgentTurnStarted{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[32]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3618,7 @@ func (x *SubAgentTurnStarted) String() string {
 func (*SubAgentTurnStarted) ProtoMessage() {}
 
 func (x *SubAgentTurnStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[32]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3631,7 @@ func (x *SubAgentTurnStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubAgentTurnStarted.ProtoReflect.Descriptor instead.
 func (*SubAgentTurnStarted) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{32}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubAgentTurnStarted) GetChildSessionId() string {
@@ -3493,7 +3670,7 @@ type SubAgentCompleted struct {
 
 func (x *SubAgentCompleted) Reset() {
 	*x = SubAgentCompleted{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[33]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3682,7 @@ func (x *SubAgentCompleted) String() string {
 func (*SubAgentCompleted) ProtoMessage() {}
 
 func (x *SubAgentCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[33]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3695,7 @@ func (x *SubAgentCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubAgentCompleted.ProtoReflect.Descriptor instead.
 func (*SubAgentCompleted) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{33}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SubAgentCompleted) GetChildSessionId() string {
@@ -3577,7 +3754,7 @@ type SubAgentFailed struct {
 
 func (x *SubAgentFailed) Reset() {
 	*x = SubAgentFailed{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[34]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3589,7 +3766,7 @@ func (x *SubAgentFailed) String() string {
 func (*SubAgentFailed) ProtoMessage() {}
 
 func (x *SubAgentFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[34]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3602,7 +3779,7 @@ func (x *SubAgentFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubAgentFailed.ProtoReflect.Descriptor instead.
 func (*SubAgentFailed) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{34}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubAgentFailed) GetChildSessionId() string {
@@ -3631,7 +3808,7 @@ type SubAgentClosed struct {
 
 func (x *SubAgentClosed) Reset() {
 	*x = SubAgentClosed{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[35]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3820,7 @@ func (x *SubAgentClosed) String() string {
 func (*SubAgentClosed) ProtoMessage() {}
 
 func (x *SubAgentClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[35]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3833,7 @@ func (x *SubAgentClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubAgentClosed.ProtoReflect.Descriptor instead.
 func (*SubAgentClosed) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{35}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubAgentClosed) GetChildSessionId() string {
@@ -3685,7 +3862,7 @@ type TodoCreated struct {
 
 func (x *TodoCreated) Reset() {
 	*x = TodoCreated{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[36]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3697,7 +3874,7 @@ func (x *TodoCreated) String() string {
 func (*TodoCreated) ProtoMessage() {}
 
 func (x *TodoCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[36]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3710,7 +3887,7 @@ func (x *TodoCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoCreated.ProtoReflect.Descriptor instead.
 func (*TodoCreated) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{36}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TodoCreated) GetListId() string {
@@ -3761,7 +3938,7 @@ type TodoUpdated struct {
 
 func (x *TodoUpdated) Reset() {
 	*x = TodoUpdated{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[37]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +3950,7 @@ func (x *TodoUpdated) String() string {
 func (*TodoUpdated) ProtoMessage() {}
 
 func (x *TodoUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[37]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +3963,7 @@ func (x *TodoUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoUpdated.ProtoReflect.Descriptor instead.
 func (*TodoUpdated) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{37}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TodoUpdated) GetListId() string {
@@ -3841,7 +4018,7 @@ type TodoDeleted struct {
 
 func (x *TodoDeleted) Reset() {
 	*x = TodoDeleted{}
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[38]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3853,7 +4030,7 @@ func (x *TodoDeleted) String() string {
 func (*TodoDeleted) ProtoMessage() {}
 
 func (x *TodoDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_agent_v1_events_proto_msgTypes[38]
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3866,7 +4043,7 @@ func (x *TodoDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoDeleted.ProtoReflect.Descriptor instead.
 func (*TodoDeleted) Descriptor() ([]byte, []int) {
-	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{38}
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TodoDeleted) GetListId() string {
@@ -3894,7 +4071,7 @@ var File_fabro_agent_v1_events_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x18\n" +
+	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x1a\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -3946,7 +4123,9 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\x11approval_resolved\x18= \x01(\v2 .fabro.agent.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12=\n" +
 	"\vhook_failed\x18> \x01(\v2\x1a.fabro.agent.v1.HookFailedH\x00R\n" +
 	"hookFailed\x12Y\n" +
-	"\x15client_tool_requested\x18? \x01(\v2#.fabro.agent.v1.ClientToolRequestedH\x00R\x13clientToolRequestedB\a\n" +
+	"\x15client_tool_requested\x18? \x01(\v2#.fabro.agent.v1.ClientToolRequestedH\x00R\x13clientToolRequested\x12L\n" +
+	"\x10settings_ignored\x18@ \x01(\v2\x1f.fabro.agent.v1.SettingsIgnoredH\x00R\x0fsettingsIgnored\x12L\n" +
+	"\x10extension_failed\x18A \x01(\v2\x1f.fabro.agent.v1.ExtensionFailedH\x00R\x0fextensionFailedB\a\n" +
 	"\x05event\"\xf4\x01\n" +
 	"\x0eSessionStarted\x120\n" +
 	"\x05route\x18\x01 \x01(\v2\x1a.fabro.agent.v1.ModelRouteR\x05route\x12J\n" +
@@ -4030,7 +4209,16 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\x13model_chars_omitted\x18\v \x01(\x03R\x11modelCharsOmitted\"O\n" +
 	"\x05Error\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.fabro.agent.v1.AgentErrorR\x05error\x12\x14\n" +
-	"\x05fatal\x18\x02 \x01(\bR\x05fatal\"\xd0\x01\n" +
+	"\x05fatal\x18\x02 \x01(\bR\x05fatal\"k\n" +
+	"\x0fSettingsIgnored\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05field\x18\x04 \x01(\tR\x05field\"U\n" +
+	"\x0fExtensionFailed\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd0\x01\n" +
 	"\aWarning\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.fabro.agent.v1.WarningKindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12>\n" +
@@ -4189,7 +4377,7 @@ func file_fabro_agent_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_agent_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_fabro_agent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_fabro_agent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_fabro_agent_v1_events_proto_goTypes = []any{
 	(SessionEndReason)(0),          // 0: fabro.agent.v1.SessionEndReason
 	(UserInputSource)(0),           // 1: fabro.agent.v1.UserInputSource
@@ -4216,55 +4404,57 @@ var file_fabro_agent_v1_events_proto_goTypes = []any{
 	(*ProcessOutcome)(nil),         // 22: fabro.agent.v1.ProcessOutcome
 	(*ToolCallCompleted)(nil),      // 23: fabro.agent.v1.ToolCallCompleted
 	(*Error)(nil),                  // 24: fabro.agent.v1.Error
-	(*Warning)(nil),                // 25: fabro.agent.v1.Warning
-	(*LoopDetected)(nil),           // 26: fabro.agent.v1.LoopDetected
-	(*TurnLimitReached)(nil),       // 27: fabro.agent.v1.TurnLimitReached
-	(*LlmRetry)(nil),               // 28: fabro.agent.v1.LlmRetry
-	(*MemoryLoaded)(nil),           // 29: fabro.agent.v1.MemoryLoaded
-	(*SkillsDiscovered)(nil),       // 30: fabro.agent.v1.SkillsDiscovered
-	(*SkillActivated)(nil),         // 31: fabro.agent.v1.SkillActivated
-	(*Actor)(nil),                  // 32: fabro.agent.v1.Actor
-	(*SteeringInjected)(nil),       // 33: fabro.agent.v1.SteeringInjected
-	(*RoundInterrupted)(nil),       // 34: fabro.agent.v1.RoundInterrupted
-	(*CompactionStarted)(nil),      // 35: fabro.agent.v1.CompactionStarted
-	(*CompactionCompleted)(nil),    // 36: fabro.agent.v1.CompactionCompleted
-	(*CompactionFailed)(nil),       // 37: fabro.agent.v1.CompactionFailed
-	(*CompactionCancelled)(nil),    // 38: fabro.agent.v1.CompactionCancelled
-	(*SubAgentSpawned)(nil),        // 39: fabro.agent.v1.SubAgentSpawned
-	(*SubAgentTurnStarted)(nil),    // 40: fabro.agent.v1.SubAgentTurnStarted
-	(*SubAgentCompleted)(nil),      // 41: fabro.agent.v1.SubAgentCompleted
-	(*SubAgentFailed)(nil),         // 42: fabro.agent.v1.SubAgentFailed
-	(*SubAgentClosed)(nil),         // 43: fabro.agent.v1.SubAgentClosed
-	(*TodoCreated)(nil),            // 44: fabro.agent.v1.TodoCreated
-	(*TodoUpdated)(nil),            // 45: fabro.agent.v1.TodoUpdated
-	(*TodoDeleted)(nil),            // 46: fabro.agent.v1.TodoDeleted
-	nil,                            // 47: fabro.agent.v1.Warning.DetailsEntry
-	(*timestamppb.Timestamp)(nil),  // 48: google.protobuf.Timestamp
-	(*ApprovalRequested)(nil),      // 49: fabro.agent.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),       // 50: fabro.agent.v1.ApprovalResolved
-	(*HookFailed)(nil),             // 51: fabro.agent.v1.HookFailed
-	(*ClientToolRequested)(nil),    // 52: fabro.agent.v1.ClientToolRequested
-	(*ModelRoute)(nil),             // 53: fabro.agent.v1.ModelRoute
-	(PermissionLevel)(0),           // 54: fabro.agent.v1.PermissionLevel
-	(*AgentError)(nil),             // 55: fabro.agent.v1.AgentError
-	(*v1.Usage)(nil),               // 56: fabro.llm.v1.Usage
-	(*v1.Cost)(nil),                // 57: fabro.llm.v1.Cost
-	(*PromptReport)(nil),           // 58: fabro.agent.v1.PromptReport
-	(v1.FinishReason)(0),           // 59: fabro.llm.v1.FinishReason
-	(v11.OutputStream)(0),          // 60: fabro.sandbox.v1.OutputStream
-	(v11.Termination)(0),           // 61: fabro.sandbox.v1.Termination
-	(*durationpb.Duration)(nil),    // 62: google.protobuf.Duration
-	(*v1.ErrorDetail)(nil),         // 63: fabro.llm.v1.ErrorDetail
-	(AgentProfile)(0),              // 64: fabro.agent.v1.AgentProfile
-	(*Memory)(nil),                 // 65: fabro.agent.v1.Memory
-	(*Skill)(nil),                  // 66: fabro.agent.v1.Skill
-	(*SkippedSkill)(nil),           // 67: fabro.agent.v1.SkippedSkill
-	(TodoListKind)(0),              // 68: fabro.agent.v1.TodoListKind
-	(*TodoItem)(nil),               // 69: fabro.agent.v1.TodoItem
-	(TodoStatus)(0),                // 70: fabro.agent.v1.TodoStatus
+	(*SettingsIgnored)(nil),        // 25: fabro.agent.v1.SettingsIgnored
+	(*ExtensionFailed)(nil),        // 26: fabro.agent.v1.ExtensionFailed
+	(*Warning)(nil),                // 27: fabro.agent.v1.Warning
+	(*LoopDetected)(nil),           // 28: fabro.agent.v1.LoopDetected
+	(*TurnLimitReached)(nil),       // 29: fabro.agent.v1.TurnLimitReached
+	(*LlmRetry)(nil),               // 30: fabro.agent.v1.LlmRetry
+	(*MemoryLoaded)(nil),           // 31: fabro.agent.v1.MemoryLoaded
+	(*SkillsDiscovered)(nil),       // 32: fabro.agent.v1.SkillsDiscovered
+	(*SkillActivated)(nil),         // 33: fabro.agent.v1.SkillActivated
+	(*Actor)(nil),                  // 34: fabro.agent.v1.Actor
+	(*SteeringInjected)(nil),       // 35: fabro.agent.v1.SteeringInjected
+	(*RoundInterrupted)(nil),       // 36: fabro.agent.v1.RoundInterrupted
+	(*CompactionStarted)(nil),      // 37: fabro.agent.v1.CompactionStarted
+	(*CompactionCompleted)(nil),    // 38: fabro.agent.v1.CompactionCompleted
+	(*CompactionFailed)(nil),       // 39: fabro.agent.v1.CompactionFailed
+	(*CompactionCancelled)(nil),    // 40: fabro.agent.v1.CompactionCancelled
+	(*SubAgentSpawned)(nil),        // 41: fabro.agent.v1.SubAgentSpawned
+	(*SubAgentTurnStarted)(nil),    // 42: fabro.agent.v1.SubAgentTurnStarted
+	(*SubAgentCompleted)(nil),      // 43: fabro.agent.v1.SubAgentCompleted
+	(*SubAgentFailed)(nil),         // 44: fabro.agent.v1.SubAgentFailed
+	(*SubAgentClosed)(nil),         // 45: fabro.agent.v1.SubAgentClosed
+	(*TodoCreated)(nil),            // 46: fabro.agent.v1.TodoCreated
+	(*TodoUpdated)(nil),            // 47: fabro.agent.v1.TodoUpdated
+	(*TodoDeleted)(nil),            // 48: fabro.agent.v1.TodoDeleted
+	nil,                            // 49: fabro.agent.v1.Warning.DetailsEntry
+	(*timestamppb.Timestamp)(nil),  // 50: google.protobuf.Timestamp
+	(*ApprovalRequested)(nil),      // 51: fabro.agent.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),       // 52: fabro.agent.v1.ApprovalResolved
+	(*HookFailed)(nil),             // 53: fabro.agent.v1.HookFailed
+	(*ClientToolRequested)(nil),    // 54: fabro.agent.v1.ClientToolRequested
+	(*ModelRoute)(nil),             // 55: fabro.agent.v1.ModelRoute
+	(PermissionLevel)(0),           // 56: fabro.agent.v1.PermissionLevel
+	(*AgentError)(nil),             // 57: fabro.agent.v1.AgentError
+	(*v1.Usage)(nil),               // 58: fabro.llm.v1.Usage
+	(*v1.Cost)(nil),                // 59: fabro.llm.v1.Cost
+	(*PromptReport)(nil),           // 60: fabro.agent.v1.PromptReport
+	(v1.FinishReason)(0),           // 61: fabro.llm.v1.FinishReason
+	(v11.OutputStream)(0),          // 62: fabro.sandbox.v1.OutputStream
+	(v11.Termination)(0),           // 63: fabro.sandbox.v1.Termination
+	(*durationpb.Duration)(nil),    // 64: google.protobuf.Duration
+	(*v1.ErrorDetail)(nil),         // 65: fabro.llm.v1.ErrorDetail
+	(AgentProfile)(0),              // 66: fabro.agent.v1.AgentProfile
+	(*Memory)(nil),                 // 67: fabro.agent.v1.Memory
+	(*Skill)(nil),                  // 68: fabro.agent.v1.Skill
+	(*SkippedSkill)(nil),           // 69: fabro.agent.v1.SkippedSkill
+	(TodoListKind)(0),              // 70: fabro.agent.v1.TodoListKind
+	(*TodoItem)(nil),               // 71: fabro.agent.v1.TodoItem
+	(TodoStatus)(0),                // 72: fabro.agent.v1.TodoStatus
 }
 var file_fabro_agent_v1_events_proto_depIdxs = []int32{
-	48, // 0: fabro.agent.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	50, // 0: fabro.agent.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
 	9,  // 1: fabro.agent.v1.AgentEvent.session_started:type_name -> fabro.agent.v1.SessionStarted
 	10, // 2: fabro.agent.v1.AgentEvent.session_ended:type_name -> fabro.agent.v1.SessionEnded
 	11, // 3: fabro.agent.v1.AgentEvent.prompt_started:type_name -> fabro.agent.v1.PromptStarted
@@ -4279,86 +4469,88 @@ var file_fabro_agent_v1_events_proto_depIdxs = []int32{
 	21, // 12: fabro.agent.v1.AgentEvent.tool_call_output_delta:type_name -> fabro.agent.v1.ToolCallOutputDelta
 	23, // 13: fabro.agent.v1.AgentEvent.tool_call_completed:type_name -> fabro.agent.v1.ToolCallCompleted
 	24, // 14: fabro.agent.v1.AgentEvent.error:type_name -> fabro.agent.v1.Error
-	25, // 15: fabro.agent.v1.AgentEvent.warning:type_name -> fabro.agent.v1.Warning
-	26, // 16: fabro.agent.v1.AgentEvent.loop_detected:type_name -> fabro.agent.v1.LoopDetected
-	27, // 17: fabro.agent.v1.AgentEvent.turn_limit_reached:type_name -> fabro.agent.v1.TurnLimitReached
-	28, // 18: fabro.agent.v1.AgentEvent.llm_retry:type_name -> fabro.agent.v1.LlmRetry
-	29, // 19: fabro.agent.v1.AgentEvent.memory_loaded:type_name -> fabro.agent.v1.MemoryLoaded
-	30, // 20: fabro.agent.v1.AgentEvent.skills_discovered:type_name -> fabro.agent.v1.SkillsDiscovered
-	31, // 21: fabro.agent.v1.AgentEvent.skill_activated:type_name -> fabro.agent.v1.SkillActivated
-	33, // 22: fabro.agent.v1.AgentEvent.steering_injected:type_name -> fabro.agent.v1.SteeringInjected
-	34, // 23: fabro.agent.v1.AgentEvent.round_interrupted:type_name -> fabro.agent.v1.RoundInterrupted
-	35, // 24: fabro.agent.v1.AgentEvent.compaction_started:type_name -> fabro.agent.v1.CompactionStarted
-	36, // 25: fabro.agent.v1.AgentEvent.compaction_completed:type_name -> fabro.agent.v1.CompactionCompleted
-	37, // 26: fabro.agent.v1.AgentEvent.compaction_failed:type_name -> fabro.agent.v1.CompactionFailed
-	38, // 27: fabro.agent.v1.AgentEvent.compaction_cancelled:type_name -> fabro.agent.v1.CompactionCancelled
-	39, // 28: fabro.agent.v1.AgentEvent.sub_agent_spawned:type_name -> fabro.agent.v1.SubAgentSpawned
-	40, // 29: fabro.agent.v1.AgentEvent.sub_agent_turn_started:type_name -> fabro.agent.v1.SubAgentTurnStarted
-	41, // 30: fabro.agent.v1.AgentEvent.sub_agent_completed:type_name -> fabro.agent.v1.SubAgentCompleted
-	42, // 31: fabro.agent.v1.AgentEvent.sub_agent_failed:type_name -> fabro.agent.v1.SubAgentFailed
-	43, // 32: fabro.agent.v1.AgentEvent.sub_agent_closed:type_name -> fabro.agent.v1.SubAgentClosed
-	44, // 33: fabro.agent.v1.AgentEvent.todo_created:type_name -> fabro.agent.v1.TodoCreated
-	45, // 34: fabro.agent.v1.AgentEvent.todo_updated:type_name -> fabro.agent.v1.TodoUpdated
-	46, // 35: fabro.agent.v1.AgentEvent.todo_deleted:type_name -> fabro.agent.v1.TodoDeleted
-	49, // 36: fabro.agent.v1.AgentEvent.approval_requested:type_name -> fabro.agent.v1.ApprovalRequested
-	50, // 37: fabro.agent.v1.AgentEvent.approval_resolved:type_name -> fabro.agent.v1.ApprovalResolved
-	51, // 38: fabro.agent.v1.AgentEvent.hook_failed:type_name -> fabro.agent.v1.HookFailed
-	52, // 39: fabro.agent.v1.AgentEvent.client_tool_requested:type_name -> fabro.agent.v1.ClientToolRequested
-	53, // 40: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
-	54, // 41: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
-	0,  // 42: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
-	55, // 43: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
-	56, // 44: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
-	57, // 45: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
-	1,  // 46: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
-	58, // 47: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
-	56, // 48: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
-	57, // 49: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
-	59, // 50: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
-	18, // 51: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	60, // 52: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
-	61, // 53: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
-	62, // 54: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
-	2,  // 55: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
-	62, // 56: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
-	22, // 57: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
-	55, // 58: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
-	3,  // 59: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
-	47, // 60: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
-	62, // 61: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
-	63, // 62: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
-	4,  // 63: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
-	64, // 64: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.agent.v1.AgentProfile
-	65, // 65: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
-	66, // 66: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
-	67, // 67: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
-	5,  // 68: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
-	32, // 69: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
-	6,  // 70: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
-	7,  // 71: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
-	18, // 72: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	7,  // 73: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
-	56, // 74: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
-	57, // 75: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
-	62, // 76: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
-	7,  // 77: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
-	55, // 78: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
-	7,  // 79: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
-	53, // 80: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
-	56, // 81: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
-	57, // 82: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
-	55, // 83: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
-	68, // 84: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	69, // 85: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
-	68, // 86: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	69, // 87: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
-	70, // 88: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
-	68, // 89: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	90, // [90:90] is the sub-list for method output_type
-	90, // [90:90] is the sub-list for method input_type
-	90, // [90:90] is the sub-list for extension type_name
-	90, // [90:90] is the sub-list for extension extendee
-	0,  // [0:90] is the sub-list for field type_name
+	27, // 15: fabro.agent.v1.AgentEvent.warning:type_name -> fabro.agent.v1.Warning
+	28, // 16: fabro.agent.v1.AgentEvent.loop_detected:type_name -> fabro.agent.v1.LoopDetected
+	29, // 17: fabro.agent.v1.AgentEvent.turn_limit_reached:type_name -> fabro.agent.v1.TurnLimitReached
+	30, // 18: fabro.agent.v1.AgentEvent.llm_retry:type_name -> fabro.agent.v1.LlmRetry
+	31, // 19: fabro.agent.v1.AgentEvent.memory_loaded:type_name -> fabro.agent.v1.MemoryLoaded
+	32, // 20: fabro.agent.v1.AgentEvent.skills_discovered:type_name -> fabro.agent.v1.SkillsDiscovered
+	33, // 21: fabro.agent.v1.AgentEvent.skill_activated:type_name -> fabro.agent.v1.SkillActivated
+	35, // 22: fabro.agent.v1.AgentEvent.steering_injected:type_name -> fabro.agent.v1.SteeringInjected
+	36, // 23: fabro.agent.v1.AgentEvent.round_interrupted:type_name -> fabro.agent.v1.RoundInterrupted
+	37, // 24: fabro.agent.v1.AgentEvent.compaction_started:type_name -> fabro.agent.v1.CompactionStarted
+	38, // 25: fabro.agent.v1.AgentEvent.compaction_completed:type_name -> fabro.agent.v1.CompactionCompleted
+	39, // 26: fabro.agent.v1.AgentEvent.compaction_failed:type_name -> fabro.agent.v1.CompactionFailed
+	40, // 27: fabro.agent.v1.AgentEvent.compaction_cancelled:type_name -> fabro.agent.v1.CompactionCancelled
+	41, // 28: fabro.agent.v1.AgentEvent.sub_agent_spawned:type_name -> fabro.agent.v1.SubAgentSpawned
+	42, // 29: fabro.agent.v1.AgentEvent.sub_agent_turn_started:type_name -> fabro.agent.v1.SubAgentTurnStarted
+	43, // 30: fabro.agent.v1.AgentEvent.sub_agent_completed:type_name -> fabro.agent.v1.SubAgentCompleted
+	44, // 31: fabro.agent.v1.AgentEvent.sub_agent_failed:type_name -> fabro.agent.v1.SubAgentFailed
+	45, // 32: fabro.agent.v1.AgentEvent.sub_agent_closed:type_name -> fabro.agent.v1.SubAgentClosed
+	46, // 33: fabro.agent.v1.AgentEvent.todo_created:type_name -> fabro.agent.v1.TodoCreated
+	47, // 34: fabro.agent.v1.AgentEvent.todo_updated:type_name -> fabro.agent.v1.TodoUpdated
+	48, // 35: fabro.agent.v1.AgentEvent.todo_deleted:type_name -> fabro.agent.v1.TodoDeleted
+	51, // 36: fabro.agent.v1.AgentEvent.approval_requested:type_name -> fabro.agent.v1.ApprovalRequested
+	52, // 37: fabro.agent.v1.AgentEvent.approval_resolved:type_name -> fabro.agent.v1.ApprovalResolved
+	53, // 38: fabro.agent.v1.AgentEvent.hook_failed:type_name -> fabro.agent.v1.HookFailed
+	54, // 39: fabro.agent.v1.AgentEvent.client_tool_requested:type_name -> fabro.agent.v1.ClientToolRequested
+	25, // 40: fabro.agent.v1.AgentEvent.settings_ignored:type_name -> fabro.agent.v1.SettingsIgnored
+	26, // 41: fabro.agent.v1.AgentEvent.extension_failed:type_name -> fabro.agent.v1.ExtensionFailed
+	55, // 42: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
+	56, // 43: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
+	0,  // 44: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
+	57, // 45: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
+	58, // 46: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
+	59, // 47: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
+	1,  // 48: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
+	60, // 49: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
+	58, // 50: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
+	59, // 51: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
+	61, // 52: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
+	18, // 53: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	62, // 54: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
+	63, // 55: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
+	64, // 56: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
+	2,  // 57: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
+	64, // 58: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
+	22, // 59: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
+	57, // 60: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
+	3,  // 61: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
+	49, // 62: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
+	64, // 63: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
+	65, // 64: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
+	4,  // 65: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
+	66, // 66: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.agent.v1.AgentProfile
+	67, // 67: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
+	68, // 68: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
+	69, // 69: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
+	5,  // 70: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
+	34, // 71: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
+	6,  // 72: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
+	7,  // 73: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
+	18, // 74: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	7,  // 75: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
+	58, // 76: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
+	59, // 77: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
+	64, // 78: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
+	7,  // 79: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
+	57, // 80: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
+	7,  // 81: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
+	55, // 82: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
+	58, // 83: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
+	59, // 84: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
+	57, // 85: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
+	70, // 86: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	71, // 87: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
+	70, // 88: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	71, // 89: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
+	72, // 90: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
+	70, // 91: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	92, // [92:92] is the sub-list for method output_type
+	92, // [92:92] is the sub-list for method input_type
+	92, // [92:92] is the sub-list for extension type_name
+	92, // [92:92] is the sub-list for extension extendee
+	0,  // [0:92] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_events_proto_init() }
@@ -4409,6 +4601,8 @@ func file_fabro_agent_v1_events_proto_init() {
 		(*AgentEvent_ApprovalResolved)(nil),
 		(*AgentEvent_HookFailed)(nil),
 		(*AgentEvent_ClientToolRequested)(nil),
+		(*AgentEvent_SettingsIgnored)(nil),
+		(*AgentEvent_ExtensionFailed)(nil),
 	}
 	file_fabro_agent_v1_events_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
@@ -4417,7 +4611,7 @@ func file_fabro_agent_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_agent_v1_events_proto_rawDesc), len(file_fabro_agent_v1_events_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

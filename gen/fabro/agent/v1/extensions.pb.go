@@ -657,9 +657,21 @@ func (x *ClientToolRequested) GetExpireTime() *timestamppb.Timestamp {
 // command of shell, the path of a file tool, the url of web_fetch, the query
 // of web_search, the compact JSON of the arguments otherwise) as a glob in
 // which "*" matches any run of characters but "/" in paths, "**" any run at
-// all, and "?" one character. Evaluation: deny, then ask, then allow; the first
-// matching rule decides; no match leaves the permission level's decision. A
-// tool with a pattern-less deny rule is hidden from the model.
+// all, and "?" one character; "web_fetch(domain:example.com)" matches a host
+// and its subdomains. A shell command is parsed: a rule is matched against
+// every simple command the line would run (in lists, pipelines, subshells,
+// substitutions, functions, "bash -c" strings), each named without
+// assignments, wrappers (env, sudo, timeout, xargs ...), quotes or its
+// directory, and "cmd *" also matches cmd alone. A path rule matches the path
+// as written and where it leads in the sandbox (links followed); a rule for
+// one reading tool (read_file, read_many_files, grep, glob, list_dir) covers
+// them all, as one for a writing tool (write_file, edit_file, apply_patch)
+// covers those. Evaluation: a matching deny rule; an ask rule with a pattern;
+// for a shell line with a command no rule can name (eval, $cmd, python3 -c)
+// while a deny or ask rule names shell commands, an ask; an allow rule
+// matching everything the call does (which runs it even below the permission
+// level); an ask rule without a pattern; then default_mode. A tool with a
+// pattern-less deny rule is hidden from the model.
 type PermissionRules struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional. Calls that run without asking.
@@ -667,7 +679,11 @@ type PermissionRules struct {
 	// Optional. Calls that wait for an Approve (approval_requested).
 	Ask []string `protobuf:"bytes,2,rep,name=ask,proto3" json:"ask,omitempty"`
 	// Optional. Calls that get an error result saying which rule denied them.
-	Deny          []string `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
+	Deny []string `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
+	// Optional. What a call no rule decides gets: "default" (or empty) leaves
+	// the permission level's decision, "ask" asks, "deny_unless_allowed"
+	// refuses (for CI). A later source's value replaces an earlier one's.
+	DefaultMode   string `protobuf:"bytes,4,opt,name=default_mode,json=defaultMode,proto3" json:"default_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,6 +737,13 @@ func (x *PermissionRules) GetDeny() []string {
 		return x.Deny
 	}
 	return nil
+}
+
+func (x *PermissionRules) GetDefaultMode() string {
+	if x != nil {
+		return x.DefaultMode
+	}
+	return ""
 }
 
 // Hook is one command run as `bash -c` with the event as JSON on stdin.
@@ -1266,11 +1289,12 @@ const file_fabro_agent_v1_extensions_proto_rawDesc = "" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1c\n" +
 	"\targuments\x18\x03 \x01(\tR\targuments\x12;\n" +
 	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"M\n" +
+	"expireTime\"p\n" +
 	"\x0fPermissionRules\x12\x14\n" +
 	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x10\n" +
 	"\x03ask\x18\x02 \x03(\tR\x03ask\x12\x12\n" +
-	"\x04deny\x18\x03 \x03(\tR\x04deny\"\xdb\x01\n" +
+	"\x04deny\x18\x03 \x03(\tR\x04deny\x12!\n" +
+	"\fdefault_mode\x18\x04 \x01(\tR\vdefaultMode\"\xdb\x01\n" +
 	"\x04Hook\x124\n" +
 	"\x05event\x18\x01 \x01(\x0e2\x19.fabro.agent.v1.HookEventB\x03\xe0A\x02R\x05event\x12\x18\n" +
 	"\amatcher\x18\x02 \x01(\tR\amatcher\x12\x1d\n" +

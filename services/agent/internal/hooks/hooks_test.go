@@ -13,11 +13,11 @@ import (
 
 func engine(t *testing.T, data string) (*Engine, *[]*agentv1.HookFailed) {
 	t.Helper()
-	ts, _, err := settings.Parse("s.json", []byte(data))
+	pf, err := settings.Parse("s.json", []byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := settings.Build(settings.Layer{Source: "s.json", Settings: ts, Data: []byte(data)})
+	p, err := settings.Build(settings.Layer{Source: "s.json", Settings: pf.Settings, Data: []byte(data)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,32 +86,29 @@ type server struct {
 
 // Start connects to every server and lists its tools; warn reports what
 // is left out. It never fails: a server that does not start is left out.
-func Start(ctx context.Context, servers []Server, warn func(msg string), logger *slog.Logger) (*Manager, []tools.Extra) {
+func Start(ctx context.Context, servers []Server, warn func(*agentv1.ExtensionFailed), logger *slog.Logger) (*Manager, []tools.Extra) {
 	m := &Manager{logger: logger}
 	var extras []tools.Extra
 	for _, srv := range servers {
 		spec := srv.Spec
 		s := &server{spec: spec, hc: srv.HTTPClient, client: mcp.NewClient(&mcp.Implementation{Name: "fabro-agent", Version: "v1"}, nil)}
 		if err := s.connect(ctx); err != nil {
-			msg := fmt.Sprintf("MCP server %q did not start and its tools are left out: %v", spec.GetName(), err)
 			logger.Warn("mcp server", "server", spec.GetName(), "error", err)
-			warn(msg)
+			warn(&agentv1.ExtensionFailed{Server: spec.GetName(), Reason: fmt.Sprintf("MCP server %q did not start and its tools are left out: %v", spec.GetName(), err)})
 			continue
 		}
 		m.servers = append(m.servers, s)
 		list, err := s.listTools(ctx)
 		if err != nil {
-			msg := fmt.Sprintf("MCP server %q did not list its tools, which are left out: %v", spec.GetName(), err)
 			logger.Warn("mcp server", "server", spec.GetName(), "error", err)
-			warn(msg)
+			warn(&agentv1.ExtensionFailed{Server: spec.GetName(), Reason: fmt.Sprintf("MCP server %q did not list its tools, which are left out: %v", spec.GetName(), err)})
 			continue
 		}
 		for _, t := range list {
 			x, err := s.extra(t)
 			if err != nil {
-				msg := fmt.Sprintf("MCP server %q: tool %q is left out: %v", spec.GetName(), t.Name, err)
 				logger.Warn("mcp tool", "server", spec.GetName(), "tool", t.Name, "error", err)
-				warn(msg)
+				warn(&agentv1.ExtensionFailed{Server: spec.GetName(), Tool: t.Name, Reason: fmt.Sprintf("MCP server %q: tool %q is left out: %v", spec.GetName(), t.Name, err)})
 				continue
 			}
 			extras = append(extras, x)

@@ -28,7 +28,11 @@ type warnings struct {
 	msg []string
 }
 
-func (w *warnings) add(m string) { w.mu.Lock(); w.msg = append(w.msg, m); w.mu.Unlock() }
+func (w *warnings) add(f *agentv1.ExtensionFailed) {
+	w.mu.Lock()
+	w.msg = append(w.msg, f.GetReason())
+	w.mu.Unlock()
+}
 
 func start(t *testing.T, specs ...*agentv1.McpServer) (*tools.Set, *warnings) {
 	t.Helper()

@@ -65,10 +65,10 @@ func TestDecide(t *testing.T) {
 					s.Add(r)
 				}
 			}
-			got, r := s.Decide(tc.tool, SubjectOf(tc.tool, tc.args, "/work"))
-			gotRule := ""
-			if r != nil {
-				gotRule = r.Text
+			d := s.Decide(tc.tool, SubjectOf(tc.tool, tc.args, "/work"))
+			got, gotRule := d.Effect, ""
+			if d.Rule != nil {
+				gotRule = d.Rule.Text
 			}
 			if got != tc.want || gotRule != tc.wantRule {
 				t.Errorf("Decide = %v by %q, want %v by %q", got, gotRule, tc.want, tc.wantRule)

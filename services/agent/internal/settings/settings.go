@@ -33,6 +33,11 @@ const (
 	ProjectFile = ".fabro/settings.json"
 )
 
+// ProjectFiles are the project settings files read, relative to the
+// working directory, in order (a later one's scalars win): fabro's, then
+// Claude Code's shared and local files.
+var ProjectFiles = []string{ProjectFile, ".claude/settings.json", ".claude/settings.local.json"}
+
 // Error is a bad settings file or rule.
 type Error struct {
 	File string // the file, or "CreateSession" for the request's settings
@@ -76,6 +81,9 @@ type Policy struct {
 	// MCPServers by name, a later layer's replacing an earlier one's, in
 	// the order first named.
 	MCPServers []MCPServer
+	// Ignored are what of the rules cannot be honoured as written (each
+	// rule still applies), for settings_ignored events.
+	Ignored []*agentv1.SettingsIgnored
 }
 
 // MCPServer is a configured MCP server and whether its source is trusted
@@ -136,7 +144,21 @@ func Build(layers ...Layer) (*Policy, error) {
 				if line > 0 {
 					r.Source = fmt.Sprintf("%s:%d", l.Source, line)
 				}
+				if r.Warning != "" {
+					p.Ignored = append(p.Ignored, &agentv1.SettingsIgnored{File: l.Source, Field: fmt.Sprintf("permissions.%s[%d]", list.field, i),
+						Reason: fmt.Sprintf("rule %q (%s): %s", text, r.Source, r.Warning)})
+				}
 				p.Rules.Add(r)
+			}
+		}
+		if m := ts.GetPermissions().GetDefaultMode(); m != "" {
+			mode, err := permission.ParseMode(m)
+			if err != nil {
+				return nil, l.fail(lineOf(l.Data, m), m, "permissions."+err.Error())
+			}
+			p.Rules.Mode, p.Rules.ModeSource = mode, l.Source
+			if line := lineOf(l.Data, m); line > 0 {
+				p.Rules.ModeSource = fmt.Sprintf("%s:%d", l.Source, line)
 			}
 		}
 		for i, h := range ts.GetHooks() {
@@ -245,18 +267,63 @@ type fileHook struct {
 }
 
 type file struct {
-	Permissions *struct {
-		Allow []string `json:"allow"`
-		Ask   []string `json:"ask"`
-		Deny  []string `json:"deny"`
-	} `json:"permissions"`
-	Hooks           map[string][]fileHook `json:"hooks"`
-	ApprovalTimeout string                `json:"approval_timeout"`
+	Permissions *filePermissions `json:"permissions"`
+	// Hooks by event: fabro's events (pre_tool_use: [{matcher, command,
+	// timeout, place}]) or Claude Code's (PreToolUse: [{matcher, hooks:
+	// [{type, command, timeout}]}]).
+	Hooks           map[string]json.RawMessage `json:"hooks"`
+	ApprovalTimeout string                     `json:"approval_timeout"`
 	// TrustedProjectSettings are SHA-256s of project files the operator
 	// approves; honoured only in the operator's file.
 	TrustedProjectSettings []string `json:"trusted_project_settings"`
 	// MCPServers is .mcp.json's shape.
 	MCPServers map[string]fileMCP `json:"mcpServers"`
+}
+
+type filePermissions struct {
+	Allow []string `json:"allow"`
+	Ask   []string `json:"ask"`
+	Deny  []string `json:"deny"`
+	// DefaultMode is fabro's default_mode or Claude Code's defaultMode.
+	DefaultMode string `json:"default_mode"`
+	ClaudeMode  string `json:"defaultMode"`
+}
+
+// knownFields are the fields Parse honours, by object; any other is a
+// warning naming it (Claude Code's env, model, statusLine ... mean nothing
+// to fabro), never a refusal of the file. "$schema" is an editor's hint.
+var knownFields = map[string]map[string]bool{
+	"":            {"permissions": true, "hooks": true, "approval_timeout": true, "trusted_project_settings": true, "mcpServers": true, "$schema": true},
+	"permissions": {"allow": true, "ask": true, "deny": true, "default_mode": true, "defaultMode": true},
+}
+
+// claudeHookGroup is one entry of a Claude Code hook event.
+type claudeHookGroup struct {
+	Matcher string `json:"matcher"`
+	Hooks   []struct {
+		Type    string   `json:"type"`
+		Command string   `json:"command"`
+		Timeout *float64 `json:"timeout"` // seconds
+	} `json:"hooks"`
+}
+
+// claudeHookEvents maps Claude Code's hook events onto fabro's; Stop (the
+// agent finished answering) is prompt_end.
+var claudeHookEvents = map[string]agentv1.HookEvent{
+	"PreToolUse":   agentv1.HookEvent_HOOK_EVENT_PRE_TOOL_USE,
+	"PostToolUse":  agentv1.HookEvent_HOOK_EVENT_POST_TOOL_USE,
+	"SessionStart": agentv1.HookEvent_HOOK_EVENT_SESSION_START,
+	"Stop":         agentv1.HookEvent_HOOK_EVENT_PROMPT_END,
+}
+
+// claudeModes maps Claude Code's defaultMode onto fabro's default_mode;
+// a mode fabro has no equivalent of is a warning.
+var claudeModes = map[string]string{"default": "default", "dontAsk": "deny_unless_allowed"}
+
+// claudeTools maps Claude Code's tool names in hook matchers onto fabro's.
+var claudeTools = map[string]string{
+	"Bash": "shell", "Read": "read_file", "Write": "write_file", "Edit": "edit_file", "MultiEdit": "edit_file",
+	"Grep": "grep", "Glob": "glob", "LS": "list_dir", "WebFetch": "web_fetch", "WebSearch": "web_search",
 }
 
 type fileMCP struct {
@@ -276,12 +343,21 @@ var hookEvents = map[string]agentv1.HookEvent{
 	"prompt_end":    agentv1.HookEvent_HOOK_EVENT_PROMPT_END,
 }
 
-// Parse reads a settings file; source names it in errors. It returns the
-// settings and the project-file hashes the file trusts.
-func Parse(source string, data []byte) (*agentv1.ToolSettings, []string, error) {
+// File is a parsed settings file.
+type File struct {
+	Settings *agentv1.ToolSettings
+	// Trusted are the project-file hashes the file trusts.
+	Trusted []string
+	// Ignored are the fields fabro does not honour, each a warning naming
+	// it; the rest of the file applies.
+	Ignored []*agentv1.SettingsIgnored
+}
+
+// Parse reads a settings file in fabro's format or Claude Code's (both may
+// mix); source names it in errors and warnings.
+func Parse(source string, data []byte) (*File, error) {
 	var f file
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		line := 0
 		var se *json.SyntaxError
@@ -291,43 +367,92 @@ func Parse(source string, data []byte) (*agentv1.ToolSettings, []string, error) 
 			line = bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n")) + 1
 		case errors.As(err, &te):
 			line = bytes.Count(data[:min(int(te.Offset), len(data))], []byte("\n")) + 1
-		default:
-			if k, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-				line = lineOf(data, strings.Trim(k, `"`))
-			}
 		}
-		return nil, nil, &Error{File: source, Line: line, Msg: "does not parse: " + err.Error()}
+		return nil, &Error{File: source, Line: line, Msg: "does not parse: " + err.Error()}
 	}
 	if dec.More() {
-		return nil, nil, &Error{File: source, Msg: "does not parse: text after the JSON object"}
+		return nil, &Error{File: source, Msg: "does not parse: text after the JSON object"}
+	}
+	out := &File{Trusted: f.TrustedProjectSettings}
+	ignore := func(field, why string) {
+		out.Ignored = append(out.Ignored, &agentv1.SettingsIgnored{File: source, Field: field, Reason: why})
+	}
+	var top map[string]json.RawMessage
+	_ = json.Unmarshal(data, &top)
+	for _, k := range sortedKeys(top, data) {
+		if !knownFields[""][k] {
+			ignore(k, fmt.Sprintf("fabro does not know the field %q; it is ignored (line %d)", k, lineOf(data, k)))
+		}
+	}
+	if raw, ok := top["permissions"]; ok {
+		var perms map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &perms)
+		for _, k := range sortedKeys(perms, data) {
+			if !knownFields["permissions"][k] {
+				ignore("permissions."+k, fmt.Sprintf("fabro does not honour permissions.%s; it is ignored (line %d)", k, lineOf(data, k)))
+			}
+		}
 	}
 	ts := &agentv1.ToolSettings{}
+	out.Settings = ts
 	if p := f.Permissions; p != nil {
-		ts.Permissions = &agentv1.PermissionRules{Allow: p.Allow, Ask: p.Ask, Deny: p.Deny}
-	}
-	for name, hs := range f.Hooks {
-		ev, ok := hookEvents[name]
-		if !ok {
-			return nil, nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: "unknown hook event (pre_tool_use, post_tool_use, session_start, prompt_end)"}
+		ts.Permissions = &agentv1.PermissionRules{Allow: p.Allow, Ask: p.Ask, Deny: p.Deny, DefaultMode: p.DefaultMode}
+		if m := p.ClaudeMode; m != "" {
+			switch mapped, ok := claudeModes[m]; {
+			case ok && p.DefaultMode == "":
+				ts.Permissions.DefaultMode = mapped
+			case !ok:
+				ignore("permissions.defaultMode", fmt.Sprintf("defaultMode %q has no fabro equivalent (default, dontAsk; or default_mode ask); the permission level decides (line %d)", m, lineOf(data, m)))
+			}
 		}
-		for _, h := range hs {
-			ph := &agentv1.Hook{Event: ev, Matcher: h.Matcher, Command: h.Command}
-			switch h.Place {
-			case "", "host":
-				ph.Place = agentv1.HookPlace_HOOK_PLACE_HOST
-			case "sandbox":
-				ph.Place = agentv1.HookPlace_HOOK_PLACE_SANDBOX
-			default:
-				return nil, nil, &Error{File: source, Line: lineOf(data, h.Place), Rule: h.Command, Msg: fmt.Sprintf("place %q: host or sandbox", h.Place)}
+	}
+	for _, name := range sortedKeys(f.Hooks, data) {
+		raw := f.Hooks[name]
+		if ev, ok := hookEvents[name]; ok {
+			var hs []fileHook
+			if err := strictDecode(raw, &hs); err != nil {
+				return nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: "hooks: " + err.Error()}
 			}
-			if h.Timeout != "" {
-				d, err := time.ParseDuration(h.Timeout)
-				if err != nil || d <= 0 {
-					return nil, nil, &Error{File: source, Line: lineOf(data, h.Timeout), Rule: h.Command, Msg: fmt.Sprintf("timeout %q: a positive duration such as \"30s\"", h.Timeout)}
+			for _, h := range hs {
+				ph, err := fabroHook(source, data, ev, h)
+				if err != nil {
+					return nil, err
 				}
-				ph.Timeout = durationpb.New(d)
+				ts.Hooks = append(ts.Hooks, ph)
 			}
-			ts.Hooks = append(ts.Hooks, ph)
+			continue
+		}
+		ev, ok := claudeHookEvents[name]
+		if !ok {
+			if name[0] >= 'A' && name[0] <= 'Z' {
+				ignore("hooks."+name, fmt.Sprintf("fabro has no %s hook event (PreToolUse, PostToolUse, SessionStart, Stop); its hooks are ignored (line %d)", name, lineOf(data, name)))
+				continue
+			}
+			return nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: "unknown hook event (pre_tool_use, post_tool_use, session_start, prompt_end, or Claude Code's PreToolUse, PostToolUse, SessionStart, Stop)"}
+		}
+		var groups []claudeHookGroup
+		if err := json.Unmarshal(raw, &groups); err != nil {
+			return nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: "hooks: " + err.Error()}
+		}
+		for _, g := range groups {
+			matcher, err := claudeMatcher(g.Matcher)
+			if err != nil {
+				return nil, &Error{File: source, Line: lineOf(data, g.Matcher), Rule: g.Matcher, Msg: err.Error()}
+			}
+			for _, h := range g.Hooks {
+				if h.Type != "" && h.Type != "command" {
+					ignore("hooks."+name, fmt.Sprintf("a %q hook is not supported (only command hooks); it is ignored (line %d)", h.Type, lineOf(data, h.Type)))
+					continue
+				}
+				ph := &agentv1.Hook{Event: ev, Matcher: matcher, Command: h.Command, Place: agentv1.HookPlace_HOOK_PLACE_HOST}
+				if h.Timeout != nil {
+					if *h.Timeout <= 0 {
+						return nil, &Error{File: source, Line: lineOf(data, h.Command), Rule: h.Command, Msg: "timeout: a positive number of seconds"}
+					}
+					ph.Timeout = durationpb.New(time.Duration(*h.Timeout * float64(time.Second)))
+				}
+				ts.Hooks = append(ts.Hooks, ph)
+			}
 		}
 	}
 	// Map order is random: keep hooks in file order.
@@ -337,7 +462,7 @@ func Parse(source string, data []byte) (*agentv1.ToolSettings, []string, error) 
 		switch m.Type {
 		case "", "stdio", "http", "streamable-http", "streamable_http":
 		default:
-			return nil, nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: fmt.Sprintf("MCP server type %q: stdio or http", m.Type)}
+			return nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: fmt.Sprintf("MCP server type %q: stdio or http", m.Type)}
 		}
 		switch m.Place {
 		case "", "host":
@@ -345,12 +470,12 @@ func Parse(source string, data []byte) (*agentv1.ToolSettings, []string, error) 
 		case "sandbox":
 			ms.Place = agentv1.HookPlace_HOOK_PLACE_SANDBOX
 		default:
-			return nil, nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: fmt.Sprintf("place %q: host or sandbox", m.Place)}
+			return nil, &Error{File: source, Line: lineOf(data, name), Rule: name, Msg: fmt.Sprintf("place %q: host or sandbox", m.Place)}
 		}
 		if m.StartupTimeout != "" {
 			d, err := time.ParseDuration(m.StartupTimeout)
 			if err != nil || d <= 0 {
-				return nil, nil, &Error{File: source, Line: lineOf(data, m.StartupTimeout), Rule: name, Msg: fmt.Sprintf("startup_timeout %q: a positive duration", m.StartupTimeout)}
+				return nil, &Error{File: source, Line: lineOf(data, m.StartupTimeout), Rule: name, Msg: fmt.Sprintf("startup_timeout %q: a positive duration", m.StartupTimeout)}
 			}
 			ms.StartupTimeout = durationpb.New(d)
 		}
@@ -360,11 +485,75 @@ func Parse(source string, data []byte) (*agentv1.ToolSettings, []string, error) 
 	if f.ApprovalTimeout != "" {
 		d, err := time.ParseDuration(f.ApprovalTimeout)
 		if err != nil || d <= 0 {
-			return nil, nil, &Error{File: source, Line: lineOf(data, "approval_timeout"), Msg: fmt.Sprintf("approval_timeout %q: a positive duration such as \"2m\"", f.ApprovalTimeout)}
+			return nil, &Error{File: source, Line: lineOf(data, "approval_timeout"), Msg: fmt.Sprintf("approval_timeout %q: a positive duration such as \"2m\"", f.ApprovalTimeout)}
 		}
 		ts.ApprovalTimeout = durationpb.New(d)
 	}
-	return ts, f.TrustedProjectSettings, nil
+	return out, nil
+}
+
+// fabroHook is a hook in fabro's own shape.
+func fabroHook(source string, data []byte, ev agentv1.HookEvent, h fileHook) (*agentv1.Hook, error) {
+	ph := &agentv1.Hook{Event: ev, Matcher: h.Matcher, Command: h.Command}
+	switch h.Place {
+	case "", "host":
+		ph.Place = agentv1.HookPlace_HOOK_PLACE_HOST
+	case "sandbox":
+		ph.Place = agentv1.HookPlace_HOOK_PLACE_SANDBOX
+	default:
+		return nil, &Error{File: source, Line: lineOf(data, h.Place), Rule: h.Command, Msg: fmt.Sprintf("place %q: host or sandbox", h.Place)}
+	}
+	if h.Timeout != "" {
+		d, err := time.ParseDuration(h.Timeout)
+		if err != nil || d <= 0 {
+			return nil, &Error{File: source, Line: lineOf(data, h.Timeout), Rule: h.Command, Msg: fmt.Sprintf("timeout %q: a positive duration such as \"30s\"", h.Timeout)}
+		}
+		ph.Timeout = durationpb.New(d)
+	}
+	return ph, nil
+}
+
+// claudeMatcher turns a Claude Code matcher (a regular expression over
+// tool names: "Edit|Write", "mcp__memory__.*", "" or "*" for all) into
+// fabro's (tool-name globs joined by |, fabro's names).
+func claudeMatcher(m string) (string, error) {
+	m = strings.TrimSpace(m)
+	if m == "" || m == "*" || m == ".*" {
+		return "", nil
+	}
+	var alts []string
+	for _, a := range strings.Split(m, "|") {
+		a = strings.ReplaceAll(strings.TrimSpace(a), ".*", "*")
+		if n, ok := claudeTools[a]; ok {
+			a = n
+		}
+		if a == "" || strings.ContainsAny(a, "()[]{}\\ .+?^$") {
+			return "", fmt.Errorf("bad matcher %q: tool names, .* and | only", m)
+		}
+		alts = append(alts, a)
+	}
+	return strings.Join(alts, "|"), nil
+}
+
+func strictDecode(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// sortedKeys returns a map's keys in the order the file writes them.
+func sortedKeys[V any](m map[string]V, data []byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if d := lineOf(data, a) - lineOf(data, b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
 }
 
 func sortByLine(hs []*agentv1.Hook, data []byte) {

@@ -16,7 +16,8 @@ func TestBadFiles(t *testing.T) {
 	}{
 		{"syntax", "{\n  \"permissions\": {\n    \"deny\": [\"shell\",]\n  }\n}\n", 3, ""},
 		{"type", "{\n  \"permissions\": {\n    \"deny\": \"shell\"\n  }\n}\n", 3, ""},
-		{"unknown field", "{\n  \"permission\": {}\n}\n", 2, ""},
+		{"bad default mode", "{\n  \"permissions\": {\n    \"default_mode\": \"sometimes\"}}", 3, "sometimes"},
+		{"bad claude hook matcher", "{\"hooks\": {\"PreToolUse\": [\n {\"matcher\": \"Bash(\", \"hooks\": []}]}}", 2, "Bash("},
 		{"bad rule", "{\n  \"permissions\": {\n    \"allow\": [\"read_file\",\n      \"shell(git *\"]\n  }\n}\n", 4, "shell(git *"},
 		{"bad hook event", "{\n  \"hooks\": {\n    \"before_tool\": []\n  }\n}\n", 3, "before_tool"},
 		{"bad hook place", "{\"hooks\": {\"pre_tool_use\": [\n {\"command\": \"x\",\n \"place\": \"moon\"}]}}", 3, "x"},
@@ -26,9 +27,9 @@ func TestBadFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ts, _, err := Parse("/etc/fabro/settings.json", []byte(tc.data))
+			pf, err := Parse("/etc/fabro/settings.json", []byte(tc.data))
 			if err == nil {
-				_, err = Build(Layer{Source: "/etc/fabro/settings.json", Settings: ts, Data: []byte(tc.data)})
+				_, err = Build(Layer{Source: "/etc/fabro/settings.json", Settings: pf.Settings, Data: []byte(tc.data)})
 			}
 			var se *Error
 			if !errors.As(err, &se) {
@@ -43,10 +44,11 @@ func TestBadFiles(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	user := "{\n \"permissions\": {\"allow\": [\"shell(git *)\"]},\n \"approval_timeout\": \"1m\",\n \"hooks\": {\"prompt_end\": [{\"command\": \"b\"}], \"pre_tool_use\": [{\"command\": \"a\", \"matcher\": \"shell|write_*\", \"timeout\": \"5s\", \"place\": \"sandbox\"}]},\n \"trusted_project_settings\": [\"abc\"]\n}"
-	ts, trusted, err := Parse("user.json", []byte(user))
+	pf, err := Parse("user.json", []byte(user))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ts, trusted := pf.Settings, pf.Trusted
 	if len(trusted) != 1 || trusted[0] != "abc" {
 		t.Errorf("trusted = %v", trusted)
 	}
@@ -58,11 +60,11 @@ func TestMerge(t *testing.T) {
 	if p.ApprovalTimeout.String() != "1m0s" {
 		t.Errorf("approval timeout %v", p.ApprovalTimeout)
 	}
-	if eff, r := p.Rules.Decide("shell", permission.SubjectOf("shell", `{"command":"git push"}`, "")); eff != permission.Deny || r.Source != "CreateSession" {
-		t.Errorf("git push: %v by %+v", eff, r)
+	if d := p.Rules.Decide("shell", permission.SubjectOf("shell", `{"command":"git push"}`, "")); d.Effect != permission.Deny || d.Rule.Source != "CreateSession" {
+		t.Errorf("git push: %+v", d)
 	}
-	if eff, r := p.Rules.Decide("shell", permission.SubjectOf("shell", `{"command":"git status"}`, "")); eff != permission.Allow || r.Source != "user.json:2" {
-		t.Errorf("git status: %v by %+v", eff, r)
+	if d := p.Rules.Decide("shell", permission.SubjectOf("shell", `{"command":"git status"}`, "")); d.Effect != permission.Allow || d.Rule.Source != "user.json:2" {
+		t.Errorf("git status: %+v", d)
 	}
 	if len(p.Hooks) != 2 || p.Hooks[0].Command != "b" || p.Hooks[1].Command != "a" {
 		t.Fatalf("hooks not in file order: %+v", p.Hooks)

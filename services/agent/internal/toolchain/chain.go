@@ -31,6 +31,9 @@ type Call struct {
 	// Verdict and Reason are set by the rules and the hooks.
 	Verdict Verdict
 	Reason  string
+	// Key is what an "allow for session" answer to the ask covers (the
+	// rule that asked); empty: the tool.
+	Key string
 }
 
 // Next runs the rest of the chain.
@@ -53,16 +56,4 @@ func Build(tool Next, links ...Middleware) Next {
 // Denied is the error result of a refused call.
 func Denied(message string) loop.ToolResult {
 	return loop.ToolResult{Output: message, IsError: true, Kind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_DENIED}
-}
-
-// Level is the permission ladder's link: check returns why the session's
-// level refuses a tool, "" when it allows it (or does not know it: the
-// tool then reports an unknown tool).
-func Level(check func(name string) string) Middleware {
-	return func(ctx context.Context, c Call, next Next) loop.ToolResult {
-		if why := check(c.Name); why != "" {
-			return Denied(why)
-		}
-		return next(ctx, c)
-	}
 }

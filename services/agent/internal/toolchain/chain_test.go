@@ -120,6 +120,7 @@ func TestRealLinks(t *testing.T) {
 		name      string
 		level     string
 		rules     []*permission.Rule
+		mode      permission.Mode
 		hooks     fakeHooks
 		approve   bool
 		args      string
@@ -129,12 +130,22 @@ func TestRealLinks(t *testing.T) {
 	}{
 		{name: "level denies first", level: "not at read-only", rules: []*permission.Rule{rule(permission.Ask, "shell")},
 			args: `{"command":"ls"}`, wantTrace: nil, wantOut: "not at read-only", wantErr: true},
+		{name: "allow rule lifts the level", level: "not at read-only", rules: []*permission.Rule{rule(permission.Allow, "shell(git status)")},
+			args: `{"command":"git status"}`, wantTrace: []string{"pre", "tool", "post"}, wantOut: `shell {"command":"git status"}`},
+		{name: "allow rule lifts only what it names", level: "not at read-only", rules: []*permission.Rule{rule(permission.Allow, "shell(git status)")},
+			args: `{"command":"git push"}`, wantTrace: nil, wantOut: "not at read-only", wantErr: true},
+		{name: "deny_unless_allowed refuses the rest", rules: []*permission.Rule{rule(permission.Allow, "shell(ls *)")}, mode: permission.ModeDenyUnlessAllowed,
+			args: `{"command":"cat x"}`, wantTrace: nil, wantOut: "Permission denied: this call of shell is forbidden by default_mode deny_unless_allowed (settings.json)", wantErr: true},
+		{name: "default_mode ask asks the rest", rules: []*permission.Rule{rule(permission.Allow, "shell(ls *)")}, mode: permission.ModeAsk, approve: true,
+			args: `{"command":"cat x"}`, wantTrace: []string{"pre", "approve:default_mode ask (settings.json): no allow rule matches this call", "tool", "post"}, wantOut: `shell {"command":"cat x"}`},
+		{name: "default_mode ask runs what is allowed", rules: []*permission.Rule{rule(permission.Allow, "shell(ls *)")}, mode: permission.ModeAsk,
+			args: `{"command":"ls -l"}`, wantTrace: []string{"pre", "tool", "post"}, wantOut: `shell {"command":"ls -l"}`},
 		{name: "deny rule before hooks", rules: []*permission.Rule{rule(permission.Deny, "shell(rm *)")},
-			args: `{"command":"rm -rf /"}`, wantTrace: nil, wantOut: `Permission denied: the rule "shell(rm *)" (settings.json:3)`, wantErr: true},
+			args: `{"command":"rm -rf /"}`, wantTrace: nil, wantOut: `Permission denied: this call of shell is forbidden by the rule "shell(rm *)" (settings.json:3), which matches "rm -rf /"`, wantErr: true},
 		{name: "ask rule asks after hooks", rules: []*permission.Rule{rule(permission.Ask, "shell")}, approve: true,
-			args: `{"command":"ls"}`, wantTrace: []string{"pre", "approve:rule \"shell\" (settings.json:3)", "tool", "post"}, wantOut: `shell {"command":"ls"}`},
+			args: `{"command":"ls"}`, wantTrace: []string{"pre", "approve:the rule \"shell\" (settings.json:3)", "tool", "post"}, wantOut: `shell {"command":"ls"}`},
 		{name: "ask denied", rules: []*permission.Rule{rule(permission.Ask, "shell")},
-			args: `{"command":"ls"}`, wantTrace: []string{"pre", "approve:rule \"shell\" (settings.json:3)"}, wantOut: "the user said no", wantErr: true},
+			args: `{"command":"ls"}`, wantTrace: []string{"pre", "approve:the rule \"shell\" (settings.json:3)"}, wantOut: "the user said no", wantErr: true},
 		{name: "hook denies", hooks: fakeHooks{deny: "blocked by hook"},
 			args: `{"command":"ls"}`, wantTrace: []string{"pre"}, wantOut: "blocked by hook", wantErr: true},
 		{name: "hook allow skips ask", rules: []*permission.Rule{rule(permission.Ask, "shell")}, hooks: fakeHooks{verdict: Allow},
@@ -152,12 +163,12 @@ func TestRealLinks(t *testing.T) {
 			tc.hooks.trace = &trace
 			var rs permission.Set
 			rs.Add(tc.rules...)
-			rules := Rules(&rs, "/work")
+			rs.Mode, rs.ModeSource = tc.mode, "settings.json"
+			rules := Rules(&rs, "/work", func(string) string { return tc.level }, nil)
 			chain := Build(func(_ context.Context, c Call) loop.ToolResult {
 				trace = append(trace, "tool")
 				return loop.ToolResult{Output: c.Name + " " + c.Arguments}
 			},
-				Level(func(string) string { return tc.level }),
 				rules,
 				HookLink(tc.hooks, rules),
 				Approval(fakeApprover{trace: &trace, ok: tc.approve}))

@@ -341,13 +341,25 @@ func runListDir(ctx context.Context, s *Set, _ Call, raw []byte) (output, error)
 	if len(resp.GetEntries()) == 0 {
 		return ok(fmt.Sprintf("%s is empty", p))
 	}
+	paths := make([]string, len(resp.GetEntries()))
+	for i, e := range resp.GetEntries() {
+		paths[i] = path.Join(p, e.GetPath())
+	}
+	keep, note, err := s.conceal(ctx, p, paths)
+	if err != nil {
+		return output{}, err
+	}
 	var b strings.Builder
-	for _, e := range resp.GetEntries() {
+	for i, e := range resp.GetEntries() {
+		if !keep[i] {
+			continue
+		}
 		b.WriteString(e.GetPath())
 		if e.GetType() == sandboxv1.FileType_FILE_TYPE_DIRECTORY {
 			b.WriteByte('/')
 		}
 		b.WriteByte('\n')
 	}
+	b.WriteString(note)
 	return ok(b.String())
 }

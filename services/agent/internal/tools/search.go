@@ -54,10 +54,27 @@ func runGrep(ctx context.Context, s *Set, _ Call, raw []byte) (output, error) {
 	if len(resp.GetMatches()) == 0 {
 		return ok("No matches found.")
 	}
-	var b strings.Builder
-	for _, m := range resp.GetMatches() {
-		fmt.Fprintf(&b, "%s:%d:%s\n", m.GetPath(), m.GetLineNumber(), m.GetLine())
+	paths := make([]string, len(resp.GetMatches()))
+	for i, m := range resp.GetMatches() {
+		paths[i] = m.GetPath()
+		if !path.IsAbs(paths[i]) && s.env.WorkDir != "" {
+			paths[i] = path.Join(s.env.WorkDir, paths[i])
+		}
 	}
+	keep, note, err := s.conceal(ctx, p, paths)
+	if err != nil {
+		return output{}, err
+	}
+	var b strings.Builder
+	for i, m := range resp.GetMatches() {
+		if keep[i] {
+			fmt.Fprintf(&b, "%s:%d:%s\n", m.GetPath(), m.GetLineNumber(), m.GetLine())
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("No matches found.\n")
+	}
+	b.WriteString(note)
 	if resp.GetTruncated() {
 		fmt.Fprintf(&b, "[Results limited to %d matches; narrow the pattern or path to see others.]\n", len(resp.GetMatches()))
 	}
@@ -94,13 +111,27 @@ func runGlob(ctx context.Context, s *Set, _ Call, raw []byte) (output, error) {
 	if len(resp.GetPaths()) == 0 {
 		return ok("No files matched.")
 	}
-	var b strings.Builder
-	for _, p := range resp.GetPaths() {
+	paths := make([]string, len(resp.GetPaths()))
+	for i, p := range resp.GetPaths() {
 		if dir != "" {
 			p = path.Join(dir, p)
 		}
-		b.WriteString(p)
-		b.WriteByte('\n')
+		paths[i] = p
 	}
+	keep, note, err := s.conceal(ctx, dir, paths)
+	if err != nil {
+		return output{}, err
+	}
+	var b strings.Builder
+	for i, p := range paths {
+		if keep[i] {
+			b.WriteString(p)
+			b.WriteByte('\n')
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("No files matched.\n")
+	}
+	b.WriteString(note)
 	return ok(b.String())
 }

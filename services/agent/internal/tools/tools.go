@@ -93,6 +93,15 @@ type Env struct {
 	// checked against their schema, permission gated, output cut to their
 	// limit.
 	Extra []Extra
+
+	// Lifted reports a tool a permission rule may allow below the level
+	// (an allow rule names it): it is offered, and Run leaves each call's
+	// verdict to the caller's rules. Nil: none.
+	Lifted func(name string) bool
+	// Conceal says, for each path a search or listing found (grep, glob,
+	// list_dir; absolute, below dir), why the permission rules keep it
+	// from the model ("" shows it). Nil: everything is shown.
+	Conceal func(ctx context.Context, dir string, paths []string) ([]string, error)
 }
 
 // Category is an extra tool's permission category.
@@ -392,7 +401,7 @@ func NewSet(profile string, level PermissionLevel, env Env, limits map[string]Li
 		t := reg[name]
 		s.tools = append(s.tools, t)
 		s.byName[name] = t
-		if s.level.allows(t.category) {
+		if s.level.allows(t.category) || s.lifted(name) {
 			s.visible = append(s.visible, t)
 		}
 	}
@@ -406,7 +415,7 @@ func NewSet(profile string, level PermissionLevel, env Env, limits map[string]Li
 		t := extraTool(x)
 		s.tools = append(s.tools, t)
 		s.byName[t.name] = t
-		if s.level.allows(t.category) {
+		if s.level.allows(t.category) || s.lifted(t.name) {
 			s.visible = append(s.visible, t)
 		}
 	}
@@ -481,7 +490,7 @@ func (s *Set) Run(ctx context.Context, c Call) (res Result) {
 		return s.finish(c.Name, output{failed: true, kind: KindUnknownTool,
 			text: fmt.Sprintf("Unknown tool: %q. Available tools: %s.", c.Name, strings.Join(s.Names(), ", "))})
 	}
-	if why := s.Refusal(c.Name); why != "" {
+	if why := s.Refusal(c.Name); why != "" && !s.lifted(c.Name) {
 		return s.finish(c.Name, output{failed: true, kind: KindDenied, text: why})
 	}
 	arguments := c.Arguments
@@ -513,6 +522,38 @@ func (s *Set) Refusal(name string) string {
 		return ""
 	}
 	return fmt.Sprintf("Tool %s is not allowed at permission level %s.", name, s.level)
+}
+
+func (s *Set) lifted(name string) bool { return s.env.Lifted != nil && s.env.Lifted(name) }
+
+// conceal drops the paths the permission rules keep from the model and
+// says how many went and why.
+func (s *Set) conceal(ctx context.Context, dir string, paths []string) (keep []bool, note string, err error) {
+	keep = make([]bool, len(paths))
+	for i := range keep {
+		keep[i] = true
+	}
+	if s.env.Conceal == nil || len(paths) == 0 {
+		return keep, "", nil
+	}
+	why, err := s.env.Conceal(ctx, dir, paths)
+	if err != nil {
+		return nil, "", err
+	}
+	n, first := 0, ""
+	for i, w := range why {
+		if w != "" {
+			keep[i] = false
+			if n == 0 {
+				first = w
+			}
+			n++
+		}
+	}
+	if n > 0 {
+		note = fmt.Sprintf("[%d result(s) not shown: %s.]\n", n, first)
+	}
+	return keep, note, nil
 }
 
 // finish applies the retention cap and the tool's limit.
