@@ -58,6 +58,7 @@ func serve(fs *flag.FlagSet, e env) runner {
 	fs.StringVar(&cfg.sandbox.DockerImage, "docker-image", docker.DefaultImage, "the docker sandbox driver's default image (built by `make sandbox-base`; never pulled)")
 	cfg.nats.RegisterFlags(fs)
 	agent.RegisterSessionFlags(fs, &cfg.sessions)
+	agent.RegisterResumeFlag(fs, &cfg.resumeOnStart)
 	cfg.sandbox.Security.RegisterFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {

@@ -34,6 +34,8 @@ type stackConfig struct {
 	settingsFile string         // the agent's operator settings file
 	memoryEvents bool           // the agent's events stream in memory: nothing to recover at start
 	sessions     agent.SessionLimits
+	// resumeOnStart continues the prompts a killed process left unfinished.
+	resumeOnStart bool
 }
 
 // stack is every service running in this process behind one server.
@@ -119,17 +121,18 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	st.closers = append(st.closers, func() { gw.Close() })
 	gw.SetAuthenticator(llmgateway.TokenAuthenticator(st.tokens, logger))
 	ag, err := agent.New(ctx, agent.Config{
-		DataDir:      cfg.agentDataDir,
-		NATSURL:      cfg.natsURL,
-		NATSListen:   cfg.natsListen,
-		NATS:         cfg.nats,
-		BraveBaseURL: cfg.braveBaseURL,
-		SettingsFile: cfg.settingsFile,
-		MemoryEvents: cfg.memoryEvents,
-		Sessions:     cfg.sessions,
-		LLM:          llmv1.NewLLMGatewayServiceClient(agentConn),
-		Sandbox:      sandboxv1.NewSandboxServiceClient(agentConn),
-		Vault:        vaultclient.New(vaultv1.NewVaultServiceClient(agentConn)),
+		DataDir:       cfg.agentDataDir,
+		NATSURL:       cfg.natsURL,
+		NATSListen:    cfg.natsListen,
+		NATS:          cfg.nats,
+		BraveBaseURL:  cfg.braveBaseURL,
+		SettingsFile:  cfg.settingsFile,
+		MemoryEvents:  cfg.memoryEvents,
+		Sessions:      cfg.sessions,
+		ResumeOnStart: cfg.resumeOnStart,
+		LLM:           llmv1.NewLLMGatewayServiceClient(agentConn),
+		Sandbox:       sandboxv1.NewSandboxServiceClient(agentConn),
+		Vault:         vaultclient.New(vaultv1.NewVaultServiceClient(agentConn)),
 	}, logger)
 	if err != nil {
 		return nil, err

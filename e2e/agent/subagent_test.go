@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -219,5 +220,62 @@ func TestSubagentLimits(t *testing.T) {
 	})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("child past max_depth: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestSubagentCapUnderParallelSpawns: 8 spawn_agent calls of one turn run
+// in parallel under max_open_sessions 4 (the root and 3 children): 3
+// children start, 5 calls get the tree limit's error, and no more than 4
+// sessions of the tree are ever open.
+func TestSubagentCapUnderParallelSpawns(t *testing.T) {
+	st := newStack(t)
+	_, sbID := st.workspace(t, nil)
+	st.fake.Script(func(r fakeprovider.Request) fakeprovider.Turn {
+		body := string(r.Body)
+		switch {
+		case !strings.Contains(body, "PARENT-PROMPT"):
+			return fakeprovider.Turn{Text: "child answer"}
+		case strings.Contains(body, "open sessions"): // the results are in
+			return fakeprovider.Turn{Text: "done"}
+		}
+		var calls []fakeprovider.ToolCall
+		for i := range 8 {
+			calls = append(calls, fakeprovider.ToolCall{ID: fmt.Sprintf("spawn_%d", i), Name: "spawn_agent", Arguments: args(map[string]any{"task": fmt.Sprintf("task %d", i)})})
+		}
+		return fakeprovider.Turn{ToolCalls: calls}
+	})
+	created, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
+		Model: "gemini/gemini-2.5-flash", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID},
+		Options: &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true, MaxOpenSessions: proto.Int32(4)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := created.GetSession().GetSessionId()
+	evs := st.prompt(t, root, "PARENT-PROMPT")
+	ok, refused := 0, 0
+	for _, ev := range evs {
+		c := ev.GetToolCallCompleted()
+		if c == nil || ev.GetSessionId() != root {
+			continue
+		}
+		switch {
+		case !c.GetIsError():
+			ok++
+		case strings.Contains(c.GetOutput(), "the session tree already has 4 open sessions"):
+			refused++
+		default:
+			t.Errorf("spawn %s: unexpected error %q", c.GetToolCallId(), c.GetOutput())
+		}
+	}
+	if ok != 3 || refused != 5 {
+		t.Errorf("%d spawns started and %d refused, want 3 and 5", ok, refused)
+	}
+	list, err := st.agent.ListSessions(t.Context(), &agentv1.ListSessionsRequest{ParentSessionId: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetSessions()); n != 3 {
+		t.Errorf("the root has %d children, want 3", n)
 	}
 }

@@ -110,6 +110,11 @@ type Config struct {
 	MemoryEvents bool
 	// Cluster makes replicas share sessions through NATS (cluster.go).
 	Cluster ClusterConfig
+	// ResumeOnStart continues, once the service is up, every prompt a
+	// previous process left unfinished (restart.go); off, such sessions
+	// are SUSPENDED until resumed. The flag -agent-resume-on-start
+	// defaults to on; a Config built in code starts with it off.
+	ResumeOnStart bool
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -139,6 +144,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	registerEventFlags(fs, &c.Events)
 	RegisterSessionFlags(fs, &c.Sessions)
 	c.Cluster.registerFlags(fs)
+	RegisterResumeFlag(fs, &c.ResumeOnStart)
+}
+
+// RegisterResumeFlag binds -agent-resume-on-start (default on) to on
+// (Config.ResumeOnStart).
+func RegisterResumeFlag(fs *flag.FlagSet, on *bool) {
+	fs.BoolVar(on, "agent-resume-on-start", true, "at start, continue every prompt the previous process left unfinished (killed mid-prompt); false: such sessions stay SUSPENDED until resumed")
 }
 
 // Service is the agent service. It implements agentv1.AgentServiceServer
@@ -165,15 +177,20 @@ type Service struct {
 
 	natsSubscriberKeyFile string
 	replica               *replica // nil outside a cluster (cluster.go)
+	resumesUnfinished     bool     // Config.ResumeOnStart
 
 	mu       sync.Mutex
 	sessions map[string]*session // the loaded (open) sessions only
 	tree     map[string][]string // parent id -> child ids seen by this process, oldest first
-	order    int64               // creation counter, for child order
-	closed   bool
-	prompts  sync.WaitGroup // running prompts
-	stop     chan struct{}  // closed by Close: ends the idle reaper
-	reaper   sync.WaitGroup
+	resuming map[string]string   // session id -> the unfinished prompt being continued (restart.go)
+
+	spawnMu      sync.Mutex     // orders the tree cap's checks (reserveInTree)
+	treeReserved map[string]int // root id -> subagents being built; under spawnMu
+	order        int64          // creation counter, for child order
+	closed       bool
+	prompts      sync.WaitGroup // running prompts
+	stop         chan struct{}  // closed by Close: ends the idle reaper
+	reaper       sync.WaitGroup
 }
 
 // New connects to the gateway and the sandbox service (lazily: it never
@@ -288,6 +305,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, err
 	}
 	s.startReaper()
+	if cfg.ResumeOnStart {
+		s.resumesUnfinished = true
+		s.resumeOnStart()
+	}
 	return s, nil
 }
 

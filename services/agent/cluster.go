@@ -15,8 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
-	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
@@ -137,14 +135,23 @@ func (r *replica) close() {
 	}
 }
 
-// claim makes this replica the session's owner before it is loaded, and
-// returns the sequence its events continue after: the stream's last one,
-// which is past the record's when the previous owner died between
-// writing its record and its last events. It is a no-op outside a
-// cluster.
+// claim makes this replica the session's owner before it is loaded (on a
+// cluster), and returns the sequence its events continue after: the
+// stream's last one, which is past the record's when the previous
+// incarnation (a replica, or this process before a kill) died between
+// writing its record and its last events. The record is repaired from it
+// when the loaded session writes its own.
 func (s *Service) claim(ctx context.Context, sessionID string, recorded uint64) (uint64, error) {
 	if s.replica == nil {
-		return recorded, nil
+		last, err := s.bus.LastSequence(ctx, sessionID)
+		if err != nil {
+			return 0, domain.New(codes.Unavailable, reasonNATSUnavailable, err.Error(), grpcerr.RetryAfter(time.Second))
+		}
+		if last > recorded {
+			s.logger.InfoContext(ctx, "the session's record lags its event log; continuing after the log's last event",
+				"session_id", sessionID, "recorded_sequence", recorded, "last_sequence", last)
+		}
+		return max(last, recorded), nil
 	}
 	if _, err := s.replica.keeper.Acquire(ctx, sessionID); err != nil {
 		var held *cluster.HeldError
@@ -208,38 +215,22 @@ func (r *replica) watch(ctx context.Context, free <-chan string) {
 }
 
 // takeOver resumes a freed session that was running a prompt, and
-// continues the prompt (continue_unfinished). Every replica tries; the
-// lease makes one the winner, and the others see FAILED_PRECONDITION.
+// continues the prompt, as a restart does (restart.go). Every replica
+// tries; the lease makes one the winner, and the others see
+// FAILED_PRECONDITION.
 func (r *replica) takeOver(ctx context.Context, id string) {
 	s := r.svc
 	if s.isLoaded(id) {
 		return
 	}
-	rec, _, err := s.records.Get(ctx, id)
-	if err != nil {
-		return
-	}
-	info := rec.GetSession()
-	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || rec.GetUnfinishedPromptId() == "" || info.GetParentSessionId() != "" {
-		return // idle, closed, or a subagent (its parent's resume spawns again)
-	}
 	start := time.Now()
-	// The resumed prompt acts for the session's creator.
-	if p, ok := auth.ParsePrincipal(info.GetPrincipal()); ok {
-		ctx = auth.WithPrincipal(ctx, p)
-	}
-	if _, err := s.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: id}); err != nil {
-		if reason := grpcerr.ReasonOf(err); reason != reasonSessionOwned && reason != reasonSessionLoaded {
+	if err := s.continueUnfinished(ctx, id); err != nil {
+		if reason := grpcerr.ReasonOf(err); !errors.Is(err, errNoUnfinished) && reason != reasonSessionOwned && reason != reasonSessionLoaded {
 			r.logger.WarnContext(ctx, "take over a session", "session_id", id, "error", err)
 		}
 		return
 	}
-	if err := s.continueDetached(ctx, id, rec.GetUnfinishedPromptId()); err != nil {
-		r.logger.WarnContext(ctx, "continue a taken-over prompt", "session_id", id, "error", err)
-		return
-	}
-	r.logger.InfoContext(ctx, "took over a running session", "session_id", id, "unfinished_prompt_id", rec.GetUnfinishedPromptId(),
-		"after", time.Since(start).Round(time.Millisecond))
+	r.logger.InfoContext(ctx, "took over a running session", "session_id", id, "after", time.Since(start).Round(time.Millisecond))
 }
 
 // isLoaded reports whether this replica serves the session now.
@@ -281,20 +272,4 @@ func (r *replica) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	r.conns[addr] = c
 	return c, nil
-}
-
-// continueDetached continues a resumed session's unfinished prompt, under
-// its own id, with no client attached: the events go to the stream, where
-// the prompt's watchers (reconnecting to any replica) find them.
-func (s *Service) continueDetached(ctx context.Context, id, promptID string) error {
-	sess, err := s.lookup(ctx, id)
-	if err != nil {
-		return err
-	}
-	done, err := s.startPrompt(sess, promptID)
-	if err != nil {
-		return err
-	}
-	go s.runPrompt(context.WithoutCancel(ctx), sess, promptID, "", true, done)
-	return nil
 }

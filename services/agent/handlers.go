@@ -169,10 +169,12 @@ func (s *Service) createSession(ctx context.Context, req *agentv1.CreateSessionR
 		if limit == 0 {
 			limit = defaultMaxOpenInTree
 		}
-		if s.openInTree(pinfo.GetRootSessionId()) >= limit {
+		release, ok := s.reserveInTree(pinfo.GetRootSessionId(), limit)
+		if !ok {
 			return nil, domain.New(codes.ResourceExhausted, reasonTreeLimit, fmt.Sprintf("the session tree already has %d open sessions", limit),
 				grpcerr.Meta("limit", "max_open_sessions", "value", strconv.Itoa(limit)))
 		}
+		defer release() // registered by then, or failed
 		// GetSubagents is nil when the root sets no subagent options (the
 		// field access on it was the parent_session_id panic).
 		if sub := root.opts.GetSubagents(); sub != nil && sub.MaxDepth != nil && pinfo.GetDepth()+1 > sub.GetMaxDepth() {

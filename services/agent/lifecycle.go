@@ -334,6 +334,50 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 // Prompt stream of that prompt sends, ending after its prompt_completed.
 type watchFilter struct {
 	sessionID, promptID string
+	// over: the watched prompt is not running; the stream ends with the
+	// events stored.
+	over bool
+}
+
+// promptOver settles whether a watched prompt of a loaded session still
+// runs. When it does not (it ended, or never ran here), every event it
+// had was emitted; they are awaited so that the replay, up to the
+// committed sequence it returns, ends with them, and the stream then ends
+// (f.over) instead of waiting for an end it already passed.
+func (s *Service) promptOver(ctx context.Context, sess *session, f *watchFilter, committed uint64) (uint64, error) {
+	s.mu.Lock()
+	resuming := s.resuming[sess.info.GetSessionId()] == f.promptID
+	s.mu.Unlock()
+	if f.promptID == "" || resuming || sess.currentPrompt() == f.promptID {
+		return committed, nil
+	}
+	f.over = true
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sess.log.Flush(fctx); err != nil && ctx.Err() == nil && sess.log.Err() != nil {
+		return 0, eventLogStatus(err)
+	}
+	return max(committed, sess.log.Committed()), nil
+}
+
+// onRecord is where a watch of a session on record only (not loaded)
+// ends: the log's last event, which a record written before its process
+// died lags. A follower of a prompt the record names unfinished, which a
+// restart or a takeover continues, is told to retry (UNAVAILABLE) until
+// the session is loaded again.
+func (s *Service) onRecord(ctx context.Context, rec *agentv1.SessionRecord, f *watchFilter, follow bool) (uint64, error) {
+	id := rec.GetSession().GetSessionId()
+	last, err := s.bus.LastSequence(ctx, id)
+	if err != nil {
+		return 0, domain.New(codes.Unavailable, reasonNATSUnavailable, err.Error(), grpcerr.RetryAfter(time.Second))
+	}
+	if follow && f.promptID != "" && f.promptID == rec.GetUnfinishedPromptId() && rec.GetSession().GetState() != agentv1.SessionState_SESSION_STATE_CLOSED &&
+		(s.resumesUnfinished || s.replica != nil) {
+		return 0, domain.New(codes.Unavailable, reasonPromptResuming, fmt.Sprintf("prompt %q of session %q is being continued after its process stopped; retry", f.promptID, id),
+			grpcerr.Meta("session_id", id, "prompt_id", f.promptID), grpcerr.RetryAfter(time.Second))
+	}
+	f.over = f.promptID != ""
+	return max(last, rec.GetSession().GetLastSequence()), nil
 }
 
 func (f watchFilter) pass(ev *agentv1.AgentEvent) bool {
@@ -376,16 +420,21 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 	}
 	f := watchFilter{sessionID: req.GetSessionId(), promptID: req.GetPromptId()}
 	if req.GetIncludeSubagents() {
-		return s.streamTree(ctx, sess, rec, req, f, stream)
+		return s.streamTree(ctx, sess, rec, req, &f, stream)
 	}
 	var sub *bus.Sub
 	var committed, next uint64
 	if sess != nil {
 		sub, committed = sess.log.Subscribe()
 		defer sub.Close()
+		if committed, err = s.promptOver(ctx, sess, &f, committed); err != nil {
+			return err
+		}
 		next = max(sess.log.Last(), committed) + 1
 	} else {
-		committed = rec.GetSession().GetLastSequence()
+		if committed, err = s.onRecord(ctx, rec, &f, req.GetFollow()); err != nil {
+			return err
+		}
 		next = committed + 1
 	}
 	from := max(req.GetFromSequence(), 1)
@@ -406,9 +455,10 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 			return replayStatus(err)
 		}
 	}
-	if !req.GetFollow() || ended || sub == nil {
+	if !req.GetFollow() || f.over || f.promptID != "" && ended || sub == nil {
 		return nil
 	}
+	ended = false // a session_ended replayed: the session was resumed since
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -429,7 +479,7 @@ func (s *Service) StreamEvents(req *agentv1.StreamEventsRequest, stream grpc.Ser
 // streamTree is StreamEvents with include_subagents: the session's events
 // from from_sequence and its descendants' events committed since, in
 // commit order, then (with follow) live ones until the end.
-func (s *Service) streamTree(ctx context.Context, sess *session, rec *agentv1.SessionRecord, req *agentv1.StreamEventsRequest, f watchFilter,
+func (s *Service) streamTree(ctx context.Context, sess *session, rec *agentv1.SessionRecord, req *agentv1.StreamEventsRequest, f *watchFilter,
 	stream grpc.ServerStreamingServer[agentv1.StreamEventsResponse]) error {
 	id := req.GetSessionId()
 	var desc []string
@@ -441,11 +491,16 @@ func (s *Service) streamTree(ctx context.Context, sess *session, rec *agentv1.Se
 	sub := s.hub.subscribe(id, desc...) // before the replay: nothing falls between
 	defer sub.Close()
 	var committed, next uint64
+	var err error
 	if sess != nil {
-		committed = sess.snapshotInfo().GetLastSequence()
+		if committed, err = s.promptOver(ctx, sess, f, sess.snapshotInfo().GetLastSequence()); err != nil {
+			return err
+		}
 		next = max(sess.log.Last(), committed) + 1
 	} else {
-		committed = rec.GetSession().GetLastSequence()
+		if committed, err = s.onRecord(ctx, rec, f, req.GetFollow()); err != nil {
+			return err
+		}
 		next = committed + 1
 	}
 	from := max(req.GetFromSequence(), 1)
@@ -464,7 +519,7 @@ func (s *Service) streamTree(ctx context.Context, sess *session, rec *agentv1.Se
 		}
 		return stream.Send(&agentv1.StreamEventsResponse{Event: ev})
 	}
-	err := s.bus.ReplayMany(ctx, append([]string{id}, desc...), func(ev *agentv1.AgentEvent) error {
+	err = s.bus.ReplayMany(ctx, append([]string{id}, desc...), func(ev *agentv1.AgentEvent) error {
 		if ev.GetSessionId() == id {
 			if ev.GetSequence() < from {
 				return nil
@@ -478,9 +533,10 @@ func (s *Service) streamTree(ctx context.Context, sess *session, rec *agentv1.Se
 	if err != nil {
 		return replayStatus(err)
 	}
-	if !req.GetFollow() || ended || sess == nil {
+	if !req.GetFollow() || f.over || f.promptID != "" && ended || sess == nil {
 		return nil
 	}
+	ended = false // a session_ended replayed: the session was resumed since
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {

@@ -125,6 +125,12 @@ func hasToolCalls(m *llmv1.Message) bool {
 // startPrompt marks the session running; FAILED_PRECONDITION when a prompt
 // already runs, UNAVAILABLE while the service shuts down.
 func (s *Service) startPrompt(sess *session, promptID string) (chan struct{}, error) {
+	return s.startPromptAt(sess, promptID, 0)
+}
+
+// startPromptAt is startPrompt for a prompt that continues at a turn
+// (restart.go): the record's checkpoint says so from the start.
+func (s *Service) startPromptAt(sess *session, promptID string, turn int32) (chan struct{}, error) {
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -134,7 +140,7 @@ func (s *Service) startPrompt(sess *session, promptID string) (chan struct{}, er
 	if closed {
 		return nil, domain.New(codes.Unavailable, reasonShuttingDown, "the agent service is shutting down", grpcerr.RetryAfter(1e9))
 	}
-	done, err := sess.beginPrompt(promptID)
+	done, err := sess.beginPrompt(promptID, turn)
 	if err != nil {
 		s.prompts.Done()
 		return nil, err
@@ -147,10 +153,17 @@ func (s *Service) startPrompt(sess *session, promptID string) (chan struct{}, er
 // log ends the session. A sandbox service that could not be reached (for
 // longer than the connection waits for a restart) fails the prompt only.
 func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text string, cont bool, done chan struct{}) {
+	s.runLoop(ctx, sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
+		return sess.agent.Prompt(ctx, promptID, text, cont)
+	})
+}
+
+// runLoop runs a prompt's loop (run) and what follows its end.
+func (s *Service) runLoop(ctx context.Context, sess *session, promptID string, done chan struct{}, run func(context.Context) (*agentv1.PromptReport, error)) {
 	defer s.prompts.Done()
 	ctx = logging.With(ctx, slog.String("session_id", sess.info.GetSessionId()), slog.String("prompt_id", promptID))
 	sess.log.SetTraceContext(ctx)
-	report, _ := sess.agent.Prompt(ctx, promptID, text, cont)
+	report, _ := run(ctx)
 	sess.log.SetTraceContext(nil)
 	sess.finishPrompt(report)
 	// The parent hears of the end before a wait on done returns, so its

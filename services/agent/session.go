@@ -68,6 +68,15 @@ type session struct {
 	clientCalls  *clientCalls
 
 	recordMu sync.Mutex // serializes writeRecord
+	// recordRev is the revision of the record this session last wrote (0:
+	// none yet); under recordMu.
+	recordRev records.Revision
+	// loadedAt is when this session was loaded: a record closed after it
+	// was closed by another writer (putRecord).
+	loadedAt time.Time
+	// checkpointTurn is the running prompt's turn the history leads up to
+	// (SessionRecord.unfinished_prompt_turn); under mu.
+	checkpointTurn int32
 	// fenced: another replica owns the session now; this one writes
 	// nothing more for it (cluster.go). Under mu.
 	fenced bool
@@ -77,6 +86,14 @@ func newID(prefix string) string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// newIncarnation names one load of a session (bus.Log.SetIncarnation):
+// the time in hex, then random bits, unique across processes and restarts.
+func newIncarnation() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x%s", time.Now().UnixNano(), hex.EncodeToString(b[:]))
 }
 
 // lastIDTime is the time part of the newest session id, in Unix
@@ -133,6 +150,8 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 	sess.toolset = tools.NewSet(profile, tools.LevelFromProto(info.GetPermissionLevel()), env, toolLimits(o.GetToolOutputLimits()))
 	s.buildChain(sess)
 	sess.log = bus.NewLog(s.bus, info.GetSessionId(), info.GetParentSessionId(), info.GetRootSessionId(), lastSeq, nil)
+	sess.log.SetIncarnation(newIncarnation())
+	sess.loadedAt = time.Now()
 	id := info.GetSessionId()
 	sess.log.Observe(s.hub.commit, func(err error) { s.hub.fail(id, err) })
 	lopts := loop.Options{
@@ -197,12 +216,16 @@ func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
 		// it as unfinished.
 		e.sess.writeRecordAs(true)
 	}
-	seq, err := e.sess.log.Emit(ev)
-	if e.svc.replica != nil && ev.GetTurnStarted() != nil {
-		// A checkpoint for a takeover: the history so far, and the
-		// prompt that runs.
+	if ts := ev.GetTurnStarted(); ts != nil {
+		// The checkpoint of a restart or a takeover, written before the
+		// turn is announced: the history the turn starts from, the prompt
+		// that runs and the turn, which then runs again from its start.
+		e.sess.mu.Lock()
+		e.sess.checkpointTurn = ts.GetTurn()
+		e.sess.mu.Unlock()
 		e.sess.writeRecord()
 	}
+	seq, err := e.sess.log.Emit(ev)
 	if ts := ev.GetTurnStarted(); ts != nil && err == nil {
 		if parent := e.svc.parentOf(e.sess); parent != nil {
 			parent.emitLive(&agentv1.AgentEvent{PromptId: parent.currentPrompt(), Event: &agentv1.AgentEvent_SubAgentTurnStarted{
@@ -476,6 +499,12 @@ func (sess *session) writeRecordAs(promptDone bool) {
 	if promptDone {
 		info.ActivePromptId = ""
 	}
+	sess.mu.Lock()
+	turn := sess.checkpointTurn
+	sess.mu.Unlock()
+	if info.GetActivePromptId() == "" {
+		turn = 0
+	}
 	rec := &agentv1.SessionRecord{
 		FormatVersion:  records.FormatVersion,
 		Session:        info,
@@ -487,13 +516,47 @@ func (sess *session) writeRecordAs(promptDone bool) {
 		Settings:       sess.ext.request,
 
 		UnfinishedPromptId:            info.GetActivePromptId(),
+		UnfinishedPromptTurn:          turn,
 		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
 		ClientTools:                   sess.ext.clientTools,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := sess.svc.records.Put(ctx, rec, records.Any); err != nil {
+	if err := sess.putRecord(ctx, rec); err != nil {
 		sess.svc.logger.Warn("write session record", "session_id", info.GetSessionId(), "error", err)
+	}
+}
+
+// putRecord writes the loaded session's record with the revision it last
+// wrote (compare-and-set). On a conflict, another writer changed it (a
+// resume reads the record but not its revision; a close on another
+// replica): a fresh read decides. The loaded session is the record's
+// owner and writes again over the fresh revision, unless the stored
+// record was closed or deleted meanwhile, which it does not undo. recordMu
+// held.
+func (sess *session) putRecord(ctx context.Context, rec *agentv1.SessionRecord) error {
+	store := sess.svc.records
+	id := rec.GetSession().GetSessionId()
+	for attempt := 0; ; attempt++ {
+		rev, err := store.Put(ctx, rec, sess.recordRev)
+		if err == nil {
+			sess.recordRev = rev
+			return nil
+		}
+		if !errors.Is(err, records.ErrConflict) || attempt == 3 {
+			return err
+		}
+		stored, fresh, gerr := store.Get(ctx, id)
+		switch {
+		case errors.Is(gerr, records.ErrNotFound):
+			return fmt.Errorf("the record was deleted meanwhile; not written again: %w", err)
+		case gerr != nil:
+			return gerr
+		case stored.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED &&
+			rec.GetSession().GetState() != agentv1.SessionState_SESSION_STATE_CLOSED && stored.GetWriteTime().AsTime().After(sess.loadedAt):
+			return fmt.Errorf("another writer closed the session; its record is kept: %w", err)
+		}
+		sess.recordRev = fresh
 	}
 }
 

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -167,6 +167,34 @@ func principalOf(ctx context.Context) string {
 	return ""
 }
 
+// reserveInTree takes a place among a session tree's open sessions for a
+// subagent being built (its session registers only after its sandbox,
+// settings and tools are ready): parallel spawns then cannot all pass the
+// max_open_sessions check before any of them registers. false when the
+// tree is full; release gives the place up once the subagent is
+// registered or has failed.
+func (s *Service) reserveInTree(root string, limit int) (release func(), ok bool) {
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	if s.openInTree(root)+s.treeReserved[root] >= limit {
+		return nil, false
+	}
+	if s.treeReserved == nil {
+		s.treeReserved = map[string]int{}
+	}
+	s.treeReserved[root]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.spawnMu.Lock()
+			defer s.spawnMu.Unlock()
+			if s.treeReserved[root]--; s.treeReserved[root] <= 0 {
+				delete(s.treeReserved, root)
+			}
+		})
+	}, true
+}
+
 // unload forgets a closed session: its record holds it from now on.
 func (s *Service) unload(sess *session) {
 	s.mu.Lock()
@@ -176,9 +204,10 @@ func (s *Service) unload(sess *session) {
 	}
 }
 
-// beginPrompt marks the session running promptID; FAILED_PRECONDITION
-// when a prompt already runs or the session is not open.
-func (sess *session) beginPrompt(promptID string) (chan struct{}, error) {
+// beginPrompt marks the session running promptID from the checkpoint of
+// turn (0: a new prompt); FAILED_PRECONDITION when a prompt already runs
+// or the session is not open.
+func (sess *session) beginPrompt(promptID string, turn int32) (chan struct{}, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	id := sess.info.GetSessionId()
@@ -191,6 +220,7 @@ func (sess *session) beginPrompt(promptID string) (chan struct{}, error) {
 	}
 	sess.running = true
 	sess.promptID = promptID
+	sess.checkpointTurn = turn
 	sess.done = make(chan struct{})
 	sess.info.PromptCount++
 	sess.info.ActivePromptId = promptID
@@ -235,16 +265,34 @@ func (sess *session) idleSince() (time.Time, bool) {
 // closeRecord closes a session that is not loaded: its record says
 // CLOSED from now on (a suspended session closed stays closed after a
 // restart).
+// The write names the revision it read; on a conflict (another writer
+// got there first) it is done again from a fresh read, and after a few
+// conflicts answered ABORTED, never written over the other's change.
 func (s *Service) closeRecord(ctx context.Context, rec *agentv1.SessionRecord) error {
-	rec = proto.CloneOf(rec)
-	rec.Session.State = agentv1.SessionState_SESSION_STATE_CLOSED
-	rec.Session.ActivePromptId = ""
-	rec.UnfinishedPromptId = ""
-	rec.WriteTime = timestamppb.Now()
-	if _, err := s.records.Put(ctx, rec, records.Any); err != nil {
-		return s.recordError(ctx, "session_id", rec.GetSession().GetSessionId(), err)
+	id := rec.GetSession().GetSessionId()
+	for range 4 {
+		rec, rev, err := s.records.Get(ctx, id)
+		if err != nil {
+			return s.recordError(ctx, "session_id", id, err)
+		}
+		if rec.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED {
+			return nil
+		}
+		rec.Session.State = agentv1.SessionState_SESSION_STATE_CLOSED
+		rec.Session.ActivePromptId = ""
+		rec.UnfinishedPromptId = ""
+		rec.UnfinishedPromptTurn = 0
+		rec.WriteTime = timestamppb.Now()
+		_, err = s.records.Put(ctx, rec, rev)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, records.ErrConflict) {
+			return s.recordError(ctx, "session_id", id, err)
+		}
 	}
-	return nil
+	return domain.New(codes.Aborted, reasonRecordConflict, fmt.Sprintf("session %q: its record kept changing while it was closed; retry", id),
+		grpcerr.Meta("session_id", id))
 }
 
 // childrenOf lists a session's direct children, oldest first: those this

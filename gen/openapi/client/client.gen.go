@@ -463,6 +463,7 @@ const (
 	TOOLERRORKINDCANCELLED          FabroAgentV1ToolErrorKind = "TOOL_ERROR_KIND_CANCELLED"
 	TOOLERRORKINDDENIED             FabroAgentV1ToolErrorKind = "TOOL_ERROR_KIND_DENIED"
 	TOOLERRORKINDFAILED             FabroAgentV1ToolErrorKind = "TOOL_ERROR_KIND_FAILED"
+	TOOLERRORKINDINTERRUPTED        FabroAgentV1ToolErrorKind = "TOOL_ERROR_KIND_INTERRUPTED"
 	TOOLERRORKINDINVALIDARGUMENTS   FabroAgentV1ToolErrorKind = "TOOL_ERROR_KIND_INVALID_ARGUMENTS"
 	TOOLERRORKINDSANDBOXUNAVAILABLE FabroAgentV1ToolErrorKind = "TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE"
 	TOOLERRORKINDTIMEDOUT           FabroAgentV1ToolErrorKind = "TOOL_ERROR_KIND_TIMED_OUT"
@@ -478,6 +479,8 @@ func (e FabroAgentV1ToolErrorKind) Valid() bool {
 	case TOOLERRORKINDDENIED:
 		return true
 	case TOOLERRORKINDFAILED:
+		return true
+	case TOOLERRORKINDINTERRUPTED:
 		return true
 	case TOOLERRORKINDINVALIDARGUMENTS:
 		return true
@@ -3073,6 +3076,9 @@ type FabroAgentV1ToolCallCompleted struct {
 	//  - TOOL_ERROR_KIND_TIMED_OUT: The tool exceeded its timeout.
 	//  - TOOL_ERROR_KIND_CANCELLED: The round or the prompt was cancelled before the call finished.
 	//  - TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE: The sandbox disappeared or stopped answering.
+	//  - TOOL_ERROR_KIND_INTERRUPTED: The agent process died (or lost the session) while the call ran; the
+	// call may have run in part. The prompt continues after a restart or a
+	// takeover, and the model is told.
 	ErrorKind *FabroAgentV1ToolErrorKind `json:"errorKind,omitempty"`
 
 	// IsError True when the call failed; output then describes the failure.
@@ -3156,6 +3162,10 @@ type FabroAgentV1ToolCategory string
 //   - TOOL_ERROR_KIND_TIMED_OUT: The tool exceeded its timeout.
 //   - TOOL_ERROR_KIND_CANCELLED: The round or the prompt was cancelled before the call finished.
 //   - TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE: The sandbox disappeared or stopped answering.
+//   - TOOL_ERROR_KIND_INTERRUPTED: The agent process died (or lost the session) while the call ran; the
+//
+// call may have run in part. The prompt continues after a restart or a
+// takeover, and the model is told.
 type FabroAgentV1ToolErrorKind string
 
 // FabroAgentV1ToolOutputLimit ToolOutputLimit bounds what the model sees of one tool's output. Characters

@@ -157,6 +157,10 @@ const (
 	ToolErrorKind_TOOL_ERROR_KIND_CANCELLED ToolErrorKind = 6
 	// The sandbox disappeared or stopped answering.
 	ToolErrorKind_TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE ToolErrorKind = 7
+	// The agent process died (or lost the session) while the call ran; the
+	// call may have run in part. The prompt continues after a restart or a
+	// takeover, and the model is told.
+	ToolErrorKind_TOOL_ERROR_KIND_INTERRUPTED ToolErrorKind = 8
 )
 
 // Enum value maps for ToolErrorKind.
@@ -170,6 +174,7 @@ var (
 		5: "TOOL_ERROR_KIND_TIMED_OUT",
 		6: "TOOL_ERROR_KIND_CANCELLED",
 		7: "TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE",
+		8: "TOOL_ERROR_KIND_INTERRUPTED",
 	}
 	ToolErrorKind_value = map[string]int32{
 		"TOOL_ERROR_KIND_UNSPECIFIED":         0,
@@ -180,6 +185,7 @@ var (
 		"TOOL_ERROR_KIND_TIMED_OUT":           5,
 		"TOOL_ERROR_KIND_CANCELLED":           6,
 		"TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE": 7,
+		"TOOL_ERROR_KIND_INTERRUPTED":         8,
 	}
 )
 
@@ -4135,7 +4141,7 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\x0fUserInputSource\x12!\n" +
 	"\x1dUSER_INPUT_SOURCE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18USER_INPUT_SOURCE_PROMPT\x10\x01\x12\x1f\n" +
-	"\x1bUSER_INPUT_SOURCE_FOLLOW_UP\x10\x02*\x98\x02\n" +
+	"\x1bUSER_INPUT_SOURCE_FOLLOW_UP\x10\x02*\xb9\x02\n" +
 	"\rToolErrorKind\x12\x1f\n" +
 	"\x1bTOOL_ERROR_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOOL_ERROR_KIND_UNKNOWN_TOOL\x10\x01\x12%\n" +
@@ -4144,7 +4150,8 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\x16TOOL_ERROR_KIND_FAILED\x10\x04\x12\x1d\n" +
 	"\x19TOOL_ERROR_KIND_TIMED_OUT\x10\x05\x12\x1d\n" +
 	"\x19TOOL_ERROR_KIND_CANCELLED\x10\x06\x12'\n" +
-	"#TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE\x10\a*\xa9\x01\n" +
+	"#TOOL_ERROR_KIND_SANDBOX_UNAVAILABLE\x10\a\x12\x1f\n" +
+	"\x1bTOOL_ERROR_KIND_INTERRUPTED\x10\b*\xa9\x01\n" +
 	"\vWarningKind\x12\x1c\n" +
 	"\x18WARNING_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19WARNING_KIND_OUTPUT_LIMIT\x10\x01\x12\x1f\n" +

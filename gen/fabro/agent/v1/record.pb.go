@@ -57,9 +57,14 @@ type SessionRecord struct {
 	// The project settings hash CreateSession approved.
 	ApprovedProjectSettingsSha256 string `protobuf:"bytes,21,opt,name=approved_project_settings_sha256,json=approvedProjectSettingsSha256,proto3" json:"approved_project_settings_sha256,omitempty"`
 	// The client tools CreateSession registered.
-	ClientTools   []*ClientTool `protobuf:"bytes,22,rep,name=client_tools,json=clientTools,proto3" json:"client_tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientTools []*ClientTool `protobuf:"bytes,22,rep,name=client_tools,json=clientTools,proto3" json:"client_tools,omitempty"`
+	// The turn of the unfinished prompt that messages lead up to: the record
+	// is written just before each turn starts, so a restart or a takeover
+	// runs this turn again from its start. 0: before the first turn (the
+	// prompt's input may not be in messages yet; the event log has it).
+	UnfinishedPromptTurn int32 `protobuf:"varint,23,opt,name=unfinished_prompt_turn,json=unfinishedPromptTurn,proto3" json:"unfinished_prompt_turn,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -169,11 +174,18 @@ func (x *SessionRecord) GetClientTools() []*ClientTool {
 	return nil
 }
 
+func (x *SessionRecord) GetUnfinishedPromptTurn() int32 {
+	if x != nil {
+		return x.UnfinishedPromptTurn
+	}
+	return 0
+}
+
 var File_fabro_agent_v1_record_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x04\n" +
+	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x05\n" +
 	"\rSessionRecord\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x05R\rformatVersion\x121\n" +
 	"\asession\x18\x02 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\x12'\n" +
@@ -187,7 +199,8 @@ const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"write_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\twriteTime\x128\n" +
 	"\bsettings\x18\x14 \x01(\v2\x1c.fabro.agent.v1.ToolSettingsR\bsettings\x12G\n" +
 	" approved_project_settings_sha256\x18\x15 \x01(\tR\x1dapprovedProjectSettingsSha256\x12=\n" +
-	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientToolsB\xb4\x01\n" +
+	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientTools\x124\n" +
+	"\x16unfinished_prompt_turn\x18\x17 \x01(\x05R\x14unfinishedPromptTurnB\xb4\x01\n" +
 	"\x12com.fabro.agent.v1B\vRecordProtoP\x01Z7github.com/fabro-sh/fabro-go/gen/fabro/agent/v1;agentv1\xa2\x02\x03FAX\xaa\x02\x0eFabro.Agent.V1\xca\x02\x0eFabro\\Agent\\V1\xe2\x02\x1aFabro\\Agent\\V1\\GPBMetadata\xea\x02\x10Fabro::Agent::V1b\x06proto3"
 
 var (

@@ -232,7 +232,7 @@ func TestEmbeddedServerRequiresCredentials(t *testing.T) {
 		}
 	}
 	publishEvents(t, b, "s_1x", 0)
-	ack, err := b.Publish(t.Context(), &agentv1.AgentEvent{SessionId: "s_1", Sequence: 4, Event: &agentv1.AgentEvent_TextDelta{TextDelta: &agentv1.TextDelta{Delta: "real"}}})
+	ack, err := b.Publish(t.Context(), &agentv1.AgentEvent{SessionId: "s_1", Sequence: 4, Event: &agentv1.AgentEvent_TextDelta{TextDelta: &agentv1.TextDelta{Delta: "real"}}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

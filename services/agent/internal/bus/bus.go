@@ -45,9 +45,22 @@ func SessionFilter(sessionID string) string {
 	return SubjectPrefix + sessionID + ".events.>"
 }
 
-// MsgID is the Nats-Msg-Id of an event: "<session_id>:<sequence>".
+// MsgID is the id of an event, its Fabro-Event-Msg-Id:
+// "<session_id>:<sequence>".
 func MsgID(sessionID string, seq uint64) string {
 	return sessionID + ":" + strconv.FormatUint(seq, 10)
+}
+
+// DedupID is the Nats-Msg-Id of an event written by one incarnation of its
+// session's writer: "<session_id>:<sequence>@<incarnation>" (the event's
+// id alone when incarnation is empty). A writer's republishes of its own
+// events share it, so JetStream stores each once; another incarnation's
+// event of the same sequence never matches it.
+func DedupID(msgID, incarnation string) string {
+	if incarnation == "" {
+		return msgID
+	}
+	return msgID + "@" + incarnation
 }
 
 var eventOneof = (&agentv1.AgentEvent{}).ProtoReflect().Descriptor().Oneofs().ByName("event")
@@ -247,13 +260,13 @@ func (b *Bus) ClientURL() string { return b.url }
 // Every message carries the envelope headers (encoding.go) and ctx's trace
 // context (traceparent). The JSON copy, when someone may read it, goes out
 // on the JSON subject tree right after.
-func (b *Bus) Publish(ctx context.Context, ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error) {
+func (b *Bus) Publish(ctx context.Context, ev *agentv1.AgentEvent, incarnation string) (jetstream.PubAckFuture, error) {
 	data, err := proto.Marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("bus: marshal event: %w: %w", ErrMarshal, err)
 	}
 	typ, id := EventType(ev), MsgID(ev.GetSessionId(), ev.GetSequence())
-	msgs := chunkMsgs(ctx, Subject(ev.GetSessionId(), typ), ContentTypeProtobuf, typ, id, data, b.chunkLimit())
+	msgs := chunkMsgs(ctx, Subject(ev.GetSessionId(), typ), ContentTypeProtobuf, typ, id, DedupID(id, incarnation), data, b.chunkLimit())
 	f, err := b.publishAll(msgs)
 	if err != nil {
 		return nil, err

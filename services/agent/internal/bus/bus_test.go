@@ -59,7 +59,7 @@ func TestLogEnvelopeAndDedupe(t *testing.T) {
 	// A retried publish of event 2 (same session, same sequence) is a
 	// duplicate, not a fourth event.
 	dup := &agentv1.AgentEvent{SessionId: "s_child", Sequence: 2, Event: &agentv1.AgentEvent_TextDelta{TextDelta: &agentv1.TextDelta{Delta: "b again"}}}
-	f, err := b.Publish(context.Background(), dup)
+	f, err := b.Publish(context.Background(), dup, "")
 	if err != nil {
 		t.Fatal(err)
 	}

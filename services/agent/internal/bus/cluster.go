@@ -84,6 +84,8 @@ func msgSequence(sessionID string, h nats.Header) (uint64, error) {
 		id = h.Get(jetstream.MsgIDHeader)
 	}
 	n, ok := strings.CutPrefix(id, sessionID+":")
+	n, _, _ = strings.Cut(n, "@") // a deduplication id names its incarnation
+	n, _, _ = strings.Cut(n, "#") // and its chunk
 	seq, err := strconv.ParseUint(n, 10, 64)
 	if !ok || err != nil {
 		return 0, fmt.Errorf("message id %q", id)

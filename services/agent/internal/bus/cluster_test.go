@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 )
 
 // TestFenceDropsHeldEvents checks that a fenced log (its session now
@@ -54,5 +56,50 @@ func TestFenceDropsHeldEvents(t *testing.T) {
 	}
 	if last, err := b.LastSequence(t.Context(), "s_none"); err != nil || last != 0 {
 		t.Fatalf("LastSequence of a session with no events: %d, %v; want 0", last, err)
+	}
+}
+
+// TestIncarnationsNeverDedupe: each incarnation of a session's writer has
+// its own deduplication ids. A republish by one incarnation is dropped as
+// a copy; an event of another incarnation under a sequence already stored
+// (a writer started from a record that lagged the log) is not silently
+// dropped as a copy of the old one, and LastSequence sees the log's end
+// whatever the record said.
+func TestIncarnationsNeverDedupe(t *testing.T) {
+	b := open(t, Config{StoreDir: t.TempDir()})
+	old := NewLog(b, "s_i", "", "s_i", 0, nil)
+	old.SetIncarnation("a")
+	for i := 1; i <= 3; i++ {
+		if _, err := old.Emit(delta(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(seq uint64, inc string) bool {
+		t.Helper()
+		f, err := b.Publish(t.Context(), &agentv1.AgentEvent{SessionId: "s_i", Sequence: seq, Event: delta(int(seq)).Event}, inc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ack := <-f.Ok():
+			return ack.Duplicate
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no ack")
+		}
+		return false
+	}
+	if !publish(2, "a") {
+		t.Error("a republish by the same incarnation was stored again")
+	}
+	if publish(2, "b") {
+		t.Error("another incarnation's event 2 was dropped as a copy of the stored one")
+	}
+	if last, err := b.LastSequence(t.Context(), "s_i"); err != nil || last != 3 {
+		t.Fatalf("LastSequence: %d, %v; want 3", last, err)
 	}
 }

@@ -60,12 +60,12 @@ func envelope(ctx context.Context, h nats.Header, contentType, eventType, msgID 
 
 // chunkMsgs splits data into the messages of one event: one message when
 // it fits size, else chunks with the Fabro-Chunk-* headers.
-func chunkMsgs(ctx context.Context, subject, contentType, eventType, msgID string, data []byte, size int) []*nats.Msg {
+func chunkMsgs(ctx context.Context, subject, contentType, eventType, msgID, dedupID string, data []byte, size int) []*nats.Msg {
 	if len(data) <= size {
 		m := nats.NewMsg(subject)
 		m.Data = data
 		envelope(ctx, m.Header, contentType, eventType, msgID)
-		m.Header.Set(jetstream.MsgIDHeader, msgID)
+		m.Header.Set(jetstream.MsgIDHeader, dedupID)
 		return []*nats.Msg{m}
 	}
 	count := (len(data) + size - 1) / size
@@ -74,7 +74,7 @@ func chunkMsgs(ctx context.Context, subject, contentType, eventType, msgID strin
 		m := nats.NewMsg(subject)
 		m.Data = data[i*size : min(len(data), (i+1)*size)]
 		envelope(ctx, m.Header, contentType, eventType, msgID)
-		m.Header.Set(jetstream.MsgIDHeader, msgID+"#"+strconv.Itoa(i))
+		m.Header.Set(jetstream.MsgIDHeader, dedupID+"#"+strconv.Itoa(i))
 		m.Header.Set(HeaderChunkIndex, strconv.Itoa(i))
 		m.Header.Set(HeaderChunkCount, strconv.Itoa(count))
 		m.Header.Set(HeaderChunkTotal, strconv.Itoa(len(data)))
@@ -110,7 +110,7 @@ func (b *Bus) publishJSON(ctx context.Context, ev *agentv1.AgentEvent, eventType
 	if err != nil {
 		return fmt.Errorf("bus: marshal event as JSON: %w: %w", ErrMarshal, err)
 	}
-	for _, m := range chunkMsgs(ctx, subject, ContentTypeJSON, eventType, msgID, data, b.chunkLimit()) {
+	for _, m := range chunkMsgs(ctx, subject, ContentTypeJSON, eventType, msgID, msgID, data, b.chunkLimit()) {
 		if err := b.nc.PublishMsg(m); err != nil {
 			b.logger.DebugContext(ctx, "JSON event copy dropped", "subject", subject, "error", err)
 			return nil

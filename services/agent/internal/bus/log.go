@@ -13,9 +13,10 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 )
 
-// Publisher stores events durably; *Bus is one.
+// Publisher stores events durably; *Bus is one. incarnation names the
+// writer (Log.SetIncarnation) in the message's deduplication id.
 type Publisher interface {
-	Publish(ctx context.Context, ev *agentv1.AgentEvent) (jetstream.PubAckFuture, error)
+	Publish(ctx context.Context, ev *agentv1.AgentEvent, incarnation string) (jetstream.PubAckFuture, error)
 }
 
 // ErrLogClosed is returned by Emit after Close.
@@ -42,6 +43,12 @@ type Log struct {
 	onCommit  func(*agentv1.AgentEvent)
 	onFail    func(error)
 	traceCtx  context.Context // whose trace context the messages carry
+	// incarnation names this writer of the session among every writer it
+	// ever had (each load of the session, on any process): part of each
+	// message's Nats-Msg-Id, so that JetStream's deduplication, which
+	// spans processes, never drops an event as a copy of one another
+	// incarnation stored under the same sequence.
+	incarnation string
 
 	retry retryState // recovery from NATS outages (retry.go)
 }
@@ -61,6 +68,14 @@ func (l *Log) traceContext() context.Context {
 		return context.Background()
 	}
 	return l.traceCtx
+}
+
+// SetIncarnation names this writer in the messages' deduplication ids
+// (Bus.Publish); set it before the first Emit.
+func (l *Log) SetIncarnation(inc string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.incarnation = inc
 }
 
 // Observe sets functions called, under the log's lock and in sequence

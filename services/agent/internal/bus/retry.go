@@ -82,7 +82,7 @@ func (l *Log) publishLocked(ev *agentv1.AgentEvent) (jetstream.PubAckFuture, err
 	if n := len(l.queue); n > 0 && (l.queue[n-1].f == nil || l.queue[0].epoch != l.retry.epoch()) {
 		return nil, nil
 	}
-	f, err := l.pub.Publish(l.traceContext(), ev)
+	f, err := l.pub.Publish(l.traceContext(), ev, l.incarnation)
 	if err != nil {
 		if errors.Is(err, ErrMarshal) {
 			return nil, err
@@ -132,7 +132,7 @@ func (l *Log) recoverLocked(cause error) bool {
 	}
 	ep := r.epoch()
 	for i := range l.queue {
-		f, err := l.pub.Publish(l.traceContext(), l.queue[i].ev)
+		f, err := l.pub.Publish(l.traceContext(), l.queue[i].ev, l.incarnation)
 		if err != nil {
 			break // the rest stay held for the next round
 		}

@@ -44,6 +44,42 @@ type promptState struct {
 // With continuation, text is ignored and the loop goes on from the
 // history as it stands. It returns ErrBusy when a prompt already runs.
 func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation bool) (*agentv1.PromptReport, error) {
+	return a.prompt(ctx, promptID, text, continuation, nil)
+}
+
+// Resumption is what a prompt's earlier incarnation left in the event log
+// when its process died (or lost the session) mid-prompt, read by the one
+// that continues it from its last checkpoint.
+type Resumption struct {
+	// Turn is the turn the history leads up to, which runs again from its
+	// start (0 or 1: the first).
+	Turn int32
+	// Input is the prompt's text when the history does not hold it yet
+	// (the checkpoint came before the first turn); InputEmitted says its
+	// user_input is already in the log.
+	Input        string
+	InputEmitted bool
+	// Interrupted are the calls that were started and never completed.
+	Interrupted []*agentv1.ToolCallStarted
+	// Output says the turn that runs again had emitted output, which
+	// clients drop (assistant_output_replace) as for a replayed stream.
+	Output bool
+}
+
+// InterruptedOutput is the result of a tool call that was running when
+// the agent's process died.
+const InterruptedOutput = "interrupted: the agent stopped while this call ran (it may have run in part); the turn that made it runs again"
+
+// Resume continues a prompt an earlier incarnation started (its
+// prompt_started is in the log already, so none is emitted): the calls it
+// left running complete with the INTERRUPTED error kind, a turn with
+// output is marked replayed, and the loop goes on from the checkpoint's
+// turn.
+func (a *Agent) Resume(ctx context.Context, promptID string, r Resumption) (*agentv1.PromptReport, error) {
+	return a.prompt(ctx, promptID, r.Input, r.Input == "", &r)
+}
+
+func (a *Agent) prompt(ctx context.Context, promptID, text string, continuation bool, resume *Resumption) (*agentv1.PromptReport, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if a.opts.WallClock > 0 {
@@ -69,11 +105,20 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 
 	ctx, span := a.startPromptSpan(ctx, promptID, text, continuation)
 	ps := &promptState{id: promptID, start: a.opts.Now(), usage: &llmv1.Usage{}, cost: &llmv1.Cost{}, files: map[string]bool{}}
-	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptStarted{PromptStarted: &agentv1.PromptStarted{Text: text, Continuation: continuation}}})
+	switch {
+	case resume != nil:
+		a.resumed(ps, resume)
+	default:
+		a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptStarted{PromptStarted: &agentv1.PromptStarted{Text: text, Continuation: continuation}}})
+	}
 	if !continuation {
-		text = a.expand(promptID, text)
+		if resume == nil || !resume.InputEmitted {
+			text = a.expand(promptID, text)
+		}
 		a.appendMessage(userMessage(text))
-		a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_UserInput{UserInput: &agentv1.UserInput{Text: text, Source: agentv1.UserInputSource_USER_INPUT_SOURCE_PROMPT}}})
+		if resume == nil || !resume.InputEmitted {
+			a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_UserInput{UserInput: &agentv1.UserInput{Text: text, Source: agentv1.UserInputSource_USER_INPUT_SOURCE_PROMPT}}})
+		}
 	}
 	report := a.rounds(ctx, ps)
 	a.finishReport(ps, report)
@@ -86,6 +131,23 @@ func (a *Agent) Prompt(ctx context.Context, promptID, text string, continuation 
 	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptCompleted{PromptCompleted: &agentv1.PromptCompleted{Report: report}}})
 	endPromptSpan(span, report)
 	return report, nil
+}
+
+// resumed closes what the earlier incarnation left open, so every
+// tool_call_started has its completion and a replayed turn's partial
+// output is void, and makes the turns count on from the checkpoint's.
+func (a *Agent) resumed(ps *promptState, r *Resumption) {
+	for _, c := range r.Interrupted {
+		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_ToolCallCompleted{ToolCallCompleted: &agentv1.ToolCallCompleted{
+			ToolName: c.GetToolName(), ToolCallId: c.GetToolCallId(), Output: InterruptedOutput, IsError: true,
+			ErrorKind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_INTERRUPTED, Duration: durationpb.New(0)}}})
+	}
+	turn := max(r.Turn, 1)
+	if r.Output {
+		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_AssistantOutputReplace{AssistantOutputReplace: &agentv1.AssistantOutputReplace{
+			Turn: turn, Attempt: 2}}})
+	}
+	ps.turns = turn - 1
 }
 
 func (a *Agent) finishReport(ps *promptState, r *agentv1.PromptReport) {

@@ -5,6 +5,7 @@ package recordstest
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +105,61 @@ func Run(t *testing.T, store records.Store) {
 	}
 	if _, err := store.Put(ctx, Record("s_a"), 0); err != nil {
 		t.Fatalf("create after Delete: %v", err)
+	}
+	concurrentWriters(t, store)
+}
+
+// concurrentWriters checks compare-and-set under contention: writers
+// that each read a record, change it and write it with the revision they
+// read, again from a fresh read on a conflict, lose no change; and a
+// write with a revision read before another writer's is refused.
+func concurrentWriters(t *testing.T, store records.Store) {
+	ctx := t.Context()
+	const writers, each = 8, 10
+	if _, err := store.Put(ctx, Record("s_cas"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, before, err := store.Get(ctx, "s_cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range each {
+				for {
+					rec, rev, err := store.Get(ctx, "s_cas")
+					if err != nil {
+						errs <- err
+						return
+					}
+					rec.Session.PromptCount++
+					_, err = store.Put(ctx, rec, rev)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, records.ErrConflict) {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a writer: %v", err)
+	}
+	got, _, err := store.Get(ctx, "s_cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got.GetSession().GetPromptCount(); n != writers*each {
+		t.Errorf("after %d compare-and-set increments the count is %d: changes were overwritten", writers*each, n)
+	}
+	if _, err := store.Put(ctx, Record("s_cas"), before); !errors.Is(err, records.ErrConflict) {
+		t.Errorf("a write with a revision read before %d other writes: %v, want ErrConflict", writers*each, err)
 	}
 }

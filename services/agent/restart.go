@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+)
+
+// A restart is a takeover: a session whose record names an unfinished
+// prompt (its process died mid-prompt: a kill -9, a crash, a replica cut
+// off) is resumed and its prompt continued from the record's checkpoint,
+// by the process that starts next (resumeOnStart) as by a replica that
+// sees the owner's lease expire (cluster.go). Both take continueUnfinished.
+
+// errNoUnfinished: the record names no prompt a resume would continue.
+var errNoUnfinished = errors.New("no unfinished prompt on record")
+
+// continueUnfinished resumes a session on record and continues its
+// unfinished prompt, in the background, under the same prompt id: its
+// watchers (reconnecting to any replica) find its events in the stream.
+// errNoUnfinished when the record names none, or names a closed session
+// or a subagent (its parent's prompt spawns again).
+func (s *Service) continueUnfinished(ctx context.Context, id string) error {
+	rec, _, err := s.records.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	info := rec.GetSession()
+	promptID := rec.GetUnfinishedPromptId()
+	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || promptID == "" || info.GetParentSessionId() != "" {
+		return errNoUnfinished
+	}
+	s.mu.Lock()
+	if s.resuming == nil {
+		s.resuming = map[string]string{}
+	}
+	s.resuming[id] = promptID
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.resuming, id)
+		s.mu.Unlock()
+	}()
+	// The resumed prompt acts for the session's creator.
+	if p, ok := auth.ParsePrincipal(info.GetPrincipal()); ok {
+		ctx = auth.WithPrincipal(ctx, p)
+	}
+	if _, err := s.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: id}); err != nil {
+		return err
+	}
+	sess, err := s.lookup(ctx, id)
+	if err != nil {
+		return err
+	}
+	r, err := s.resumption(ctx, sess, rec)
+	if err != nil {
+		return err
+	}
+	done, err := s.startPromptAt(sess, promptID, r.Turn)
+	if err != nil {
+		return err
+	}
+	go s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
+		return sess.agent.Resume(ctx, promptID, r)
+	})
+	return nil
+}
+
+// resumption reads what the prompt's earlier incarnation logged after the
+// record's checkpoint: its input (a checkpoint before the first turn),
+// the calls it left running, and whether the turn that runs again had
+// output.
+func (s *Service) resumption(ctx context.Context, sess *session, rec *agentv1.SessionRecord) (loop.Resumption, error) {
+	promptID := rec.GetUnfinishedPromptId()
+	r := loop.Resumption{Turn: rec.GetUnfinishedPromptTurn()}
+	from, to := rec.GetSession().GetLastSequence()+1, sess.log.Committed()
+	var started *agentv1.PromptStarted
+	var open []*agentv1.ToolCallStarted
+	turn := int32(0)
+	err := s.bus.Replay(ctx, sess.info.GetSessionId(), from, to, func(ev *agentv1.AgentEvent) error {
+		if ev.GetPromptId() != promptID {
+			return nil
+		}
+		switch e := ev.GetEvent().(type) {
+		case *agentv1.AgentEvent_PromptStarted:
+			started = e.PromptStarted
+		case *agentv1.AgentEvent_UserInput:
+			if e.UserInput.GetSource() == agentv1.UserInputSource_USER_INPUT_SOURCE_PROMPT {
+				r.Input, r.InputEmitted = e.UserInput.GetText(), true
+			}
+		case *agentv1.AgentEvent_TurnStarted:
+			turn = e.TurnStarted.GetTurn()
+		case *agentv1.AgentEvent_TextDelta, *agentv1.AgentEvent_ReasoningDelta, *agentv1.AgentEvent_AssistantMessage:
+			r.Output = r.Output || turn >= max(r.Turn, 1)
+		case *agentv1.AgentEvent_ToolCallStarted:
+			open = append(open, e.ToolCallStarted)
+		case *agentv1.AgentEvent_ToolCallCompleted:
+			for i, c := range open {
+				if c.GetToolCallId() == e.ToolCallCompleted.GetToolCallId() {
+					open = append(open[:i], open[i+1:]...)
+					break
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("read the unfinished prompt's events: %w", err)
+	}
+	r.Interrupted = open
+	if r.Turn > 0 {
+		r.Input, r.InputEmitted = "", false // the history holds it
+		return r, nil
+	}
+	if r.InputEmitted {
+		return r, nil
+	}
+	if started == nil {
+		// It died before announcing the prompt: nothing says what it was.
+		return r, errNoUnfinished
+	}
+	r.Input = started.GetText() // "" for a continuation: from the history
+	if started.GetContinuation() {
+		r.Input = ""
+	}
+	return r, nil
+}
+
+// resumeWait bounds how long resumeOnStart waits for the gateway and the
+// sandbox service, which in `fabro serve` answer only once the process's
+// own server is up, after New.
+const resumeWait = 2 * time.Minute
+
+// resumeOnStart continues, in the background, every unfinished prompt the
+// records name (a previous process died mid-prompt), once the services it
+// needs answer. It ends with the service (s.stop).
+func (s *Service) resumeOnStart() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.reaper.Add(1)
+	go func() {
+		defer s.reaper.Done()
+		<-s.stop
+		cancel()
+	}()
+	s.reaper.Add(1)
+	go func() {
+		defer s.reaper.Done()
+		defer cancel()
+		var ids []string
+		_ = s.scanRecords(ctx, func(rec *agentv1.SessionRecord) bool {
+			if rec.GetUnfinishedPromptId() != "" && rec.GetSession().GetParentSessionId() == "" &&
+				rec.GetSession().GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
+				ids = append(ids, rec.GetSession().GetSessionId())
+			}
+			return true
+		})
+		if len(ids) == 0 {
+			return
+		}
+		deadline := time.Now().Add(resumeWait)
+		s.awaitDependencies(ctx, deadline)
+		for _, id := range ids {
+			s.resumeRetrying(ctx, id, deadline)
+		}
+	}()
+}
+
+// awaitDependencies waits until the gateway and the sandbox service answer
+// (any answer but UNAVAILABLE), or the deadline.
+func (s *Service) awaitDependencies(ctx context.Context, deadline time.Time) {
+	probes := []func(context.Context) error{
+		func(ctx context.Context) error {
+			_, err := s.sandbox.ListDrivers(ctx, &sandboxv1.ListDriversRequest{})
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := s.llm.ListProviders(ctx, &llmv1.ListProvidersRequest{})
+			return err
+		},
+	}
+	for _, probe := range probes {
+		for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := probe(pctx)
+			cancel()
+			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) || !sleepCtx(ctx, wait) {
+				break
+			}
+		}
+	}
+}
+
+// resumeRetrying continues one session's prompt, again while the failure
+// is one a retry can cure (UNAVAILABLE), until the deadline.
+func (s *Service) resumeRetrying(ctx context.Context, id string, deadline time.Time) {
+	start := time.Now()
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := s.continueUnfinished(ctx, id)
+		switch {
+		case err == nil:
+			s.logger.InfoContext(ctx, "continued a prompt the previous process left unfinished", "session_id", id,
+				"after", time.Since(start).Round(time.Millisecond))
+			return
+		case errors.Is(err, errNoUnfinished):
+			return
+		case status.Code(err) == codes.Unavailable && time.Now().Before(deadline) && sleepCtx(ctx, wait):
+			continue
+		}
+		if reason := grpcerr.ReasonOf(err); reason != reasonSessionOwned && reason != reasonSessionLoaded {
+			s.logger.WarnContext(ctx, "continue an unfinished prompt at start; the session stays SUSPENDED (resume it with --continue)",
+				"session_id", id, "error", err)
+		}
+		return
+	}
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
