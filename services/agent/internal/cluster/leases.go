@@ -298,6 +298,14 @@ func (k *Keeper) renewAll() {
 			k.mu.Unlock()
 			sent := time.Now()
 			next, err := k.leases.Renew(ctx, lease)
+			if errors.Is(err, ErrConflict) {
+				// A renewal of an earlier round that timed out here may
+				// have been stored: the lease is still ours if it names
+				// this keeper (owner ids are unique per process).
+				if cur, gerr := k.leases.Get(ctx, lease.SessionID); gerr == nil && cur.Owner == k.owner {
+					next, err = k.leases.Renew(ctx, cur)
+				}
+			}
 			k.mu.Lock()
 			defer k.mu.Unlock()
 			if cur, ok := k.held[id]; !ok || cur != h {
