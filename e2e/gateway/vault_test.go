@@ -87,8 +87,8 @@ func overlay(t *testing.T, baseURL string) string {
 	return p
 }
 
-// TestVaultCredentials runs the gateway on the real vault's credentials:
-// each attempt resolves the current value (rotation), a fallback's key
+// TestVaultCredentials runs the gateway on the real vault's credentials,
+// uncached: each attempt resolves the current value (rotation), a fallback's key
 // comes from the vault's environment fallback, a name the vault has
 // nowhere is FAILED_PRECONDITION naming it, and a wrong service token is
 // refused by the vault.
@@ -106,6 +106,7 @@ func TestVaultCredentials(t *testing.T) {
 		Credentials:    llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(conn), grpcclient.Static(token)),
 		LookupEnv:      func(string) (string, bool) { return "", false }, // the vault is the only source
 		Backoff:        func(int, time.Duration) time.Duration { return 0 },
+		CredentialTTL:  -1, // every attempt asks the vault (the cache: TestVaultRestart)
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -239,11 +240,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
-	dial := func(addr, what string) (*grpc.ClientConn, error) {
+	dial := func(addr, what string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 		if addr == "" {
 			return nil, fmt.Errorf("agent: no %s address", what)
 		}
 		o := cfg.Client
+		o.Extra = append(slices.Clip(o.Extra), extra...)
 		if o.Token == nil {
 			o.Token = grpcclient.TokenFileOrEnv(cfg.TokenFile, cfg.LookupEnv)
 		}
@@ -265,7 +267,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		s.llm = llmv1.NewLLMGatewayServiceClient(conn)
 	}
 	if s.sandbox == nil {
-		conn, err := dial(cfg.SandboxAddr, "sandbox service")
+		// A sandbox service that restarts is waited for (within each
+		// call's deadline), not a failed tool call and a closed session.
+		conn, err := dial(cfg.SandboxAddr, "sandbox service", grpcclient.AwaitRestart(grpcclient.DefaultRestartWait, sandboxRetryable)...)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
@@ -41,6 +42,10 @@ type ClusterConfig struct {
 	// renewal; the takeover of a dead owner's prompt starts then (default
 	// cluster.DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// LeaseRenewal is how often the replica renews its leases: at most a
+	// third of LeaseTTL (default: a third). The two are validated
+	// together at start.
+	LeaseRenewal time.Duration
 	// NATSReplicas is how many NATS servers keep the events stream and the
 	// buckets: 1 (default) or 3 for a three-node NATS cluster. It applies
 	// with or without Enabled.
@@ -52,6 +57,7 @@ func (c *ClusterConfig) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdvertiseAddr, "cluster-advertise-addr", c.AdvertiseAddr, "this replica's gRPC address as the other replicas reach it (host:port); required with -cluster")
 	fs.StringVar(&c.ReplicaID, "cluster-replica-id", c.ReplicaID, "this replica's name in ownership leases (default: host name and a random suffix)")
 	fs.DurationVar(&c.LeaseTTL, "cluster-lease-ttl", c.LeaseTTL, "how long a session's ownership outlives its owner's last renewal (default 3s)")
+	fs.DurationVar(&c.LeaseRenewal, "cluster-lease-renewal", c.LeaseRenewal, "how often the replica renews its leases, at most a third of -cluster-lease-ttl (default: a third)")
 	fs.IntVar(&c.NATSReplicas, "nats-replicas", c.NATSReplicas, "NATS servers keeping the events stream and the session buckets (1, or 3 on a three-node NATS cluster)")
 }
 
@@ -64,11 +70,21 @@ type replica struct {
 	client grpcclient.Options // how to reach the other replicas
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // by address
+	leaseConn *nats.Conn // the renewals' own connection
 
-	stop context.CancelFunc
-	done chan struct{} // the takeover watcher's end
+	mu       sync.Mutex
+	conns    map[string]*grpc.ClientConn // by address
+	inflight map[string]bool             // sessions being taken over here
+
+	// sweepEvery is how often the replica looks for sessions left with an
+	// unfinished prompt and no lease (a takeover that failed everywhere).
+	sweepEvery time.Duration
+	// leaseOf reads a session's lease (the store's; tests replace it).
+	leaseOf func(ctx context.Context, id string) (cluster.Lease, error)
+
+	stop    context.CancelFunc
+	done    chan struct{}  // the takeover watcher's end
+	workers sync.WaitGroup // the sweeper and the takeovers
 }
 
 func newReplicaID() string {
@@ -88,11 +104,24 @@ func (s *Service) startReplica(ctx context.Context, cfg Config) error {
 	if cc.AdvertiseAddr == "" {
 		return errors.New("agent: -cluster needs -cluster-advertise-addr, where the other replicas reach this one")
 	}
-	store, err := cluster.Open(ctx, s.bus.JetStream(), cluster.Config{Replicas: cc.NATSReplicas, LeaseTTL: cc.LeaseTTL, AwaitStartup: true})
+	ccfg := cluster.Config{Replicas: cc.NATSReplicas, LeaseTTL: cc.LeaseTTL, LeaseRenewal: cc.LeaseRenewal, AwaitStartup: true}
+	if err := ccfg.Validate(); err != nil {
+		return fmt.Errorf("agent: -cluster-lease-ttl and -cluster-lease-renewal: %w", err)
+	}
+	// The renewals get a connection of their own: a replica busy
+	// publishing events must not renew late and fence its own sessions.
+	leaseConn, leaseJS, err := s.bus.Dial("fabro-agent-leases")
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	r := &replica{svc: s, store: store, id: cc.ReplicaID, logger: s.logger, conns: map[string]*grpc.ClientConn{}, done: make(chan struct{})}
+	ccfg.LeaseJetStream = leaseJS
+	store, err := cluster.Open(ctx, s.bus.JetStream(), ccfg)
+	if err != nil {
+		leaseConn.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	r := &replica{svc: s, store: store, id: cc.ReplicaID, logger: s.logger, conns: map[string]*grpc.ClientConn{}, done: make(chan struct{}),
+		leaseConn: leaseConn, inflight: map[string]bool{}, sweepEvery: sweepInterval(store.Leases().TTL()), leaseOf: store.Leases().Get}
 	if r.id == "" {
 		r.id = newReplicaID()
 	}
@@ -107,6 +136,7 @@ func (s *Service) startReplica(ctx context.Context, cfg Config) error {
 	if err != nil {
 		cancel()
 		r.keeper.Close()
+		leaseConn.Close()
 		return fmt.Errorf("agent: %w", err)
 	}
 	r.stop = cancel
@@ -115,6 +145,7 @@ func (s *Service) startReplica(ctx context.Context, cfg Config) error {
 		s.records = store.Records()
 	}
 	go r.watch(wctx, free)
+	r.workers.Go(func() { r.sweep(wctx) })
 	s.logger.InfoContext(ctx, "agent replica joined the cluster", "replica_id", r.id, "advertise_addr", cc.AdvertiseAddr)
 	return nil
 }
@@ -124,10 +155,12 @@ func (s *Service) startReplica(ctx context.Context, cfg Config) error {
 func (r *replica) close() {
 	r.stop()
 	<-r.done
+	r.workers.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.keeper.ReleaseAll(ctx)
 	r.keeper.Close()
+	r.leaseConn.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.conns {
@@ -200,37 +233,6 @@ func (s *Service) fence(id string, err error) {
 	sess.fenced = true
 	sess.mu.Unlock()
 	sess.agentAbort("the session's ownership moved to another agent replica")
-}
-
-// watch takes over the sessions whose lease ends (expired: their owner
-// died or was cut off) when their record says a prompt was running; an
-// idle one is resumed by whoever calls it next.
-func (r *replica) watch(ctx context.Context, free <-chan string) {
-	defer close(r.done)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for id := range free {
-		wg.Go(func() { r.takeOver(ctx, id) })
-	}
-}
-
-// takeOver resumes a freed session that was running a prompt, and
-// continues the prompt, as a restart does (restart.go). Every replica
-// tries; the lease makes one the winner, and the others see
-// FAILED_PRECONDITION.
-func (r *replica) takeOver(ctx context.Context, id string) {
-	s := r.svc
-	if s.isLoaded(id) {
-		return
-	}
-	start := time.Now()
-	if err := s.continueUnfinished(ctx, id); err != nil {
-		if reason := grpcerr.ReasonOf(err); !errors.Is(err, errNoUnfinished) && reason != reasonSessionOwned && reason != reasonSessionLoaded {
-			r.logger.WarnContext(ctx, "take over a session", "session_id", id, "error", err)
-		}
-		return
-	}
-	r.logger.InfoContext(ctx, "took over a running session", "session_id", id, "after", time.Since(start).Round(time.Millisecond))
 }
 
 // isLoaded reports whether this replica serves the session now.

@@ -150,7 +150,8 @@ func (s *Service) startPromptAt(sess *session, promptID string, turn int32) (cha
 }
 
 // runPrompt runs the loop; a sandbox that disappeared or a failed event
-// log ends the session.
+// log ends the session. A sandbox service that could not be reached (for
+// longer than the connection waits for a restart) fails the prompt only.
 func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text string, cont bool, done chan struct{}) {
 	s.runLoop(ctx, sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Prompt(ctx, promptID, text, cont)
@@ -175,7 +176,7 @@ func (s *Service) runLoop(ctx context.Context, sess *session, promptID string, d
 		s.logger.ErrorContext(ctx, "the session's event log failed; the session ends", "error", sess.log.Err())
 		sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR,
 			&agentv1.AgentError{Kind: agentv1.AgentErrorKind_AGENT_ERROR_KIND_EVENT_STREAM, Message: sess.log.Err().Error()})
-	case report.GetError().GetKind() == agentv1.AgentErrorKind_AGENT_ERROR_KIND_SANDBOX_UNAVAILABLE:
+	case report.GetError().GetKind() == agentv1.AgentErrorKind_AGENT_ERROR_KIND_SANDBOX_UNAVAILABLE && s.sandboxGone(ctx, sess.info.GetSandboxId()):
 		aerr := proto.CloneOf(report.GetError())
 		aerr.SandboxId = sess.info.GetSandboxId()
 		sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR, aerr)

@@ -315,7 +315,7 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED,
 			"provider %s speaks %s, which this gateway has no codec for", route.Provider.GetProviderId(), route.Provider.GetCodec()).withReason("CODEC_UNSUPPORTED")
 	}
-	creds, err := credentialsFor(ctx, s.creds, route.Provider)
+	creds, err := s.credentials(ctx, route.Provider)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -356,6 +356,9 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	}
 	defer hresp.Body.Close()
 	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
+		if hresp.StatusCode == http.StatusUnauthorized && s.credCache != nil {
+			s.credCache.forget(route.Provider.GetProviderId()) // the next attempt asks the vault
+		}
 		body, _ := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
 		if s.logger.Enabled(ctx, slog.LevelDebug) {
 			// The operator's copy of what the caller sees only as checked

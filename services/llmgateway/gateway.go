@@ -1,10 +1,12 @@
 // Package llmgateway is the LLM gateway service: one door to every model
 // provider. It resolves a model selector against the catalog, speaks the
 // provider's wire codec over HTTP, retries and fails over, resolves
-// credentials from the vault on every attempt, and accounts usage and cost.
+// credentials from the vault (kept in memory for a minute), and accounts
+// usage and cost.
 package llmgateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,10 +103,14 @@ type Config struct {
 	// ListModels waits for a provider's first list (default
 	// DefaultDiscoveryWait).
 	DiscoveryTTL, DiscoveryWait time.Duration
+	// CredentialTTL is how long credentials resolved from the vault are
+	// kept in memory (default DefaultCredentialTTL; negative: never), so
+	// that a vault restart fails no call; a provider's 401 drops them.
+	CredentialTTL time.Duration
 }
 
 // RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file,
-// -llm-envelope-key-file and
+// -llm-envelope-key-file, -credential-cache-ttl and
 // the client TLS flags (-tls-ca-file, ...) to c; with platform/envflag they
 // read FABRO_LLM_CATALOG_OVERLAY, FABRO_VAULT_ADDR, FABRO_TOKEN_FILE, ....
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -111,6 +118,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.VaultAddr, "vault-addr", c.VaultAddr, "vault gRPC address (host:port) to resolve provider credentials from; empty: environment only")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the gateway's own token, presented to the vault; default $FABRO_TOKEN")
 	fs.StringVar(&c.EnvelopeKeyFile, "llm-envelope-key-file", c.EnvelopeKeyFile, "file holding the key that seals reasoning state handed to compatible-API clients, created if missing; replicas must share it; empty: a key in memory, lost on restart")
+	fs.DurationVar(&c.CredentialTTL, "credential-cache-ttl", c.CredentialTTL, "how long provider credentials resolved from the vault are kept in memory (default 1m; negative: not kept)")
 	c.VaultClient.RegisterFlags(fs, "")
 }
 
@@ -132,7 +140,8 @@ type Service struct {
 	closers       []func() error
 	auth          Authenticator
 	sealer        *envelope.Sealer
-	disc          *discovery // nil: no discoverable provider
+	disc          *discovery       // nil: no discoverable provider
+	credCache     *credentialCache // nil: credentials are resolved on every attempt
 }
 
 // New loads the catalog and connects the credential source.
@@ -185,7 +194,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	for _, p := range cat.Providers(false) {
 		if p.GetDiscovery() != llmv1.Discovery_DISCOVERY_UNSPECIFIED {
 			s.disc = newDiscovery(logger, s.http, func(ctx context.Context, p *llmv1.Provider) (map[string]string, error) {
-				return credentialsFor(ctx, s.creds, p)
+				return s.credentials(ctx, p)
 			}, cfg.DiscoveryTTL, cfg.DiscoveryWait)
 			s.closers = append(s.closers, func() error { s.disc.stop(); return nil })
 			break
@@ -202,6 +211,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		if o.Token == nil {
 			logger.WarnContext(ctx, "llmgateway has no token for the vault: give -token-file or $FABRO_TOKEN, or every resolution is refused")
 		}
+		// A vault that restarts is waited for within the call's deadline
+		// (resolving twice is harmless).
+		o.Extra = append(slices.Clip(o.Extra), grpcclient.AwaitRestart(grpcclient.DefaultRestartWait, func(method string) bool {
+			return method == vaultv1.VaultService_ResolveCredentials_FullMethodName
+		})...)
 		conn, err := grpcclient.New(cfg.VaultAddr, o)
 		if err != nil {
 			return nil, fmt.Errorf("llmgateway: vault client: %w", err)
@@ -212,6 +226,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	default:
 		s.creds = EnvCredentials{LookupEnv: cfg.LookupEnv}
 		logger.InfoContext(ctx, "llmgateway resolves credentials from the environment (no vault address)")
+	}
+	if _, vault := s.creds.(*VaultCredentials); vault && cfg.CredentialTTL >= 0 {
+		s.credCache = newCredentialCache(cmp.Or(cfg.CredentialTTL, DefaultCredentialTTL))
 	}
 	return s, nil
 }

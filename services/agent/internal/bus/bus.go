@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -139,6 +140,9 @@ type Bus struct {
 	inproc  *inProcess // the embedded server the connection dials, swappable by tests
 	sopts   *server.Options
 	auth    *authenticator // the embedded server's; nil with an external one
+
+	dialURL  string        // what Dial connects to,
+	dialOpts []nats.Option // and how
 }
 
 // Open starts the embedded server or connects to the external one, and
@@ -227,6 +231,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 	if b.nc, err = nats.Connect(url, opts...); err != nil {
 		return nil, fmt.Errorf("bus: connect to nats: %w", err)
 	}
+	b.dialURL, b.dialOpts = url, slices.Clip(opts)
 	if b.js, err = jetstream.New(b.nc, jetstream.WithPublishAsyncMaxPending(MaxPendingAcks), jetstream.WithPublishAsyncTimeout(b.wcfg.AckTimeout)); err != nil {
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
@@ -263,6 +268,22 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Bus, err err
 // consumerIdleLimit is how long a consumer of the events stream may sit
 // idle before the server removes it.
 var consumerIdleLimit = time.Hour
+
+// Dial opens another connection to the bus's NATS, with the bus's
+// credentials, for traffic that must not queue behind the events (the
+// cluster's lease renewals). The caller closes it, before the bus.
+func (b *Bus) Dial(name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(b.dialURL, append(b.dialOpts, nats.Name(name))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bus: connect to nats (%s): %w", name, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("bus: jetstream (%s): %w", name, err)
+	}
+	return nc, js, nil
+}
 
 // JetStream is the bus's JetStream context, for the session state kept
 // in key-value buckets next to the events stream.

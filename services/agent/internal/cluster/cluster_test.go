@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,5 +372,70 @@ func TestNodeLoss(t *testing.T) {
 	}
 	if _, err := e.store.Leases().Acquire(fctx, "s_n", "replica-a", "a:1"); err != nil {
 		t.Fatalf("lease with a node down: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     cluster.Config
+		wantErr string
+	}{
+		{"defaults", cluster.Config{}, ""},
+		{"a TTL with its default renewal", cluster.Config{LeaseTTL: 10 * time.Second}, ""},
+		{"renewal a third of the TTL", cluster.Config{LeaseTTL: 3 * time.Second, LeaseRenewal: time.Second}, ""},
+		{"renewal past a third of the TTL", cluster.Config{LeaseTTL: 3 * time.Second, LeaseRenewal: 1500 * time.Millisecond}, "does not fit the TTL"},
+		{"renewal past the default TTL", cluster.Config{LeaseRenewal: 5 * time.Second}, "does not fit the TTL"},
+		{"negative renewal", cluster.Config{LeaseRenewal: -time.Second}, "does not fit the TTL"},
+		{"TTL too short", cluster.Config{LeaseTTL: 100 * time.Millisecond}, "under the minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// A replica holding many leases keeps every one, their renewals on a
+// connection of their own (bus.Dial) and sent together: one at a time,
+// a round of 200 can outlast the validity and fence the replica's own
+// sessions.
+func TestKeeperManyLeases(t *testing.T) {
+	ctx := t.Context()
+	bc, _ := deployments[0].open(t)
+	b, err := bus.Open(ctx, bc, logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	nc, ljs, err := b.Dial("leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := cluster.Open(ctx, b.JetStream(), cluster.Config{LeaseTTL: time.Second, LeaseJetStream: ljs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost atomic.Int32
+	k := st.Leases().Keep("replica-a", "a:1", func(string, error) { lost.Add(1) }, logger(t))
+	defer k.Close()
+	const n = 200
+	for i := range n {
+		if _, err := k.Acquire(ctx, fmt.Sprintf("s_%03d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second) // three TTLs: the time being tested
+	if l := lost.Load(); l != 0 {
+		t.Fatalf("%d of %d leases lost while their owner lived", l, n)
+	}
+	for i := range n {
+		if l, err := st.Leases().Get(ctx, fmt.Sprintf("s_%03d", i)); err != nil || l.Owner != "replica-a" {
+			t.Fatalf("lease %d after three TTLs: %+v, %v", i, l, err)
+		}
 	}
 }

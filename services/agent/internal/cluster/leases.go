@@ -43,9 +43,13 @@ type leaseValue struct {
 // Leases is the ownership bucket. A lease lives TTL past its last write;
 // the server removes an unrenewed one.
 type Leases struct {
-	kv  jetstream.KeyValue
-	ttl time.Duration
+	kv    jetstream.KeyValue
+	ttl   time.Duration
+	renew time.Duration // how often a Keeper renews
 }
+
+// TTL is how long a lease outlives its owner's last renewal.
+func (l *Leases) TTL() time.Duration { return l.ttl }
 
 // Get returns the session's live lease; ErrNotFound when it has none.
 func (l *Leases) Get(ctx context.Context, id string) (Lease, error) {
@@ -151,8 +155,9 @@ func (l *Leases) WatchFree(ctx context.Context) (<-chan string, error) {
 	return out, nil
 }
 
-// Keeper holds one replica's leases and renews them every third of the
-// TTL in one goroutine. A lease it cannot renew is lost: when another
+// Keeper holds one replica's leases and renews them every renewal
+// interval (a third of the TTL by default) from a goroutine of its own,
+// all of a round's renewals at once, each bounded by the interval. A lease it cannot renew is lost: when another
 // replica took it, or when it went a TTL unrenewed (the server may have
 // removed it). It tells the replica through onLost, which must stop using
 // the session at once.
@@ -244,7 +249,7 @@ func (k *Keeper) Close() {
 
 func (k *Keeper) run() {
 	defer close(k.done)
-	t := time.NewTicker(k.leases.ttl / 3)
+	t := time.NewTicker(k.leases.renew)
 	defer t.Stop()
 	for {
 		select {
@@ -275,31 +280,51 @@ func (k *Keeper) renewAll() {
 		todo[id] = h
 	}
 	k.mu.Unlock()
-	// One round has a third of the TTL, whatever the number of leases.
-	ctx, cancel := context.WithTimeout(context.Background(), k.leases.ttl/3)
+	// The round's renewals go out together, so that one slow round trip
+	// does not hold the others back (the replies come back pipelined on
+	// the connection); the round has one interval, whatever the number of
+	// leases.
+	ctx, cancel := context.WithTimeout(context.Background(), k.leases.renew)
 	defer cancel()
+	var wg sync.WaitGroup
+	var lostMu sync.Mutex
+	sem := make(chan struct{}, maxConcurrentRenewals)
 	for id, h := range todo {
-		k.mu.Lock()
-		lease := h.lease
-		k.mu.Unlock()
-		sent := time.Now()
-		next, err := k.leases.Renew(ctx, lease)
-		k.mu.Lock()
-		if cur, ok := k.held[id]; !ok || cur != h {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			k.mu.Lock()
+			lease := h.lease
 			k.mu.Unlock()
-			continue // released or re-acquired meanwhile
-		}
-		switch {
-		case err == nil:
-			h.lease, h.valid = next, sent.Add(k.validity())
-		case errors.Is(err, ErrConflict):
-			delete(k.held, id)
-			lost = append(lost, lostLease{id, err})
-		default:
-			k.logger.Warn("session lease not renewed; retrying", "session_id", id, "error", err)
-		}
-		k.mu.Unlock()
+			sent := time.Now()
+			next, err := k.leases.Renew(ctx, lease)
+			if errors.Is(err, ErrConflict) {
+				// A renewal of an earlier round that timed out here may
+				// have been stored: the lease is still ours if it names
+				// this keeper (owner ids are unique per process).
+				if cur, gerr := k.leases.Get(ctx, lease.SessionID); gerr == nil && cur.Owner == k.owner {
+					next, err = k.leases.Renew(ctx, cur)
+				}
+			}
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			if cur, ok := k.held[id]; !ok || cur != h {
+				return // released or re-acquired meanwhile
+			}
+			switch {
+			case err == nil:
+				h.lease, h.valid = next, sent.Add(k.validity())
+			case errors.Is(err, ErrConflict):
+				delete(k.held, id)
+				lostMu.Lock()
+				lost = append(lost, lostLease{id, err})
+				lostMu.Unlock()
+			default:
+				k.logger.Warn("session lease not renewed; retrying", "session_id", id, "error", err)
+			}
+		})
 	}
+	wg.Wait()
 	for _, l := range lost {
 		k.logger.Warn("session lease lost", "session_id", l.id, "error", l.err)
 		k.onLost(l.id, l.err)
@@ -307,7 +332,10 @@ func (k *Keeper) renewAll() {
 }
 
 // validity is how long after sending a successful write the replica
-// counts a lease as its own: two thirds of the TTL, so that with renewals
-// every third a lost lease is noticed (and its session fenced) no later
-// than the TTL, before the server can hand it to another replica.
-func (k *Keeper) validity() time.Duration { return k.leases.ttl * 2 / 3 }
+// counts a lease as its own: the TTL less one renewal interval, so that a
+// lost lease is noticed (and its session fenced) at the next round, no
+// later than the TTL, before the server can hand it to another replica.
+func (k *Keeper) validity() time.Duration { return k.leases.ttl - k.leases.renew }
+
+// maxConcurrentRenewals bounds the renewals in flight at once.
+const maxConcurrentRenewals = 64

@@ -46,6 +46,16 @@ type Config struct {
 	// LeaseTTL is the leases' lifetime without renewal (DefaultLeaseTTL
 	// when zero).
 	LeaseTTL time.Duration
+	// LeaseRenewal is how often an owner renews its leases (a third of
+	// the TTL when zero). An owner counts a lease its own until TTL less
+	// one renewal after its last write, so at least two renewals must fit
+	// in that: it is at most a third of the TTL ([Config.Validate]).
+	LeaseRenewal time.Duration
+	// LeaseJetStream, when set, carries the lease renewals, apart from the
+	// events and records (a connection of its own: a replica busy
+	// publishing does not delay its renewals past the TTL and fence its
+	// own sessions).
+	LeaseJetStream jetstream.JetStream
 	// AwaitStartup retries the buckets' creation while the NATS servers
 	// start (bus.AwaitJetStream): an external NATS.
 	AwaitStartup bool
@@ -53,6 +63,35 @@ type Config struct {
 	// a bigger one goes to the object store (default: the server's max
 	// payload less room for headers).
 	MaxValue int
+}
+
+// MinLeaseTTL is the shortest lease TTL: the server's age limit and the
+// renewal round trips need some room.
+const MinLeaseTTL = 300 * time.Millisecond
+
+// Validate checks the lease timing: TTL and renewal go together.
+func (c Config) Validate() error {
+	ttl, renew := c.leaseTiming()
+	if ttl < MinLeaseTTL {
+		return fmt.Errorf("cluster: lease TTL %s is under the minimum %s", ttl, MinLeaseTTL)
+	}
+	if renew <= 0 || renew > ttl/3 {
+		return fmt.Errorf("cluster: lease renewal every %s does not fit the TTL %s: renew at most every third of it (%s)", renew, ttl, ttl/3)
+	}
+	return nil
+}
+
+// leaseTiming is the TTL and the renewal interval, defaults applied.
+func (c Config) leaseTiming() (ttl, renew time.Duration) {
+	ttl = c.LeaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	renew = c.LeaseRenewal
+	if renew == 0 {
+		renew = ttl / 3
+	}
+	return ttl, renew
 }
 
 // Store is the session state of one NATS JetStream.
@@ -64,11 +103,11 @@ type Store struct {
 
 // Open creates or updates the buckets.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
-	r := max(cfg.Replicas, 1)
-	ttl := cfg.LeaseTTL
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
+	r := max(cfg.Replicas, 1)
+	ttl, renew := cfg.leaseTiming()
 	kv := func(c jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		c.Replicas, c.Storage = r, jetstream.FileStorage
 		var b jetstream.KeyValue
@@ -102,6 +141,11 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
+	if cfg.LeaseJetStream != nil {
+		if leases, err = cfg.LeaseJetStream.KeyValue(ctx, LeasesBucket); err != nil {
+			return nil, fmt.Errorf("cluster: bucket %s on the lease connection: %w", LeasesBucket, err)
+		}
+	}
 	tasks, err := kv(jetstream.KeyValueConfig{Bucket: TasksBucket, Description: "fabro agent task lists of session trees"})
 	if err != nil {
 		return nil, err
@@ -112,7 +156,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	}
 	return &Store{
 		recs:   &Records{kv: recs, large: large, maxValue: maxValue},
-		leases: &Leases{kv: leases, ttl: ttl},
+		leases: &Leases{kv: leases, ttl: ttl, renew: renew},
 		tasks:  &TaskLists{kv: tasks},
 	}, nil
 }

@@ -85,3 +85,11 @@ func isNotFound(err error) bool {
 	st, ok := status.FromError(err)
 	return ok && st.Code() == codes.NotFound && reason(st) != "SANDBOX_NOT_FOUND"
 }
+
+// brokenConnection reports an UNAVAILABLE the transport made (the
+// connection to the sandbox service broke), not one the service answered:
+// every status of a fabro service carries an ErrorInfo.
+func brokenConnection(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && reason(st) == ""
+}

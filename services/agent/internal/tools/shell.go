@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -60,6 +61,13 @@ func runShell(ctx context.Context, s *Set, c Call, raw []byte) (output, error) {
 		msg, err := stream.Recv()
 		if err == io.EOF {
 			return output{}, failed("the sandbox ended the command's stream without a result")
+		}
+		if brokenConnection(err) && ctx.Err() == nil {
+			// The stream was open: the sandbox service went away under the
+			// command (it stops its commands when it dies). The session
+			// goes on; the model decides whether to run it again.
+			return output{}, failed("the connection to the sandbox service broke while the command ran (the service restarted or stopped); "+
+				"the command's result is lost and it may not have finished: check its effects before running it again (%s)", status.Convert(err).Message())
 		}
 		if err != nil {
 			return output{}, err
