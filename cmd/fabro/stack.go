@@ -136,6 +136,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		MemoryEvents:  cfg.memoryEvents,
 		Sessions:      cfg.sessions,
 		ResumeOnStart: cfg.resumeOnStart,
+		Tokens:        st.store,
 		LLM:           llmv1.NewLLMGatewayServiceClient(agentConn),
 		Sandbox:       sandboxv1.NewSandboxServiceClient(agentConn),
 		Vault:         vaultclient.New(vaultv1.NewVaultServiceClient(agentConn)),

@@ -192,6 +192,18 @@ func (s *Store) Verify(value string) (Principal, error) {
 	return e.p, nil
 }
 
+// Issued reports whether the token of public id is in the store, false
+// once it is revoked. A store that cannot be read answers true: as for
+// Watch, that is the operator's fault, and ends nothing.
+func (s *Store) Issued(id string) bool {
+	snap := s.current()
+	if snap.err != nil {
+		return true
+	}
+	_, ok := snap.byID[id]
+	return ok
+}
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.@_-]{0,63}$`)
 
 // ValidName reports whether name may name a principal.

@@ -108,6 +108,10 @@ type Config struct {
 	// after Close. For `fabro exec`'s own stack, whose caller reads the
 	// events from its Prompt stream.
 	MemoryEvents bool
+	// Tokens tells which fabro tokens are still issued (the server's
+	// *auth.Store): an events credential ends with the token it was issued
+	// to. Nil: credentials last their ttl.
+	Tokens Tokens
 	// Cluster makes replicas share sessions through NATS (cluster.go).
 	Cluster ClusterConfig
 	// ResumeOnStart continues, once the service is up, every prompt a
@@ -318,6 +322,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, err
 	}
 	s.startReaper()
+	s.watchTokens(cfg.Tokens)
 	if cfg.ResumeOnStart {
 		s.resumesUnfinished = true
 		s.resumeOnStart()

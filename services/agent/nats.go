@@ -133,7 +133,7 @@ func (s *Service) IssueEventsCredential(ctx context.Context, req *agentv1.IssueE
 			return nil, sessionNotFound(field, id)
 		}
 	}
-	cred, err := s.bus.IssueCredential(who, ids, ttl)
+	cred, err := s.bus.IssueCredential(who, caller.TokenID, ids, ttl)
 	switch {
 	case errors.Is(err, bus.ErrNotEmbedded):
 		return nil, domain.New(codes.FailedPrecondition, reasonNATSNotEmbedded,
@@ -152,4 +152,39 @@ func (s *Service) IssueEventsCredential(ctx context.Context, req *agentv1.IssueE
 		Subjects: cred.Subjects, ConsumerNames: cred.Consumers, Stream: bus.StreamName,
 		ExpireTime: timestamppb.New(cred.Expires),
 	}, nil
+}
+
+// Tokens says whether a fabro token is still issued, and when that may
+// have changed; *auth.Store is one.
+type Tokens interface {
+	auth.Notifier
+	Issued(tokenID string) bool
+}
+
+// watchTokens ends the events credentials of revoked tokens, at once on
+// every change tokens reports and at least every auth.DefaultRecheck (a
+// store file changed by another process is noticed on a read), until
+// Close: NATS subscriptions end with their token as gRPC streams do.
+func (s *Service) watchTokens(tokens Tokens) {
+	if tokens == nil {
+		return
+	}
+	s.reaper.Add(1)
+	go func() {
+		defer s.reaper.Done()
+		t := time.NewTicker(auth.DefaultRecheck)
+		defer t.Stop()
+		for {
+			changed := tokens.Changed() // taken before the sweep: a change during it closes this one
+			if n := s.bus.RevokeCredentials(tokens.Issued); n > 0 {
+				s.logger.Info("events credentials of revoked tokens ended", "credentials", n)
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			case <-changed:
+			}
+		}
+	}()
 }

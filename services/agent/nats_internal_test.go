@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,13 @@ import (
 // sandbox service, so their addresses are never dialled.
 func eventsService(t *testing.T, natsURL string) *Service {
 	t.Helper()
-	cfg := Config{DataDir: t.TempDir(), NATSURL: natsURL, NATSListen: "127.0.0.1:-1", LLMAddr: "127.0.0.1:1", SandboxAddr: "127.0.0.1:1"}
+	return eventsServiceWith(t, Config{NATSURL: natsURL})
+}
+
+// eventsServiceWith is eventsService with cfg's other settings.
+func eventsServiceWith(t *testing.T, cfg Config) *Service {
+	t.Helper()
+	cfg.DataDir, cfg.NATSListen, cfg.LLMAddr, cfg.SandboxAddr = t.TempDir(), "127.0.0.1:-1", "127.0.0.1:1", "127.0.0.1:1"
 	s, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
@@ -159,5 +166,57 @@ func TestIssueEventsCredentialExternal(t *testing.T) {
 	_, err := s.IssueEventsCredential(as("alice", auth.RoleUser), &agentv1.IssueEventsCredentialRequest{SessionIds: []string{"s_alice"}})
 	if status.Code(err) != codes.FailedPrecondition || grpcerr.ReasonOf(err) != reasonNATSNotEmbedded {
 		t.Errorf("external server: %v, want FAILED_PRECONDITION %s", err, reasonNATSNotEmbedded)
+	}
+}
+
+// TestEventsCredentialEndsWithToken: an events credential lasts as long
+// as the fabro token it was issued to. Revoking Alice's token closes the
+// NATS connection of her credential and refuses it a new one, as her gRPC
+// streams end; Bob's credential, of a token still issued, reads on.
+func TestEventsCredentialEndsWithToken(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	s := eventsServiceWith(t, Config{Tokens: store})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	type holder struct {
+		name, session string
+		entry         auth.Entry
+		res           *agentv1.IssueEventsCredentialResponse
+		nc            *nats.Conn
+		closed        chan struct{}
+	}
+	holders := []*holder{{name: "alice", session: "s_alice"}, {name: "bob", session: "s_bob"}}
+	for _, h := range holders {
+		_, e, err := store.Issue(h.name, auth.RoleUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.entry = e
+		caller := auth.WithPrincipal(ctx, auth.Principal{Name: h.name, Role: auth.RoleUser, TokenID: e.ID})
+		if h.res, err = s.IssueEventsCredential(caller, &agentv1.IssueEventsCredentialRequest{SessionIds: []string{h.session}}); err != nil {
+			t.Fatalf("%s's credential: %v", h.name, err)
+		}
+		h.closed = make(chan struct{})
+		done := h.closed
+		if h.nc, err = nats.Connect(h.res.GetNatsUrl(), nats.UserInfo(h.res.GetUser(), h.res.GetPassword()), nats.CustomInboxPrefix(h.res.GetInboxPrefix()),
+			nats.MaxReconnects(0), nats.ClosedHandler(func(*nats.Conn) { close(done) })); err != nil {
+			t.Fatalf("%s connects: %v", h.name, err)
+		}
+		t.Cleanup(h.nc.Close)
+	}
+	if err := store.Revoke(holders[0].entry.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-holders[0].closed:
+	case <-ctx.Done():
+		t.Fatal("Alice's NATS connection is still open after her token was revoked")
+	}
+	if nc, err := nats.Connect(holders[0].res.GetNatsUrl(), nats.UserInfo(holders[0].res.GetUser(), holders[0].res.GetPassword()), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Error("Alice's credential connects again after her token was revoked")
+	}
+	if !holders[1].nc.IsConnected() {
+		t.Errorf("Bob's connection, of a live token: %v", holders[1].nc.Status())
 	}
 }

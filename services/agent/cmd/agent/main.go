@@ -7,6 +7,7 @@ import (
 	"flag"
 	"log/slog"
 
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/agent"
 )
@@ -20,6 +21,11 @@ func main() {
 		},
 		func(ctx context.Context, logger *slog.Logger, srv server.Config) ([]server.Service, func(), error) {
 			cfg.NATS.Insecure = srv.Insecure // the embedded NATS listener follows the gRPC and REST ones' rule
+			if !srv.NoAuth && srv.TokensFile != "" {
+				// The server's store file, read anew: events credentials
+				// end with the token they were issued to.
+				cfg.Tokens = auth.OpenStore(srv.TokensFile)
+			}
 			svc, err := agent.New(ctx, cfg, logger)
 			if err != nil {
 				return nil, nil, err

@@ -56,6 +56,7 @@ type Credential struct {
 // grant is an issued credential as the authenticator keeps it.
 type grant struct {
 	principal string
+	tokenID   string            // of the fabro token it was issued to; "" for none
 	hash      [sha256.Size]byte // of the password
 	perms     *server.Permissions
 	expires   time.Time
@@ -69,10 +70,14 @@ type authenticator struct {
 
 	mu     sync.Mutex
 	grants map[string]*grant // by user name
+	// revoked are the users of revoked grants until they would have
+	// expired: a connection authenticated just before its grant went is
+	// closed at the next RevokeCredentials.
+	revoked map[string]time.Time
 }
 
 func newAuthenticator() *authenticator {
-	return &authenticator{nkeys: map[string]*server.Permissions{}, grants: map[string]*grant{}, now: time.Now}
+	return &authenticator{nkeys: map[string]*server.Permissions{}, grants: map[string]*grant{}, revoked: map[string]time.Time{}, now: time.Now}
 }
 
 var _ server.Authentication = (*authenticator)(nil)
@@ -132,9 +137,9 @@ func (a *authenticator) lookup(user, password string) *grant {
 	return g
 }
 
-// issue makes a credential of principal that reads sessionIDs until ttl
-// from now.
-func (a *authenticator) issue(principal string, sessionIDs []string, ttl time.Duration) (Credential, error) {
+// issue makes a credential of principal, issued to the fabro token of id
+// tokenID, that reads sessionIDs until ttl from now.
+func (a *authenticator) issue(principal, tokenID string, sessionIDs []string, ttl time.Duration) (Credential, error) {
 	if len(sessionIDs) == 0 || len(sessionIDs) > MaxCredentialSessions {
 		return Credential{}, fmt.Errorf("bus: a credential reads 1 to %d sessions, not %d", MaxCredentialSessions, len(sessionIDs))
 	}
@@ -163,7 +168,7 @@ func (a *authenticator) issue(principal string, sessionIDs []string, ttl time.Du
 	for _, id := range sessionIDs {
 		cred.Subjects = append(cred.Subjects, SessionFilter(id), jsonSessionFilter(id))
 	}
-	g := &grant{principal: principal, hash: sha256.Sum256([]byte(cred.Password)), perms: sessionPermissions(cred, sessionIDs), expires: cred.Expires}
+	g := &grant{principal: principal, tokenID: tokenID, hash: sha256.Sum256([]byte(cred.Password)), perms: sessionPermissions(cred, sessionIDs), expires: cred.Expires}
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -230,12 +235,83 @@ func sessionPermissions(cred Credential, sessionIDs []string) *server.Permission
 
 // IssueCredential makes a user of the embedded server that reads the
 // events of sessionIDs (at most MaxCredentialSessions) until ttl from now,
-// for principal, who holds at most MaxCredentialsPerPrincipal at once.
-// Whether principal may read those sessions is the caller's check.
-// ErrNotEmbedded with an external server or no listener.
-func (b *Bus) IssueCredential(principal string, sessionIDs []string, ttl time.Duration) (Credential, error) {
+// for principal, who holds at most MaxCredentialsPerPrincipal at once,
+// issued to the fabro token of id tokenID (RevokeCredentials ends it with
+// that token). Whether principal may read those sessions is the caller's
+// check. ErrNotEmbedded with an external server or no listener.
+func (b *Bus) IssueCredential(principal, tokenID string, sessionIDs []string, ttl time.Duration) (Credential, error) {
 	if b.auth == nil || b.sopts == nil || b.sopts.DontListen {
 		return Credential{}, ErrNotEmbedded
 	}
-	return b.auth.issue(principal, sessionIDs, ttl)
+	return b.auth.issue(principal, tokenID, sessionIDs, ttl)
+}
+
+// RevokeCredentials ends every credential issued to a fabro token that
+// issued no longer reports (revoked): it is forgotten, so it connects no
+// more, and its open connections are closed, so a revoked token's event
+// subscriptions end as its gRPC streams do. It returns how many it
+// revoked now.
+func (b *Bus) RevokeCredentials(issued func(tokenID string) bool) int {
+	if b.auth == nil {
+		return 0
+	}
+	users, fresh := b.auth.revoke(issued)
+	for _, user := range users {
+		b.disconnect(user)
+	}
+	return fresh
+}
+
+// revoke forgets the grants whose token issued does not report, and
+// returns the user names of every revoked grant not yet expired, and how
+// many it revoked now. issued is asked outside the lock, once per token:
+// it may read a file.
+func (a *authenticator) revoke(issued func(tokenID string) bool) (users []string, fresh int) {
+	a.mu.Lock()
+	ids := map[string]bool{}
+	for _, g := range a.grants {
+		if g.tokenID != "" {
+			ids[g.tokenID] = true
+		}
+	}
+	a.mu.Unlock()
+	gone := map[string]bool{}
+	for id := range ids {
+		if !issued(id) {
+			gone[id] = true
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for user, g := range a.grants {
+		if gone[g.tokenID] {
+			delete(a.grants, user)
+			a.revoked[user] = g.expires
+			fresh++
+		}
+	}
+	now := a.now()
+	for user, exp := range a.revoked {
+		if !now.Before(exp) {
+			delete(a.revoked, user) // the server closed its connections at expiry
+			continue
+		}
+		users = append(users, user)
+	}
+	return users, fresh
+}
+
+// disconnect closes the open connections of user.
+func (b *Bus) disconnect(user string) {
+	if b.ns == nil {
+		return
+	}
+	cz, err := b.ns.Connz(&server.ConnzOptions{User: user, Limit: 1 << 16})
+	if err != nil {
+		b.logger.Warn("list an events credential's connections", "nats_user", user, "error", err)
+		return
+	}
+	for _, c := range cz.Conns {
+		_ = b.ns.DisconnectClientByID(c.Cid) // gone already, or now
+	}
 }

@@ -43,11 +43,11 @@ func TestSessionCredentials(t *testing.T) {
 	b := open(t, Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1", SubscriberKeyFile: keyFile})
 	publishEvents(t, b, "s_alice", 3)
 	publishEvents(t, b, "s_bob", 2)
-	alice, err := b.IssueCredential("user:alice", []string{"s_alice"}, time.Hour)
+	alice, err := b.IssueCredential("user:alice", "", []string{"s_alice"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bob, err := b.IssueCredential("user:bob", []string{"s_bob"}, time.Hour)
+	bob, err := b.IssueCredential("user:bob", "", []string{"s_bob"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,11 +252,11 @@ func TestSessionCredentials(t *testing.T) {
 // credential's connection is closed at expiry.
 func TestSessionCredentialRefused(t *testing.T) {
 	b := open(t, Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1"})
-	a, err := b.IssueCredential("user:alice", []string{"s_a"}, time.Hour)
+	a, err := b.IssueCredential("user:alice", "", []string{"s_a"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := b.IssueCredential("user:bob", []string{"s_b"}, time.Hour)
+	o, err := b.IssueCredential("user:bob", "", []string{"s_b"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestSessionCredentialRefused(t *testing.T) {
 		}
 	}
 
-	short, err := b.IssueCredential("user:alice", []string{"s_a"}, time.Second)
+	short, err := b.IssueCredential("user:alice", "", []string{"s_a"}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,18 +304,18 @@ func TestSessionCredentialLimits(t *testing.T) {
 		if i == 0 {
 			ttl = time.Minute
 		}
-		if _, err := b.IssueCredential("user:alice", []string{"s_a"}, ttl); err != nil {
+		if _, err := b.IssueCredential("user:alice", "", []string{"s_a"}, ttl); err != nil {
 			t.Fatalf("credential %d: %v", i, err)
 		}
 	}
-	if _, err := b.IssueCredential("user:alice", []string{"s_a"}, time.Hour); !errors.Is(err, ErrCredentialLimit) {
+	if _, err := b.IssueCredential("user:alice", "", []string{"s_a"}, time.Hour); !errors.Is(err, ErrCredentialLimit) {
 		t.Errorf("credential %d: %v, want %v", MaxCredentialsPerPrincipal+1, err, ErrCredentialLimit)
 	}
-	if _, err := b.IssueCredential("user:bob", []string{"s_b"}, time.Hour); err != nil {
+	if _, err := b.IssueCredential("user:bob", "", []string{"s_b"}, time.Hour); err != nil {
 		t.Errorf("Bob's first credential: %v", err)
 	}
 	now = now.Add(2 * time.Minute) // the first lapsed
-	if _, err := b.IssueCredential("user:alice", []string{"s_a"}, time.Hour); err != nil {
+	if _, err := b.IssueCredential("user:alice", "", []string{"s_a"}, time.Hour); err != nil {
 		t.Errorf("a credential once one lapsed: %v", err)
 	}
 
@@ -332,13 +332,13 @@ func TestSessionCredentialLimits(t *testing.T) {
 		"an id with a space": {"s a"},
 		"an empty id":        {""},
 	} {
-		if _, err := b.IssueCredential("user:carol", ids, time.Hour); err == nil {
+		if _, err := b.IssueCredential("user:carol", "", ids, time.Hour); err == nil {
 			t.Errorf("%s: issued", name)
 		}
 	}
 
 	inproc := open(t, Config{StoreDir: t.TempDir()})
-	if _, err := inproc.IssueCredential("user:alice", []string{"s_a"}, time.Hour); !errors.Is(err, ErrNotEmbedded) {
+	if _, err := inproc.IssueCredential("user:alice", "", []string{"s_a"}, time.Hour); !errors.Is(err, ErrNotEmbedded) {
 		t.Errorf("in-process only server: %v, want %v", err, ErrNotEmbedded)
 	}
 }
@@ -400,7 +400,7 @@ func TestSessionCredentialsConcurrent(t *testing.T) {
 	)
 	for range 100 {
 		wg.Go(func() {
-			c, err := b.IssueCredential("user:alice", []string{"s_a"}, time.Hour)
+			c, err := b.IssueCredential("user:alice", "", []string{"s_a"}, time.Hour)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -432,5 +432,73 @@ func TestSessionCredentialsConcurrent(t *testing.T) {
 	wg.Wait()
 	if len(users) != len(got) {
 		t.Errorf("%d distinct users among %d credentials", len(users), len(got))
+	}
+}
+
+// TestSessionCredentialRevoked: once the fabro token a credential was
+// issued to is revoked, RevokeCredentials closes the credential's open
+// connection and refuses it a new one; a credential of a token still
+// issued, or of none, keeps reading.
+func TestSessionCredentialRevoked(t *testing.T) {
+	b := open(t, Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	issue := func(principal, tokenID, session string) Credential {
+		t.Helper()
+		c, err := b.IssueCredential(principal, tokenID, []string{session}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	creds := []struct {
+		name    string
+		cred    Credential
+		session string
+		revoked bool
+	}{
+		{"Alice's, of her revoked token", issue("user:alice", "tok_alice", "s_a"), "s_a", true},
+		{"Alice's second, of the same token", issue("user:alice", "tok_alice", "s_a"), "s_a", true},
+		{"Bob's, of his live token", issue("user:bob", "tok_bob", "s_b"), "s_b", false},
+		{"one of no token", issue("user:carol", "", "s_c"), "s_c", false},
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	closed := make([]chan struct{}, len(creds))
+	subs := make([]*nats.Subscription, len(creds))
+	for i, c := range creds {
+		closed[i] = make(chan struct{})
+		done := closed[i]
+		nc := connectAs(t, b.ClientURL(), c.cred, newViolations(), nats.ClosedHandler(func(*nats.Conn) { close(done) }))
+		sub, err := nc.SubscribeSync(SessionFilter(c.session))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		subs[i] = sub
+	}
+	if n := b.RevokeCredentials(func(id string) bool { return id != "tok_alice" }); n != 2 {
+		t.Errorf("RevokeCredentials ended %d credentials, want 2", n)
+	}
+	if n := b.RevokeCredentials(func(id string) bool { return id != "tok_alice" }); n != 0 {
+		t.Errorf("RevokeCredentials again ended %d more, want 0", n)
+	}
+	for i, c := range creds {
+		if c.revoked {
+			select {
+			case <-closed[i]:
+			case <-ctx.Done():
+				t.Fatalf("%s: its connection is still open", c.name)
+			}
+			if nc, err := nats.Connect(b.ClientURL(), nats.UserInfo(c.cred.User, c.cred.Password), nats.MaxReconnects(0)); err == nil {
+				nc.Close()
+				t.Errorf("%s: connects again after its token was revoked", c.name)
+			}
+			continue
+		}
+		publishEvents(t, b, c.session, 1)
+		if _, err := subs[i].NextMsgWithContext(ctx); err != nil {
+			t.Errorf("%s: no longer reads its session: %v", c.name, err)
+		}
 	}
 }
