@@ -74,8 +74,12 @@ func (c *Cluster) Start(i int) {
 		c.t.Fatal(err)
 	}
 	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		c.t.Fatalf("node %d did not become ready", i+1)
+	// JetStream recovering its store on a loaded machine (two modules'
+	// tests at once, under -race) can take more than the 10 s that
+	// sufficed on an idle one.
+	if !ns.ReadyForConnections(45 * time.Second) {
+		ns.Shutdown()
+		c.t.Fatalf("node %d (client port %d, route port %d) did not become ready in 45 s", i+1, c.ports[i], c.cport[i])
 	}
 	c.nodes[i] = ns
 }
