@@ -170,7 +170,7 @@ func StartServer(t testing.TB) string {
 		t.Fatal(err)
 	}
 	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
+	if !ns.ReadyForConnections(45 * time.Second) {
 		t.Fatal("nats-server did not become ready")
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
