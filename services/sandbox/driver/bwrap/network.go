@@ -4,15 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet"
 )
 
 // A command allowed the network still gets a network namespace of its own:
@@ -27,7 +27,7 @@ import (
 // own addresses included: a service bound to 0.0.0.0 (or to the host's
 // docker0 address) would answer. So before the command starts, every IPv4
 // address of the host's interfaces is given an unreachable route in the
-// sandbox's namespace (blockHost); the command, with no capability in the
+// sandbox's namespace (hostnet.Block); the command, with no capability in the
 // namespace's owner, cannot remove them. An address the host gains while a
 // command runs is not covered until the next command.
 
@@ -99,43 +99,11 @@ func (d *Driver) startNet(info *os.File, id ident) (*slirp, error) {
 		s.stop()
 		return nil, fmt.Errorf("slirp4netns did not configure the network: %v: %s", err, stderr.String())
 	}
-	if err := blockHost(netns); err != nil {
+	if err := hostnet.Block(netns); err != nil {
 		s.stop()
 		return nil, err
 	}
 	return s, nil
-}
-
-// blockHost gives each IPv4 address of the host an unreachable route in
-// the network namespace netns, so that
-// no connection through slirp4netns reaches a host service on it.
-func blockHost(netns *os.File) error {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return fmt.Errorf("the host's addresses: %w", err)
-	}
-	var batch strings.Builder
-	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok || ipn.IP.To4() == nil || ipn.IP.IsLoopback() {
-			continue // loopback is the namespace's own; slirp4netns has no IPv6 here
-		}
-		fmt.Fprintf(&batch, "route add unreachable %s/32\n", ipn.IP.To4())
-	}
-	if batch.Len() == 0 {
-		return nil
-	}
-	// Joining the network namespace alone keeps the capabilities to change
-	// its routes: root's reach every namespace, and a plugin that is not
-	// root owns the user namespace bwrap made for it.
-	cmd := exec.Command("/usr/bin/nsenter", "--net=/proc/self/fd/3", "/usr/sbin/ip", "-batch", "-")
-	cmd.Env = hostEnv
-	cmd.ExtraFiles = []*os.File{netns}
-	cmd.Stdin = strings.NewReader(batch.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("route the host's addresses away from the sandbox: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // slirpCred is who slirp4netns runs as: the sandbox's uid, when it may

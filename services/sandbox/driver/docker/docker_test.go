@@ -13,6 +13,7 @@ import (
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet/hostnettest"
 )
 
 // newDriver returns a driver on the engine of this machine, whose
@@ -158,6 +159,9 @@ func TestLimits(t *testing.T) {
 		allow := drivertest.NewSandbox(t, d, driver.Spec{ID: "neta-" + suffix(), Limits: driver.Limits{Network: driver.NetworkAllow}})
 		if res := sh(t, allow, `ls /sys/class/net | grep -c eth`); string(res.Stdout) != "1\n" {
 			t.Errorf("network allowed: %q; want an eth interface", res.Stdout)
+		}
+		if os.Geteuid() == 0 { // blocked only by a root service
+			hostnettest.NoHostServices(t, func(cmd string) string { return string(sh(t, allow, cmd).Stdout) })
 		}
 	})
 }
