@@ -35,7 +35,14 @@ func Block(netns *os.File) error {
 	if batch.Len() == 0 {
 		return nil
 	}
-	cmd := exec.Command("/usr/bin/nsenter", "--net=/proc/self/fd/3", "/usr/sbin/ip", "-batch", "-")
+	ip := "/usr/sbin/ip"
+	if _, err := os.Stat(ip); err != nil {
+		ip = "/sbin/ip"
+	}
+	if _, err := os.Stat(ip); err != nil {
+		return fmt.Errorf("route the host's addresses away from the sandbox: no ip command (Debian's iproute2 package): %w", err)
+	}
+	cmd := exec.Command("/usr/bin/nsenter", "--net=/proc/self/fd/3", ip, "-batch", "-")
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.ExtraFiles = []*os.File{netns}
 	cmd.Stdin = strings.NewReader(batch.String())
