@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -371,7 +372,8 @@ func (d *Driver) createContainer(ctx context.Context, p plan, spec driver.Spec) 
 // addresses: the bridge forwards to them like to any other, so a service
 // bound to 0.0.0.0 (or to docker0's address) would answer its commands.
 // Each gets an unreachable route in the container's network namespace,
-// which its commands, without capabilities, cannot remove. That takes
+// which its commands, without capabilities, cannot remove; so does the
+// rest of the bridge's network, the other sandboxes' containers. That takes
 // root on the engine's own host; elsewhere it is not done (docs/SECURITY.md).
 func (d *Driver) blockHost(ctx context.Context, name string) error {
 	if os.Geteuid() != 0 || !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
@@ -398,7 +400,17 @@ func (d *Driver) blockHost(ctx context.Context, name string) error {
 	if own.Ino == theirs.Ino && own.Dev == theirs.Dev {
 		return fmt.Errorf("container %s shares the service's network namespace", name)
 	}
-	return hostnet.Block(netns)
+	// The bridge's other containers are other sandboxes: none may reach
+	// another's listening ports.
+	var shared []*net.IPNet
+	if ci.NetworkSettings != nil {
+		for _, n := range ci.NetworkSettings.Networks {
+			if ip := net.ParseIP(n.IPAddress); ip != nil && n.IPPrefixLen > 0 {
+				shared = append(shared, &net.IPNet{IP: ip, Mask: net.CIDRMask(n.IPPrefixLen, 32)})
+			}
+		}
+	}
+	return hostnet.Block(netns, shared...)
 }
 
 // open makes the sandbox of a running container: the host-side file

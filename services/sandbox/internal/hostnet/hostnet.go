@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
@@ -19,7 +20,11 @@ import (
 // owner cannot remove them. An address the host gains later is not
 // covered. It needs the capabilities to change netns's routes: root's,
 // or those of the owner of netns's user namespace.
-func Block(netns *os.File) error {
+//
+// Each of also, a network the sandbox shares with others (a Docker
+// bridge's), is made unreachable too, as two halves, each more specific
+// than the network's own link route; the gateway stays a next hop.
+func Block(netns *os.File, also ...*net.IPNet) error {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return fmt.Errorf("the host's addresses: %w", err)
@@ -31,6 +36,17 @@ func Block(netns *os.File) error {
 		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
 			fmt.Fprintf(&batch, "route add unreachable %s/32\n", ipn.IP.To4())
 		}
+	}
+	for _, n := range also {
+		ones, bits := n.Mask.Size()
+		if bits != 32 || ones >= 31 {
+			continue
+		}
+		half := net.CIDRMask(ones+1, 32)
+		lo := n.IP.To4().Mask(n.Mask)
+		hi := slices.Clone(lo)
+		hi[ones/8] |= 0x80 >> (ones % 8)
+		fmt.Fprintf(&batch, "route add unreachable %s\nroute add unreachable %s\n", &net.IPNet{IP: lo, Mask: half}, &net.IPNet{IP: hi, Mask: half})
 	}
 	if batch.Len() == 0 {
 		return nil

@@ -12,8 +12,8 @@ import (
 // NoHostServices fails t if a command run by run (which returns its
 // stdout) reaches a listener bound to 0.0.0.0 on any IPv4 address of the
 // host's interfaces but loopback, which the host itself reaches on each
-// (the plant, checked first). The command also tries to delete the route
-// that blocks the address.
+// (the plant, checked first; an address where it fails is not tried).
+// The command also tries to delete the route that blocks the address.
 func NoHostServices(t *testing.T, run func(command string) string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
@@ -46,7 +46,10 @@ func NoHostServices(t *testing.T, run func(command string) string) {
 		ip := ipn.IP.String()
 		c, err := net.Dial("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
 		if err != nil {
-			t.Fatalf("the plant: the listener does not answer on %s from the host: %v", ip, err)
+			// An address coming or going (another test's bridge): the
+			// plant fails there, so it proves nothing either way.
+			t.Logf("the listener does not answer on %s from the host (%v): not tried", ip, err)
+			continue
 		}
 		c.Close()
 		<-accepted
@@ -57,7 +60,7 @@ func NoHostServices(t *testing.T, run func(command string) string) {
 		}
 	}
 	if tried == 0 {
-		t.Skip("the host has no IPv4 address but loopback")
+		t.Fatal("the plant: the listener answered on no IPv4 address of the host but loopback")
 	}
 	select {
 	case from := <-accepted:
