@@ -334,6 +334,7 @@ deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	  command -v rg >/dev/null || missing="$$missing ripgrep"; \
 	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	  command -v slirp4netns >/dev/null || missing="$$missing slirp4netns"; \
+	  [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing="$$missing iproute2"; \
 	  /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || missing="$$missing python3-grpcio python3-protobuf"; \
 	  [ -z "$$missing" ] || scripts/apt-install $$missing
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -194,6 +195,18 @@ func TestMalformedInput(t *testing.T) {
 		})},
 		{Method: "ReadFile", Name: "escaping path", Code: codes.PermissionDenied, Reason: "PATH_ESCAPES_ROOT", Call: u(func(ctx context.Context) error {
 			_, err := c.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: id, Path: "../../etc/passwd"})
+			return err
+		})},
+		{Method: "ReadFile", Name: "name too long", Code: ia, Reason: invalid, Call: u(func(ctx context.Context) error {
+			_, err := c.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: id, Path: strings.Repeat("x", 300)})
+			return err
+		})},
+		{Method: "WriteFile", Name: "name too long", Code: ia, Reason: invalid, Call: u(func(ctx context.Context) error {
+			_, err := c.WriteFile(ctx, &sandboxv1.WriteFileRequest{SandboxId: id, Path: "d/" + strings.Repeat("x", 300), Content: []byte("x")})
+			return err
+		})},
+		{Method: "Exec", Name: "command longer than exec takes", Code: ia, Reason: invalid, Call: u(func(ctx context.Context) error {
+			_, err := c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "true " + strings.Repeat("x", 256<<10)}})
 			return err
 		})},
 		{Method: "ReadFile", Name: "path with NUL", Code: ia, Reason: invalid, Call: u(func(ctx context.Context) error {

@@ -191,3 +191,64 @@ func TestSymlinkSwapRace(t *testing.T) {
 		})
 	}
 }
+
+// TestPlantedSetuidGivesNoUID: a local sandbox's setuid copy of bash, left
+// in /tmp after the sandbox is deleted and its uid given to a new sandbox,
+// does not let another sandbox's command become that uid and read the new
+// sandbox's workspace (commands run with no_new_privs).
+func TestPlantedSetuidGivesNoUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandbox uids are given only when the service runs as root")
+	}
+	const canary = "CANARY-reused-uid-77a1"
+	// Two sandbox uids: the third sandbox gets the first's.
+	first := uint32(1_600_000_000 + os.Getpid()%100_000*10)
+	client := startWith(t, sandbox.Config{DataDir: filepath.Join(t.TempDir(), "data"), Security: sandbox.Security{UIDs: local.NewUIDs(first, first+2)}})
+	create := func() (string, string) {
+		t.Helper()
+		resp, err := client.CreateSandbox(t.Context(), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetSandbox().GetSandboxId(), resp.GetSandbox().GetRootDirectory()
+	}
+	run := func(id, cmd string) (int32, string) {
+		t.Helper()
+		resp, err := client.Exec(t.Context(), &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: cmd}})
+		if err != nil {
+			t.Fatalf("Exec(%q): %v", cmd, err)
+		}
+		return resp.GetResult().GetExitCode(), string(resp.GetResult().GetStdout()) + string(resp.GetResult().GetStderr())
+	}
+	planter, _ := create()
+	attacker, _ := create()
+	suid := filepath.Join(t.TempDir(), "suidbash")
+	os.Chmod(filepath.Dir(suid), 0o777)
+	t.Cleanup(func() { os.Remove(suid) })
+	if code, out := run(planter, "cp /bin/bash "+suid+" && chmod 6755 "+suid); code != 0 {
+		t.Fatalf("the plant failed: %s", out)
+	}
+	if _, err := client.DeleteSandbox(t.Context(), &sandboxv1.DeleteSandboxRequest{SandboxId: planter}); err != nil {
+		t.Fatal(err)
+	}
+	victim, victimDir := create()
+	if code, out := run(victim, "echo "+canary+" > secret && chmod 600 secret"); code != 0 {
+		t.Fatal(out)
+	}
+	// The plant: a setuid binary of the victim's uid now.
+	fi, err := os.Stat(suid)
+	if err != nil {
+		t.Fatalf("the plant is gone: %v", err)
+	}
+	vi, err := os.Stat(victimDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&os.ModeSetuid == 0 || fi.Sys().(*syscall.Stat_t).Uid != vi.Sys().(*syscall.Stat_t).Uid {
+		t.Fatalf("the plant is not a setuid binary of the victim's uid %d: %v uid %d", vi.Sys().(*syscall.Stat_t).Uid, fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid)
+	}
+	code, out := run(attacker, suid+" -p -c 'id -u; cat "+victimDir+"/secret'")
+	if strings.Contains(out, canary) || strings.Contains(out, fmt.Sprint(vi.Sys().(*syscall.Stat_t).Uid)) {
+		t.Errorf("another sandbox became the victim's uid through the planted setuid binary: exit %d, %q", code, out)
+	}
+}

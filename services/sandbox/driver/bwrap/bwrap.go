@@ -518,6 +518,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.E2BIG) {
+			return driver.ExecResult{}, fmt.Errorf("%w: the command or its environment is longer than exec takes (128 KiB for the command); write a script to a file and run that", driver.ErrInvalid)
+		}
 		return driver.ExecResult{}, fmt.Errorf("start bwrap: %w", err)
 	}
 	pipes.closeChildEnds()

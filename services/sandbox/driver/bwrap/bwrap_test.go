@@ -1,11 +1,15 @@
 package bwrap_test
 
 import (
+	"errors"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
 )
@@ -33,4 +37,20 @@ func TestConformanceUnderLoad(t *testing.T) {
 		t.Cleanup(func() { spin.Process.Kill(); spin.Wait() })
 	}
 	drivertest.RunExec(t, plugintest.NewDriver(bin))
+}
+
+// TestTooLong: a command longer than exec takes, and a name longer than
+// the filesystem takes, are the caller's error, not the plugin's.
+func TestTooLong(t *testing.T) {
+	d := plugintest.NewDriver(pluginBinary(t))(t)
+	sb := drivertest.NewSandbox(t, d, driver.Spec{})
+	if _, err := sb.Exec(t.Context(), driver.ExecSpec{Command: "true " + strings.Repeat("x", 256<<10), Timeout: time.Minute}, nil); !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("Exec of a 256 KiB command: %v; want ErrInvalid", err)
+	}
+	if _, err := sb.WriteFile(t.Context(), strings.Repeat("x", 300), []byte("x")); !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("WriteFile of a 300-byte name: %v; want ErrInvalid", err)
+	}
+	if _, _, err := sb.Open(t.Context(), strings.Repeat("x", 300), 0); !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("Open of a 300-byte name: %v; want ErrInvalid", err)
+	}
 }

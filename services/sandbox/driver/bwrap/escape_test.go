@@ -17,6 +17,7 @@ import (
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet/hostnettest"
 )
 
 func run(t *testing.T, sb driver.Sandbox, command string) driver.ExecResult {
@@ -176,6 +177,14 @@ func TestEscapes(t *testing.T) {
 				t.Errorf("default route via 10.0.2.2 on tap0: %v, want %v: %q", got, tt.route, res.Stdout)
 			}
 		}
+	})
+
+	t.Run("the host's other addresses", func(t *testing.T) {
+		// A service bound to every address (fabro serve -listen :PORT)
+		// answers on the host's own addresses, which slirp4netns would
+		// forward to like any other.
+		open := drivertest.NewSandbox(t, d, driver.Spec{Limits: driver.Limits{Network: driver.NetworkAllow}})
+		hostnettest.NoHostServices(t, func(cmd string) string { return string(run(t, open, cmd).Stdout) })
 	})
 
 	t.Run("the host's sysctls", func(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet"
 )
 
 // A command allowed the network still gets a network namespace of its own:
@@ -20,6 +22,14 @@ import (
 // 127.0.0.1 can be reached through it. slirp4netns parses every packet the
 // command sends, so it runs as the sandbox's uid, in the sandbox's user
 // namespace, with its own sandbox and seccomp filter (see slirpCred).
+//
+// slirp4netns forwards a connection to any address but 10.0.2.2, the host's
+// own addresses included: a service bound to 0.0.0.0 (or to the host's
+// docker0 address) would answer. So before the command starts, every IPv4
+// address of the host's interfaces is given an unreachable route in the
+// sandbox's namespace (hostnet.Block); the command, with no capability in the
+// namespace's owner, cannot remove them. An address the host gains while a
+// command runs is not covered until the next command.
 
 // infoFD is the descriptor on which bwrap reports the sandbox's pid.
 const infoFD = 5
@@ -88,6 +98,10 @@ func (d *Driver) startNet(info *os.File, id ident) (*slirp, error) {
 	if _, err := io.ReadFull(readyR, make([]byte, 1)); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("slirp4netns did not configure the network: %v: %s", err, stderr.String())
+	}
+	if err := hostnet.Block(netns); err != nil {
+		s.stop()
+		return nil, err
 	}
 	return s, nil
 }

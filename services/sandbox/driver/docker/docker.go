@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -43,6 +44,7 @@ import (
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet"
 )
 
 // Name is the driver's name in a spec.
@@ -360,7 +362,55 @@ func (d *Driver) createContainer(ctx context.Context, p plan, spec driver.Spec) 
 	if err := d.cli.ContainerStart(ctx, p.name, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start container %s: %w", p.name, err)
 	}
+	if lim.Network == driver.NetworkAllow {
+		return d.blockHost(ctx, p.name)
+	}
 	return nil
+}
+
+// blockHost keeps a container allowed the network from the host's own
+// addresses: the bridge forwards to them like to any other, so a service
+// bound to 0.0.0.0 (or to docker0's address) would answer its commands.
+// Each gets an unreachable route in the container's network namespace,
+// which its commands, without capabilities, cannot remove; so does the
+// rest of the bridge's network, the other sandboxes' containers. That takes
+// root on the engine's own host; elsewhere it is not done (docs/SECURITY.md).
+func (d *Driver) blockHost(ctx context.Context, name string) error {
+	if os.Geteuid() != 0 || !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
+		return nil
+	}
+	ci, err := d.cli.ContainerInspect(ctx, name)
+	if err != nil || ci.State == nil || ci.State.Pid <= 0 {
+		return fmt.Errorf("the network namespace of container %s: %v", name, err)
+	}
+	netns, err := os.Open("/proc/" + strconv.Itoa(ci.State.Pid) + "/ns/net")
+	if err != nil {
+		return fmt.Errorf("the network namespace of container %s: %w", name, err)
+	}
+	defer netns.Close()
+	// A pid of another host's (an engine in a VM behind the socket) could
+	// name one of ours: never route away the host's own namespace.
+	var own, theirs syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/net", &own); err != nil {
+		return err
+	}
+	if err := syscall.Fstat(int(netns.Fd()), &theirs); err != nil {
+		return err
+	}
+	if own.Ino == theirs.Ino && own.Dev == theirs.Dev {
+		return fmt.Errorf("container %s shares the service's network namespace", name)
+	}
+	// The bridge's other containers are other sandboxes: none may reach
+	// another's listening ports.
+	var shared []*net.IPNet
+	if ci.NetworkSettings != nil {
+		for _, n := range ci.NetworkSettings.Networks {
+			if ip := net.ParseIP(n.IPAddress); ip != nil && n.IPPrefixLen > 0 {
+				shared = append(shared, &net.IPNet{IP: ip, Mask: net.CIDRMask(n.IPPrefixLen, 32)})
+			}
+		}
+	}
+	return hostnet.Block(netns, shared...)
 }
 
 // open makes the sandbox of a running container: the host-side file
@@ -443,6 +493,10 @@ func (d *Driver) check(ctx context.Context, p plan, start bool) error {
 		}
 		if err := d.cli.ContainerStart(ctx, p.name, container.StartOptions{}); err != nil {
 			return fmt.Errorf("%w: its container %s is %s and does not start: %v", driver.ErrGone, p.name, ci.State.Status, err)
+		}
+		// A new start is a new network namespace.
+		if ci.HostConfig != nil && ci.HostConfig.NetworkMode == "bridge" {
+			return d.blockHost(ctx, p.name)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet/hostnettest"
 )
 
 // newDriver returns a driver on the engine of this machine, whose
@@ -159,7 +160,39 @@ func TestLimits(t *testing.T) {
 		if res := sh(t, allow, `ls /sys/class/net | grep -c eth`); string(res.Stdout) != "1\n" {
 			t.Errorf("network allowed: %q; want an eth interface", res.Stdout)
 		}
+		if os.Geteuid() == 0 { // blocked only by a root service
+			hostnettest.NoHostServices(t, func(cmd string) string { return string(sh(t, allow, cmd).Stdout) })
+			noNeighbour(t, allow, drivertest.NewSandbox(t, d, driver.Spec{ID: "netb-" + suffix(), Limits: driver.Limits{Network: driver.NetworkAllow}}))
+		}
 	})
+}
+
+// noNeighbour: a sandbox on the same bridge does not reach another's
+// listening port, which that one reaches on its own address (the plant).
+func noNeighbour(t *testing.T, from, to driver.Sandbox) {
+	t.Helper()
+	ip := strings.TrimSpace(string(sh(t, to, "hostname -i").Stdout))
+	listener := make(chan string, 1)
+	go func() {
+		res, err := to.Exec(t.Context(), driver.ExecSpec{Timeout: time.Minute, RetainLimit: 1 << 16, Command: `perl -MIO::Socket::INET -e '
+			$s = IO::Socket::INET->new(LocalAddr => "0.0.0.0", LocalPort => 3000, Listen => 5, ReuseAddr => 1) or die "listen: $!";
+			$| = 1; $SIG{ALRM} = sub { exit 0 }; alarm 8;
+			while ($c = $s->accept) { print "ACCEPT-FROM ", $c->peerhost, "\n"; close $c }' &
+			for i in $(seq 50); do (exec 3<>/dev/tcp/` + ip + `/3000) 2>/dev/null && break; sleep 0.1; done; wait`}, nil)
+		if err != nil {
+			listener <- err.Error()
+			return
+		}
+		listener <- string(res.Stdout) + string(res.Stderr)
+	}()
+	res := sh(t, from, "for i in $(seq 50); do (exec 3<>/dev/tcp/"+ip+"/3000) 2>/dev/null && echo connected && break; sleep 0.1; done")
+	out := <-listener
+	if !strings.Contains(out, "ACCEPT-FROM "+ip) {
+		t.Fatalf("the plant: the listener did not accept its own sandbox's connection: %q", out)
+	}
+	if strings.Contains(string(res.Stdout), "connected") || strings.Count(out, "ACCEPT-FROM") > 1 {
+		t.Errorf("a sandbox reached another's port on the bridge: %q; the listener: %q", res.Stdout, out)
+	}
 }
 
 func TestBadInput(t *testing.T) {

@@ -384,7 +384,7 @@ func (g *cmdGroup) start(cmd *exec.Cmd) error {
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if g == nil {
-		return onForker(func() (bool, error) { return true, cmd.Start() })
+		return onForker(func() (bool, error) { return true, startCmd(cmd) })
 	}
 	if g.v2 != "" {
 		fd, err := unix.Open(g.v2, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -396,7 +396,7 @@ func (g *cmdGroup) start(cmd *exec.Cmd) error {
 			return err
 		}
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-		return onForker(func() (bool, error) { return true, cmd.Start() })
+		return onForker(func() (bool, error) { return true, startCmd(cmd) })
 	}
 	// Until bash is in, pids.max leaves room for the forking thread.
 	if g.limits.Processes > 0 {
@@ -416,7 +416,7 @@ func (g *cmdGroup) start(cmd *exec.Cmd) error {
 			moved = append(moved, ctrl)
 		}
 		if err == nil {
-			err = cmd.Start()
+			err = startCmd(cmd)
 		}
 		back := true
 		for _, ctrl := range moved {

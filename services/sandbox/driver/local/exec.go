@@ -28,6 +28,10 @@ const drainGrace = 2 * time.Second
 
 const chunkSize = 32 << 10
 
+// errTooLong is a command (or environment) larger than exec takes: the
+// kernel bounds one argument to 128 KiB, and all of them together.
+var errTooLong = fmt.Errorf("%w: the command or its environment is longer than exec takes (128 KiB for the command); write a script to a file and run that", driver.ErrInvalid)
+
 // Exec implements driver.Execer.
 func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Output) (driver.ExecResult, error) {
 	rel, err := s.resolve(spec.Dir)
@@ -94,6 +98,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		errR.Close()
 		if _, serr := os.Stat(s.bash); errors.Is(err, fs.ErrNotExist) && serr != nil {
 			return driver.ExecResult{}, fmt.Errorf("%w: %s is gone", driver.ErrBashMissing, s.bash)
+		}
+		if errors.Is(err, syscall.E2BIG) {
+			return driver.ExecResult{}, errTooLong
 		}
 		return driver.ExecResult{}, fmt.Errorf("start bash: %w", err)
 	}

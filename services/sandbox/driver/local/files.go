@@ -58,6 +58,8 @@ func fsErr(p string, err error) error {
 		return fmt.Errorf("%w: %s", driver.ErrNotEmpty, p)
 	case errors.Is(err, syscall.ELOOP):
 		return fmt.Errorf("%w: %s (too many symbolic links)", driver.ErrPathEscapes, p)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%w: %.64s…: a name or the path is longer than the filesystem takes", driver.ErrInvalid, p)
 	}
 	return err
 }

@@ -1,8 +1,12 @@
 package local
 
 import (
+	"fmt"
+	"os/exec"
 	"runtime"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Commands are forked from forkers: goroutines locked to their OS threads
@@ -53,4 +57,21 @@ func onForker(fn func() (keep bool, err error)) error {
 	done := make(chan error, 1)
 	forkQueue <- forkReq{fn: fn, done: done}
 	return <-done
+}
+
+// startCmd starts cmd from the calling forker's thread. A command run as
+// another user than the service's starts with no_new_privs (inherited from
+// the thread, which keeps it: set once, it cannot be cleared, and every
+// command a root service runs is another user's): no setuid, setgid or
+// file-capability binary raises it or what it runs. Otherwise a sandbox's
+// setuid copy of bash, left in /tmp or in a workspace it opened, would
+// give its uid to any other sandbox's command, and that uid is given to a
+// new sandbox once its own is deleted.
+func startCmd(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr != nil && cmd.SysProcAttr.Credential != nil {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("set no_new_privs: %w", err)
+		}
+	}
+	return cmd.Start()
 }
