@@ -162,6 +162,10 @@ func TestMalformedInput(t *testing.T) {
 			_, err := a.GetSnapshot(ctx, &agentv1.GetSnapshotRequest{SessionId: closed})
 			return err
 		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
+		invalid("IssueEventsCredential", "no session", "session_ids", func(ctx context.Context) error {
+			_, err := a.IssueEventsCredential(ctx, &agentv1.IssueEventsCredentialRequest{})
+			return err
+		}),
 		invalid("ListSessions", "negative page_size", "page_size", func(ctx context.Context) error {
 			_, err := a.ListSessions(ctx, &agentv1.ListSessionsRequest{PageSize: -1})
 			return err

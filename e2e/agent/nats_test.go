@@ -159,6 +159,20 @@ func TestEventsInAnotherProcess(t *testing.T) {
 		t.Fatalf("the log does not end with session_ended: %v", want)
 	}
 	checkGapless(t, all, 1)
+	// A message id is <session>:<sequence>@<incarnation>: one incarnation
+	// here (the session was loaded once), the same on every message.
+	incarnations := map[string]bool{}
+	for i, line := range got {
+		base, inc, ok := strings.Cut(line, "@")
+		if !ok || inc == "" {
+			t.Fatalf("message id without an incarnation: %q", line)
+		}
+		got[i] = base
+		incarnations[inc] = true
+	}
+	if len(incarnations) != 1 {
+		t.Errorf("message ids of one incarnation name %d: %v", len(incarnations), incarnations)
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events seen by the other process (-want +got):\n%s", diff)
 	}
