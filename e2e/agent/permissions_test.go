@@ -115,6 +115,14 @@ var commandForms = []struct {
 	{"/bin/r? F", asked, kept},
 	{`$'\x72m' F`, asked, kept},
 	{"alias r=rm; r F", asked, kept},
+	// Found by attacking the parser (they ran and deleted the file).
+	{"time -- rm F", refused, deleted},
+	{"trap -- 'rm F' EXIT", refused, either},
+	{"echo F | xargs -l rm", refused, deleted},
+	{"flock F.lock rm F", refused, deleted},
+	{"echo rm F | xargs xargs", asked, kept},
+	{"echo 'rm F' | xargs -0 sh -c", asked, kept},
+	{"hash -p /bin/rm r; r F", asked, kept},
 	// Not commands of rm: they run.
 	{"echo rm F", runs, either},
 	{"ls F", runs, either},

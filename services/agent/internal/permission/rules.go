@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"reflect"
 	"regexp"
 	"strings"
 )
@@ -583,7 +584,8 @@ func SubjectOf(tool, arguments, workDir string) Subject {
 	_ = json.Unmarshal([]byte(arguments), &args)
 	str := func(keys ...string) string {
 		for _, k := range keys {
-			if v, ok := args[k].(string); ok {
+			var v string
+			if field(arguments, k, &v) {
 				return v
 			}
 		}
@@ -604,13 +606,7 @@ func SubjectOf(tool, arguments, workDir string) Subject {
 		return pathSubject(workDir, p)
 	case "read_many_files":
 		var ps []string
-		if l, ok := args["paths"].([]any); ok {
-			for _, v := range l {
-				if s, ok := v.(string); ok {
-					ps = append(ps, s)
-				}
-			}
-		}
+		field(arguments, "paths", &ps)
 		return pathSubject(workDir, ps...)
 	case "apply_patch":
 		patch := str("input", "patch")
@@ -630,6 +626,24 @@ func SubjectOf(tool, arguments, workDir string) Subject {
 		b = []byte(arguments)
 	}
 	return Subject{Values: []string{string(b)}}
+}
+
+// field decodes the argument key into v as the tools decode their
+// arguments (encoding/json into a struct): a key matches in any case and
+// the last of several wins, so {"COMMAND": "rm x"} is judged as the
+// command the tool runs. It reports whether the key was present.
+func field(arguments, key string, v any) bool {
+	t := reflect.StructOf([]reflect.StructField{{
+		Name: "V", Type: reflect.PointerTo(reflect.TypeOf(v).Elem()), Tag: reflect.StructTag(`json:"` + key + `"`),
+	}})
+	p := reflect.New(t)
+	_ = json.Unmarshal([]byte(arguments), p.Interface())
+	f := p.Elem().Field(0)
+	if f.IsNil() {
+		return false
+	}
+	reflect.ValueOf(v).Elem().Set(f.Elem())
+	return true
 }
 
 // PatchPaths lists every file a v4a patch adds, updates, deletes or moves

@@ -48,6 +48,13 @@ func TestDecide(t *testing.T) {
 		{"apply_patch deny any file", rules{deny: []string{"apply_patch(main.go)"}}, "apply_patch",
 			js(map[string]any{"patch": "*** Begin Patch\n*** Add File: docs/a.md\n+x\n*** Update File: main.go\n*** End Patch\n"}), Deny, "apply_patch(main.go)"},
 		{"url", rules{allow: []string{"web_fetch(https://docs.example.com/*)"}}, "web_fetch", js(map[string]any{"url": "https://docs.example.com/x"}), Allow, "web_fetch(https://docs.example.com/*)"},
+		// The tools decode arguments with encoding/json: a key in any case
+		// is the field, and the last of two wins.
+		{"command key in capitals", rules{deny: []string{"shell(rm *)"}}, "shell", `{"COMMAND": "rm x"}`, Deny, "shell(rm *)"},
+		{"command key twice in two cases", rules{deny: []string{"shell(rm *)"}}, "shell", `{"command": "ls", "Command": "rm x"}`, Deny, "shell(rm *)"},
+		{"allow sees the command that runs", rules{allow: []string{"shell(ls *)"}}, "shell", `{"command": "ls", "Command": "rm x"}`, None, ""},
+		{"file_path key in capitals", rules{deny: []string{"read_file(secret/**)"}}, "read_file", `{"FILE_PATH": "secret/a"}`, Deny, "read_file(secret/**)"},
+		{"paths key in capitals", rules{deny: []string{"read_file(secret/**)"}}, "read_many_files", `{"Paths": ["ok", "secret/a"]}`, Deny, "read_file(secret/**)"},
 		{"other tools: compact json", rules{deny: []string{`TaskCreate(*"subject":"x"*)`}}, "TaskCreate", `{ "subject" : "x" }`, Deny, `TaskCreate(*"subject":"x"*)`},
 	}
 	for _, tc := range tests {

@@ -52,15 +52,43 @@ func ParseShell(src string) Line {
 
 type analyzer struct {
 	out Line
+	// fed and repl describe the command being analyzed: xargs adds words
+	// from its input (in place of repl when that is set).
+	fed  bool
+	repl string
+	size int // bytes of the commands' texts
+}
+
+// Limits that keep a hostile line (20,000 nested $(, 100,000 wrappers)
+// from costing quadratic time and memory: past them a command's text is
+// cut (its name and start still seen by deny rules) and the line is
+// dynamic, so no allow rule vouches for it.
+const (
+	maxReasons  = 8
+	maxReason   = 200     // bytes of a reason
+	maxText     = 4 << 10 // bytes of one command's text once over budget
+	textBudget  = 1 << 20 // bytes of all commands' texts
+	maxWrappers = 32      // wrappers in one command
+)
+
+// clip cuts s to a reason's length before it is copied into one.
+func clip(s string) string {
+	if len(s) > maxReason {
+		return s[:maxReason] + "…"
+	}
+	return s
 }
 
 func (a *analyzer) dynamic(why string) {
+	why = clip(why)
 	for _, d := range a.out.Dynamic {
 		if d == why {
 			return
 		}
 	}
-	a.out.Dynamic = append(a.out.Dynamic, why)
+	if len(a.out.Dynamic) < maxReasons {
+		a.out.Dynamic = append(a.out.Dynamic, why)
+	}
 }
 
 // line parses src and analyzes every statement of it.
@@ -83,19 +111,66 @@ func (a *analyzer) line(src string, depth int) {
 		return
 	}
 	piped := map[*syntax.Stmt]bool{}
+	timed := map[*syntax.Stmt]bool{}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
+		case *syntax.TimeClause:
+			if n.Stmt != nil {
+				timed[n.Stmt] = true
+			}
+		case *syntax.DeclClause, *syntax.LetClause:
+			// declare, export, local, readonly, typeset and let: the parser
+			// takes their arguments as assignments and expressions.
+			t := src[n.Pos().Offset():n.End().Offset()]
+			if strings.Contains(t, "[") && (strings.Contains(t, "$(") || strings.Contains(t, "`")) {
+				a.dynamic("bash evaluates an array subscript in " + t + " as code")
+			}
+			if d, ok := n.(*syntax.DeclClause); ok {
+				for _, as := range d.Args {
+					if as.Name != nil {
+						a.variable(as.Name.Value)
+					}
+				}
+			}
+		case *syntax.BinaryTest:
+			// [[ x -eq y ]] evaluates both sides as arithmetic, where an
+			// array subscript's $(…) runs even when quoted.
+			switch n.Op {
+			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+				for _, x := range []syntax.TestExpr{n.X, n.Y} {
+					if w, ok := x.(*syntax.Word); ok {
+						t := src[w.Pos().Offset():w.End().Offset()]
+						if strings.Contains(t, "[") && (strings.Contains(t, "$(") || strings.Contains(t, "`")) {
+							a.dynamic("[[ evaluates the array subscript of " + t + " as code")
+						}
+					}
+				}
+			}
 		case *syntax.BinaryCmd:
 			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
 				piped[n.Y] = true
 			}
 		case *syntax.Stmt:
-			if call, ok := n.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+			if call, ok := n.Cmd.(*syntax.CallExpr); ok {
+				for _, as := range call.Assigns {
+					if as.Name != nil {
+						a.variable(as.Name.Value)
+					}
+				}
+				if len(call.Args) == 0 {
+					break
+				}
 				ws := make([]word, len(call.Args))
 				for i, w := range call.Args {
 					ws[i] = a.word(src, w)
 				}
-				a.command(ws, stdinOf(src, n, piped[n]), depth)
+				if timed[n] && ws[0].lit && strings.HasPrefix(ws[0].val, "-") {
+					// The parser takes "time -- rm x" as the keyword timing
+					// a command "--"; bash (and /usr/bin/time under sh)
+					// runs rm x.
+					ws = append([]word{{val: "time", lit: true}}, ws...)
+				}
+				a.command(ws, stdinOf(src, n, piped[n]), depth, false)
 			}
 		case *syntax.Redirect:
 			a.redirect(src, n)
@@ -273,36 +348,88 @@ type wrapper struct {
 }
 
 var wrappers = map[string]wrapper{
-	"env":     {short: "uCS", long: []string{"--unset", "--chdir", "--split-string"}, assigns: true},
-	"command": {},
-	"builtin": {},
-	"exec":    {short: "a"},
-	"nice":    {short: "n", long: []string{"--adjustment"}},
-	"nohup":   {},
-	"setsid":  {},
-	"timeout": {short: "sk", long: []string{"--signal", "--kill-after"}, operands: 1},
-	"time":    {short: "fo", long: []string{"--format", "--output"}},
-	"stdbuf":  {short: "ioe", long: []string{"--input", "--output", "--error"}},
-	"xargs":   {short: "IadEeLlnPs", long: []string{"--arg-file", "--delimiter", "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}},
-	"sudo":    {short: "uCDghpRrTtU", long: []string{"--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--command-timeout", "--chroot"}, assigns: true},
-	"doas":    {short: "uC"},
-	"busybox": {},
+	"env":         {short: "uCS", long: []string{"--unset", "--chdir", "--split-string"}, assigns: true},
+	"command":     {},
+	"builtin":     {},
+	"exec":        {short: "a"},
+	"nice":        {short: "n", long: []string{"--adjustment"}},
+	"nohup":       {},
+	"setsid":      {},
+	"timeout":     {short: "sk", long: []string{"--signal", "--kill-after"}, operands: 1},
+	"time":        {short: "fo", long: []string{"--format", "--output"}},
+	"stdbuf":      {short: "ioe", long: []string{"--input", "--output", "--error"}},
+	"xargs":       {short: "IadELnPs", long: []string{"--arg-file", "--delimiter", "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}},
+	"sudo":        {short: "uCDghpRrTtU", long: []string{"--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--command-timeout", "--chroot"}, assigns: true},
+	"doas":        {short: "uC"},
+	"busybox":     {},
+	"ionice":      {short: "cnp"},
+	"chrt":        {operands: 1},
+	"taskset":     {operands: 1},
+	"flock":       {short: "wE", long: []string{"--timeout", "--conflict-exit-code"}, operands: 1},
+	"chroot":      {long: []string{"--userspec", "--groups"}, operands: 1},
+	"unshare":     {short: "SGRw", long: []string{"--setuid", "--setgid", "--root", "--wd"}},
+	"nsenter":     {short: "tSG", long: []string{"--target", "--setuid", "--setgid"}},
+	"setpriv":     {long: []string{"--reuid", "--regid", "--groups", "--inh-caps", "--ambient-caps", "--bounding-set", "--securebits", "--selinux-label", "--apparmor-profile", "--pdeathsig"}},
+	"strace":      {short: "oepsuEaIOPSXb", long: []string{"--output", "--attach", "--user", "--env", "--trace-path"}},
+	"ltrace":      {short: "oepsuanlADFwx", long: []string{"--output", "--library"}},
+	"fakeroot":    {short: "lfsi", long: []string{"--lib", "--faked"}},
+	"unbuffer":    {},
+	"runuser":     {short: "ugGw", long: []string{"--user", "--group", "--supp-group", "--whitelist-environment"}},
+	"pkexec":      {long: []string{"--user"}},
+	"firejail":    {},
+	"xvfb-run":    {short: "nsfepw", long: []string{"--server-num", "--server-args", "--auth-file", "--error-file", "--xauth-protocol", "--wait"}},
+	"dbus-launch": {},
+	"systemd-run": {short: "pMuEHs", long: []string{"--property", "--machine", "--unit", "--setenv", "--host", "--slice", "--description", "--uid", "--gid", "--working-directory"}},
+	"catchsegv":   {},
+	"eatmydata":   {},
+	"chpst":       {short: "ugUen/Cmdofpc"},
 }
 
 // shells run a script given with -c, as a file, or on stdin.
-var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true, "mksh": true, "ash": true, "fish": true}
+var shells = map[string]bool{"sh": true, "bash": true, "rbash": true, "zsh": true, "dash": true, "ksh": true, "mksh": true, "ash": true,
+	"fish": true, "yash": true, "posh": true, "csh": true, "tcsh": true}
 
-// command analyzes one simple command's words.
-func (a *analyzer) command(ws []word, in stdin, depth int) {
-	for len(ws) > 0 {
+// command analyzes one simple command's words; fed says xargs adds words
+// from its input to them (repl is its -I string, "" for none).
+func (a *analyzer) command(ws []word, in stdin, depth int, fed bool) {
+	outerFed, outerRepl := a.fed, a.repl
+	a.fed, a.repl = fed, ""
+	defer func() { a.fed, a.repl = outerFed, outerRepl }()
+	for n := 0; len(ws) > 0; n++ {
+		if n > maxWrappers {
+			a.dynamic("more than " + strconv.Itoa(maxWrappers) + " wrappers in one command")
+			a.record(ws[0].val, ws)
+			return
+		}
 		if !ws[0].lit {
-			a.dynamic("the command name " + ws[0].val + " is not a literal")
+			a.dynamic("the command name " + clip(ws[0].val) + " is not a literal")
 			a.record(ws[0].val, ws)
 			return
 		}
 		name := ws[0].val
 		if strings.Contains(name, "/") {
 			name = path.Base(name)
+		}
+		if a.repl != "" && strings.Contains(name, a.repl) {
+			a.dynamic("xargs puts its input into the command name " + name)
+		}
+		if assigners[name] {
+			for _, w := range ws[1:] {
+				if w.lit && isAssign(w.val) {
+					v, _, _ := strings.Cut(w.val, "=")
+					a.variable(v)
+				}
+			}
+		}
+		if cRunners[name] {
+			for i, w := range ws[1 : len(ws)-1] {
+				if w.val == "-c" || w.val == "--command" {
+					a.record(name, ws)
+					a.out.Commands[len(a.out.Commands)-1].Wrapper = true
+					a.script(name, ws[i+2], depth)
+					return
+				}
+			}
 		}
 		w, ok := wrappers[name]
 		if !ok {
@@ -318,12 +445,59 @@ func (a *analyzer) command(ws []word, in stdin, depth int) {
 			a.line(split+" "+joinVals(rest), depth+1)
 			return
 		}
-		if len(rest) == 0 && name == "xargs" {
-			rest = []word{{val: "echo", lit: true}} // xargs runs echo by default
+		if len(rest) == 0 && a.fed {
+			a.dynamic(name + " runs the command xargs gives it from its input")
+			return
+		}
+		if name == "xargs" {
+			if len(rest) == 0 {
+				rest = []word{{val: "echo", lit: true}} // xargs runs echo by default
+			}
+			a.fed, a.repl = true, xargsReplace(ws[1:])
 		}
 		ws = rest
 	}
 }
+
+// xargsReplace is the string xargs -I (-i, --replace) replaces with each
+// input item, "" when there is none.
+func xargsReplace(ws []word) string {
+	for i, w := range ws {
+		v := w.val
+		switch {
+		case v == "--":
+			return ""
+		case v == "-I" && i+1 < len(ws):
+			return ws[i+1].val
+		case strings.HasPrefix(v, "-I"):
+			return v[2:]
+		case v == "-i" || v == "--replace":
+			return "{}"
+		case strings.HasPrefix(v, "-i"):
+			return v[2:]
+		case strings.HasPrefix(v, "--replace="):
+			return strings.TrimPrefix(v, "--replace=")
+		}
+	}
+	return ""
+}
+
+// assigners are the commands whose NAME=value arguments set variables.
+var assigners = map[string]bool{"env": true, "sudo": true, "export": true, "declare": true, "typeset": true, "local": true, "readonly": true}
+
+// codeVariables are the variables whose value a shell runs as code: the
+// file BASH_ENV or ENV names, the prompts (PS4 under set -x) and
+// PROMPT_COMMAND.
+var codeVariables = map[string]bool{"BASH_ENV": true, "ENV": true, "PROMPT_COMMAND": true, "PS0": true, "PS1": true, "PS2": true, "PS3": true, "PS4": true}
+
+func (a *analyzer) variable(name string) {
+	if codeVariables[name] {
+		a.dynamic("the variable " + name + " makes the shell run its value as code")
+	}
+}
+
+// cRunners run the string after -c (or --command) as a shell command.
+var cRunners = map[string]bool{"su": true, "runuser": true, "sg": true, "script": true, "flock": true}
 
 // skipOptions drops a wrapper's options and operands; split is env -S's
 // string.
@@ -404,11 +578,26 @@ func joinVals(ws []word) string {
 }
 
 func (a *analyzer) record(name string, ws []word) {
-	text := name
-	if len(ws) > 1 {
-		text += " " + joinVals(ws[1:])
+	limit := textBudget - a.size
+	if limit < maxText {
+		limit = maxText
 	}
-	a.out.Commands = append(a.out.Commands, Command{Name: name, Text: text})
+	var b strings.Builder
+	if len(name) > limit {
+		a.dynamic("the line is too large to judge every command")
+		name = name[:limit]
+	}
+	b.WriteString(name)
+	for _, w := range ws[1:] {
+		if b.Len()+1+len(w.val) > limit {
+			a.dynamic("the line is too large to judge every command")
+			break
+		}
+		b.WriteByte(' ')
+		b.WriteString(w.val)
+	}
+	a.size += b.Len()
+	a.out.Commands = append(a.out.Commands, Command{Name: name, Text: b.String()})
 }
 
 // interpreters run code given inline with one of their flags; a cluster
@@ -416,7 +605,7 @@ func (a *analyzer) record(name string, ws []word) {
 var interpreters = map[string]string{
 	"python": "c", "python2": "c", "python3": "c", "pypy": "c", "pypy3": "c",
 	"perl": "eE", "ruby": "e", "node": "ep", "nodejs": "ep", "bun": "e",
-	"php": "r", "lua": "e", "luajit": "e", "Rscript": "e", "tclsh": "", "osascript": "e",
+	"php": "r", "lua": "e", "luajit": "e", "Rscript": "e", "tclsh": "", "osascript": "e", "expect": "c",
 }
 
 // special looks inside the commands that run other code.
@@ -439,7 +628,72 @@ func (a *analyzer) special(name string, args []word, in stdin, depth int) {
 	case "alias":
 		a.dynamic("alias renames commands")
 		return
+	case "hash":
+		if len(args) > 0 && strings.HasPrefix(args[0].val, "-") && strings.Contains(args[0].val, "p") {
+			a.dynamic("hash -p names a file as a command")
+		}
+		return
+	case "enable":
+		for _, w := range args {
+			if strings.HasPrefix(w.val, "-") && strings.Contains(w.val, "f") {
+				a.dynamic("enable -f loads a builtin from a file")
+			}
+		}
+		return
+	case "declare", "typeset", "local", "export", "readonly", "printf", "read", "unset", "let", "mapfile", "readarray", "wait", "getopts":
+		for _, w := range args {
+			if w.lit && strings.Contains(w.val, "[") && (strings.Contains(w.val, "$(") || strings.Contains(w.val, "`")) {
+				a.dynamic(name + " evaluates the array subscript of " + w.val + " as code")
+				return
+			}
+		}
+		return
+	case "parallel":
+		a.dynamic("parallel runs the commands it composes from its arguments and input")
+		if i := indexVal(args, ":::"); i > 0 {
+			a.line(joinVals(skipFlags(args[:i], "jSX")), depth+1) // for deny rules
+		} else if i < 0 && len(args) > 0 {
+			a.line(joinVals(skipFlags(args, "jSX")), depth+1)
+		}
+		return
+	case "tmux", "screen":
+		if len(args) > 0 {
+			a.dynamic(name + " runs commands in its server")
+		}
+		return
+	case "vi", "vim", "nvim", "ex", "view", "vimdiff", "rvim", "gvim":
+		for _, w := range args {
+			if w.val == "-c" || w.val == "--cmd" || w.val == "-S" || w.val == "-s" || strings.HasPrefix(w.val, "+") ||
+				name == "ex" || strings.HasPrefix(w.val, "-e") || w.val == "-E" || w.val == "-es" {
+				a.dynamic(name + " is given editor commands, which may run shell commands")
+				return
+			}
+		}
+		if name == "ex" || in.has || in.from != "" {
+			a.dynamic(name + " reads editor commands from its standard input")
+		}
+		return
+	case "ed", "red":
+		if in.has || in.from != "" {
+			a.dynamic(name + " reads editor commands, which may run shell commands, from its standard input")
+		}
+		return
+	case "at", "batch":
+		for _, w := range args {
+			if w.val == "-f" || strings.HasPrefix(w.val, "-f") {
+				a.dynamic(name + " runs a file as shell code")
+				return
+			}
+		}
+		switch {
+		case in.has:
+			a.line(in.script, depth+1)
+		case in.from != "":
+			a.dynamic(name + " runs the commands it reads from " + in.from)
+		}
+		return
 	case "trap":
+		args = skipFlags(args, "")
 		if len(args) > 0 && args[0].lit {
 			a.line(args[0].val, depth+1) // the handler runs later, in this shell
 		} else if len(args) > 0 {
@@ -514,6 +768,15 @@ func interpreterFlags(name string) (string, bool) {
 	return "", false
 }
 
+func indexVal(ws []word, v string) int {
+	for i, w := range ws {
+		if w.val == v {
+			return i
+		}
+	}
+	return -1
+}
+
 func skipFlags(ws []word, withValue string) []word {
 	for i := 0; i < len(ws); i++ {
 		v := ws[i].val
@@ -547,6 +810,7 @@ func (a *analyzer) shell(name string, args []word, in stdin, depth int) {
 			continue
 		case strings.HasPrefix(v, "--"):
 			if v == "--rcfile" || v == "--init-file" {
+				a.dynamic(name + " " + v + " runs a file as shell code")
 				i++
 			}
 			continue
@@ -560,6 +824,9 @@ func (a *analyzer) shell(name string, args []word, in stdin, depth int) {
 			continue
 		}
 		if cflag {
+			if a.repl != "" && strings.Contains(v, a.repl) {
+				a.dynamic("xargs puts its input into the script of " + name)
+			}
 			a.script(name, args[i], depth)
 		} else {
 			a.dynamic(name + " runs the script file " + v)
@@ -567,6 +834,8 @@ func (a *analyzer) shell(name string, args []word, in stdin, depth int) {
 		return
 	}
 	switch {
+	case a.fed:
+		a.dynamic(name + " runs the script xargs gives it from its input")
 	case cflag:
 	case in.has:
 		a.line(in.script, depth+1)
@@ -598,7 +867,7 @@ func (a *analyzer) find(args []word, depth int) {
 				j++
 			}
 			if j > i+1 {
-				a.command(args[i+1:j], stdin{}, depth+1)
+				a.command(args[i+1:j], stdin{}, depth+1, false)
 			}
 			i = j
 		case "-delete":
