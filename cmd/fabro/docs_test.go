@@ -118,3 +118,50 @@ func TestDocsRun(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsLinks: every relative link of the README and docs/ names a file
+// that exists and, with a #fragment, a heading of that file (as GitHub
+// spells its anchors), so moving a section cannot leave a dead link.
+func TestDocsLinks(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append([]string{"../../README.md"}, files...)
+	heading := regexp.MustCompile(`(?m)^#+ (.*)$`)
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	slug := func(h string) string {
+		h = strings.ToLower(strings.TrimSpace(h))
+		h = regexp.MustCompile(`[^\w\- ]`).ReplaceAllString(h, "")
+		return strings.ReplaceAll(h, " ", "-")
+	}
+	anchors := map[string]map[string]bool{}
+	text := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text[f], anchors[filepath.Clean(f)] = string(b), map[string]bool{}
+		for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
+			anchors[filepath.Clean(f)][slug(m[1])] = true
+		}
+	}
+	for _, f := range files {
+		for _, m := range link.FindAllStringSubmatch(text[f], -1) {
+			l := m[1]
+			if strings.Contains(l, "://") || strings.HasPrefix(l, "mailto:") {
+				continue
+			}
+			path, frag, _ := strings.Cut(l, "#")
+			target := filepath.Clean(f)
+			if path != "" {
+				target = filepath.Clean(filepath.Join(filepath.Dir(f), path))
+			}
+			if _, err := os.Stat(target); err != nil {
+				t.Errorf("%s links to %s, which does not exist", strings.TrimPrefix(f, "../../"), l)
+				continue
+			}
+			if frag != "" && strings.HasSuffix(target, ".md") && anchors[target] != nil && !anchors[target][frag] {
+				t.Errorf("%s links to %s, which has no heading #%s", strings.TrimPrefix(f, "../../"), l, frag)
+			}
+		}
+	}
+}
