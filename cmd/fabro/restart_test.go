@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,4 +181,137 @@ func TestServeKilledMidPromptContinues(t *testing.T) {
 	}
 	t.Logf("killed after event %d; the prompt's first new event came %s after the restart began; %d events",
 		before, firstNew.Sub(restarted).Round(time.Millisecond), len(evs))
+}
+
+// TestServeKilledWhileSubagentRuns: `fabro serve` is killed with SIGKILL
+// while a subagent's shell command runs. After the restart the subagent's
+// log is closed out, once: its running call completes INTERRUPTED, its
+// prompt completes CANCELLED saying the process restarted, and its
+// session is closed, so the parent's continued prompt finds it ended
+// (and spawns it again). A second restart adds nothing to its log.
+func TestServeKilledWhileSubagentRuns(t *testing.T) {
+	fake, overlay := scriptedAnthropic(t)
+	fake.Script(func(r fakeprovider.Request) fakeprovider.Turn {
+		body := string(r.Body)
+		if !strings.Contains(body, "PARENT-TASK") { // the subagent
+			if strings.Contains(body, "sub slept") {
+				return fakeprovider.Turn{Text: "SUBRESULT-OK"}
+			}
+			return fakeprovider.Turn{Text: "Sleeping.", ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_sub", Name: "shell",
+				Arguments: `{"command":"sleep 3 && echo sub slept"}`}}}
+		}
+		switch {
+		case strings.Contains(body, "SUBRESULT-OK"):
+			return fakeprovider.Turn{Text: "All done."}
+		case strings.LastIndex(body, "has no subagents") > strings.LastIndex(body, "started on the task"):
+			return fakeprovider.Turn{Text: "Again.", ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_respawn", Name: "spawn_agent",
+				Arguments: `{"task":"SUBTASK: sleep"}`}}}
+		case strings.Contains(body, "started on the task"):
+			return fakeprovider.Turn{Text: "Waiting.", ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_wait", Name: "wait", Arguments: `{}`}}}
+		}
+		return fakeprovider.Turn{Text: "Delegating.", ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_spawn", Name: "spawn_agent",
+			Arguments: `{"task":"SUBTASK: sleep"}`}}}
+	})
+	ws, data := t.TempDir(), t.TempDir()
+	env := []string{"FABRO_LLM_CATALOG_OVERLAY=" + overlay, "ANTHROPIC_API_KEY=test-key", "FABRO_SANDBOX_ALLOWED_ROOTS=" + ws}
+	s := startServe(t, data, env...)
+	c := agentClient(t, s)
+	created, err := c.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
+		Model:           "anthropic/claude-sonnet-4.5",
+		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: ws}},
+		PermissionLevel: agentv1.PermissionLevel_PERMISSION_LEVEL_FULL,
+		Options:         &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := created.GetSession().GetSessionId()
+	started, err := c.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: root, Text: "PARENT-TASK"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The subagent's session, once its shell command runs.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	st, err := c.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: root, FromSequence: 1, Follow: true, IncludeSubagents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child string
+	for child == "" {
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatalf("before the kill: %v", err)
+		}
+		if ev := resp.GetEvent(); ev.GetSessionId() != root && ev.GetToolCallStarted().GetToolName() == "shell" {
+			child = ev.GetSessionId()
+		}
+	}
+	if err := s.cmd.Process.Kill(); err != nil { // SIGKILL, mid-subagent
+		t.Fatal(err)
+	}
+	<-s.done
+	cancel()
+
+	s2 := startServe(t, data, env...)
+	c2 := agentClient(t, s2)
+	evs := watchPrompt(t, func() agentv1.AgentServiceClient { return c2 }, root, started.GetPromptId(), 60*time.Second)
+	checkExactLog(t, evs)
+	if rep := evs[len(evs)-1].GetPromptCompleted().GetReport(); rep.GetOutput() != "All done." {
+		t.Errorf("the parent's continued prompt: %v", rep)
+	}
+	childLog := replayAll(t, c2, child)
+	checkExactLog(t, childLog)
+	var interrupted bool
+	var ended *agentv1.PromptReport
+	for _, ev := range childLog {
+		if tc := ev.GetToolCallCompleted(); tc.GetToolCallId() == "toolu_sub" && tc.GetErrorKind() == agentv1.ToolErrorKind_TOOL_ERROR_KIND_INTERRUPTED {
+			interrupted = true
+		}
+		if pc := ev.GetPromptCompleted(); pc != nil {
+			ended = pc.GetReport()
+		}
+	}
+	if !interrupted {
+		t.Errorf("the subagent's running call has no INTERRUPTED completion")
+	}
+	if ended.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_CANCELLED || ended.GetError().GetKind() != agentv1.AgentErrorKind_AGENT_ERROR_KIND_INTERRUPTED ||
+		!strings.Contains(ended.GetError().GetMessage(), "restarted") {
+		t.Errorf("the subagent's prompt report: %v; want CANCELLED, INTERRUPTED, naming the restart", ended)
+	}
+	got, err := c2.GetSession(t.Context(), &agentv1.GetSessionRequest{SessionId: child})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.GetSession().GetState(); st != agentv1.SessionState_SESSION_STATE_CLOSED || got.GetSession().GetActivePromptId() != "" {
+		t.Errorf("the subagent after the restart: %s, active prompt %q; want CLOSED with none", st, got.GetSession().GetActivePromptId())
+	}
+
+	// Once only: another restart finds nothing left to close out.
+	s2.stop(t)
+	s3 := startServe(t, data, env...)
+	c3 := agentClient(t, s3)
+	if again := replayAll(t, c3, child); len(again) != len(childLog) {
+		t.Errorf("the subagent's log after a second restart has %d events, %d before: closed out twice", len(again), len(childLog))
+	}
+}
+
+// replayAll reads a session's whole log.
+func replayAll(t *testing.T, c agentv1.AgentServiceClient, id string) []*agentv1.AgentEvent {
+	t.Helper()
+	st, err := c.StreamEvents(t.Context(), &agentv1.StreamEventsRequest{SessionId: id, FromSequence: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*agentv1.AgentEvent
+	for {
+		resp, err := st.Recv()
+		if err == io.EOF {
+			return evs
+		}
+		if err != nil {
+			t.Fatalf("replay %s: %v", id, err)
+		}
+		evs = append(evs, resp.GetEvent())
+	}
 }

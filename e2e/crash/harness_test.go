@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"testing"
@@ -29,22 +30,6 @@ const (
 	invSubToolCalls = "subagent-tool-calls"
 )
 
-// strictInvariants fail the test only with FABRO_CRASH_STRICT=1; without
-// it their violations are logged. Each is here because main does not hold
-// it yet, for a reason outside the harness:
-//
-//   - no-survivors: the sandbox service does not yet kill the commands of
-//     its previous incarnation (issue 20, item 3): a `bash -c` the killed
-//     server started is re-parented to init and runs to its end (seen in
-//     about one round in three, when the kill falls on a running shell).
-//   - subagent-prompts, subagent-tool-calls: a subagent that was running
-//     when the server was killed is neither resumed nor ended after the
-//     restart (the parent's resumed prompt finds "no subagents" and spawns
-//     a new one): its session's log keeps a prompt_started with no
-//     prompt_completed and a tool_call_started with no completion (seen
-//     in every round killed while the subagent's shell ran, 6 of 30).
-var strictInvariants = map[string]bool{invNoSurvivors: true, invSubPrompts: true, invSubToolCalls: true}
-
 // TestCrash kills `fabro serve` at seeded random moments of a prompt and
 // checks the invariants after each restart.
 func TestCrash(t *testing.T) {
@@ -55,7 +40,6 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("FABRO_CRASH_SEED=%q: %v", v, err)
 		}
 	}
-	strict := os.Getenv("FABRO_CRASH_STRICT") == "1"
 	rounds := 30
 	if testing.Short() {
 		rounds = 3
@@ -67,7 +51,7 @@ func TestCrash(t *testing.T) {
 		}
 		rounds = n
 	}
-	t.Logf("crash harness: seed %d (replay: FABRO_CRASH_SEED=%d), %d kill points, strict %v", seed, seed, rounds, strict)
+	t.Logf("crash harness: seed %d (replay: FABRO_CRASH_SEED=%d), %d kill points", seed, seed, rounds)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
 	fake, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.New())
@@ -95,13 +79,12 @@ func TestCrash(t *testing.T) {
 		ok := t.Run(fmt.Sprintf("kill-%02d-at-%s", i, at.Round(time.Millisecond)), func(t *testing.T) {
 			r := runRound(t, fake.URL, at)
 			violations := r.check(want)
+			for _, k := range r.known {
+				t.Log(k)
+			}
 			for _, v := range violations {
 				failed[v.invariant]++
-				if strict || !strictInvariants[v.invariant] {
-					t.Errorf("%s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
-				} else {
-					t.Logf("not strict: %s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
-				}
+				t.Errorf("%s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
 			}
 		})
 		if !ok {
@@ -114,6 +97,12 @@ func TestCrash(t *testing.T) {
 }
 
 type violation struct{ invariant, detail string }
+
+// strict: FABRO_CRASH_STRICT=1 fails on the known faults too.
+func strict() bool { return os.Getenv("FABRO_CRASH_STRICT") == "1" }
+
+// atomicTemp is the name of an atomic write's temporary file.
+var atomicTemp = regexp.MustCompile(`^\..+\.tmp-[A-Za-z0-9]+$`)
 
 // check tests the invariants of a round; want (nil: none) is the
 // workspace of the run without a kill.
@@ -184,7 +173,19 @@ func (r *round) check(want map[string]string) []violation {
 		}
 	}
 	if want != nil {
-		if d := cmp.Diff(want, workspaceOf(r.ws)); d != "" {
+		got := workspaceOf(r.ws)
+		if !strict() {
+			// A known fault: a kill between an atomic write's create and
+			// its rename leaves the temporary file (.NAME.tmp-XXXX) in the
+			// workspace; FABRO_CRASH_STRICT=1 counts it.
+			for name := range got {
+				if atomicTemp.MatchString(name) {
+					r.known = append(r.known, "KNOWN FAULT (an atomic write's temporary file left by the kill): "+name)
+					delete(got, name)
+				}
+			}
+		}
+		if d := cmp.Diff(want, got); d != "" {
 			add(invWorkspace, "the workspace differs from the run without a kill (-want +got):\n%s", d)
 		}
 	}

@@ -29,8 +29,8 @@ var errNoUnfinished = errors.New("no unfinished prompt on record")
 // continueUnfinished resumes a session on record and continues its
 // unfinished prompt, in the background, under the same prompt id: its
 // watchers (reconnecting to any replica) find its events in the stream.
-// errNoUnfinished when the record names none, or names a closed session
-// or a subagent (its parent's prompt spawns again).
+// A subagent's prompt is ended instead (endUnfinished). errNoUnfinished
+// when the record names none, or names a closed session.
 func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	rec, _, err := s.records.Get(ctx, id)
 	if err != nil {
@@ -38,8 +38,11 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	}
 	info := rec.GetSession()
 	promptID := rec.GetUnfinishedPromptId()
-	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || promptID == "" || info.GetParentSessionId() != "" {
+	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || promptID == "" {
 		return errNoUnfinished
+	}
+	if info.GetParentSessionId() != "" {
+		return s.endUnfinished(ctx, rec)
 	}
 	s.mu.Lock()
 	if s.resuming == nil {
@@ -52,14 +55,7 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 		delete(s.resuming, id)
 		s.mu.Unlock()
 	}()
-	// The resumed prompt acts for the session's creator.
-	if p, ok := auth.ParsePrincipal(info.GetPrincipal()); ok {
-		ctx = auth.WithPrincipal(ctx, p)
-	}
-	if _, err := s.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: id}); err != nil {
-		return err
-	}
-	sess, err := s.lookup(ctx, id)
+	ctx, sess, err := s.loadRecorded(ctx, rec)
 	if err != nil {
 		return err
 	}
@@ -73,6 +69,62 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	}
 	go s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Resume(ctx, promptID, r)
+	})
+	return nil
+}
+
+// loadRecorded resumes the session on record and returns it, with a context that
+// acts for the session's creator (as its continued prompt does).
+func (s *Service) loadRecorded(ctx context.Context, rec *agentv1.SessionRecord) (context.Context, *session, error) {
+	if p, ok := auth.ParsePrincipal(rec.GetSession().GetPrincipal()); ok {
+		ctx = auth.WithPrincipal(ctx, p)
+	}
+	id := rec.GetSession().GetSessionId()
+	if _, err := s.ResumeSession(ctx, &agentv1.ResumeSessionRequest{SessionId: id}); err != nil {
+		return ctx, nil, err
+	}
+	sess, err := s.lookup(ctx, id)
+	return ctx, sess, err
+}
+
+// subagentRestarted is why a subagent's prompt ended at a restart.
+const subagentRestarted = "the agent's process restarted while this subagent ran; its prompt was ended, not continued " +
+	"(its parent's prompt goes on and may start it again)"
+
+// endUnfinished closes out a subagent whose process died mid-prompt: the
+// parent's prompt, continued from its checkpoint, runs its wait (or its
+// spawn_agent) again, and finds the subagent ended. Continuing the
+// subagent as well would run its task twice when the parent's turn that
+// spawned it runs again. The session is loaded (on a cluster, under its
+// lease: one replica does it), the calls it left running complete as
+// INTERRUPTED, its prompt_completed says it was CANCELLED by the restart,
+// and the session is closed; its record then names no unfinished prompt,
+// so it is never done twice. A prompt that died before its prompt_started
+// gets none.
+func (s *Service) endUnfinished(ctx context.Context, rec *agentv1.SessionRecord) error {
+	promptID := rec.GetUnfinishedPromptId()
+	ctx, sess, err := s.loadRecorded(ctx, rec)
+	if err != nil {
+		return err
+	}
+	defer sess.end(context.WithoutCancel(ctx), agentv1.SessionEndReason_SESSION_END_REASON_ERROR,
+		&agentv1.AgentError{Kind: agentv1.AgentErrorKind_AGENT_ERROR_KIND_INTERRUPTED, Message: subagentRestarted})
+	r, err := s.resumption(ctx, sess, rec)
+	switch {
+	case errors.Is(err, errNoUnfinished):
+		return nil // never announced: nothing to close out but the session
+	case err != nil:
+		// Loaded, it is this process's to close now (a retry would find
+		// it loaded): its prompt still gets its end, its calls are unknown.
+		s.logger.WarnContext(ctx, "end a subagent's unfinished prompt without its log", "session_id", sess.info.GetSessionId(), "error", err)
+		r.Interrupted = nil
+	}
+	done, err := s.startPromptAt(sess, promptID, r.Turn)
+	if err != nil {
+		return err
+	}
+	s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
+		return sess.agent.Abandon(ctx, promptID, r, subagentRestarted)
 	})
 	return nil
 }
@@ -157,14 +209,21 @@ func (s *Service) resumeOnStart() {
 	go func() {
 		defer s.reaper.Done()
 		defer cancel()
-		var ids []string
+		// Subagents first: a parent's continued prompt then finds them
+		// ended when it waits for them again.
+		var subagents, roots []string
 		_ = s.scanRecords(ctx, func(rec *agentv1.SessionRecord) bool {
-			if rec.GetUnfinishedPromptId() != "" && rec.GetSession().GetParentSessionId() == "" &&
-				rec.GetSession().GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
-				ids = append(ids, rec.GetSession().GetSessionId())
+			if rec.GetUnfinishedPromptId() == "" || rec.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED {
+				return true
+			}
+			if rec.GetSession().GetParentSessionId() != "" {
+				subagents = append(subagents, rec.GetSession().GetSessionId())
+			} else {
+				roots = append(roots, rec.GetSession().GetSessionId())
 			}
 			return true
 		})
+		ids := append(subagents, roots...)
 		if len(ids) == 0 {
 			return
 		}

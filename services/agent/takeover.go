@@ -135,14 +135,14 @@ func (r *replica) sweep(ctx context.Context) {
 	}
 }
 
-// ownerless lists the root sessions on record with an unfinished prompt
-// that no replica holds a lease on (nor serves here).
+// ownerless lists the sessions on record with an unfinished prompt that
+// no replica holds a lease on (nor serves here): a root's prompt is
+// continued, a subagent's ended (endUnfinished).
 func (r *replica) ownerless(ctx context.Context) []string {
 	var ids []string
 	err := r.svc.scanRecords(ctx, func(rec *agentv1.SessionRecord) bool {
 		id := rec.GetSession().GetSessionId()
-		if rec.GetUnfinishedPromptId() == "" || rec.GetSession().GetParentSessionId() != "" ||
-			rec.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || r.svc.isLoaded(id) {
+		if rec.GetUnfinishedPromptId() == "" || rec.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || r.svc.isLoaded(id) {
 			return true
 		}
 		if _, err := r.leaseOf(ctx, id); errors.Is(err, cluster.ErrNotFound) {

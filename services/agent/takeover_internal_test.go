@@ -113,8 +113,8 @@ func TestSpawnTakeOverOnce(t *testing.T) {
 	})
 }
 
-// The sweep finds the root sessions with an unfinished prompt that no
-// replica holds, and nothing else.
+// The sweep finds the sessions with an unfinished prompt that no replica
+// holds (a subagent's too: its prompt is ended), and nothing else.
 func TestOwnerless(t *testing.T) {
 	store := fileRecords(t)
 	type rec struct {
@@ -145,7 +145,7 @@ func TestOwnerless(t *testing.T) {
 	}
 	got := r.ownerless(t.Context())
 	slices.Sort(got)
-	if want := []string{"s_ownerless", "s_ownerless2"}; !slices.Equal(got, want) {
+	if want := []string{"s_child", "s_ownerless", "s_ownerless2"}; !slices.Equal(got, want) {
 		t.Errorf("ownerless = %v, want %v", got, want)
 	}
 }

@@ -137,17 +137,58 @@ func (a *Agent) prompt(ctx context.Context, promptID, text string, continuation 
 // tool_call_started has its completion and a replayed turn's partial
 // output is void, and makes the turns count on from the checkpoint's.
 func (a *Agent) resumed(ps *promptState, r *Resumption) {
-	for _, c := range r.Interrupted {
-		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_ToolCallCompleted{ToolCallCompleted: &agentv1.ToolCallCompleted{
-			ToolName: c.GetToolName(), ToolCallId: c.GetToolCallId(), Output: InterruptedOutput, IsError: true,
-			ErrorKind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_INTERRUPTED, Duration: durationpb.New(0)}}})
-	}
+	a.interruptCalls(ps.id, r.Interrupted, InterruptedOutput)
 	turn := max(r.Turn, 1)
 	if r.Output {
 		a.event(ps.id, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_AssistantOutputReplace{AssistantOutputReplace: &agentv1.AssistantOutputReplace{
 			Turn: turn, Attempt: 2}}})
 	}
 	ps.turns = turn - 1
+}
+
+// interruptCalls completes, with the INTERRUPTED error kind, the calls an
+// earlier incarnation left running.
+func (a *Agent) interruptCalls(promptID string, calls []*agentv1.ToolCallStarted, output string) {
+	for _, c := range calls {
+		a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_ToolCallCompleted{ToolCallCompleted: &agentv1.ToolCallCompleted{
+			ToolName: c.GetToolName(), ToolCallId: c.GetToolCallId(), Output: output, IsError: true,
+			ErrorKind: agentv1.ToolErrorKind_TOOL_ERROR_KIND_INTERRUPTED, Duration: durationpb.New(0)}}})
+	}
+}
+
+// AbandonedOutput is the result of a tool call that was running when the
+// agent's process died, in a prompt that is ended rather than continued.
+const AbandonedOutput = "interrupted: the agent stopped while this call ran (it may have run in part); the prompt was ended, not continued"
+
+// Abandon ends, without running it further, a prompt an earlier
+// incarnation started and left unfinished (a subagent's, whose parent's
+// prompt goes on without it): the calls it left running complete with
+// the INTERRUPTED error kind, and its prompt_completed says it was
+// CANCELLED, with why. ErrBusy when a prompt runs.
+func (a *Agent) Abandon(ctx context.Context, promptID string, r Resumption, why string) (*agentv1.PromptReport, error) {
+	a.mu.Lock()
+	if a.run != nil {
+		a.mu.Unlock()
+		return nil, ErrBusy
+	}
+	// It holds the run while it emits, so no prompt starts meanwhile.
+	a.run = &run{id: promptID, cancel: func(error) {}, wake: make(chan struct{}, 1)}
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.run = nil
+		a.mu.Unlock()
+	}()
+	ps := &promptState{id: promptID, start: a.opts.Now(), usage: &llmv1.Usage{}, cost: &llmv1.Cost{}, files: map[string]bool{}, turns: max(r.Turn, 1) - 1}
+	a.interruptCalls(promptID, r.Interrupted, AbandonedOutput)
+	report := &agentv1.PromptReport{Status: agentv1.PromptStatus_PROMPT_STATUS_CANCELLED,
+		Error: &agentv1.AgentError{Kind: agentv1.AgentErrorKind_AGENT_ERROR_KIND_INTERRUPTED, Message: why}}
+	a.finishReport(ps, report)
+	if a.opts.PromptEnd != nil {
+		a.opts.PromptEnd(context.WithoutCancel(ctx), promptID, report)
+	}
+	a.event(promptID, &agentv1.AgentEvent{Event: &agentv1.AgentEvent_PromptCompleted{PromptCompleted: &agentv1.PromptCompleted{Report: report}}})
+	return report, nil
 }
 
 func (a *Agent) finishReport(ps *promptState, r *agentv1.PromptReport) {
