@@ -328,7 +328,9 @@ func owner(t *testing.T, c compose, sid string) string {
 	who, at := "agent1", ""
 	for _, svc := range []string{"agent1", "agent2"} {
 		for _, line := range strings.Split(c.run("logs", "--no-color", svc), "\n") {
-			if !strings.Contains(line, "took over a running session") || !strings.Contains(line, sid) {
+			// The latest replica to claim the session's lease; a move on a
+			// NATS cut claims it through a resume, not a takeover.
+			if !strings.Contains(line, "this replica serves the session") && !strings.Contains(line, "took over a running session") || !strings.Contains(line, sid) {
 				continue
 			}
 			_, js, _ := strings.Cut(line, "{")

@@ -200,6 +200,9 @@ func (s *Service) claim(ctx context.Context, sessionID string, recorded uint64) 
 		s.release(ctx, sessionID)
 		return 0, domain.New(codes.Unavailable, reasonNATSUnavailable, err.Error(), grpcerr.RetryAfter(time.Second))
 	}
+	// Which replica serves a session, for an operator reading the logs:
+	// created, resumed, or taken over (a takeover also logs its own line).
+	s.logger.InfoContext(ctx, "this replica serves the session", "session_id", sessionID, "replica_id", s.replica.id)
 	return max(last, recorded), nil
 }
 
