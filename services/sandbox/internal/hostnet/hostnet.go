@@ -34,7 +34,7 @@ func Block(netns *os.File, also ...*net.IPNet) error {
 		// Neither slirp4netns (without --enable-ipv6) nor the sandboxes'
 		// Docker bridge route IPv6 to the host.
 		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
-			fmt.Fprintf(&batch, "route add unreachable %s/32\n", ipn.IP.To4())
+			fmt.Fprintf(&batch, "route replace unreachable %s/32\n", ipn.IP.To4())
 		}
 	}
 	for _, n := range also {
@@ -46,7 +46,7 @@ func Block(netns *os.File, also ...*net.IPNet) error {
 		lo := n.IP.To4().Mask(n.Mask)
 		hi := slices.Clone(lo)
 		hi[ones/8] |= 0x80 >> (ones % 8)
-		fmt.Fprintf(&batch, "route add unreachable %s\nroute add unreachable %s\n", &net.IPNet{IP: lo, Mask: half}, &net.IPNet{IP: hi, Mask: half})
+		fmt.Fprintf(&batch, "route replace unreachable %s\nroute replace unreachable %s\n", &net.IPNet{IP: lo, Mask: half}, &net.IPNet{IP: hi, Mask: half})
 	}
 	if batch.Len() == 0 {
 		return nil
