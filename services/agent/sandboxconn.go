@@ -38,7 +38,9 @@ func sandboxRetryable(method string) bool {
 // be reached now: only the first ends the session; the second fails the
 // prompt, and the session waits to be prompted again.
 func (s *Service) sandboxGone(ctx context.Context, sandboxID string) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// Generous: an answer too late reads as "cannot be reached", which
+	// leaves open a session whose sandbox is gone.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	_, err := s.sandbox.GetSandbox(ctx, &sandboxv1.GetSandboxRequest{SandboxId: sandboxID})
 	return status.Code(err) == codes.NotFound
