@@ -376,6 +376,24 @@ func (d *Driver) createContainer(ctx context.Context, p plan, spec driver.Spec) 
 // rest of the bridge's network, the other sandboxes' containers. That takes
 // root on the engine's own host; elsewhere it is not done (docs/SECURITY.md).
 func (d *Driver) blockHost(ctx context.Context, name string) error {
+	// A container just started may not show its init yet, and the engine
+	// changes bridges for other containers meanwhile: a failed attempt is
+	// tried again a few times before the sandbox is refused.
+	var err error
+	for attempt := range 4 {
+		if err = d.blockHostOnce(ctx, name); err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (d *Driver) blockHostOnce(ctx context.Context, name string) error {
 	if os.Geteuid() != 0 || !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
 		return nil
 	}
