@@ -23,7 +23,9 @@ func open(t *testing.T, cfg Config) *Bus {
 
 func replay(t *testing.T, b *Bus, id string, to uint64) []*agentv1.AgentEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	// Generous: right after a NATS restart a loaded machine takes seconds
+	// before JetStream answers a consumer's creation.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var evs []*agentv1.AgentEvent
 	if err := b.Replay(ctx, id, 1, to, func(ev *agentv1.AgentEvent) error {

@@ -355,8 +355,12 @@ func TestNodeLoss(t *testing.T) {
 	// replay's consumer meanwhile has no responder).
 	e.nodes.WaitReady()
 	natstest.Eventually(t, 30*time.Second, func() bool { return e.nodes.StreamLeader(bus.StreamName) >= 0 }, "a new stream leader")
+	// Each step has its own deadline: on a loaded machine the flush and
+	// the election can use most of one shared minute.
+	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer rcancel()
 	var seqs []uint64
-	if err := e.bus.Replay(fctx, "s_n", 1, n, func(ev *agentv1.AgentEvent) error {
+	if err := e.bus.Replay(rctx, "s_n", 1, n, func(ev *agentv1.AgentEvent) error {
 		seqs = append(seqs, ev.GetSequence())
 		if ev.GetTextDelta().GetDelta() != fmt.Sprint(ev.GetSequence()) {
 			return fmt.Errorf("event %d carries %q", ev.GetSequence(), ev.GetTextDelta().GetDelta())
@@ -372,13 +376,13 @@ func TestNodeLoss(t *testing.T) {
 	if diff := cmp.Diff(want, seqs); diff != "" {
 		t.Fatalf("stream sequences (-want +got):\n%s", diff)
 	}
-	if last, err := e.bus.LastSequence(fctx, "s_n"); err != nil || last != n {
+	if last, err := e.bus.LastSequence(rctx, "s_n"); err != nil || last != n {
 		t.Fatalf("LastSequence: %d, %v; want %d", last, err, n)
 	}
-	if _, err := e.store.Records().Put(fctx, record("s_n", "after"), 0); err != nil {
+	if _, err := e.store.Records().Put(rctx, record("s_n", "after"), 0); err != nil {
 		t.Fatalf("record write with a node down: %v", err)
 	}
-	if _, err := e.store.Leases().Acquire(fctx, "s_n", "replica-a", "a:1"); err != nil {
+	if _, err := e.store.Leases().Acquire(rctx, "s_n", "replica-a", "a:1"); err != nil {
 		t.Fatalf("lease with a node down: %v", err)
 	}
 }
