@@ -132,22 +132,22 @@ func promptText(args []string, stdin io.Reader) (string, error) {
 // execResult is the object --output-format json prints at the end, and
 // the last line of stream-json (type "result").
 type execResult struct {
-	Version      int              `json:"version"`
-	Type         string           `json:"type"` // "result"
-	SessionID    string           `json:"session_id"`
-	PromptID     string           `json:"prompt_id,omitempty"`
-	Status       string           `json:"status"` // the PromptStatus without its prefix, or BUDGET_EXCEEDED
-	ExitCode     int              `json:"exit_code"`
-	Result       string           `json:"result"` // the answer's text
-	Error        string           `json:"error,omitempty"`
-	Turns        int32            `json:"turns"`
-	ToolCalls    int32            `json:"tool_calls"`
-	DurationMS   int64            `json:"duration_ms"`
-	Usage        json.RawMessage  `json:"usage"`
-	CostUSD      float64          `json:"cost_usd"`
-	MaxCostUSD   float64          `json:"max_cost_usd,omitempty"`
-	FilesTouched []string         `json:"files_touched"`
-	Model        string           `json:"model,omitempty"`
+	Version      int             `json:"version"`
+	Type         string          `json:"type"` // "result"
+	SessionID    string          `json:"session_id"`
+	PromptID     string          `json:"prompt_id,omitempty"`
+	Status       string          `json:"status"` // the PromptStatus without its prefix, or BUDGET_EXCEEDED
+	ExitCode     int             `json:"exit_code"`
+	Result       string          `json:"result"` // the answer's text
+	Error        string          `json:"error,omitempty"`
+	Turns        int32           `json:"turns"`
+	ToolCalls    int32           `json:"tool_calls"`
+	DurationMS   int64           `json:"duration_ms"`
+	Usage        json.RawMessage `json:"usage"`
+	CostUSD      float64         `json:"cost_usd"`
+	MaxCostUSD   float64         `json:"max_cost_usd,omitempty"`
+	FilesTouched []string        `json:"files_touched"`
+	Model        string          `json:"model,omitempty"`
 }
 
 // newExecResult builds the result of a prompt's report.
