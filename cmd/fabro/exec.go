@@ -492,7 +492,7 @@ func (w *watcher) handle(ctx, streamCtx context.Context, ev *agentv1.AgentEvent)
 	if w.maxCostMicros > 0 {
 		w.checkBudget(streamCtx, ev)
 	}
-	if w.format != formatText {
+	if w.format == formatJSON || w.format == formatStreamJSON { // "" (sessions resume) is text
 		return w.handleMachine(ctx, streamCtx, ev, own)
 	}
 	out, errOut := w.e.stdout, w.e.stderr

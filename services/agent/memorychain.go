@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -37,46 +36,39 @@ const maxMemoryDepth = 16
 func (s *Service) ancestorMemory(ctx context.Context, sandboxID string, names []string) []memoryEntry {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	run := func(cmd string) ([]byte, bool) {
-		resp, err := s.sandbox.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sandboxID, Spec: &sandboxv1.ExecSpec{Command: cmd, Timeout: durationpb.New(5 * time.Second)}})
-		if err != nil || resp.GetResult().GetExitCode() != 0 {
-			return nil, false
-		}
-		return resp.GetResult().GetStdout(), true
+	// One command, with no more processes than the shell's own: find the
+	// nearest directory up holding .git (by the shell, not git: git refuses
+	// a repository another user owns, and the sandbox's user often is
+	// another; an image may lack git), then print each file from the root
+	// down, framed by its path and size ("-" when it is missing), then at
+	// most memoryBudget+1 of its bytes. No root above: no output.
+	var words strings.Builder
+	for _, n := range names {
+		words.WriteString(" " + shellQuote(n))
 	}
-	// The root is the nearest directory up holding .git, found by the
-	// shell rather than git: git refuses a repository another user owns
-	// (the sandbox's user often is another), and an image may lack it.
-	out, ok := run(`w=$(pwd -P); d=$w; while :; do if [ -e "$d/.git" ]; then printf '%s\n%s\n' "$d" "$w"; exit 0; fi; [ "$d" = / ] && exit 1; d=$(dirname "$d"); done`)
-	if !ok {
+	script := `w=$(pwd -P); d=$w; up=
+while [ ! -e "$d/.git" ]; do [ -z "$d" ] || [ "$d" = / ] && exit 0; d=${d%/*}; up="../$up"; done
+[ -z "$d" ] && d=/
+n=0
+while [ -n "$up" ] && [ $n -lt ` + strconv.Itoa(maxMemoryDepth) + ` ]; do
+  for f in` + words.String() + `; do
+    p=$up$f; printf '%s\n' "$p"
+    if [ -f "$p" ] && [ -r "$p" ]; then wc -c < "$p" | tr -d ' '; head -c ` + strconv.Itoa(memoryBudget+1) + ` "$p"; else echo -; fi
+  done
+  up=${up#../}; n=$((n+1))
+done`
+	resp, err := s.sandbox.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sandboxID, Spec: &sandboxv1.ExecSpec{Command: script, Timeout: durationpb.New(5 * time.Second)}})
+	if err != nil || resp.GetResult().GetExitCode() != 0 {
 		return nil
 	}
-	root, wd, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	rel := strings.Trim(strings.TrimPrefix(wd, root), "/")
-	if rel == "" || !strings.HasPrefix(wd, root) {
-		return nil // the working directory is the root
-	}
-	depth := min(len(strings.Split(rel, "/")), maxMemoryDepth)
-	var paths []string
-	for up := depth; up >= 1; up-- {
-		for _, n := range names {
-			paths = append(paths, strings.Repeat("../", up)+n)
-		}
-	}
-	// One command for every file: each is framed by its size on a line
-	// ("-" when there is none), then at most memoryBudget+1 of its bytes.
-	var script strings.Builder
-	for _, p := range paths {
-		q := "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
-		fmt.Fprintf(&script, `if [ -f %s ] && [ -r %s ]; then wc -c < %s | tr -d ' '; head -c %d %s; else echo -; fi; `, q, q, q, memoryBudget+1, q)
-	}
-	out, ok = run(script.String())
-	if !ok {
-		return nil
-	}
+	out := resp.GetResult().GetStdout()
 	var entries []memoryEntry
-	for _, p := range paths {
-		line, rest, found := bytes.Cut(out, []byte("\n"))
+	for len(out) > 0 {
+		p, rest, found := bytes.Cut(out, []byte("\n"))
+		if !found {
+			break
+		}
+		line, rest, found := bytes.Cut(rest, []byte("\n"))
 		if !found {
 			break
 		}
@@ -92,8 +84,11 @@ func (s *Service) ancestorMemory(ctx context.Context, sandboxID string, names []
 		if int64(len(out)) < n {
 			break
 		}
-		entries = append(entries, memoryEntry{path: p, data: out[:n:n], size: size})
+		entries = append(entries, memoryEntry{path: string(p), data: out[:n:n], size: size})
 		out = out[n:]
 	}
 	return entries
 }
+
+// shellQuote is s as one POSIX shell word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
