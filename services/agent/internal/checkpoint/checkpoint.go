@@ -10,6 +10,12 @@
 // .git, if any, is never touched: the shadow repository has its own
 // GIT_DIR and index, and honours the workspace's .gitignore files (build
 // output and dependencies are not checkpointed).
+//
+// It needs git where the runner runs: the docker driver's base image
+// (fabro/sandbox-base) has none yet, so there a Record fails with git's
+// "not found" until the image gains it. The package is not wired into the
+// agent's turns or RPCs yet (see the issue: ListCheckpoints,
+// DiffCheckpoint, RestoreCheckpoint, checkpoint_created/restored).
 package checkpoint
 
 import (
