@@ -448,5 +448,6 @@ Exit codes:
   0    done
   1    the command failed (or the prompt did: an error, its turn limit)
   2    usage: an unknown command or flag, a missing argument, a bad config file
+  3    fabro exec --max-cost: the prompt stopped at its budget
   130  interrupted (Ctrl-C), or the prompt was cancelled
 `

@@ -31,6 +31,9 @@ type fileConfig struct {
 	Model       *string `toml:"model"`
 	Sandbox     *string `toml:"sandbox"`
 	Permissions *string `toml:"permissions"`
+	// Profiles are named sections, [profile.NAME], of the same keys;
+	// --profile NAME applies one over the top level.
+	Profiles map[string]*fileConfig `toml:"profile"`
 }
 
 func (f *fileConfig) values() map[string]*string {
@@ -95,14 +98,39 @@ func applyDefaults(fs *flag.FlagSet, e env) error {
 	if path == "" {
 		path, explicit = defaultConfigFile(e.lookupEnv), false
 	}
+	profile := ""
+	if pf := fs.Lookup("profile"); pf != nil {
+		profile = pf.Value.String()
+	}
+	if path == "" && profile != "" {
+		return fmt.Errorf("--profile %q: no config file (set $HOME, $XDG_CONFIG_HOME or --config)", profile)
+	}
 	if path == "" {
 		return nil
 	}
 	cfg, err := readConfig(path, explicit)
+	if err == nil && cfg == nil && profile != "" {
+		return fmt.Errorf("--profile %q: no config file %s", profile, path)
+	}
 	if err != nil || cfg == nil {
 		return err
 	}
 	values := cfg.values()
+	if profile != "" {
+		name := profile
+		p := cfg.Profiles[name]
+		if p == nil {
+			return fmt.Errorf("--profile %q: %s has no [profile.%s] section", name, path, name)
+		}
+		if len(p.Profiles) > 0 {
+			return fmt.Errorf("%s: [profile.%s] may not hold profiles of its own", path, name)
+		}
+		for k, v := range p.values() {
+			if v != nil {
+				values[k] = v
+			}
+		}
+	}
 	for _, k := range configKeys {
 		v := values[k.key]
 		if v == nil || set[k.flag] || fs.Lookup(k.flag) == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +30,7 @@ import (
 // execCommand is `fabro exec`.
 func execCommand() *command {
 	return &command{
-		name: "exec", args: `"PROMPT"`, summary: "run an agent on a directory, non-interactively",
+		name: "exec", args: `["PROMPT"]`, summary: "run an agent on a directory, non-interactively",
 		long: `Runs one prompt with an agent working in --dir (default: the current
 directory) and prints its stream: the answer as it arrives, each tool call
 with its status. The session id is printed to stderr at the start and at
@@ -42,12 +43,21 @@ twice. Without one, every service runs in this process on the same data
 directory's vault (the keys stored with ` + "`fabro secret set`" + `), else the
 provider's environment variable (ANTHROPIC_API_KEY ...).
 
+The prompt is read from stdin when it is "-" or stdin is not a terminal
+(after the argument, when there is one). --output-format json prints one
+result object at the end, stream-json every event as a JSON line and then
+the result (docs/CLI.md). --resume ID and --continue (the latest session
+started in this directory) go on with an earlier session; --max-cost stops
+the prompt before a turn would pass the budget (exit 3).
+
 A tool call that needs approval is asked on the terminal; without one it
 is denied. Ctrl-C aborts the prompt (exit 130).`,
 		examples: `  fabro exec "add a test for the parser"
   fabro exec --permissions full --sandbox docker "run the tests and fix what fails"
   fabro exec --server 127.0.0.1:7700 --model anthropic/claude-sonnet-4.5 "explain main.go"
-  ANTHROPIC_API_KEY=sk-... fabro exec --permissions read-only "summarize the README"`,
+  ANTHROPIC_API_KEY=sk-... fabro exec --permissions read-only "summarize the README"
+  git diff | fabro exec --output-format json "review this diff" | jq -r .result
+  fabro exec --continue --max-cost 0.50 "now fix what you found"`,
 		define: execFlags,
 	}
 }
@@ -60,6 +70,11 @@ type execOptions struct {
 	settingsFile                      string
 	reattach                          time.Duration
 	cf                                clientFlags
+	format                            outputFormat
+	maxCost                           usdFlag
+	resume, profile                   string
+	cont                              bool
+	subagents                         int
 }
 
 func execFlags(fs *flag.FlagSet, e env) runner {
@@ -76,17 +91,31 @@ func execFlags(fs *flag.FlagSet, e env) runner {
 	fs.Lookup("data-dir").Usage = "data directory of the in-process stack (or of the local fabro serve, for its admin token)"
 	fs.StringVar(&o.settingsFile, "settings", defaultSettingsFile(e.lookupEnv), "your tool settings file (permission rules, hooks, MCP servers, trusted project settings); missing: none")
 	fs.DurationVar(&o.reattach, "reattach-timeout", time.Minute, "how long to keep trying to reattach to the server after the connection drops")
+	o.format = formatText
+	fs.Var(&o.format, "output-format", "what stdout gets: text (the answer and tool calls, for people), json (one object at the end: result, status, usage, cost, session id, turns, duration) or stream-json (one JSON line per event, then the result; schema in docs/CLI.md)")
+	fs.Var(&o.maxCost, "max-cost", "most US dollars the prompt may cost: it stops (status BUDGET_EXCEEDED, exit 3) before a turn that would go past it (0: no limit)")
+	fs.StringVar(&o.resume, "resume", "", "run the prompt on this session (one of an earlier fabro exec) instead of a new one")
+	fs.BoolVar(&o.cont, "continue", false, "run the prompt on the latest session fabro exec started in this directory (on this --server, or in process)")
+	fs.StringVar(&o.profile, "profile", "", "the config file's [profile.NAME] section to apply over its top-level keys")
+	fs.IntVar(&o.subagents, "subagents", 0, "offer the model subagents, at most N open at once besides the session itself (0: none)")
 	return func(ctx context.Context, args []string) error {
-		if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
-			return usagef(`exec takes one prompt: fabro exec [flags] "PROMPT"`)
-		}
 		if _, err := permissionLevel(o.perms); err != nil {
 			return err
 		}
 		if o.maxTurns < 0 {
 			return usagef("--max-turns must not be negative")
 		}
-		return exitCode(o.run(ctx, args[0], e))
+		if o.subagents < 0 {
+			return usagef("--subagents must not be negative")
+		}
+		if o.resume != "" && o.cont {
+			return usagef("give --resume ID or --continue, not both")
+		}
+		prompt, err := promptText(args, e.stdin)
+		if err != nil {
+			return err
+		}
+		return exitCode(o.run(ctx, prompt, e))
 	}
 }
 
@@ -185,6 +214,10 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 		n := int32(o.maxTurns)
 		opts.MaxTurns = &n
 	}
+	if o.subagents > 0 {
+		n := int32(min(o.subagents, 1<<20) + 1) // the root is one of the open sessions
+		opts.Subagents = &agentv1.SubagentOptions{Enabled: true, MaxOpenSessions: &n}
+	}
 	// In process, the agent reads your file as its operator's (host-side
 	// hooks and MCP servers included). A remote agent gets its rules and
 	// sandbox-side parts on CreateSession; it refuses host-side ones.
@@ -200,31 +233,69 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 			fmt.Fprintln(e.stderr, "warning:", w)
 		}
 	}
-	created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
-		Model:           o.model,
-		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(o.sandboxDriver, dir)},
-		PermissionLevel: level,
-		Options:         opts,
-		Settings:        toolSettings,
-
-		ApprovedProjectSettingsSha256: approvedProject,
-	})
-	if err != nil {
-		fmt.Fprintln(e.stderr, "fabro:", missingKeyHint(explainErr(err), credentialsOf(err), remote))
-		return exitFailure
+	last := newLastSessions(o.cf.dataDir)
+	resumeID := o.resume
+	if o.cont {
+		if resumeID, err = last.latest(o.cf.server, dir); err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", err)
+			return exitFailure
+		}
 	}
-	id := created.GetSession().GetSessionId()
+	var session *agentv1.Session
+	if resumeID != "" {
+		// The session's own sandbox went with it when it closed: it
+		// continues on this directory, as a new exec would start.
+		req := &agentv1.ResumeSessionRequest{SessionId: resumeID, Model: o.model,
+			Sandbox: &agentv1.ResumeSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(o.sandboxDriver, dir)}}
+		if o.maxTurns > 0 || o.subagents > 0 {
+			req.Options = opts
+		}
+		resumed, err := client.ResumeSession(streamCtx, req)
+		if err != nil {
+			fmt.Fprintln(e.stderr, "fabro: resume session "+resumeID+":", explainErr(err))
+			return exitFailure
+		}
+		session = resumed.GetSession()
+	} else {
+		created, err := client.CreateSession(streamCtx, &agentv1.CreateSessionRequest{
+			Model:           o.model,
+			Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: sandboxSpec(o.sandboxDriver, dir)},
+			PermissionLevel: level,
+			Options:         opts,
+			Settings:        toolSettings,
+
+			ApprovedProjectSettingsSha256: approvedProject,
+		})
+		if err != nil {
+			fmt.Fprintln(e.stderr, "fabro:", missingKeyHint(explainErr(err), credentialsOf(err), remote))
+			return exitFailure
+		}
+		session = created.GetSession()
+	}
+	id := session.GetSessionId()
+	if err := last.record(o.cf.server, dir, id); err != nil {
+		fmt.Fprintln(e.stderr, "warning: --continue will not find this session:", err)
+	}
 	where := "in this process"
 	if remote {
 		where = "on " + o.cf.server
 	}
-	fmt.Fprintf(e.stderr, "session %s (%s)\n", id, where)
-	printSetupNotes(streamCtx, e, client, id, created.GetSession().GetLastSequence())
+	if resumeID != "" {
+		fmt.Fprintf(e.stderr, "session %s resumed (%s)\n", id, where)
+	} else {
+		fmt.Fprintf(e.stderr, "session %s (%s)\n", id, where)
+		var emit func(*agentv1.AgentEvent)
+		if o.format == formatStreamJSON {
+			emit = func(ev *agentv1.AgentEvent) { writeStreamLine(e, ev) }
+		}
+		printSetupNotes(streamCtx, e, client, id, session.GetLastSequence(), emit)
+	}
 	defer client.CloseSession(context.WithoutCancel(streamCtx), &agentv1.CloseSessionRequest{SessionId: id})
 	w := &watcher{
 		e: e, client: client, id: id, remote: remote, server: o.cf.server, reattach: o.reattach,
-		last:    map[string]uint64{id: created.GetSession().GetLastSequence()},
+		last:    map[string]uint64{id: session.GetLastSequence()},
 		explain: explainErr,
+		format:  o.format, maxCostMicros: o.maxCost.micros,
 	}
 	return w.prompt(ctx, streamCtx, &agentv1.PromptRequest{SessionId: id, Text: prompt})
 }
@@ -232,7 +303,8 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 // printSetupNotes prints what the session said while it was created (the
 // events before the prompt's): settings files or fields not used, MCP
 // servers or tools left out, other warnings. Nothing of that is silent.
-func printSetupNotes(ctx context.Context, e env, client agentv1.AgentServiceClient, id string, last uint64) {
+// With emit (stream-json), every setup event goes to it too.
+func printSetupNotes(ctx context.Context, e env, client agentv1.AgentServiceClient, id string, last uint64, emit func(*agentv1.AgentEvent)) {
 	stream, err := client.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: id, FromSequence: 1})
 	if err != nil {
 		fmt.Fprintln(e.stderr, "fabro: the session's setup events:", status.Convert(err).Message())
@@ -249,6 +321,9 @@ func printSetupNotes(ctx context.Context, e env, client agentv1.AgentServiceClie
 		ev := resp.GetEvent()
 		if ev.GetSequence() > last {
 			return
+		}
+		if emit != nil {
+			emit(ev)
 		}
 		if n := setupNote(ev); n != "" {
 			fmt.Fprintln(e.stderr, n)
@@ -290,6 +365,11 @@ type watcher struct {
 	midLine  bool // the cursor is after text on a line
 	turnText bool // text of the current model turn was printed
 	asker    *approvalAsker
+
+	format        outputFormat
+	maxCostMicros int64 // --max-cost; 0: none
+	spentMicros   int64 // what the prompt's turns cost so far, subagents' included
+	budgetStop    bool  // the prompt was aborted for --max-cost
 }
 
 // prompt starts the prompt and prints its events until its report, and
@@ -409,6 +489,12 @@ func (w *watcher) handle(ctx, streamCtx context.Context, ev *agentv1.AgentEvent)
 			return 0, false // another prompt's, replayed by StreamEvents
 		}
 	}
+	if w.maxCostMicros > 0 {
+		w.checkBudget(streamCtx, ev)
+	}
+	if w.format == formatJSON || w.format == formatStreamJSON { // "" (sessions resume) is text
+		return w.handleMachine(ctx, streamCtx, ev, own)
+	}
 	out, errOut := w.e.stdout, w.e.stderr
 	if ar := ev.GetApprovalRequested(); ar != nil && own {
 		w.endLine()
@@ -458,7 +544,8 @@ func (w *watcher) handle(ctx, streamCtx context.Context, ev *agentv1.AgentEvent)
 		c := ev.GetToolCallCompleted()
 		w.endLine()
 		if c.GetIsError() {
-			fmt.Fprintf(out, "  ✗ %s failed: %s\n", c.GetToolName(), clip(firstLine(c.GetOutput()), 200))
+			// Whole: the reason is often on its last line, not its first.
+			fmt.Fprintf(out, "  ✗ %s failed: %s\n", c.GetToolName(), strings.ReplaceAll(toolErrorText(c.GetOutput()), "\n", "\n    "))
 		} else {
 			fmt.Fprintf(out, "  ✓ %s done (%s)\n", c.GetToolName(), c.GetDuration().AsDuration().Round(1e6))
 		}
@@ -471,19 +558,103 @@ func (w *watcher) handle(ctx, streamCtx context.Context, ev *agentv1.AgentEvent)
 	case ev.GetPromptCompleted() != nil:
 		w.endLine()
 		rep := ev.GetPromptCompleted().GetReport()
-		fmt.Fprintf(errOut, "[%s: %d turns, %d tool calls, %d tokens in, %d out]\n", strings.TrimPrefix(rep.GetStatus().String(), "PROMPT_STATUS_"),
+		st, code := w.outcome(rep)
+		fmt.Fprintf(errOut, "[%s: %d turns, %d tool calls, %d tokens in, %d out]\n", st,
 			rep.GetTurns(), rep.GetToolCalls(), rep.GetUsage().GetInputTokens()+rep.GetUsage().GetCacheReadTokens(), rep.GetUsage().GetOutputTokens())
-		if m := rep.GetError().GetMessage(); m != "" && rep.GetStatus() != agentv1.PromptStatus_PROMPT_STATUS_COMPLETED {
-			fmt.Fprintln(errOut, "fabro:", missingKeyHint(m, rep.GetError().GetLlm().GetMissingCredentials(), w.remote))
-		}
+		w.printOutcomeError(rep, code)
 		w.printSession()
-		switch rep.GetStatus() {
-		case agentv1.PromptStatus_PROMPT_STATUS_COMPLETED:
-			return exitOK, true
-		case agentv1.PromptStatus_PROMPT_STATUS_CANCELLED:
-			return exitInterrupted, true
+		return code, true
+	}
+	return 0, false
+}
+
+// outcome is the status a prompt's report shows and exec's exit code.
+func (w *watcher) outcome(rep *agentv1.PromptReport) (string, int) {
+	st := strings.TrimPrefix(rep.GetStatus().String(), "PROMPT_STATUS_")
+	switch rep.GetStatus() {
+	case agentv1.PromptStatus_PROMPT_STATUS_COMPLETED:
+		return st, exitOK
+	case agentv1.PromptStatus_PROMPT_STATUS_CANCELLED:
+		if w.budgetStop {
+			return statusBudgetExceeded, exitBudget
 		}
-		return exitFailure, true
+		return st, exitInterrupted
+	}
+	return st, exitFailure
+}
+
+// printOutcomeError says on stderr why a prompt did not complete.
+func (w *watcher) printOutcomeError(rep *agentv1.PromptReport, code int) {
+	switch {
+	case code == exitBudget:
+		fmt.Fprintf(w.e.stderr, "fabro: stopped by --max-cost %s: the prompt cost $%.6f and its next turn would have gone past the limit\n",
+			(&usdFlag{w.maxCostMicros}).String(), float64(w.spentMicros)/1e6)
+	case rep.GetError().GetMessage() != "" && code != exitOK:
+		fmt.Fprintln(w.e.stderr, "fabro:", missingKeyHint(rep.GetError().GetMessage(), rep.GetError().GetLlm().GetMissingCredentials(), w.remote))
+	}
+}
+
+// checkBudget adds each model turn's cost (a subagent's too) and aborts
+// the prompt when the next turn, if it costs what this one did (a turn's
+// context only grows), would take it past --max-cost. A turn that asked
+// for no tool is the last: nothing follows it to stop.
+func (w *watcher) checkBudget(ctx context.Context, ev *agentv1.AgentEvent) {
+	am := ev.GetAssistantMessage()
+	if am == nil || w.budgetStop {
+		return
+	}
+	turn := am.GetCost().GetTotalUsdMicros()
+	w.spentMicros += turn
+	if am.GetToolCallCount() == 0 && ev.GetSessionId() == w.id {
+		return
+	}
+	if w.spentMicros+turn <= w.maxCostMicros {
+		return
+	}
+	w.budgetStop = true
+	reason := fmt.Sprintf("--max-cost %s: spent $%.6f, the next turn would exceed it", (&usdFlag{w.maxCostMicros}).String(), float64(w.spentMicros)/1e6)
+	if _, err := w.client.Abort(context.WithoutCancel(ctx), &agentv1.AbortRequest{SessionId: w.id, Reason: reason}); err != nil {
+		fmt.Fprintln(w.e.stderr, "fabro: stopping the prompt for --max-cost:", w.explain(err))
+	}
+}
+
+// handleMachine is handle for --output-format json and stream-json: stdout
+// gets JSON only (every event as a line for stream-json), then the result.
+func (w *watcher) handleMachine(ctx, streamCtx context.Context, ev *agentv1.AgentEvent, own bool) (int, bool) {
+	if w.format == formatStreamJSON {
+		writeStreamLine(w.e, ev)
+	}
+	if !own {
+		return 0, false
+	}
+	switch {
+	case ev.GetApprovalRequested() != nil:
+		req := w.asker.ask(ctx, ev.GetApprovalRequested())
+		req.SessionId = w.id
+		if _, err := w.client.Approve(streamCtx, req); err != nil {
+			fmt.Fprintln(w.e.stderr, "fabro: approve:", w.explain(err))
+		}
+	case ev.GetWarning() != nil:
+		fmt.Fprintf(w.e.stderr, "warning: %s\n", ev.GetWarning().GetMessage())
+	case ev.GetPromptCompleted() != nil:
+		rep := ev.GetPromptCompleted().GetReport()
+		st, code := w.outcome(rep)
+		res := newExecResult(w.id, rep, st, code, w.maxCostMicros)
+		var b []byte
+		var err error
+		if w.format == formatJSON {
+			b, err = json.MarshalIndent(res, "", "  ")
+		} else {
+			b, err = json.Marshal(res)
+		}
+		if err != nil {
+			fmt.Fprintln(w.e.stderr, "fabro: encoding the result:", err)
+			return exitFailure, true
+		}
+		w.e.stdout.Write(append(b, '\n'))
+		w.printOutcomeError(rep, code)
+		w.printSession()
+		return code, true
 	}
 	return 0, false
 }

@@ -307,7 +307,12 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	}
 	sess.extExtras = append(sess.extExtras, clientExtras...)
 	var memText string
-	sess.memory, memText = s.loadMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles())
+	var ancestors []memoryEntry
+	if len(requestedOpts.GetMemoryFiles()) == 0 {
+		// The default files apply from the repository's root down.
+		ancestors = s.ancestorMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles())
+	}
+	sess.memory, memText = s.loadMemory(ctx, sb.GetSandboxId(), opts.GetMemoryFiles(), ancestors)
 	var skipped []*agentv1.SkippedSkill
 	sess.skills, skipped = s.discoverSkills(ctx, sb.GetSandboxId(), opts.GetSkillDirs())
 	sess.system = systemPrompt(route, level, opts, sess.env, memText, skillsSection(sess.skills), now)

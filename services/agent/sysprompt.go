@@ -170,12 +170,11 @@ func (s *Service) probeEnvironment(ctx context.Context, sb *sandboxv1.Sandbox) *
 	return env
 }
 
-// loadMemory reads the memory files in order within the budget; files with
+// loadMemory reads the memory files in order, after those of the
+// directories above (ancestors, root first), within the budget; files with
 // identical content load once.
-func (s *Service) loadMemory(ctx context.Context, sandboxID string, paths []string) (*agentv1.Memory, string) {
-	mem := &agentv1.Memory{BudgetBytes: memoryBudget}
-	var text strings.Builder
-	var seen [][]byte
+func (s *Service) loadMemory(ctx context.Context, sandboxID string, paths []string, ancestors []memoryEntry) (*agentv1.Memory, string) {
+	entries := ancestors
 	for _, p := range paths {
 		data, size, err := s.readSandboxFile(ctx, sandboxID, p, memoryBudget+1)
 		if err != nil {
@@ -184,6 +183,13 @@ func (s *Service) loadMemory(ctx context.Context, sandboxID string, paths []stri
 			}
 			continue
 		}
+		entries = append(entries, memoryEntry{path: p, data: data, size: size})
+	}
+	mem := &agentv1.Memory{BudgetBytes: memoryBudget}
+	var text strings.Builder
+	var seen [][]byte
+	for _, e := range entries {
+		p, data, size := e.path, e.data, e.size
 		dup := false
 		for _, d := range seen {
 			dup = dup || bytes.Equal(d, data)
