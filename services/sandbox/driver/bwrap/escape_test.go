@@ -2,6 +2,7 @@ package bwrap_test
 
 import (
 	"crypto/rand"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -248,6 +249,22 @@ func TestLimits(t *testing.T) {
 		}
 		if res := run(t, sb, "x=$(head -c 1000000 /dev/zero | tr '\\0' a); echo ${#x}"); res.LimitHit != driver.LimitNone || string(res.Stdout) != "1000000\n" {
 			t.Errorf("a small command in the same sandbox: hit %d, %q %q", res.LimitHit, res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("disk", func(t *testing.T) {
+		if !caps.Disk {
+			t.Skip("the plugin cannot make disk images here (not root): it states it does not enforce disk limits")
+		}
+		sb := drivertest.DiskLimit(t, d, driver.Spec{Limits: driver.Limits{DiskBytes: 16 << 20}}, true)
+		dir := sb.Info().RootDirectory
+		if err := sb.Delete(context.WithoutCancel(t.Context())); err != nil {
+			t.Fatal(err)
+		}
+		if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), " "+dir+" ") {
+			t.Error("the workspace is still mounted after Delete")
+		}
+		if _, err := os.Stat(dir + ".disk.img"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the disk image is left after Delete: %v", err)
 		}
 	})
 	t.Run("processes", func(t *testing.T) {
