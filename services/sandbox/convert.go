@@ -132,3 +132,32 @@ func resultToProto(id string, r driver.ExecResult) *sandboxv1.ExecResult {
 	}
 	return out
 }
+
+// diskLimit applies the service's disk default and maximum. The default
+// is set only where the driver enforces a disk limit and the workspace is
+// managed (a directory of the caller's cannot be bounded), so it never
+// makes a create fail.
+func (s *Service) diskLimit(d driver.Driver, spec *sandboxv1.SandboxSpec, l driver.Limits) (driver.Limits, error) {
+	if max := s.security.DiskMax; max > 0 && l.DiskBytes > max {
+		return l, domain.InvalidField("spec.limits.disk_bytes", fmt.Sprintf("disk_bytes %d is over this service's maximum of %d", l.DiskBytes, max))
+	}
+	if l.DiskBytes > 0 || s.security.DiskDefault <= 0 || !d.Capabilities().Limits.Disk {
+		return l, nil
+	}
+	managed := true
+	switch d.Capabilities().Isolation {
+	case driver.IsolationContainer:
+		_, hostDir := spec.GetDriverOptions()["host_dir"]
+		managed = !hostDir
+	case driver.IsolationVM:
+	default:
+		managed = spec.GetWorkingDirectory() == ""
+	}
+	if managed {
+		l.DiskBytes = s.security.DiskDefault
+		if max := s.security.DiskMax; max > 0 {
+			l.DiskBytes = min(l.DiskBytes, max)
+		}
+	}
+	return l, nil
+}

@@ -1,8 +1,8 @@
 package bwrap_test
 
 import (
-	"crypto/rand"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"

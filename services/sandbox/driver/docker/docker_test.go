@@ -123,6 +123,26 @@ func TestLimits(t *testing.T) {
 			t.Errorf("after the hog: %q, limit %v", res.Stdout, res.LimitHit)
 		}
 	})
+	t.Run("disk", func(t *testing.T) {
+		root := t.TempDir()
+		d := newDriverAt(t, root, "fabro-test-"+t.Name())
+		if !d.Capabilities().Limits.Disk {
+			t.Skip("the driver states no disk limit here (not root, or the engine is not on this host)")
+		}
+		sb := drivertest.DiskLimit(t, d, driver.Spec{ID: "disk-" + suffix(), Limits: driver.Limits{DiskBytes: 16 << 20}}, true)
+		// Nothing else in the container is writable: the rootfs is
+		// read-only.
+		if res := sh(t, sb, "echo x > /usr/x; echo x > /var/x; echo x > /x; echo done"); string(res.Stdout) != "done\n" || strings.Count(string(res.Stderr), "Read-only file system") != 3 {
+			t.Errorf("writes outside the workspace and /tmp: %q %q; want each refused read-only", res.Stdout, res.Stderr)
+		}
+		if err := sb.Delete(context.WithoutCancel(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		left, _ := os.ReadDir(root)
+		if mi, _ := os.ReadFile("/proc/self/mountinfo"); len(left) != 0 || strings.Contains(string(mi), root+"/") {
+			t.Errorf("Delete left %v or a mount under %s", left, root)
+		}
+	})
 	t.Run("processes", func(t *testing.T) {
 		sb := drivertest.NewSandbox(t, d, driver.Spec{ID: "pids-" + suffix(), Limits: driver.Limits{Processes: 40}})
 		// A bounded storm: 200 sleepers at most, against a limit of 40.
