@@ -73,7 +73,8 @@ type Config struct {
 	// Bwrap is the bwrap binary; default "bwrap" in PATH, then /usr/bin.
 	Bwrap string
 	// Init is the binary run as the sandbox's init with [InitArg]; default
-	// this process's executable.
+	// [InitName] beside this process's executable when it is there and
+	// as trusted as the executable, else the executable itself.
 	Init string
 	// WorkspaceRoot is where managed workspaces are made; default the
 	// system's temporary directory.
@@ -139,7 +140,7 @@ func New(cfg Config) *Driver {
 		}
 	}
 	if cfg.Init == "" {
-		cfg.Init, _ = os.Executable()
+		cfg.Init = defaultInit()
 	}
 	if cfg.Slirp4netns == "" {
 		// The plugin's own PATH may be empty (the service passes none).
