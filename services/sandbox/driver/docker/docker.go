@@ -182,6 +182,7 @@ type plan struct {
 	id, name, image, workdir, hostDir string
 	managed                           bool
 	disk                              int64  // the managed workspace's disk image size; 0: none
+	netAllow                          bool   // the bridge, with the host's addresses routed away (blockHost)
 	user                              string // uid:gid of commands
 	uid, gid                          int
 }
@@ -288,6 +289,11 @@ func (d *Driver) plan(spec driver.Spec) (plan, error) {
 	if err := d.planDisk(&p, spec.Limits); err != nil {
 		return p, err
 	}
+	if p.netAllow = spec.Limits.Network == driver.NetworkAllow; p.netAllow && !spec.Limits.BestEffort {
+		if err := d.canBlock(); err != nil {
+			return p, fmt.Errorf("%w: network allow: %v; mark the limits best-effort to allow the network without it", driver.ErrLimitUnsupported, err)
+		}
+	}
 	p.user, p.uid, p.gid = d.cfg.User, d.uid, d.gid
 	if p.managed {
 		p.hostDir = filepath.Join(d.cfg.WorkspaceRoot, "docker-"+p.id)
@@ -366,6 +372,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		}
 		release()
 	}
+	key := hostnet.Key() // what blockHost routes away, for reblock
 	if err := d.createContainer(ctx, p, spec); err != nil {
 		cleanup()
 		return nil, err
@@ -375,6 +382,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		cleanup()
 		return nil, err
 	}
+	sb.hostKey = key
 	return sb, nil
 }
 
@@ -442,20 +450,39 @@ func (d *Driver) blockHost(ctx context.Context, name string) error {
 	var err error
 	for attempt := range 4 {
 		if err = d.blockHostOnce(ctx, name); err == nil || ctx.Err() != nil {
-			return err
+			break
 		}
 		select {
 		case <-ctx.Done():
-			return err
 		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			continue
 		}
+		break
 	}
-	return err
+	if err != nil {
+		// Not our bug: the engine or the host's network; the sandbox is
+		// refused rather than left reaching the host.
+		return fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// canBlock says why blockHost cannot keep a container off the host's
+// addresses here, or nil: it enters the container's network namespace
+// through /proc, which takes root on the engine's own host.
+func (d *Driver) canBlock() error {
+	if os.Geteuid() != 0 {
+		return errors.New("keeping a sandbox off the host's own addresses needs the service to run as root")
+	}
+	if !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
+		return errors.New("keeping a sandbox off the host's own addresses needs the Docker engine on the service's own host (a unix socket)")
+	}
+	return nil
 }
 
 func (d *Driver) blockHostOnce(ctx context.Context, name string) error {
-	if os.Geteuid() != 0 || !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
-		return nil
+	if d.canBlock() != nil {
+		return nil // best effort, refused in plan otherwise
 	}
 	ci, err := d.cli.ContainerInspect(ctx, name)
 	if err != nil || ci.State == nil || ci.State.Pid <= 0 {

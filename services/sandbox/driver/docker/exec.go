@@ -43,6 +43,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	if fi.Type != driver.TypeDirectory {
 		return driver.ExecResult{}, fmt.Errorf("%w: working_dir %s", driver.ErrNotDirectory, spec.Dir)
 	}
+	if err := s.reblock(ctx); err != nil {
+		return driver.ExecResult{}, err
+	}
 	s.mu.Lock()
 	deleted := s.deleted
 	s.mu.Unlock()
