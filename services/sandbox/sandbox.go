@@ -568,7 +568,11 @@ func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
 		errs = append(errs, s.deleteFailed(ctx, d, e))
 	}
 	if e.removeDir != "" {
-		if err := os.RemoveAll(e.removeDir); err != nil {
+		err := diskimage.Detach(e.removeDir) // its image, or its nosuid mount
+		if err == nil {
+			err = os.RemoveAll(e.removeDir)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("remove workspace: %w", err))
 		}
 	}

@@ -236,7 +236,7 @@ func TestLifecycle(t *testing.T) {
 	wantDrivers := &sandboxv1.ListDriversResponse{Drivers: []*sandboxv1.Driver{{
 		DriverId: "local", Available: true,
 		Capabilities: &sandboxv1.Capabilities{Isolation: sandboxv1.Isolation_ISOLATION_NONE, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true,
-			Limits: &sandboxv1.LimitSupport{Memory: lim.Memory, Processes: lim.Processes, Cpu: lim.CPU, NetworkNone: lim.NetworkNone}},
+			Limits: &sandboxv1.LimitSupport{Memory: lim.Memory, Processes: lim.Processes, Cpu: lim.CPU, NetworkNone: lim.NetworkNone, Disk: lim.Disk}},
 	}}}
 	if diff := cmp.Diff(wantDrivers, drivers, protocmp.Transform()); diff != "" {
 		t.Errorf("ListDrivers (-want +got):\n%s", diff)

@@ -448,6 +448,9 @@ func (s *sandbox) Delete(ctx context.Context) error {
 		return err
 	}
 	if s.managed && !s.Sandbox.Info().ManagedWorkspace {
+		if err := diskimage.Detach(s.info.RootDirectory); err != nil {
+			return err
+		}
 		if err := os.RemoveAll(s.info.RootDirectory); err != nil {
 			return fmt.Errorf("remove workspace: %w", err)
 		}

@@ -352,8 +352,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 			release()
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
+		// A filesystem of its own, mounted nosuid,nodev, bounds the
+		// workspace's disk space.
 		if p.disk > 0 {
 			if err := diskimage.Attach(ctx, p.hostDir, p.disk); err != nil {
+				diskimage.Detach(p.hostDir)
 				os.Remove(p.hostDir)
 				release()
 				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)

@@ -214,9 +214,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
 		managed = true
-		// A filesystem of its own bounds the workspace's disk space.
+		// A filesystem of its own, mounted nosuid,nodev, bounds the
+		// workspace's disk space.
 		if limits.DiskBytes > 0 {
 			if err := diskimage.Attach(ctx, dir, limits.DiskBytes); err != nil {
+				diskimage.Detach(dir)
 				os.Remove(dir)
 				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
 			}

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -126,23 +128,48 @@ func create(ctx context.Context, img string, size int64) error {
 	return nil
 }
 
-// Mounted says whether dir is the root of a filesystem of its own.
+// Mounted says whether something is mounted on dir (a filesystem, or a
+// bind mount of the same one, which st_dev cannot tell).
 func Mounted(dir string) bool {
-	var a, b syscall.Stat_t
-	if syscall.Lstat(dir, &a) != nil || syscall.Lstat(filepath.Dir(filepath.Clean(dir)), &b) != nil {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
 		return false
 	}
-	return a.Dev != b.Dev
+	dir = filepath.Clean(dir)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && unescape(f[4]) == dir {
+			return true
+		}
+	}
+	return false
 }
 
-// Detach unmounts dir's filesystem (lazily if a process still holds it:
-// the loop device then goes with its last user) and removes the image. A
-// directory without one is left alone.
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				out.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
+// Detach unmounts what is mounted on the managed directory dir (its
+// image's filesystem; lazily if a process still holds
+// it: a loop device then goes with its last user) and removes its image.
+// Only a directory the caller made may be given: whatever is mounted
+// there is unmounted.
 func Detach(dir string) error {
 	img := ImagePath(dir)
-	if _, err := os.Stat(img); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
 	var err error
 	for i := 0; Mounted(dir); i++ {
 		if err = syscall.Unmount(dir, 0); err == nil || !errors.Is(err, syscall.EBUSY) {
