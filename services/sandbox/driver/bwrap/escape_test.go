@@ -257,6 +257,17 @@ func TestLimits(t *testing.T) {
 		}
 		sb := drivertest.DiskLimit(t, d, driver.Spec{Limits: driver.Limits{DiskBytes: 16 << 20}}, true)
 		dir := sb.Info().RootDirectory
+		// The image is mounted nosuid: a setuid plant in a workspace opened
+		// up gives a host user nothing (without a disk limit it gives the
+		// sandbox's uid, see TestNoRootOnTheHost).
+		if res := run(t, sb, "cp /usr/bin/id ./suid && chmod 6755 ./suid && chmod 0755 . && stat -c %a suid"); failed(res) || string(res.Stdout) != "6755\n" {
+			t.Fatalf("the plant failed: %q %q", res.Stdout, res.Stderr)
+		}
+		cmd := exec.Command(filepath.Join(dir, "suid"), "-u")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != "65534" {
+			t.Errorf("nobody ran the planted setuid binary: euid %q, %v; want nobody's own 65534", out, err)
+		}
 		if err := sb.Delete(context.WithoutCancel(t.Context())); err != nil {
 			t.Fatal(err)
 		}
