@@ -249,6 +249,12 @@ func TestEscapes(t *testing.T) {
 					t.Errorf("after the fork bomb: %q", r.GetStdout())
 				}
 			})
+			t.Run("symlink swap under Grep", func(t *testing.T) {
+				if testing.Short() {
+					t.Skip("200 Grep calls against a swapping command: not in -short")
+				}
+				grepRace(t, s, drv, secret)
+			})
 			if drv == "local" {
 				return // the host's network is the local driver's by design
 			}
@@ -306,4 +312,52 @@ func hostAddrs(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// grepRace: while a command swaps its directories for links to the data
+// directory's auth directory and back, 200 Grep calls for the admin token
+// find it only in the workspace's own files.
+func grepRace(t *testing.T, s *serve, drv, secret string) {
+	sb := s.create(t, &sandboxv1.SandboxSpec{Driver: drv})
+	const dirs = 8
+	if r := s.exec(t, sb, fmt.Sprintf(`for i in $(seq 0 %d); do mkdir d$i && echo '%s inside' > d$i/inside.txt; done; echo planted`, dirs-1, s.token)); string(r.GetStdout()) != "planted\n" {
+		t.Fatalf("the plant: %q %q", r.GetStdout(), r.GetStderr())
+	}
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+s.token))
+	swapped := make(chan struct{})
+	go func() {
+		defer close(swapped)
+		s.client.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sb.GetSandboxId(), Spec: &sandboxv1.ExecSpec{Command: fmt.Sprintf(`perl -e '
+			my ($n, $secret) = (%d, "%s");
+			symlink($secret, "l$_") for 0 .. $n - 1;
+			while (1) {
+				for (0 .. $n - 1) { rename("d$_", "r$_"); rename("l$_", "d$_") }
+				for (0 .. $n - 1) { rename("d$_", "l$_"); rename("r$_", "d$_") }
+			}'`, dirs, filepath.Dir(secret))}})
+	}()
+	defer func() { cancel(); <-swapped }()
+	gctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+s.token)
+	inside, outside := 0, 0
+	for range 200 {
+		resp, err := s.client.Grep(gctx, &sandboxv1.GrepRequest{SandboxId: sb.GetSandboxId(), Pattern: s.token, MaxResults: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range resp.GetMatches() {
+			if strings.Contains(m.GetLine(), "inside") {
+				inside++
+			} else {
+				outside++
+			}
+		}
+	}
+	if r := s.exec(t, sb, "ls -d l* r* 2>/dev/null | head -1"); len(r.GetStdout()) == 0 {
+		t.Error("the swapper left no link or renamed directory: the race proved nothing")
+	}
+	if outside > 0 {
+		t.Errorf("Grep returned %d lines of the admin token from outside the sandbox (%d inside)", outside, inside)
+	}
+	if inside == 0 {
+		t.Error("Grep never found the lines inside: the race proved nothing")
+	}
 }
