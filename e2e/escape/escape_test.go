@@ -6,8 +6,8 @@ package escape
 
 import (
 	"bufio"
-	"context"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 )
@@ -123,7 +124,6 @@ func startServe(t *testing.T) *serve {
 	s.client = sandboxv1.NewSandboxServiceClient(conn)
 	return s
 }
-
 
 // create makes a sandbox, deleted at the end of the test.
 func (s *serve) create(t *testing.T, spec *sandboxv1.SandboxSpec) *sandboxv1.Sandbox {
@@ -241,7 +241,7 @@ func TestEscapes(t *testing.T) {
 				}
 			})
 			t.Run("fork bomb", func(t *testing.T) {
-				r := s.exec(t, a, `timeout 3 bash -c 'b() { b | b & }; b' 2>/dev/null; echo survived`)
+				r := s.exec(t, a, `timeout 4 bash -c 'b() { b | b & }; b; sleep 3' 2>/dev/null; echo survived`)
 				if r.GetLimitExceeded() != sandboxv1.LimitExceeded_LIMIT_EXCEEDED_PROCESSES {
 					t.Errorf("a fork bomb under max_processes 64: %v %q", r.GetLimitExceeded(), r.GetStdout())
 				}
@@ -327,7 +327,7 @@ func grepRace(t *testing.T, s *serve, drv, secret string) {
 	swapped := make(chan struct{})
 	go func() {
 		defer close(swapped)
-		s.client.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sb.GetSandboxId(), Spec: &sandboxv1.ExecSpec{Command: fmt.Sprintf(`perl -e '
+		s.client.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sb.GetSandboxId(), Spec: &sandboxv1.ExecSpec{Timeout: durationpb.New(10 * time.Minute), Command: fmt.Sprintf(`perl -e '
 			my ($n, $secret) = (%d, "%s");
 			symlink($secret, "l$_") for 0 .. $n - 1;
 			while (1) {
@@ -336,6 +336,16 @@ func grepRace(t *testing.T, s *serve, drv, secret string) {
 			}'`, dirs, filepath.Dir(secret))}})
 	}()
 	defer func() { cancel(); <-swapped }()
+	// The plant: the swapper runs (its links are there) before Grep does.
+	for i := 0; ; i++ {
+		if r := s.exec(t, sb, "ls -d l* r* 2>/dev/null | head -1"); len(r.GetStdout()) > 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatal("the swapper never started: the race would prove nothing")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	gctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+s.token)
 	inside, outside := 0, 0
 	for range 200 {
@@ -350,9 +360,6 @@ func grepRace(t *testing.T, s *serve, drv, secret string) {
 				outside++
 			}
 		}
-	}
-	if r := s.exec(t, sb, "ls -d l* r* 2>/dev/null | head -1"); len(r.GetStdout()) == 0 {
-		t.Error("the swapper left no link or renamed directory: the race proved nothing")
 	}
 	if outside > 0 {
 		t.Errorf("Grep returned %d lines of the admin token from outside the sandbox (%d inside)", outside, inside)
