@@ -174,6 +174,7 @@ build: ## Build every binary into bin/
 plugins: ## Build the sandbox plugins into bin/plugins with their SHA256SUMS (-sandbox-plugin-dir bin/plugins)
 	@mkdir -p bin/plugins
 	go build -o bin/plugins/fabro-sandbox-bwrap ./services/sandbox/cmd/fabro-sandbox-bwrap
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/plugins/fabro-bwrap-init ./services/sandbox/cmd/fabro-bwrap-init
 	cd bin/plugins && sha256sum fabro-sandbox-* > SHA256SUMS
 
 # Static binaries, one build context each, for deploy/Dockerfile.

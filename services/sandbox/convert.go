@@ -18,10 +18,10 @@ func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
 	pc := &sandboxv1.Capabilities{
 		Isolation: sandboxv1.Isolation(c.Isolation), LiveStreaming: c.LiveStreaming,
 		StreamsSeparated: c.StreamsSeparated, Stdin: c.Stdin, Cancel: c.Cancel,
-		Limits: &sandboxv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone},
+		Limits: &sandboxv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone, Disk: c.Limits.Disk},
 	}
 	if l := c.Limits; l != (driver.LimitSupport{}) {
-		pc.Limits = &sandboxv1.LimitSupport{Memory: l.Memory, Processes: l.Processes, Cpu: l.CPU, NetworkNone: l.NetworkNone}
+		pc.Limits = &sandboxv1.LimitSupport{Memory: l.Memory, Processes: l.Processes, Cpu: l.CPU, NetworkNone: l.NetworkNone, Disk: l.Disk}
 	}
 	return pc
 }
@@ -54,12 +54,14 @@ func limitsFromProto(l *sandboxv1.ResourceLimits) (driver.Limits, error) {
 	switch {
 	case l.GetMemoryBytes() < 0:
 		return driver.Limits{}, domain.InvalidField("spec.limits.memory_bytes", "memory_bytes must not be negative")
+	case l.GetDiskBytes() < 0:
+		return driver.Limits{}, domain.InvalidField("spec.limits.disk_bytes", "disk_bytes must not be negative")
 	case l.GetMaxProcesses() < 0:
 		return driver.Limits{}, domain.InvalidField("spec.limits.max_processes", "max_processes must not be negative")
 	case l.GetCpus() < 0 || math.IsNaN(l.GetCpus()) || math.IsInf(l.GetCpus(), 0) || l.GetCpus() > 1024:
 		return driver.Limits{}, domain.InvalidField("spec.limits.cpus", "cpus must be between 0 and 1024")
 	}
-	out := driver.Limits{MemoryBytes: l.GetMemoryBytes(), Processes: int(l.GetMaxProcesses()), CPU: l.GetCpus(), BestEffort: l.GetBestEffort()}
+	out := driver.Limits{MemoryBytes: l.GetMemoryBytes(), Processes: int(l.GetMaxProcesses()), CPU: l.GetCpus(), DiskBytes: l.GetDiskBytes(), BestEffort: l.GetBestEffort()}
 	switch l.GetNetwork() {
 	case sandboxv1.NetworkPolicy_NETWORK_POLICY_UNSPECIFIED:
 	case sandboxv1.NetworkPolicy_NETWORK_POLICY_NONE:
@@ -84,6 +86,9 @@ func checkLimits(name string, sup driver.LimitSupport, l driver.Limits) error {
 	}
 	if l.CPU > 0 && !sup.CPU {
 		missing = append(missing, "cpus")
+	}
+	if l.DiskBytes > 0 && !sup.Disk {
+		missing = append(missing, "disk_bytes")
 	}
 	if l.Network == driver.NetworkNone && !sup.NetworkNone {
 		missing = append(missing, "network none")
@@ -118,10 +123,41 @@ func resultToProto(id string, r driver.ExecResult) *sandboxv1.ExecResult {
 		out.LimitExceeded = sandboxv1.LimitExceeded_LIMIT_EXCEEDED_MEMORY
 	case driver.LimitProcesses:
 		out.LimitExceeded = sandboxv1.LimitExceeded_LIMIT_EXCEEDED_PROCESSES
+	case driver.LimitDisk:
+		out.LimitExceeded = sandboxv1.LimitExceeded_LIMIT_EXCEEDED_DISK
 	}
 	if r.ExitCode != nil {
 		c := int32(*r.ExitCode)
 		out.ExitCode = &c
 	}
 	return out
+}
+
+// diskLimit applies the service's disk default and maximum. The default
+// is set only where the driver enforces a disk limit and the workspace is
+// managed (a directory of the caller's cannot be bounded), so it never
+// makes a create fail.
+func (s *Service) diskLimit(d driver.Driver, spec *sandboxv1.SandboxSpec, l driver.Limits) (driver.Limits, error) {
+	if max := s.security.DiskMax; max > 0 && l.DiskBytes > max {
+		return l, domain.InvalidField("spec.limits.disk_bytes", fmt.Sprintf("disk_bytes %d is over this service's maximum of %d", l.DiskBytes, max))
+	}
+	if l.DiskBytes > 0 || s.security.DiskDefault <= 0 || !d.Capabilities().Limits.Disk {
+		return l, nil
+	}
+	managed := true
+	switch d.Capabilities().Isolation {
+	case driver.IsolationContainer:
+		_, hostDir := spec.GetDriverOptions()["host_dir"]
+		managed = !hostDir
+	case driver.IsolationVM:
+	default:
+		managed = spec.GetWorkingDirectory() == ""
+	}
+	if managed {
+		l.DiskBytes = s.security.DiskDefault
+		if max := s.security.DiskMax; max > 0 {
+			l.DiskBytes = min(l.DiskBytes, max)
+		}
+	}
+	return l, nil
 }

@@ -126,6 +126,9 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 	if err != nil {
 		return nil, err
 	}
+	if limits, err = s.diskLimit(d, spec, limits); err != nil {
+		return nil, err
+	}
 	if err := checkLimits(name, d.Capabilities().Limits, limits); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"flag"
 	"fmt"
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -27,6 +29,12 @@ type Security struct {
 	// uid of its own from the range (see local.UIDs), when the service
 	// runs as root.
 	UIDs *local.UIDs
+	// DiskDefault is the disk limit of a sandbox whose spec sets none, on
+	// drivers that enforce one and for managed workspaces (a directory of
+	// the caller's cannot be bounded); 0: none.
+	DiskDefault int64
+	// DiskMax is the largest disk limit a spec may ask for; 0: no maximum.
+	DiskMax int64
 	// Protect are further directories no sandbox may be rooted in, at or
 	// above, like the data directory: those of the services sharing this
 	// process (fabro serve's and fabro exec's vault).
@@ -51,7 +59,44 @@ func (c *Security) RegisterFlags(fs *flag.FlagSet) {
 		c.UIDs = u
 		return err
 	})
+	fs.Func("sandbox-disk-default", "disk limit (bytes, or with K, M, G or T: 512M, 10G) of a sandbox whose spec sets none, where the driver enforces one (local, bwrap and docker on a root service; daytona) on a managed workspace; default none", func(v string) error {
+		n, err := parseSize(v)
+		c.DiskDefault = n
+		return err
+	})
+	fs.Func("sandbox-disk-max", "largest disk limit a sandbox spec may ask for (bytes, or with K, M, G or T); default no maximum", func(v string) error {
+		n, err := parseSize(v)
+		c.DiskMax = n
+		return err
+	})
 	fs.StringVar(&c.User, "sandbox-user", c.User, "user the local driver runs commands as when the service runs as root (default fabro-sandbox if it exists, else nobody; \"root\": no change)")
+}
+
+// parseSize reads a byte count with an optional binary suffix: 512M is
+// 512 MiB.
+func parseSize(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	mult := int64(1)
+	if v != "" {
+		switch strings.ToUpper(v[len(v)-1:]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		case "T":
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			v = v[:len(v)-1]
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size (a byte count, or with K, M, G or T)", v)
+	}
+	return n * mult, nil
 }
 
 // rootPolicy decides which host directories a sandbox may be rooted in.

@@ -30,6 +30,8 @@ import (
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/daytona"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // Config configures the service.
@@ -76,7 +78,8 @@ type Service struct {
 	reg           *registry        // nil without DataDir
 	plugins       []*plugin.Driver // killed on Close
 	roots         rootPolicy
-	tmpWorkspaces string // the managed workspace root made without a data directory; removed on Close
+	security      Security // its disk default and maximum (diskLimit)
+	tmpWorkspaces string   // the managed workspace root made without a data directory; removed on Close
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -189,6 +192,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		workspaces, s.tmpWorkspaces = dir, dir
 	}
 	s.roots = newRootPolicy(cfg, workspaces)
+	s.security = cfg.Security
 	if err := harden(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -277,8 +281,17 @@ func (s *Service) restore(ctx context.Context, recs []record, localRoot string) 
 	if ents, err := os.ReadDir(localRoot); err == nil {
 		for _, de := range ents {
 			p := filepath.Join(localRoot, de.Name())
+			if img, ok := strings.CutSuffix(p, diskimage.Suffix); ok && strings.HasPrefix(de.Name(), "sandbox-") && !dirs[img] {
+				// A disk image whose workspace is gone (or is removed next).
+				diskimage.Detach(img)
+				continue
+			}
 			if de.IsDir() && strings.HasPrefix(de.Name(), "sandbox-") && !dirs[p] {
-				if err := os.RemoveAll(p); err != nil {
+				err := diskimage.Detach(p)
+				if err == nil {
+					err = os.RemoveAll(p)
+				}
+				if err != nil {
 					s.logger.WarnContext(ctx, "orphaned workspace not removed", "workspace", p, "error", err)
 				} else {
 					s.logger.InfoContext(ctx, "orphaned workspace removed", "workspace", p)
@@ -555,7 +568,11 @@ func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
 		errs = append(errs, s.deleteFailed(ctx, d, e))
 	}
 	if e.removeDir != "" {
-		if err := os.RemoveAll(e.removeDir); err != nil {
+		err := diskimage.Detach(e.removeDir) // its image, or its nosuid mount
+		if err == nil {
+			err = os.RemoveAll(e.removeDir)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("remove workspace: %w", err))
 		}
 	}

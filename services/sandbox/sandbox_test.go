@@ -40,12 +40,18 @@ type harness struct {
 // REST, with the given drivers (default: local).
 func start(t testing.TB, drivers ...driver.Driver) *harness {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if len(drivers) == 0 {
-		drivers = []driver.Driver{local.New(local.Config{WorkspaceRoot: t.TempDir()})}
-	}
 	// The tests root sandboxes in their own temporary directories.
-	svc, err := sandbox.New(sandbox.Config{Drivers: drivers, Security: sandbox.Security{AllowedRoots: []string{os.TempDir()}}}, logger)
+	return startConfig(t, sandbox.Config{Drivers: drivers, Security: sandbox.Security{AllowedRoots: []string{os.TempDir()}}})
+}
+
+// startConfig is start with a configuration of the test's.
+func startConfig(t testing.TB, cfg sandbox.Config) *harness {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if len(cfg.Drivers) == 0 {
+		cfg.Drivers = []driver.Driver{local.New(local.Config{WorkspaceRoot: t.TempDir()})}
+	}
+	svc, err := sandbox.New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +236,7 @@ func TestLifecycle(t *testing.T) {
 	wantDrivers := &sandboxv1.ListDriversResponse{Drivers: []*sandboxv1.Driver{{
 		DriverId: "local", Available: true,
 		Capabilities: &sandboxv1.Capabilities{Isolation: sandboxv1.Isolation_ISOLATION_NONE, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true,
-			Limits: &sandboxv1.LimitSupport{Memory: lim.Memory, Processes: lim.Processes, Cpu: lim.CPU, NetworkNone: lim.NetworkNone}},
+			Limits: &sandboxv1.LimitSupport{Memory: lim.Memory, Processes: lim.Processes, Cpu: lim.CPU, NetworkNone: lim.NetworkNone, Disk: lim.Disk}},
 	}}}
 	if diff := cmp.Diff(wantDrivers, drivers, protocmp.Transform()); diff != "" {
 		t.Errorf("ListDrivers (-want +got):\n%s", diff)

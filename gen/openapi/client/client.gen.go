@@ -1069,6 +1069,7 @@ func (e FabroSandboxV1Isolation) Valid() bool {
 
 // Defines values for FabroSandboxV1LimitExceeded.
 const (
+	LIMITEXCEEDEDDISK        FabroSandboxV1LimitExceeded = "LIMIT_EXCEEDED_DISK"
 	LIMITEXCEEDEDMEMORY      FabroSandboxV1LimitExceeded = "LIMIT_EXCEEDED_MEMORY"
 	LIMITEXCEEDEDPROCESSES   FabroSandboxV1LimitExceeded = "LIMIT_EXCEEDED_PROCESSES"
 	LIMITEXCEEDEDUNSPECIFIED FabroSandboxV1LimitExceeded = "LIMIT_EXCEEDED_UNSPECIFIED"
@@ -1077,6 +1078,8 @@ const (
 // Valid indicates whether the value is a known member of the FabroSandboxV1LimitExceeded enum.
 func (e FabroSandboxV1LimitExceeded) Valid() bool {
 	switch e {
+	case LIMITEXCEEDEDDISK:
+		return true
 	case LIMITEXCEEDEDMEMORY:
 		return true
 	case LIMITEXCEEDEDPROCESSES:
@@ -4722,6 +4725,7 @@ type FabroSandboxV1ExecResult struct {
 	//  - LIMIT_EXCEEDED_UNSPECIFIED: No limit was hit.
 	//  - LIMIT_EXCEEDED_MEMORY: The memory limit: the command (or a process of it) was killed for it.
 	//  - LIMIT_EXCEEDED_PROCESSES: The process limit: a fork or thread creation was refused.
+	//  - LIMIT_EXCEEDED_DISK: The disk limit: the workspace (or /tmp) filled up.
 	LimitExceeded *FabroSandboxV1LimitExceeded `json:"limitExceeded,omitempty"`
 
 	// Signal The signal that ended it, such as "SIGKILL"; empty when it exited
@@ -4935,12 +4939,16 @@ type FabroSandboxV1Isolation string
 //   - LIMIT_EXCEEDED_UNSPECIFIED: No limit was hit.
 //   - LIMIT_EXCEEDED_MEMORY: The memory limit: the command (or a process of it) was killed for it.
 //   - LIMIT_EXCEEDED_PROCESSES: The process limit: a fork or thread creation was refused.
+//   - LIMIT_EXCEEDED_DISK: The disk limit: the workspace (or /tmp) filled up.
 type FabroSandboxV1LimitExceeded string
 
 // FabroSandboxV1LimitSupport LimitSupport names the resource limits a driver really enforces.
 type FabroSandboxV1LimitSupport struct {
 	// Cpu ResourceLimits.cpus is enforced.
 	Cpu *bool `json:"cpu,omitempty"`
+
+	// Disk ResourceLimits.disk_bytes is enforced.
+	Disk *bool `json:"disk,omitempty"`
 
 	// Memory ResourceLimits.memory_bytes is enforced.
 	Memory *bool `json:"memory,omitempty"`
@@ -5057,6 +5065,12 @@ type FabroSandboxV1ResourceLimits struct {
 
 	// Cpus Optional. CPU time, in cores (0.5 is half of one core).
 	Cpus *float64 `json:"cpus,omitempty"`
+
+	// DiskBytes Optional. Disk space, in bytes, of the sandbox's managed workspace and
+	// of its /tmp (each bounded by it; the service may set a default and a
+	// maximum). A write past it fails with ENOSPC and the result says
+	// LIMIT_EXCEEDED_DISK.
+	DiskBytes *string `json:"diskBytes,omitempty"`
 
 	// MaxProcesses Optional. Processes and threads alive at once.
 	MaxProcesses *int32 `json:"maxProcesses,omitempty"`

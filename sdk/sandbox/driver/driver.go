@@ -57,6 +57,7 @@ type LimitSupport struct {
 	Processes   bool
 	CPU         bool
 	NetworkNone bool // commands can be cut off from every network
+	Disk        bool // Limits.DiskBytes bounds the managed workspace and /tmp
 }
 
 // Network is a sandbox's network policy.
@@ -76,7 +77,10 @@ type Limits struct {
 	MemoryBytes int64   // memory, swap included where the host accounts it
 	Processes   int     // processes and threads alive at once
 	CPU         float64 // CPU time, in cores (0.5 is half of one core)
-	Network     Network
+	// DiskBytes bounds the managed workspace and /tmp, each: a write past
+	// it fails with ENOSPC.
+	DiskBytes int64
+	Network   Network
 	// BestEffort: a limit the driver cannot enforce is skipped instead of
 	// refused.
 	BestEffort bool
@@ -90,6 +94,7 @@ const (
 	LimitNone LimitHit = iota
 	LimitMemory
 	LimitProcesses
+	LimitDisk
 )
 
 // Driver makes sandboxes of one kind.

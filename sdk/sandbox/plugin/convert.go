@@ -16,7 +16,7 @@ func capsToProto(c driver.Capabilities) *pluginv1.Capabilities {
 	return &pluginv1.Capabilities{
 		Isolation: pluginv1.Isolation(c.Isolation), LiveStreaming: c.LiveStreaming, StreamsSeparated: c.StreamsSeparated,
 		Stdin: c.Stdin, Cancel: c.Cancel, Commands: c.Commands,
-		Limits: &pluginv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone},
+		Limits: &pluginv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone, Disk: c.Limits.Disk},
 	}
 }
 
@@ -25,7 +25,7 @@ func capsFromProto(c *pluginv1.Capabilities) driver.Capabilities {
 	return driver.Capabilities{
 		Isolation: driver.Isolation(c.GetIsolation()), LiveStreaming: c.GetLiveStreaming(), StreamsSeparated: c.GetStreamsSeparated(),
 		Stdin: c.GetStdin(), Cancel: c.GetCancel(), Commands: c.GetCommands(),
-		Limits: driver.LimitSupport{Memory: l.GetMemory(), Processes: l.GetProcesses(), CPU: l.GetCpu(), NetworkNone: l.GetNetworkNone()},
+		Limits: driver.LimitSupport{Memory: l.GetMemory(), Processes: l.GetProcesses(), CPU: l.GetCpu(), NetworkNone: l.GetNetworkNone(), Disk: l.GetDisk()},
 	}
 }
 
@@ -33,7 +33,7 @@ func specToProto(s driver.Spec) *pluginv1.Spec {
 	return &pluginv1.Spec{
 		Id: s.ID, WorkingDirectory: s.WorkingDirectory, Env: s.Env, Labels: s.Labels, Options: s.Options,
 		Limits: &pluginv1.Limits{
-			MemoryBytes: s.Limits.MemoryBytes, Processes: int64(s.Limits.Processes), Cpu: s.Limits.CPU,
+			MemoryBytes: s.Limits.MemoryBytes, Processes: int64(s.Limits.Processes), Cpu: s.Limits.CPU, DiskBytes: s.Limits.DiskBytes,
 			Network: pluginv1.Network(s.Limits.Network), BestEffort: s.Limits.BestEffort,
 		},
 	}
@@ -44,7 +44,7 @@ func specFromProto(s *pluginv1.Spec) driver.Spec {
 	return driver.Spec{
 		ID: s.GetId(), WorkingDirectory: s.GetWorkingDirectory(), Env: s.GetEnv(), Labels: s.GetLabels(), Options: s.GetOptions(),
 		Limits: driver.Limits{
-			MemoryBytes: l.GetMemoryBytes(), Processes: int(l.GetProcesses()), CPU: l.GetCpu(),
+			MemoryBytes: l.GetMemoryBytes(), Processes: int(l.GetProcesses()), CPU: l.GetCpu(), DiskBytes: l.GetDiskBytes(),
 			Network: driver.Network(l.GetNetwork()), BestEffort: l.GetBestEffort(),
 		},
 	}

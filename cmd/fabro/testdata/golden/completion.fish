@@ -72,6 +72,8 @@ complete -c fabro -n '__fabro_at \'serve\'' -l nats-url -d 'external NATS server
 complete -c fabro -n '__fabro_at \'serve\'' -l nats-user -d 'external NATS: user name'
 complete -c fabro -n '__fabro_at \'serve\'' -l pprof -d 'serve net/http/pprof under /debug/pprof/ on the REST port (admins only)'
 complete -c fabro -n '__fabro_at \'serve\'' -l sandbox-allowed-roots -d 'comma-separated host directories sandboxes may be rooted in, besides the managed workspaces'
+complete -c fabro -n '__fabro_at \'serve\'' -l sandbox-disk-default -d 'disk limit (bytes, or with K, M, G or T: 512M, 10G) of a sandbox whose spec sets none, where the driver enforces one (local, bwrap and docker on a root service; daytona) on a managed workspace; default none'
+complete -c fabro -n '__fabro_at \'serve\'' -l sandbox-disk-max -d 'largest disk limit a sandbox spec may ask for (bytes, or with K, M, G or T); default no maximum'
 complete -c fabro -n '__fabro_at \'serve\'' -l sandbox-driver -d 'the sandbox driver used when a spec names none: local or docker'
 complete -c fabro -n '__fabro_at \'serve\'' -l sandbox-plugin-dir -d 'directory of sandbox driver plugins: fabro-sandbox-NAME binaries and their SHA256SUMS (docs/plugins.md)'
 complete -c fabro -n '__fabro_at \'serve\'' -l sandbox-uids -d 'FIRST-LAST: a host uid range that is no one\'s; when the service runs as root, each managed local and docker sandbox gets a uid of its own from it (FIRST is their shared group), so that no sandbox can read another\'s workspace (one range per service)'

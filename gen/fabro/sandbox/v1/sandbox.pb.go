@@ -150,6 +150,8 @@ const (
 	LimitExceeded_LIMIT_EXCEEDED_MEMORY LimitExceeded = 1
 	// The process limit: a fork or thread creation was refused.
 	LimitExceeded_LIMIT_EXCEEDED_PROCESSES LimitExceeded = 2
+	// The disk limit: the workspace (or /tmp) filled up.
+	LimitExceeded_LIMIT_EXCEEDED_DISK LimitExceeded = 3
 )
 
 // Enum value maps for LimitExceeded.
@@ -158,11 +160,13 @@ var (
 		0: "LIMIT_EXCEEDED_UNSPECIFIED",
 		1: "LIMIT_EXCEEDED_MEMORY",
 		2: "LIMIT_EXCEEDED_PROCESSES",
+		3: "LIMIT_EXCEEDED_DISK",
 	}
 	LimitExceeded_value = map[string]int32{
 		"LIMIT_EXCEEDED_UNSPECIFIED": 0,
 		"LIMIT_EXCEEDED_MEMORY":      1,
 		"LIMIT_EXCEEDED_PROCESSES":   2,
+		"LIMIT_EXCEEDED_DISK":        3,
 	}
 )
 
@@ -693,7 +697,9 @@ type LimitSupport struct {
 	// ResourceLimits.cpus is enforced.
 	Cpu bool `protobuf:"varint,3,opt,name=cpu,proto3" json:"cpu,omitempty"`
 	// NETWORK_POLICY_NONE is enforced: commands reach no network.
-	NetworkNone   bool `protobuf:"varint,4,opt,name=network_none,json=networkNone,proto3" json:"network_none,omitempty"`
+	NetworkNone bool `protobuf:"varint,4,opt,name=network_none,json=networkNone,proto3" json:"network_none,omitempty"`
+	// ResourceLimits.disk_bytes is enforced.
+	Disk          bool `protobuf:"varint,5,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +762,13 @@ func (x *LimitSupport) GetNetworkNone() bool {
 	return false
 }
 
+func (x *LimitSupport) GetDisk() bool {
+	if x != nil {
+		return x.Disk
+	}
+	return false
+}
+
 // ResourceLimits bound what a sandbox's commands may use. A zero field sets
 // no limit. Drivers with a container per sandbox (docker, daytona) apply them
 // to the whole sandbox; drivers that run commands on the host (local, bwrap)
@@ -772,7 +785,12 @@ type ResourceLimits struct {
 	Network NetworkPolicy `protobuf:"varint,4,opt,name=network,proto3,enum=fabro.sandbox.v1.NetworkPolicy" json:"network,omitempty"`
 	// Optional. A limit the driver cannot enforce is skipped instead of
 	// refused with FAILED_PRECONDITION.
-	BestEffort    bool `protobuf:"varint,5,opt,name=best_effort,json=bestEffort,proto3" json:"best_effort,omitempty"`
+	BestEffort bool `protobuf:"varint,5,opt,name=best_effort,json=bestEffort,proto3" json:"best_effort,omitempty"`
+	// Optional. Disk space, in bytes, of the sandbox's managed workspace and
+	// of its /tmp (each bounded by it; the service may set a default and a
+	// maximum). A write past it fails with ENOSPC and the result says
+	// LIMIT_EXCEEDED_DISK.
+	DiskBytes     int64 `protobuf:"varint,6,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -840,6 +858,13 @@ func (x *ResourceLimits) GetBestEffort() bool {
 		return x.BestEffort
 	}
 	return false
+}
+
+func (x *ResourceLimits) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
 }
 
 // Driver is one way of making sandboxes.
@@ -4120,19 +4145,22 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x11streams_separated\x18\x03 \x01(\bR\x10streamsSeparated\x12\x14\n" +
 	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x126\n" +
-	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\"y\n" +
+	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\"\x8d\x01\n" +
 	"\fLimitSupport\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
 	"\x03cpu\x18\x03 \x01(\bR\x03cpu\x12!\n" +
-	"\fnetwork_none\x18\x04 \x01(\bR\vnetworkNone\"\xc8\x01\n" +
+	"\fnetwork_none\x18\x04 \x01(\bR\vnetworkNone\x12\x12\n" +
+	"\x04disk\x18\x05 \x01(\bR\x04disk\"\xe7\x01\n" +
 	"\x0eResourceLimits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12#\n" +
 	"\rmax_processes\x18\x02 \x01(\x05R\fmaxProcesses\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x129\n" +
 	"\anetwork\x18\x04 \x01(\x0e2\x1f.fabro.sandbox.v1.NetworkPolicyR\anetwork\x12\x1f\n" +
 	"\vbest_effort\x18\x05 \x01(\bR\n" +
-	"bestEffort\"\xd5\x01\n" +
+	"bestEffort\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\"\xd5\x01\n" +
 	"\x06Driver\x12 \n" +
 	"\tdriver_id\x18\x01 \x01(\tB\x03\xe0A\x03R\bdriverId\x12B\n" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1e.fabro.sandbox.v1.CapabilitiesR\fcapabilities\x12\x1c\n" +
@@ -4391,11 +4419,12 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\rNetworkPolicy\x12\x1e\n" +
 	"\x1aNETWORK_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13NETWORK_POLICY_NONE\x10\x01\x12\x18\n" +
-	"\x14NETWORK_POLICY_ALLOW\x10\x02*h\n" +
+	"\x14NETWORK_POLICY_ALLOW\x10\x02*\x81\x01\n" +
 	"\rLimitExceeded\x12\x1e\n" +
 	"\x1aLIMIT_EXCEEDED_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LIMIT_EXCEEDED_MEMORY\x10\x01\x12\x1c\n" +
-	"\x18LIMIT_EXCEEDED_PROCESSES\x10\x02*\x98\x01\n" +
+	"\x18LIMIT_EXCEEDED_PROCESSES\x10\x02\x12\x17\n" +
+	"\x13LIMIT_EXCEEDED_DISK\x10\x03*\x98\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SANDBOX_STATE_CREATING\x10\x01\x12\x17\n" +

@@ -20,7 +20,8 @@ import (
 // namespace, the init, bash) with `bwrap … true` run directly with the
 // same namespaces and mounts as the same uid ("bare"), and with the same
 // bwrap run as root without a user namespace, as the driver did before
-// ("root"), side by side.
+// ("root"), and with the plugin run as its own init as it was before the
+// small init ("rpc-self-init"), side by side.
 func BenchmarkExecTrue(b *testing.B) {
 	if binary == "" {
 		b.Skip("bwrap is not installed")
@@ -34,6 +35,20 @@ func BenchmarkExecTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sb.Delete(ctx)
+	// The same plugin without the small init beside it: it runs itself
+	// as the init, as before.
+	selfDir := b.TempDir()
+	selfBin := selfDir + "/fabro-sandbox-bwrap"
+	if raw, err := os.ReadFile(binary); err != nil || os.WriteFile(selfBin, raw, 0o755) != nil {
+		b.Fatal(err)
+	}
+	pdSelf := plugin.New(plugin.Config{Name: "bwrap", Path: selfBin, SHA256: sum, Logger: slog.New(slog.DiscardHandler)})
+	defer pdSelf.Close()
+	sbSelf, err := pdSelf.Create(ctx, driver.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sbSelf.Delete(ctx)
 	ws := sb.Info().RootDirectory
 	direct := bwrap.New(bwrap.Config{Init: binary})
 	if err := direct.Available(ctx); err != nil {
@@ -77,17 +92,25 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 	bare, root := runBwrap(userns, cred), runBwrap(rootArgs, nil)
+	viaSelf := func() {
+		res, err := sbSelf.Exec(ctx, driver.ExecSpec{Command: "true", Timeout: 10 * time.Second, RetainLimit: 1 << 10}, nil)
+		if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			b.Fatalf("exec true (self init): %v %+v", err, res)
+		}
+	}
 	timed := func(f func(), into *[]time.Duration) {
 		t := time.Now()
 		f()
 		*into = append(*into, time.Since(t))
 	}
-	var rpc, dir, asRoot []time.Duration
+	var rpc, self, dir, asRoot []time.Duration
 	viaRPC()
+	viaSelf()
 	bare()
 	root()
 	for b.Loop() {
 		timed(viaRPC, &rpc)
+		timed(viaSelf, &self)
 		timed(bare, &dir)
 		timed(root, &asRoot)
 	}
@@ -101,6 +124,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.ReportMetric(d, "bare-p50-ms")
 	b.ReportMetric(ro, "root-bwrap-p50-ms")
 	b.ReportMetric(r/d, "rpc/bare")
+	b.ReportMetric(p50(self)/d, "rpc-self-init/bare")
 	b.ReportMetric(d/ro, "bare/root")
 	b.ReportMetric(0, "ns/op")
 }

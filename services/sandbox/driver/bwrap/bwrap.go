@@ -48,6 +48,8 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // busyErr is the domain of the plugin's own refusals.
@@ -71,7 +73,8 @@ type Config struct {
 	// Bwrap is the bwrap binary; default "bwrap" in PATH, then /usr/bin.
 	Bwrap string
 	// Init is the binary run as the sandbox's init with [InitArg]; default
-	// this process's executable.
+	// [InitName] beside this process's executable when it is there and
+	// as trusted as the executable, else the executable itself.
 	Init string
 	// WorkspaceRoot is where managed workspaces are made; default the
 	// system's temporary directory.
@@ -137,7 +140,7 @@ func New(cfg Config) *Driver {
 		}
 	}
 	if cfg.Init == "" {
-		cfg.Init, _ = os.Executable()
+		cfg.Init = defaultInit()
 	}
 	if cfg.Slirp4netns == "" {
 		// The plugin's own PATH may be empty (the service passes none).
@@ -179,8 +182,16 @@ func (d *Driver) Name() string { return Name }
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Isolation: driver.IsolationNamespace, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
-		Limits: d.cgroups.support(),
+		Limits: d.limitSupport(),
 	}
+}
+
+// limitSupport is what the cgroups enforce, and the disk limit where the
+// plugin can make disk images (as root).
+func (d *Driver) limitSupport() driver.LimitSupport {
+	l := d.cgroups.support()
+	l.Disk = diskimage.Supported() == nil
+	return l
 }
 
 // Available implements driver.Driver: bwrap is installed and the kernel
@@ -214,7 +225,7 @@ func (d *Driver) Available(ctx context.Context) error {
 			return
 		}
 		d.init = init
-		cmd := exec.CommandContext(ctx, d.cfg.Bwrap, append(d.baseArgs(false), "--", "/usr/bin/test", "-x", initPath)...)
+		cmd := exec.CommandContext(ctx, d.cfg.Bwrap, append(d.baseArgs(false, d.cfg.TmpBytes), "--", "/usr/bin/test", "-x", initPath)...)
 		cmd.Env = hostEnv
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: probe.cred}
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -240,7 +251,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		return nil, fmt.Errorf("%w: network allow needs slirp4netns (Debian's slirp4netns package): without it bwrap would share the host's network, loopback included",
 			driver.ErrLimitUnsupported)
 	}
-	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: spec.WorkingDirectory, Labels: spec.Labels})
+	// The local driver makes the workspace, with its disk image.
+	disk := driver.Limits{DiskBytes: spec.Limits.DiskBytes, BestEffort: spec.Limits.BestEffort}
+	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: spec.WorkingDirectory, Labels: spec.Labels, Limits: disk})
 	if err != nil {
 		return nil, err
 	}
@@ -250,8 +263,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 // checkLimits refuses limits the host does not let the driver enforce,
 // unless they are best effort.
 func (d *Driver) checkLimits(l driver.Limits) error {
-	if l.MemoryBytes < 0 || l.Processes < 0 || l.CPU < 0 {
+	if l.MemoryBytes < 0 || l.Processes < 0 || l.CPU < 0 || l.DiskBytes < 0 {
 		return fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+	}
+	if err := diskimage.Supported(); l.DiskBytes > 0 && err != nil && !l.BestEffort {
+		return fmt.Errorf("%w: bwrap cannot enforce the disk limit here: %v; ask for best effort to skip it", driver.ErrLimitUnsupported, err)
 	}
 	sup := d.cgroups.support()
 	if !l.BestEffort {
@@ -281,7 +297,8 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, info driver.Info)
 	if fi, err := os.Stat(info.RootDirectory); err != nil || !fi.IsDir() || !filepath.IsAbs(info.RootDirectory) {
 		return nil, fmt.Errorf("%w: the workspace %s is gone", driver.ErrGone, info.RootDirectory)
 	}
-	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: info.RootDirectory, Labels: spec.Labels})
+	disk := driver.Limits{DiskBytes: spec.Limits.DiskBytes, BestEffort: spec.Limits.BestEffort}
+	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: info.RootDirectory, Labels: spec.Labels, Limits: disk})
 	if err != nil {
 		return nil, fmt.Errorf("%w: reopen %s: %v", driver.ErrGone, info.RootDirectory, err)
 	}
@@ -343,13 +360,18 @@ func envArgs(base []string, extra map[string]string) []string {
 // the sandbox of workspace ws, in dir: what Exec runs, with argv the init
 // and bash; for a baseline and for debugging.
 func (d *Driver) Args(ws, dir string, network bool, argv ...string) []string {
-	return append(append(d.baseArgs(network), "--bind", ws, ws, "--chdir", dir, "--"), argv...)
+	return d.args(d.cfg.TmpBytes, ws, dir, network, argv...)
+}
+
+// args is Args with a /tmp of tmpBytes.
+func (d *Driver) args(tmpBytes int64, ws, dir string, network bool, argv ...string) []string {
+	return append(append(d.baseArgs(network, tmpBytes), "--bind", ws, ws, "--chdir", dir, "--"), argv...)
 }
 
 // baseArgs are bwrap's namespaces and mounts, workspace aside. The
 // network namespace is always new: a command allowed the network is given
 // one by slirp4netns (network.go), never the host's.
-func (d *Driver) baseArgs(network bool) []string {
+func (d *Driver) baseArgs(network bool, tmpBytes int64) []string {
 	a := []string{
 		"--die-with-parent", "--new-session", "--as-pid-1",
 		"--unshare-user", "--disable-userns",
@@ -389,7 +411,7 @@ func (d *Driver) baseArgs(network bool) []string {
 			a = append(a, "--ro-bind", "/dev/null", f)
 		}
 	}
-	return append(a, "--dev", "/dev", "--size", strconv.FormatInt(d.cfg.TmpBytes, 10), "--tmpfs", "/tmp", "--size", "1048576", "--tmpfs", "/run",
+	return append(a, "--dev", "/dev", "--size", strconv.FormatInt(tmpBytes, 10), "--tmpfs", "/tmp", "--size", "1048576", "--tmpfs", "/run",
 		"--ro-bind", d.init, initPath)
 }
 
@@ -426,6 +448,9 @@ func (s *sandbox) Delete(ctx context.Context) error {
 		return err
 	}
 	if s.managed && !s.Sandbox.Info().ManagedWorkspace {
+		if err := diskimage.Detach(s.info.RootDirectory); err != nil {
+			return err
+		}
 		if err := os.RemoveAll(s.info.RootDirectory); err != nil {
 			return fmt.Errorf("remove workspace: %w", err)
 		}
@@ -470,7 +495,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	if err != nil {
 		return driver.ExecResult{}, err
 	}
-	args := s.d.Args(s.info.RootDirectory, dir, s.network, initPath, InitArg, "bash", "-c", spec.Command)
+	// A disk limit bounds /tmp (a tmpfs, in memory) as it bounds the
+	// workspace.
+	args := s.d.args(cmp.Or(s.limits.DiskBytes, s.d.cfg.TmpBytes), s.info.RootDirectory, dir, s.network, initPath, InitArg, "bash", "-c", spec.Command)
 	args = append(envArgs(s.env, spec.Env), args...)
 	cmd := exec.Command(s.d.cfg.Bwrap, args...)
 	g, err := s.d.cgroups.newGroup("fabro-exec-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(os.Getpid()), s.limits)
@@ -638,6 +665,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	if g != nil {
 		res.LimitHit = g.hit()
+	}
+	if res.LimitHit == driver.LimitNone && s.limits.DiskBytes > 0 && diskimage.Has(s.info.RootDirectory) && diskimage.Full(s.info.RootDirectory) {
+		res.LimitHit = driver.LimitDisk
 	}
 	// Only the init writes the status (no command can reach its pipe);
 	// its first line is all that is read.

@@ -1,6 +1,7 @@
 package bwrap_test
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -248,6 +249,33 @@ func TestLimits(t *testing.T) {
 		}
 		if res := run(t, sb, "x=$(head -c 1000000 /dev/zero | tr '\\0' a); echo ${#x}"); res.LimitHit != driver.LimitNone || string(res.Stdout) != "1000000\n" {
 			t.Errorf("a small command in the same sandbox: hit %d, %q %q", res.LimitHit, res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("disk", func(t *testing.T) {
+		if !caps.Disk {
+			t.Skip("the plugin cannot make disk images here (not root): it states it does not enforce disk limits")
+		}
+		sb := drivertest.DiskLimit(t, d, driver.Spec{Limits: driver.Limits{DiskBytes: 16 << 20}}, true)
+		dir := sb.Info().RootDirectory
+		// The image is mounted nosuid: a setuid plant in a workspace opened
+		// up gives a host user nothing (without a disk limit it gives the
+		// sandbox's uid, see TestNoRootOnTheHost).
+		if res := run(t, sb, "cp /usr/bin/id ./suid && chmod 6755 ./suid && chmod 0755 . && stat -c %a suid"); failed(res) || string(res.Stdout) != "6755\n" {
+			t.Fatalf("the plant failed: %q %q", res.Stdout, res.Stderr)
+		}
+		cmd := exec.Command(filepath.Join(dir, "suid"), "-u")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != "65534" {
+			t.Errorf("nobody ran the planted setuid binary: euid %q, %v; want nobody's own 65534", out, err)
+		}
+		if err := sb.Delete(context.WithoutCancel(t.Context())); err != nil {
+			t.Fatal(err)
+		}
+		if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), " "+dir+" ") {
+			t.Error("the workspace is still mounted after Delete")
+		}
+		if _, err := os.Stat(dir + ".disk.img"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the disk image is left after Delete: %v", err)
 		}
 	})
 	t.Run("processes", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/bwrap"
 )
 
 // binary is the plugin, built once for every test; "" when bwrap is not
@@ -26,6 +27,11 @@ func TestMain(m *testing.M) {
 			defer os.RemoveAll(dir)
 			binary = filepath.Join(dir, "fabro-sandbox-bwrap")
 			if err := plugintest.BuildTo(context.Background(), "../../cmd/fabro-sandbox-bwrap", binary); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			// The small init beside it, as make plugins installs it.
+			if err := plugintest.BuildTo(context.Background(), "../../cmd/fabro-bwrap-init", filepath.Join(dir, bwrap.InitName)); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}

@@ -96,7 +96,7 @@ func (d *Driver) Name() string { return Name }
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Isolation: driver.IsolationContainer, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
-		Limits: driver.LimitSupport{Memory: true, CPU: true, NetworkNone: true},
+		Limits: driver.LimitSupport{Memory: true, CPU: true, NetworkNone: true, Disk: true},
 	}
 }
 
@@ -130,15 +130,22 @@ type createSandboxDTO struct {
 	Target          string            `json:"target,omitempty"`
 	CPU             int               `json:"cpu,omitempty"`
 	Memory          int               `json:"memory,omitempty"` // GB
+	Disk            int               `json:"disk,omitempty"`   // GB
 }
 
 // limits turns the spec's limits into Daytona's resources: memory in whole
 // GiB and CPU in whole cores, so anything finer cannot be enforced exactly
 // (refused, or rounded up under best effort); a process count never.
-func limits(l driver.Limits) (cpu, memGB int, blockNet bool, err error) {
+func limits(l driver.Limits) (cpu, memGB, diskGB int, blockNet bool, err error) {
 	var bad []string
-	if l.MemoryBytes < 0 || l.Processes < 0 || l.CPU < 0 {
-		return 0, 0, false, fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+	if l.MemoryBytes < 0 || l.Processes < 0 || l.CPU < 0 || l.DiskBytes < 0 {
+		return 0, 0, 0, false, fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+	}
+	if l.DiskBytes > 0 {
+		diskGB = int((l.DiskBytes + (1<<30 - 1)) >> 30)
+		if l.DiskBytes%(1<<30) != 0 {
+			bad = append(bad, "disk (Daytona allocates whole GiB)")
+		}
 	}
 	if l.MemoryBytes > 0 {
 		memGB = int((l.MemoryBytes + (1<<30 - 1)) >> 30)
@@ -157,9 +164,9 @@ func limits(l driver.Limits) (cpu, memGB int, blockNet bool, err error) {
 	}
 	blockNet = l.Network == driver.NetworkNone
 	if len(bad) > 0 && !l.BestEffort {
-		return 0, 0, false, fmt.Errorf("%w: the daytona driver cannot enforce %s; mark the limits best-effort to run without", driver.ErrLimitUnsupported, strings.Join(bad, ", "))
+		return 0, 0, 0, false, fmt.Errorf("%w: the daytona driver cannot enforce %s; mark the limits best-effort to run without", driver.ErrLimitUnsupported, strings.Join(bad, ", "))
 	}
-	return cpu, memGB, blockNet, nil
+	return cpu, memGB, diskGB, blockNet, nil
 }
 
 // Create implements driver.Driver.
@@ -170,7 +177,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if spec.WorkingDirectory != "" && !strings.HasPrefix(spec.WorkingDirectory, "/") {
 		return nil, fmt.Errorf("%w: working_directory %q must be an absolute path in the sandbox", driver.ErrInvalid, spec.WorkingDirectory)
 	}
-	cpu, mem, block, err := limits(spec.Limits)
+	cpu, mem, disk, block, err := limits(spec.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +193,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	// sandbox the lost answer was about.
 	token := randomID()
 	labels[labelCreateToken] = token
-	body := createSandboxDTO{Snapshot: d.cfg.Snapshot, Env: spec.Env, Labels: labels, NetworkBlockAll: block, Target: d.cfg.Target, CPU: cpu, Memory: mem}
+	body := createSandboxDTO{Snapshot: d.cfg.Snapshot, Env: spec.Env, Labels: labels, NetworkBlockAll: block, Target: d.cfg.Target, CPU: cpu, Memory: mem, Disk: disk}
 	created, err := d.create(ctx, body, token)
 	if err != nil {
 		return nil, err

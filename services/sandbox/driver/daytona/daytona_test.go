@@ -260,10 +260,10 @@ func TestCredentialsPerCall(t *testing.T) {
 func TestLimits(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t)
-	if got := e.d.Capabilities().Limits; got != (driver.LimitSupport{Memory: true, CPU: true, NetworkNone: true}) {
+	if got := e.d.Capabilities().Limits; got != (driver.LimitSupport{Memory: true, CPU: true, NetworkNone: true, Disk: true}) {
 		t.Errorf("limits stated %+v", got)
 	}
-	sb, err := e.d.Create(ctx, driver.Spec{Limits: driver.Limits{MemoryBytes: 2 << 30, CPU: 2, Network: driver.NetworkNone}})
+	sb, err := e.d.Create(ctx, driver.Spec{Limits: driver.Limits{MemoryBytes: 2 << 30, CPU: 2, DiskBytes: 5 << 30, Network: driver.NetworkNone}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,10 @@ func TestLimits(t *testing.T) {
 	if cpu != 2 || mem != 2 || !block {
 		t.Errorf("Daytona was asked for cpu %v, memory %v GB, networkBlockAll %v; want 2, 2, true", cpu, mem, block)
 	}
-	for _, l := range []driver.Limits{{MemoryBytes: 1 << 29}, {CPU: 0.5}, {Processes: 100}} {
+	if disk := e.fake.DiskGB(e.fake.Sandboxes()[0]); disk != 5 {
+		t.Errorf("Daytona was asked for disk %v GB; want 5", disk)
+	}
+	for _, l := range []driver.Limits{{MemoryBytes: 1 << 29}, {CPU: 0.5}, {Processes: 100}, {DiskBytes: 1 << 29}} {
 		if _, err := e.d.Create(ctx, driver.Spec{Limits: l}); !errors.Is(err, driver.ErrLimitUnsupported) {
 			t.Errorf("limits %+v: %v; want ErrLimitUnsupported", l, err)
 		}

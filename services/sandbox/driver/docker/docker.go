@@ -45,6 +45,8 @@ import (
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // Name is the driver's name in a spec.
@@ -149,7 +151,7 @@ func (d *Driver) Name() string { return Name }
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Isolation: driver.IsolationContainer, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
-		Limits: driver.LimitSupport{Memory: true, Processes: true, CPU: true, NetworkNone: true},
+		Limits: driver.LimitSupport{Memory: true, Processes: true, CPU: true, NetworkNone: true, Disk: d.diskSupported() == nil},
 	}
 }
 
@@ -179,6 +181,8 @@ func (d *Driver) Close() error {
 type plan struct {
 	id, name, image, workdir, hostDir string
 	managed                           bool
+	disk                              int64  // the managed workspace's disk image size; 0: none
+	netAllow                          bool   // the bridge, with the host's addresses routed away (blockHost)
 	user                              string // uid:gid of commands
 	uid, gid                          int
 }
@@ -191,6 +195,53 @@ func (d *Driver) pooled() bool { return d.cfg.UIDs != nil && os.Geteuid() == 0 }
 func (p *plan) setUID(uid int) {
 	p.uid, p.gid = uid, uid
 	p.user = fmt.Sprintf("%d:%d", uid, uid)
+}
+
+// diskSupported says why a disk limit cannot be enforced, or nil: the
+// workspace's image is mounted on the service's host, which must be the
+// engine's.
+func (d *Driver) diskSupported() error {
+	if err := diskimage.Supported(); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
+		return errors.New("a disk limit needs the Docker engine on the service's own host (a unix socket)")
+	}
+	return nil
+}
+
+// planDisk decides the workspace's disk image. The rootfs is read-only
+// and /tmp a tmpfs sized by the limit (tmpOptions), so the image and /tmp
+// are all a command can fill.
+func (d *Driver) planDisk(p *plan, l driver.Limits) error {
+	switch {
+	case l.DiskBytes < 0:
+		return fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+	case l.DiskBytes == 0:
+		return nil
+	case !p.managed:
+		if !l.BestEffort {
+			return fmt.Errorf("%w: a disk limit bounds managed workspaces only, not host_dir %s; mark the limits best-effort to bound /tmp alone", driver.ErrLimitUnsupported, p.hostDir)
+		}
+		return nil
+	}
+	if err := d.diskSupported(); err != nil {
+		if !l.BestEffort {
+			return fmt.Errorf("%w: the docker driver cannot enforce the disk limit here: %v", driver.ErrLimitUnsupported, err)
+		}
+		return nil
+	}
+	p.disk = l.DiskBytes
+	return nil
+}
+
+// tmpOptions are /tmp's tmpfs options: sized by the disk limit when one
+// is set.
+func tmpOptions(l driver.Limits) string {
+	if l.DiskBytes > 0 {
+		return "rw,nosuid,nodev,size=" + strconv.FormatInt(l.DiskBytes, 10)
+	}
+	return tmpfsOptions
 }
 
 func (d *Driver) plan(spec driver.Spec) (plan, error) {
@@ -235,6 +286,14 @@ func (d *Driver) plan(spec driver.Spec) (plan, error) {
 		}
 	}
 	p.name = "fabro-" + p.id
+	if err := d.planDisk(&p, spec.Limits); err != nil {
+		return p, err
+	}
+	if p.netAllow = spec.Limits.Network == driver.NetworkAllow; p.netAllow && !spec.Limits.BestEffort {
+		if err := d.canBlock(); err != nil {
+			return p, fmt.Errorf("%w: network allow: %v; mark the limits best-effort to allow the network without it", driver.ErrLimitUnsupported, err)
+		}
+	}
 	p.user, p.uid, p.gid = d.cfg.User, d.uid, d.gid
 	if p.managed {
 		p.hostDir = filepath.Join(d.cfg.WorkspaceRoot, "docker-"+p.id)
@@ -293,6 +352,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 			release()
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
+		// A filesystem of its own, mounted nosuid,nodev, bounds the
+		// workspace's disk space.
+		if p.disk > 0 {
+			if err := diskimage.Attach(ctx, p.hostDir, p.disk); err != nil {
+				diskimage.Detach(p.hostDir)
+				os.Remove(p.hostDir)
+				release()
+				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+			}
+		}
 		if os.Geteuid() == 0 {
 			os.Chown(p.hostDir, p.uid, p.gid)
 		}
@@ -306,6 +375,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		}
 		release()
 	}
+	key := hostnet.Key() // what blockHost routes away, for reblock
 	if err := d.createContainer(ctx, p, spec); err != nil {
 		cleanup()
 		return nil, err
@@ -315,6 +385,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		cleanup()
 		return nil, err
 	}
+	sb.hostKey = key
 	return sb, nil
 }
 
@@ -337,7 +408,7 @@ func (d *Driver) createContainer(ctx context.Context, p plan, spec driver.Spec) 
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
-		Tmpfs:          map[string]string{"/tmp": tmpfsOptions},
+		Tmpfs:          map[string]string{"/tmp": tmpOptions(lim)},
 		Resources: container.Resources{
 			Memory: lim.MemoryBytes, NanoCPUs: int64(lim.CPU * 1e9),
 		},
@@ -382,20 +453,39 @@ func (d *Driver) blockHost(ctx context.Context, name string) error {
 	var err error
 	for attempt := range 4 {
 		if err = d.blockHostOnce(ctx, name); err == nil || ctx.Err() != nil {
-			return err
+			break
 		}
 		select {
 		case <-ctx.Done():
-			return err
 		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			continue
 		}
+		break
 	}
-	return err
+	if err != nil {
+		// Not our bug: the engine or the host's network; the sandbox is
+		// refused rather than left reaching the host.
+		return fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// canBlock says why blockHost cannot keep a container off the host's
+// addresses here, or nil: it enters the container's network namespace
+// through /proc, which takes root on the engine's own host.
+func (d *Driver) canBlock() error {
+	if os.Geteuid() != 0 {
+		return errors.New("keeping a sandbox off the host's own addresses needs the service to run as root")
+	}
+	if !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
+		return errors.New("keeping a sandbox off the host's own addresses needs the Docker engine on the service's own host (a unix socket)")
+	}
+	return nil
 }
 
 func (d *Driver) blockHostOnce(ctx context.Context, name string) error {
-	if os.Geteuid() != 0 || !strings.HasPrefix(d.cli.DaemonHost(), "unix://") {
-		return nil
+	if d.canBlock() != nil {
+		return nil // best effort, refused in plan otherwise
 	}
 	ci, err := d.cli.ContainerInspect(ctx, name)
 	if err != nil || ci.State == nil || ci.State.Pid <= 0 {
@@ -466,6 +556,13 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, _ driver.Info) (d
 	}
 	if err := d.Available(ctx); err != nil {
 		return nil, err
+	}
+	// After a reboot the workspace's image is mounted again before its
+	// container starts on it.
+	if p.disk > 0 && diskimage.Has(p.hostDir) {
+		if err := diskimage.Attach(ctx, p.hostDir, p.disk); err != nil {
+			return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+		}
 	}
 	if err := d.check(ctx, p, true); err != nil {
 		return nil, err
@@ -597,6 +694,9 @@ func randHex(n int) string {
 // removeAll removes dir, making directories a command left unwritable
 // writable first when needed; links are removed, never followed.
 func removeAll(dir string) error {
+	if err := diskimage.Detach(dir); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(dir); err == nil || !errors.Is(err, fs.ErrPermission) {
 		return err
 	}

@@ -123,6 +123,26 @@ func TestLimits(t *testing.T) {
 			t.Errorf("after the hog: %q, limit %v", res.Stdout, res.LimitHit)
 		}
 	})
+	t.Run("disk", func(t *testing.T) {
+		root := t.TempDir()
+		d := newDriverAt(t, root, "fabro-test-"+t.Name())
+		if !d.Capabilities().Limits.Disk {
+			t.Skip("the driver states no disk limit here (not root, or the engine is not on this host)")
+		}
+		sb := drivertest.DiskLimit(t, d, driver.Spec{ID: "disk-" + suffix(), Limits: driver.Limits{DiskBytes: 16 << 20}}, true)
+		// Nothing else in the container is writable: the rootfs is
+		// read-only.
+		if res := sh(t, sb, "echo x > /usr/x; echo x > /var/x; echo x > /x; echo done"); string(res.Stdout) != "done\n" || strings.Count(string(res.Stderr), "Read-only file system") != 3 {
+			t.Errorf("writes outside the workspace and /tmp: %q %q; want each refused read-only", res.Stdout, res.Stderr)
+		}
+		if err := sb.Delete(context.WithoutCancel(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		left, _ := os.ReadDir(root)
+		if mi, _ := os.ReadFile("/proc/self/mountinfo"); len(left) != 0 || strings.Contains(string(mi), root+"/") {
+			t.Errorf("Delete left %v or a mount under %s", left, root)
+		}
+	})
 	t.Run("processes", func(t *testing.T) {
 		sb := drivertest.NewSandbox(t, d, driver.Spec{ID: "pids-" + suffix(), Limits: driver.Limits{Processes: 40}})
 		// A bounded storm: 200 sleepers at most, against a limit of 40.
@@ -163,6 +183,14 @@ func TestLimits(t *testing.T) {
 		if os.Geteuid() == 0 { // blocked only by a root service
 			hostnettest.NoHostServices(t, func(cmd string) string { return string(sh(t, allow, cmd).Stdout) })
 			noNeighbour(t, allow, drivertest.NewSandbox(t, d, driver.Spec{ID: "netb-" + suffix(), Limits: driver.Limits{Network: driver.NetworkAllow}}))
+			// An address the host gains after the sandbox started is
+			// routed away before the next command (TEST-NET-2, on lo).
+			const gained = "198.51.100.19/32"
+			if out, err := exec.Command("ip", "addr", "add", gained, "dev", "lo").CombinedOutput(); err != nil {
+				t.Fatalf("the plant: ip addr add %s: %v %s", gained, err, out)
+			}
+			defer exec.Command("ip", "addr", "del", gained, "dev", "lo").Run()
+			hostnettest.NoHostServices(t, func(cmd string) string { return string(sh(t, allow, cmd).Stdout) })
 		}
 	})
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // timeoutSlack is how long after the wrapper's own timeout and grace the
@@ -40,6 +42,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	if fi.Type != driver.TypeDirectory {
 		return driver.ExecResult{}, fmt.Errorf("%w: working_dir %s", driver.ErrNotDirectory, spec.Dir)
+	}
+	if err := s.reblock(ctx); err != nil {
+		return driver.ExecResult{}, err
 	}
 	s.mu.Lock()
 	deleted := s.deleted
@@ -142,6 +147,8 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		res.LimitHit = driver.LimitMemory
 	case st.pids > 0:
 		res.LimitHit = driver.LimitProcesses
+	case s.p.disk > 0 && diskimage.Full(s.p.hostDir):
+		res.LimitHit = driver.LimitDisk
 	}
 	return res, nil
 }

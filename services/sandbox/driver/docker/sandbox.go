@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/hostnet"
 )
 
 // sandbox is one container. Paths are in the container's view; the
@@ -30,6 +32,30 @@ type sandbox struct {
 
 	mu      sync.Mutex
 	deleted bool
+	hostKey string // the host's addresses when blockHost last ran (hostnet.Key)
+}
+
+// reblock routes the host's addresses away again when the host has
+// gained one since they were last routed away (or since a reopen, whose
+// restarted container has a new namespace), before a command runs.
+func (s *sandbox) reblock(ctx context.Context) error {
+	if !s.p.netAllow || s.d.canBlock() != nil {
+		return nil
+	}
+	key := hostnet.Key()
+	s.mu.Lock()
+	same := key == s.hostKey
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := s.d.blockHost(ctx, s.p.name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.hostKey = key
+	s.mu.Unlock()
+	return nil
 }
 
 var _ driver.Checker = (*sandbox)(nil)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // drainGrace bounds how long output is read after the command's processes
@@ -206,6 +208,9 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		Termination: term, Duration: time.Since(start), StreamsSeparated: true,
 		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StdoutStats: stdout.Stats(), StderrStats: stderr.Stats(),
 		LimitHit: cg.hit(),
+	}
+	if res.LimitHit == driver.LimitNone && s.disk && diskimage.Full(s.dir) {
+		res.LimitHit = driver.LimitDisk
 	}
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {

@@ -15,10 +15,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // Name is the driver's name in a spec.
@@ -104,8 +106,10 @@ func (d *Driver) Name() string { return Name }
 // cgroups let the driver enforce on each command; network none it never
 // enforces (commands share the service's network).
 func (d *Driver) Capabilities() driver.Capabilities {
+	l := d.cg.limits
+	l.Disk = diskimage.Supported() == nil
 	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
-		Limits: d.cg.limits}
+		Limits: l}
 }
 
 // CgroupStatus says whether commands run in cgroups of their own, and if
@@ -137,10 +141,17 @@ func (d *Driver) checkLimits(l driver.Limits) (driver.Limits, error) {
 	if l.Network == driver.NetworkNone {
 		missing, l.Network = append(missing, "network none"), driver.NetworkDefault
 	}
+	diskWhy := ""
+	if l.DiskBytes < 0 {
+		return l, fmt.Errorf("%w: limits must not be negative", driver.ErrInvalid)
+	}
+	if err := diskimage.Supported(); l.DiskBytes > 0 && err != nil {
+		missing, l.DiskBytes, diskWhy = append(missing, "disk"), 0, err.Error()
+	}
 	if len(missing) > 0 && !l.BestEffort {
 		why := ""
-		if d.cg.reason != "" {
-			why = " (" + d.cg.reason + ")"
+		if r := strings.Join(slices.DeleteFunc([]string{d.cg.reason, diskWhy}, func(s string) bool { return s == "" }), "; "); r != "" {
+			why = " (" + r + ")"
 		}
 		return l, fmt.Errorf("%w: the local driver cannot enforce %s here%s; mark the limits best-effort to run without", driver.ErrLimitUnsupported, strings.Join(missing, ", "), why)
 	}
@@ -203,8 +214,29 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
 		managed = true
+		// A filesystem of its own, mounted nosuid,nodev, bounds the
+		// workspace's disk space.
+		if limits.DiskBytes > 0 {
+			if err := diskimage.Attach(ctx, dir, limits.DiskBytes); err != nil {
+				diskimage.Detach(dir)
+				os.Remove(dir)
+				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+			}
+		}
 	} else if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: working_directory %q must be an absolute host path", driver.ErrInvalid, dir)
+	} else if limits.DiskBytes > 0 {
+		// Reopened after a restart: the managed workspace's image, mounted
+		// again if the host rebooted. A directory of the caller's cannot be
+		// bounded.
+		if !diskimage.Has(dir) {
+			if !limits.BestEffort {
+				return nil, fmt.Errorf("%w: a disk limit bounds managed workspaces only, not the given directory %s; leave working_directory empty or mark the limits best-effort", driver.ErrLimitUnsupported, dir)
+			}
+			limits.DiskBytes = 0
+		} else if err := diskimage.Attach(ctx, dir, limits.DiskBytes); err != nil {
+			return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+		}
 	}
 	// The canonical path, so absolute paths the sandbox reports are the
 	// ones clients can send back.
@@ -228,7 +260,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		return nil, err
 	}
 	s := &sandbox{
-		d: d, root: root, dir: canon, bash: bash, managed: managed, limits: limits, user: user,
+		d: d, root: root, dir: canon, bash: bash, managed: managed, limits: limits, user: user, disk: limits.DiskBytes > 0,
 		env: append(append(append([]string(nil), d.base...), user.env()...), envList(spec.Env)...),
 	}
 	// Probed once per sandbox: which search programs the host has.
@@ -274,6 +306,7 @@ type sandbox struct {
 	rg, grep string
 	env      []string
 	managed  bool
+	disk     bool          // the workspace is a disk image's filesystem (diskimage)
 	limits   driver.Limits // those enforced, on each command
 	user     runAs         // who commands run as
 	info     driver.Info
@@ -300,6 +333,12 @@ func (s *sandbox) Delete(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.root.Close()
+	if s.disk && !s.managed {
+		// Reopened: the service removes the directory, once unmounted.
+		if err := diskimage.Detach(s.dir); err != nil {
+			return err
+		}
+	}
 	if s.managed {
 		if err := removeAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove workspace: %w", err)

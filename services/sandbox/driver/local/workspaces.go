@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // workspacePrefix starts the name of every managed workspace directory.
@@ -76,6 +78,9 @@ func ClaimWorkspaceRoot(root string) (*WorkspaceLock, []string, error) {
 // command left read-only (a Go module cache, say) writable first when
 // needed. Symbolic links are removed, never followed.
 func removeAll(dir string) error {
+	if err := diskimage.Detach(dir); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(dir); err == nil || !errors.Is(err, fs.ErrPermission) {
 		return err
 	}

@@ -14,6 +14,24 @@ import (
 	"strings"
 )
 
+// Key names the host's IPv4 addresses that Block routes away: a sandbox
+// whose namespace was blocked under another key is blocked again, so that
+// an address the host gained since is covered too.
+func Key() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			out = append(out, ipn.IP.To4().String())
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
 // Block gives each IPv4 address of the host's interfaces (loopback aside,
 // which is the namespace's own) an unreachable route in the network
 // namespace netns. A command without CAP_NET_ADMIN in the namespace's

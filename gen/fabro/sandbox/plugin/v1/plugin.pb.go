@@ -347,6 +347,8 @@ const (
 	LimitHit_LIMIT_HIT_MEMORY LimitHit = 1
 	// The process limit.
 	LimitHit_LIMIT_HIT_PROCESSES LimitHit = 2
+	// The disk limit.
+	LimitHit_LIMIT_HIT_DISK LimitHit = 3
 )
 
 // Enum value maps for LimitHit.
@@ -355,11 +357,13 @@ var (
 		0: "LIMIT_HIT_UNSPECIFIED",
 		1: "LIMIT_HIT_MEMORY",
 		2: "LIMIT_HIT_PROCESSES",
+		3: "LIMIT_HIT_DISK",
 	}
 	LimitHit_value = map[string]int32{
 		"LIMIT_HIT_UNSPECIFIED": 0,
 		"LIMIT_HIT_MEMORY":      1,
 		"LIMIT_HIT_PROCESSES":   2,
+		"LIMIT_HIT_DISK":        3,
 	}
 )
 
@@ -453,7 +457,9 @@ type LimitSupport struct {
 	// Limits.cpu is enforced.
 	Cpu bool `protobuf:"varint,3,opt,name=cpu,proto3" json:"cpu,omitempty"`
 	// NETWORK_NONE is enforced.
-	NetworkNone   bool `protobuf:"varint,4,opt,name=network_none,json=networkNone,proto3" json:"network_none,omitempty"`
+	NetworkNone bool `protobuf:"varint,4,opt,name=network_none,json=networkNone,proto3" json:"network_none,omitempty"`
+	// Limits.disk_bytes is enforced.
+	Disk          bool `protobuf:"varint,5,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,6 +518,13 @@ func (x *LimitSupport) GetCpu() bool {
 func (x *LimitSupport) GetNetworkNone() bool {
 	if x != nil {
 		return x.NetworkNone
+	}
+	return false
+}
+
+func (x *LimitSupport) GetDisk() bool {
+	if x != nil {
+		return x.Disk
 	}
 	return false
 }
@@ -628,7 +641,9 @@ type Limits struct {
 	// The network policy.
 	Network Network `protobuf:"varint,4,opt,name=network,proto3,enum=fabro.sandbox.plugin.v1.Network" json:"network,omitempty"`
 	// A limit the driver cannot enforce is skipped instead of refused.
-	BestEffort    bool `protobuf:"varint,5,opt,name=best_effort,json=bestEffort,proto3" json:"best_effort,omitempty"`
+	BestEffort bool `protobuf:"varint,5,opt,name=best_effort,json=bestEffort,proto3" json:"best_effort,omitempty"`
+	// Disk space of the managed workspace and of /tmp, in bytes.
+	DiskBytes     int64 `protobuf:"varint,6,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,6 +711,13 @@ func (x *Limits) GetBestEffort() bool {
 		return x.BestEffort
 	}
 	return false
+}
+
+func (x *Limits) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
 }
 
 // Spec is what a sandbox is created from.
@@ -3456,12 +3478,13 @@ var File_fabro_sandbox_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
-	"$fabro/sandbox/plugin/v1/plugin.proto\x12\x17fabro.sandbox.plugin.v1\x1a\x1egoogle/protobuf/duration.proto\"y\n" +
+	"$fabro/sandbox/plugin/v1/plugin.proto\x12\x17fabro.sandbox.plugin.v1\x1a\x1egoogle/protobuf/duration.proto\"\x8d\x01\n" +
 	"\fLimitSupport\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
 	"\x03cpu\x18\x03 \x01(\bR\x03cpu\x12!\n" +
-	"\fnetwork_none\x18\x04 \x01(\bR\vnetworkNone\"\xad\x02\n" +
+	"\fnetwork_none\x18\x04 \x01(\bR\vnetworkNone\x12\x12\n" +
+	"\x04disk\x18\x05 \x01(\bR\x04disk\"\xad\x02\n" +
 	"\fCapabilities\x12@\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\".fabro.sandbox.plugin.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
@@ -3469,14 +3492,16 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12\x1a\n" +
 	"\bcommands\x18\x06 \x01(\bR\bcommands\x12=\n" +
-	"\x06limits\x18\a \x01(\v2%.fabro.sandbox.plugin.v1.LimitSupportR\x06limits\"\xb8\x01\n" +
+	"\x06limits\x18\a \x01(\v2%.fabro.sandbox.plugin.v1.LimitSupportR\x06limits\"\xd7\x01\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\x03R\tprocesses\x12\x10\n" +
 	"\x03cpu\x18\x03 \x01(\x01R\x03cpu\x12:\n" +
 	"\anetwork\x18\x04 \x01(\x0e2 .fabro.sandbox.plugin.v1.NetworkR\anetwork\x12\x1f\n" +
 	"\vbest_effort\x18\x05 \x01(\bR\n" +
-	"bestEffort\"\xee\x03\n" +
+	"bestEffort\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\"\xee\x03\n" +
 	"\x04Spec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\x11working_directory\x18\x02 \x01(\tR\x10workingDirectory\x128\n" +
@@ -3684,11 +3709,12 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x12TERMINATION_EXITED\x10\x01\x12\x19\n" +
 	"\x15TERMINATION_TIMED_OUT\x10\x02\x12\x19\n" +
 	"\x15TERMINATION_CANCELLED\x10\x03\x12\x16\n" +
-	"\x12TERMINATION_KILLED\x10\x04*T\n" +
+	"\x12TERMINATION_KILLED\x10\x04*h\n" +
 	"\bLimitHit\x12\x19\n" +
 	"\x15LIMIT_HIT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10LIMIT_HIT_MEMORY\x10\x01\x12\x17\n" +
-	"\x13LIMIT_HIT_PROCESSES\x10\x02*]\n" +
+	"\x13LIMIT_HIT_PROCESSES\x10\x02\x12\x12\n" +
+	"\x0eLIMIT_HIT_DISK\x10\x03*]\n" +
 	"\vGrepBackend\x12\x1c\n" +
 	"\x18GREP_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GREP_BACKEND_RIPGREP\x10\x01\x12\x16\n" +

@@ -26,6 +26,7 @@ package daytonafake
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -164,6 +165,17 @@ func (s *Server) Get(id string) (state string, labels map[string]string, cpu, me
 		return "", nil, 0, 0, false, false
 	}
 	return sb.State, sb.Labels, sb.CPU, sb.Memory, sb.NetworkBlockAll, true
+}
+
+// DiskGB returns the disk a sandbox was given, in GB (Daytona's default
+// is 3).
+func (s *Server) DiskGB(id string) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil {
+		return sb.Disk
+	}
+	return 0
 }
 
 // helperDir is the host directory standing for the sandbox's /tmp/.fabro-ID.
@@ -332,8 +344,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, http.StatusBadRequest, "BAD_REQUEST", "invalid CreateSandbox: "+err.Error())
 		return
 	}
-	if req.CPU < 0 || req.Memory < 0 {
-		apiError(w, r, http.StatusBadRequest, "BAD_REQUEST", "cpu and memory must not be negative")
+	if req.CPU < 0 || req.Memory < 0 || req.Disk < 0 {
+		apiError(w, r, http.StatusBadRequest, "BAD_REQUEST", "cpu, memory and disk must not be negative")
 		return
 	}
 	id := newID()
@@ -344,7 +356,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb := &sandbox{ID: id, Name: id, Org: "fake-org", User: "daytona", Env: req.Env, Labels: req.Labels, Target: req.Target,
-		CPU: float64(max(req.CPU, 1)), Memory: float64(max(req.Memory, 1)), Disk: 3, State: "creating",
+		CPU: float64(max(req.CPU, 1)), Memory: float64(max(req.Memory, 1)), Disk: float64(cmp.Or(req.Disk, 3)), State: "creating",
 		NetworkBlockAll: req.NetworkBlockAll, dir: dir, home: home}
 	if sb.Env == nil {
 		sb.Env = map[string]string{}
