@@ -208,3 +208,30 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestS3ImagesRefused: an s3:// image source, which Bedrock reads with
+// the gateway's own role, is INVALID_ARGUMENT naming the field unless the
+// operator allowed its bucket; nothing goes upstream.
+func TestS3ImagesRefused(t *testing.T) {
+	u := newUpstream(t)
+	s := newGateway(t, u, func(c *Config) { c.BedrockS3Buckets = []string{"shared-images"} })
+	req := func(url string) *llmv1.Request {
+		return &llmv1.Request{Model: "fake/fake-2", Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{
+			{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: "what is this"}}},
+			{Part: &llmv1.ContentPart_Image{Image: &llmv1.ImagePart{Source: &llmv1.ImagePart_Url{Url: url}, MediaType: "image/png"}}},
+		}}}}
+	}
+	for _, url := range []string{"s3://gateway-private/secrets.png", "S3://gateway-private/x.png", "s3:///x.png", "s3://shared-images.evil/x.png"} {
+		_, err := s.Complete(t.Context(), &llmv1.CompleteRequest{Request: req(url)})
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "request.messages[0].parts[1].image.url") {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT naming the field", url, err)
+		}
+	}
+	if n := len(u.requests()); n != 0 {
+		t.Fatalf("%d refused requests went upstream", n)
+	}
+	u.enqueue(textTurn("a cat"))
+	if _, err := s.Complete(t.Context(), &llmv1.CompleteRequest{Request: req("s3://shared-images/cat.png")}); err != nil {
+		t.Errorf("an allowed bucket: %v", err)
+	}
+}
