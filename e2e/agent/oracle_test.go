@@ -16,6 +16,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/services/agent/natstest"
 )
 
@@ -94,7 +95,7 @@ func TestOracleOwnerReplicaDown(t *testing.T) {
 	_, want := b.client.GetSession(ctxAs("user:bob"), &agentv1.GetSessionRequest{SessionId: unknown})
 	_, err = b.client.GetSession(ctxAs("user:bob"), &agentv1.GetSessionRequest{SessionId: id})
 	sameRefusal(t, "bob through b, a down", err, want, id, unknown)
-	err = recvAll(b.client.StreamEvents(ctxAs("user:bob"), &agentv1.StreamEventsRequest{SessionId: id}))
+	err = authtest.RecvAll(b.client.StreamEvents(ctxAs("user:bob"), &agentv1.StreamEventsRequest{SessionId: id}))
 	_, wantStream := b.client.GetSession(ctxAs("user:bob"), &agentv1.GetSessionRequest{SessionId: unknown})
 	if status.Code(err) != codes.NotFound || status.Code(wantStream) != codes.NotFound {
 		t.Errorf("bob's StreamEvents through b, a down: %v", err)
