@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/services/agent/natstest"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
 // unknownLike is an id of the same form as id that no session has.
@@ -108,5 +110,36 @@ func TestOracleOwnerReplicaDown(t *testing.T) {
 	host := a.addr[:strings.LastIndexByte(a.addr, ':')]
 	if strings.Contains(string(full), a.addr) || strings.Contains(string(full), host) {
 		t.Errorf("the refusal names a's address %s: %s", a.addr, full)
+	}
+}
+
+// TestOpaqueStateCarriedBack: the opaque reasoning item a turn of an
+// authenticated user's session got (sealed by the gateway to the session's
+// owner, whom the agent names) is carried back by the agent as received,
+// and the provider gets its own item again on the next turn, never the
+// envelope.
+func TestOpaqueStateCarriedBack(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	ctx := bearer(t.Context(), who.alice)
+	resp, err := st.agent.CreateSession(ctx, &agentv1.CreateSessionRequest{Model: "openai/gpt-5",
+		Sandbox: &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetSession().GetSessionId()
+	st.fake.Enqueue(fakeprovider.Turn{Reasoning: "look first", Text: "one"})
+	st.promptAs(t, who.alice, id)
+	first := len(st.fake.Requests())
+	st.fake.Enqueue(fakeprovider.Turn{Text: "two"})
+	evs := st.promptAs(t, who.alice, id)
+	reqs := st.fake.Requests()
+	if len(reqs) <= first {
+		t.Fatalf("no second turn reached the provider: %v", evs)
+	}
+	body := string(reqs[len(reqs)-1].Body)
+	want := "gAAAAB" + base64.StdEncoding.EncodeToString([]byte("enc:look first")) // the fake's encrypted_content
+	if !strings.Contains(body, `"encrypted_content":"`+want+`"`) || strings.Contains(body, "fabro2.") {
+		t.Fatalf("the provider did not get its reasoning item back as it made it: %s", body)
 	}
 }
