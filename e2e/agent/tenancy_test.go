@@ -21,6 +21,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/services/agent/natstest"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
@@ -62,32 +63,20 @@ func (st *stack) createAs(t *testing.T, token string) (sessionID, sandboxID stri
 	return resp.GetSession().GetSessionId(), sb.GetSandbox().GetSandboxId()
 }
 
-// recvAll reads a server stream to its end: its error, nil at EOF.
-func recvAll[T any](s grpc.ServerStreamingClient[T], err error) error {
-	if err != nil {
-		return err
-	}
-	for {
-		if _, err := s.Recv(); err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
 // sessionCalls calls every AgentService method that names a session, on
 // id. TestTenancyAgentEveryMethod fails on a method named in neither this
 // nor unscopedAgent, so a new RPC cannot be forgotten.
-var sessionCalls = map[string]func(ctx context.Context, c agentv1.AgentServiceClient, id string) error{
+// sessionCall is one method's call on a session id.
+type sessionCall = func(ctx context.Context, c agentv1.AgentServiceClient, id string) error
+
+var sessionCalls = map[string]sessionCall{
 	"CreateSession": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error { // a subagent in its tree
 		_, err := c.CreateSession(ctx, &agentv1.CreateSessionRequest{ParentSessionId: id, Model: "anthropic/claude-sonnet-4.5",
 			Sandbox: &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local"}}})
 		return err
 	},
 	"Prompt": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
-		return recvAll(c.Prompt(ctx, &agentv1.PromptRequest{SessionId: id, Text: "hi"}))
+		return authtest.RecvAll(c.Prompt(ctx, &agentv1.PromptRequest{SessionId: id, Text: "hi"}))
 	},
 	"StartPrompt": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
 		_, err := c.StartPrompt(ctx, &agentv1.StartPromptRequest{SessionId: id, Text: "hi"})
@@ -138,7 +127,7 @@ var sessionCalls = map[string]func(ctx context.Context, c agentv1.AgentServiceCl
 		return err
 	},
 	"StreamEvents": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
-		return recvAll(c.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: id}))
+		return authtest.RecvAll(c.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: id}))
 	},
 	"Approve": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
 		_, err := c.Approve(ctx, &agentv1.ApproveRequest{SessionId: id, ApprovalId: "ap_1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_DENY})
@@ -181,60 +170,39 @@ func TestTenancyAgentEveryMethod(t *testing.T) {
 	if _, err := st.agent.DeleteSession(bearer(ctx, who.bob), &agentv1.DeleteSessionRequest{SessionId: gone}); err != nil {
 		t.Fatal(err)
 	}
-	methods := agentv1.File_fabro_agent_v1_agent_proto.Services().ByName("AgentService").Methods()
-	for i := range methods.Len() {
-		name := string(methods.Get(i).Name())
-		call, named := sessionCalls[name]
-		if !named {
-			if !unscopedAgent[name] {
-				t.Errorf("AgentService.%s has no tenancy case: add it to sessionCalls or unscopedAgent", name)
-			}
-			continue
+	svc := agentv1.File_fabro_agent_v1_agent_proto.Services().ByName("AgentService")
+	authtest.EveryMethod(t, svc, sessionCalls, unscopedAgent, func(t *testing.T, name string, call sessionCall) {
+		id, _ := st.createAs(t, who.alice)
+		before := st.sessionState(t, who.alice, id)
+		missing := call(bearer(ctx, who.bob), st.agent, gone)
+		if status.Code(missing) != codes.NotFound {
+			t.Fatalf("on a deleted id: %v, want NOT_FOUND", missing)
 		}
-		t.Run(name, func(t *testing.T) {
-			id, _ := st.createAs(t, who.alice)
-			before := st.sessionState(t, who.alice, id)
-			missing := call(bearer(ctx, who.bob), st.agent, gone)
-			if status.Code(missing) != codes.NotFound {
-				t.Fatalf("on a deleted id: %v, want NOT_FOUND", missing)
-			}
-			err := call(bearer(ctx, who.bob), st.agent, id)
-			want := strings.ReplaceAll(status.Convert(missing).Message(), gone, id)
-			if status.Code(err) != codes.NotFound || status.Convert(err).Message() != want || reasonOf(err) != reasonOf(missing) {
-				t.Errorf("bob: %v (%s), want the missing id's NOT_FOUND %q (%s)", err, reasonOf(err), want, reasonOf(missing))
-			}
-			if diff := cmp.Diff(before, st.sessionState(t, who.alice, id), protocmp.Transform()); diff != "" {
-				t.Errorf("bob's %s changed alice's session (-before +after):\n%s", name, diff)
-			}
-			refused := func(err error) bool { return status.Code(err) == codes.NotFound && reasonOf(err) == reasonOf(missing) }
-			audit := "admin reached another principal's resource audit=true principal=admin:root method=/fabro.agent.v1.AgentService/" + name
-			if st.logs.logged(audit) {
-				t.Fatalf("audited before any admin call")
-			}
-			// Each on a session of alice's of its own: a delete or close
-			// of one would hide whether the other reached it.
-			other, _ := st.createAs(t, who.alice)
-			for _, c := range []struct{ name, token, id string }{{"admin", who.root, id}, {"alice", who.alice, other}} {
-				st.fake.Enqueue(fakeprovider.Turn{Text: "ok"}) // for a prompt
-				if err := call(bearer(ctx, c.token), st.agent, c.id); refused(err) {
-					t.Errorf("%s: %v", c.name, err)
-				}
-			}
-			if !st.logs.logged(audit) {
-				t.Errorf("the admin's %s on alice's session is not audited", name)
-			}
-		})
-	}
-}
-
-// reasonOf is the ErrorInfo reason of err.
-func reasonOf(err error) string {
-	for _, d := range status.Convert(err).Details() {
-		if r, ok := d.(interface{ GetReason() string }); ok {
-			return r.GetReason()
+		err := call(bearer(ctx, who.bob), st.agent, id)
+		if ok, want := authtest.SameAsMissing(err, missing, gone, id); !ok {
+			t.Errorf("bob: %v (%s), want the missing id's NOT_FOUND %s", err, authtest.Reason(err), want)
 		}
-	}
-	return ""
+		if diff := cmp.Diff(before, st.sessionState(t, who.alice, id), protocmp.Transform()); diff != "" {
+			t.Errorf("bob's %s changed alice's session (-before +after):\n%s", name, diff)
+		}
+		refused := func(err error) bool { return authtest.Refused(err, missing) }
+		audit := "admin reached another principal's resource audit=true principal=admin:root method=/fabro.agent.v1.AgentService/" + name
+		if st.logs.logged(audit) {
+			t.Fatalf("audited before any admin call")
+		}
+		// Each on a session of alice's of its own: a delete or close
+		// of one would hide whether the other reached it.
+		other, _ := st.createAs(t, who.alice)
+		for _, c := range []struct{ name, token, id string }{{"admin", who.root, id}, {"alice", who.alice, other}} {
+			st.fake.Enqueue(fakeprovider.Turn{Text: "ok"}) // for a prompt
+			if err := call(bearer(ctx, c.token), st.agent, c.id); refused(err) {
+				t.Errorf("%s: %v", c.name, err)
+			}
+		}
+		if !st.logs.logged(audit) {
+			t.Errorf("the admin's %s on alice's session is not audited", name)
+		}
+	})
 }
 
 // TestTenancySessionsAndSandboxes: lists hold only the caller's (the
@@ -273,7 +241,7 @@ func TestTenancySessionsAndSandboxes(t *testing.T) {
 		t.Errorf("bob's session on alice's sandbox: %v, want NOT_FOUND", err)
 	}
 	_, err = st.agent.CreateSession(bearer(ctx, who.root), &agentv1.CreateSessionRequest{Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: aliceSB}})
-	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "SANDBOX_OWNER_MISMATCH" {
+	if status.Code(err) != codes.FailedPrecondition || authtest.Reason(err) != "SANDBOX_OWNER_MISMATCH" {
 		t.Errorf("the admin's session on alice's sandbox: %v, want FAILED_PRECONDITION SANDBOX_OWNER_MISMATCH", err)
 	}
 	// A sandbox the agent creates for alice's session is hers.
@@ -419,7 +387,7 @@ func TestRevocationCutsStreams(t *testing.T) {
 	if err := st.tokens.Revoke(entry.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := recvAll(grpcStream, nil); status.Code(err) != codes.Unauthenticated {
+	if err := authtest.RecvAll(grpcStream, nil); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("gRPC StreamEvents after revocation: %v, want UNAUTHENTICATED", err)
 	}
 	var rest strings.Builder
@@ -429,10 +397,10 @@ func TestRevocationCutsStreams(t *testing.T) {
 	if !strings.Contains(rest.String(), `"code":16`) {
 		t.Errorf("REST events after revocation ended with %q, want an UNAUTHENTICATED (16) error line", rest.String())
 	}
-	if err := recvAll(prompt, nil); status.Code(err) != codes.Unauthenticated {
+	if err := authtest.RecvAll(prompt, nil); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("Prompt after revocation: %v, want UNAUTHENTICATED", err)
 	}
-	if err := recvAll(llm, nil); status.Code(err) != codes.Unauthenticated {
+	if err := authtest.RecvAll(llm, nil); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("gateway Stream after revocation: %v, want UNAUTHENTICATED", err)
 	}
 	if _, err := st.agent.GetSession(bearer(ctx, who.alice), &agentv1.GetSessionRequest{SessionId: id}); err != nil {
@@ -470,7 +438,7 @@ func TestTenancyForwarded(t *testing.T) {
 			t.Errorf("GetSession through b as %s: %v, want %v", c.who, err, c.want)
 		}
 	}
-	if err := recvAll(b.client.StreamEvents(as("user:bob"), &agentv1.StreamEventsRequest{SessionId: id})); status.Code(err) != codes.NotFound {
+	if err := authtest.RecvAll(b.client.StreamEvents(as("user:bob"), &agentv1.StreamEventsRequest{SessionId: id})); status.Code(err) != codes.NotFound {
 		t.Errorf("StreamEvents through b as bob: %v, want NOT_FOUND", err)
 	}
 	if _, err := b.client.DeleteSession(as("user:bob"), &agentv1.DeleteSessionRequest{SessionId: id}); status.Code(err) != codes.NotFound {

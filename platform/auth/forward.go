@@ -21,8 +21,10 @@ var errForward = errors.New("auth: refused forwarded principal")
 // forwardable are the services on which the agent's token acts for a
 // person, and nowhere else (not on the vault or the token service, which
 // would make it any admin). On the sandbox service the agent alone already
-// reaches every sandbox; acting for a person narrows it to theirs.
-var forwardable = []string{"/fabro.agent.v1.AgentService/", "/fabro.sandbox.v1.SandboxService/"}
+// reaches every sandbox; acting for a person narrows it to theirs. On the
+// gateway it binds the round-trip state a session's turns get to the
+// session's owner, as a person's own calls are bound.
+var forwardable = []string{"/fabro.agent.v1.AgentService/", "/fabro.sandbox.v1.SandboxService/", "/fabro.llm.v1.LLMGatewayService/"}
 
 func isForwardable(method string) bool {
 	for _, prefix := range forwardable {

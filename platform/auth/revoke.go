@@ -39,19 +39,30 @@ func (a *Interceptor) Watch(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if !ok {
 		return handler(srv, ss) // an open method, or refused by Stream
 	}
+	// The change channel is taken before Stream, inside, checks the token:
+	// a revocation after that check closes it, and one before is refused
+	// there, so a revocation racing the stream's start reaches it at once.
+	changed := changes(asNotifier(a.Verifier))
 	ctx, cancel := context.WithCancelCause(ss.Context())
 	defer cancel(nil) // ends the watch
-	go a.watch(ctx, tok, cancel)
+	go a.watch(ctx, tok, cancel, changed)
 	return handler(srv, &watchedStream{ServerStream: ss, ctx: ctx})
 }
 
 // WatchToken is Watch for a call that is not a gRPC stream (an HTTP
 // response streamed by hand, such as the gateway's compatible endpoints):
 // the context it returns is cancelled once tok stops verifying, and
-// Revoked then reports it; stop ends the watch.
+// Revoked then reports it; stop ends the watch. It checks tok once after
+// subscribing to the changes, so a revocation between the caller's own
+// check and this call is not left to the next periodic re-check.
 func (a *Interceptor) WatchToken(ctx context.Context, tok string) (_ context.Context, stop context.CancelFunc) {
+	changed := changes(asNotifier(a.Verifier))
 	ctx, cancel := context.WithCancelCause(ctx)
-	go a.watch(ctx, tok, cancel)
+	if _, err := a.Verifier.Verify(tok); errors.Is(err, ErrInvalidToken) {
+		cancel(errRevoked)
+		return ctx, func() { cancel(nil) }
+	}
+	go a.watch(ctx, tok, cancel, changed)
 	return ctx, func() { cancel(nil) }
 }
 
@@ -74,15 +85,15 @@ func (a *Interceptor) streamToken(ctx context.Context, method string) (string, b
 // watch re-verifies tok until ctx ends, and cancels the stream once tok
 // is refused. A store that cannot be read does not end streams: that is
 // the operator's fault, not the caller's, and new calls are refused anyway.
-func (a *Interceptor) watch(ctx context.Context, tok string, cancel context.CancelCauseFunc) {
+// changed was taken before tok's last check.
+func (a *Interceptor) watch(ctx context.Context, tok string, cancel context.CancelCauseFunc, changed <-chan struct{}) {
 	every := a.Recheck
 	if every <= 0 {
 		every = DefaultRecheck
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	n, _ := a.Verifier.(Notifier)
-	changed := changes(n)
+	n := asNotifier(a.Verifier)
 	for {
 		select {
 		case <-ctx.Done():

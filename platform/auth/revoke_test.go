@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,5 +219,102 @@ func TestChangedQuietWhileUnreadable(t *testing.T) {
 	case <-quiet:
 		t.Fatal("an unreadable store woke the watchers with nothing changed")
 	default:
+	}
+}
+
+// TestRevocationRacingStreamStart revokes a token while its stream opens,
+// many times over: every stream must end UNAUTHENTICATED, refused at its
+// start or cut at once. The recheck is an hour, so a revocation that falls
+// between the stream's check and its watch's subscription, left to the
+// next periodic re-check, fails the test (the stream runs to its bound).
+func TestRevocationRacingStreamStart(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	conn := serveFollow(t, auth.NewEphemeral(store), time.Hour, true)
+	for i := range 150 {
+		tok, e, err := store.Issue("alice", auth.RoleUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revoked := make(chan error, 1)
+		go func() { revoked <- store.Revoke(e.ID) }()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+		cs, err := conn.NewStream(ctx, &followDesc.Streams[0], followMethod)
+		if err == nil {
+			err = cs.SendMsg(wrapperspb.Int64(1))
+		}
+		for err == nil {
+			var m wrapperspb.Int64Value
+			err = cs.RecvMsg(&m)
+		}
+		cancel()
+		if rerr := <-revoked; rerr != nil {
+			t.Fatal(rerr)
+		}
+		if st := status.Convert(err); st.Code() != codes.Unauthenticated {
+			t.Fatalf("iteration %d: the stream ended %v, want UNAUTHENTICATED", i, err)
+		}
+	}
+}
+
+// revokingVerifier revokes its token right after the first check that
+// passes it: the revocation then falls between a stream's check and
+// anything after, the window a watch must not miss.
+type revokingVerifier struct {
+	*auth.Store
+	id   string
+	once sync.Once
+}
+
+func (v *revokingVerifier) Verify(tok string) (auth.Principal, error) {
+	p, err := v.Store.Verify(tok)
+	if err == nil {
+		v.once.Do(func() { _ = v.Store.Revoke(v.id) })
+	}
+	return p, err
+}
+
+// TestRevocationJustAfterStreamCheck: a revocation right after the
+// stream's credential check (before its watch could have subscribed,
+// were it to subscribe late) ends the stream at once; the recheck is an
+// hour.
+func TestRevocationJustAfterStreamCheck(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	tok, e, err := store.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := serveFollow(t, &revokingVerifier{Store: store, id: e.ID}, time.Hour, true)
+	cs := follow(t, conn, tok, 1)
+	var m wrapperspb.Int64Value
+	for err == nil {
+		err = cs.RecvMsg(&m)
+	}
+	if st := status.Convert(err); st.Code() != codes.Unauthenticated {
+		t.Fatalf("the stream ended %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// TestWatchTokenRevokedBeforeWatch: a token revoked between the caller's
+// own check and WatchToken is cut at once, not at the next re-check.
+func TestWatchTokenRevokedBeforeWatch(t *testing.T) {
+	store := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	tok, e, err := store.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := &auth.Interceptor{Verifier: store, Logger: slog.New(slog.DiscardHandler), Recheck: time.Hour}
+	if err := store.Revoke(e.ID); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := ic.WatchToken(t.Context(), tok)
+	defer stop()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a token revoked before its watch started was not cut")
+	}
+	if !auth.Revoked(ctx) {
+		t.Fatalf("cut, but not as revoked: %v", context.Cause(ctx))
 	}
 }

@@ -17,6 +17,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 )
 
 // mdForwardedBy marks a call one replica forwarded to another: it is
@@ -46,7 +47,11 @@ func (s *Service) serviceDesc() *grpc.ServiceDesc {
 			if err != nil {
 				return nil, err
 			}
-			if addr := s.forwardTo(ctx, req); addr != "" {
+			addr, err := s.forwardTo(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			if addr != "" {
 				reply := out.New().Interface()
 				if err := s.forwardUnary(ctx, addr, full, req, reply); err != nil {
 					return nil, err
@@ -81,7 +86,11 @@ func (s *Service) serviceDesc() *grpc.ServiceDesc {
 			if err := ss.RecvMsg(req); err != nil {
 				return err
 			}
-			if addr := s.forwardTo(ctx, req); addr != "" {
+			addr, err := s.forwardTo(ctx, req)
+			if err != nil {
+				return err
+			}
+			if addr != "" {
 				return s.forwardStream(ctx, addr, full, req, out, ss)
 			}
 			return orig(srv, &firstMsgStream{ServerStream: ss, ctx: ctx, first: req})
@@ -140,26 +149,47 @@ func (s *Service) caller(ctx context.Context) (context.Context, error) {
 // forwardTo is the address of the replica a call belongs to, or "" to
 // serve it here: outside a cluster, for a call already forwarded, for a
 // call naming no session, and for a session this replica serves or
-// nobody owns.
-func (s *Service) forwardTo(ctx context.Context, req any) string {
+// nobody owns. Before a call is forwarded, the caller's reach is checked
+// from the session's record: another principal's session is the NOT_FOUND
+// of an unknown id here, whether or not its replica answers, so neither a
+// replica's state nor its address says that the id exists.
+func (s *Service) forwardTo(ctx context.Context, req any) (string, error) {
 	if s.replica == nil {
-		return ""
+		return "", nil
 	}
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(mdForwardedBy)) > 0 && forwardedByReplica(ctx, md) {
-		return ""
+		return "", nil
 	}
 	m, ok := req.(proto.Message)
 	if !ok {
-		return ""
+		return "", nil
 	}
+	field := "session_id"
 	id := stringField(m, "session_id")
 	if id == "" {
-		id = stringField(m, "parent_session_id") // a subagent lives with its parent
+		field, id = "parent_session_id", stringField(m, "parent_session_id") // a subagent lives with its parent
 	}
 	if id == "" {
-		return ""
+		return "", nil
 	}
-	return s.replica.owner(ctx, id)
+	addr := s.replica.owner(ctx, id)
+	if addr == "" {
+		return "", nil
+	}
+	if err := checkID(field, id); err != nil {
+		return "", err
+	}
+	rec, _, err := s.records.Get(ctx, id)
+	switch {
+	case errors.Is(err, records.ErrNotFound):
+		return addr, nil // not written yet: the owner decides
+	case err != nil:
+		return "", s.recordError(ctx, field, id, err)
+	}
+	if auth.Reaches(ctx, rec.GetSession().GetPrincipal()) == auth.Unreachable {
+		return "", sessionNotFound(field, id)
+	}
+	return addr, nil
 }
 
 // forwardedByReplica reports whether a call marked forwarded came from a
@@ -215,15 +245,18 @@ const ownerConnectTimeout = 2 * time.Second
 func (r *replica) ready(ctx context.Context, addr string) (*grpc.ClientConn, error) {
 	c, err := r.conn(addr)
 	if err != nil {
-		return nil, domain.New(codes.Unavailable, reasonSessionOwned, "the replica serving the session: "+err.Error(), grpcerr.RetryAfter(time.Second))
+		r.svc.logger.WarnContext(ctx, "agent replica unreachable", "addr", addr, "error", err)
+		return nil, domain.New(codes.Unavailable, reasonSessionOwned, "the agent replica serving the session cannot be reached; another takes the session over when its lease ends", grpcerr.RetryAfter(time.Second))
 	}
 	c.Connect()
 	wctx, cancel := context.WithTimeout(ctx, ownerConnectTimeout)
 	defer cancel()
 	for st := c.GetState(); st != connectivity.Ready; st = c.GetState() {
 		if !c.WaitForStateChange(wctx, st) {
+			// Its address is the operator's, in the log, never the caller's.
+			r.svc.logger.WarnContext(ctx, "agent replica does not answer", "addr", addr)
 			return nil, domain.New(codes.Unavailable, reasonSessionOwned,
-				"the agent replica serving the session ("+addr+") does not answer; another takes the session over when its lease ends",
+				"the agent replica serving the session does not answer; another takes the session over when its lease ends",
 				grpcerr.RetryAfter(time.Second))
 		}
 	}

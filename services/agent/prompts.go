@@ -161,6 +161,9 @@ func (s *Service) runPrompt(ctx context.Context, sess *session, promptID, text s
 // runLoop runs a prompt's loop (run) and what follows its end.
 func (s *Service) runLoop(ctx context.Context, sess *session, promptID string, done chan struct{}, run func(context.Context) (*agentv1.PromptReport, error)) {
 	defer s.prompts.Done()
+	// Every turn acts for the session's owner, whoever started it (a
+	// subagent, a resumed prompt after a restart or a takeover).
+	ctx = actFor(ctx, sess.info.GetPrincipal())
 	ctx = logging.With(ctx, slog.String("session_id", sess.info.GetSessionId()), slog.String("prompt_id", promptID))
 	sess.log.SetTraceContext(ctx)
 	report, _ := run(ctx)

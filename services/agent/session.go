@@ -185,7 +185,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 			sess.hooks.Event(ctx, agentv1.HookEvent_HOOK_EVENT_PROMPT_END, promptID, r.GetStatus().String())
 		},
 	}
-	sess.agent = loop.New(s.llm, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
+	sess.agent = loop.New(actingLLM{s.llm}, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
 }
 
 // taskList is the Anthropic task list of a session tree, shared by the

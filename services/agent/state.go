@@ -92,6 +92,12 @@ func (s *Service) recordError(ctx context.Context, field, id string, err error) 
 		return sessionNotFound(field, id)
 	case errors.Is(err, records.ErrCorrupt):
 		s.logger.WarnContext(ctx, "session record", "session_id", id, "error", err)
+		// Its owner cannot be read, so only a caller who reaches every
+		// session (an admin, a service, no authentication) learns more
+		// than the NOT_FOUND of an unknown id.
+		if auth.Reaches(ctx, "") == auth.Unreachable {
+			return sessionNotFound(field, id)
+		}
 		return domain.New(codes.DataLoss, reasonRecordCorrupt, fmt.Sprintf("session %q: its record cannot be read: %v", id, err), grpcerr.Meta("session_id", id))
 	}
 	s.logger.ErrorContext(ctx, "session record store", "session_id", id, "error", err)

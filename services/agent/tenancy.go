@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
 )
@@ -72,6 +73,22 @@ func actingFor(ctx context.Context) string {
 		return p.String()
 	}
 	return ""
+}
+
+// actingLLM is the agent's gateway client for a session's turns: Stream
+// and Complete name the person they act for (forwarding), so the opaque
+// parts the gateway hands out are bound to the session's owner and open
+// again for that owner's next turn only.
+type actingLLM struct {
+	llmv1.LLMGatewayServiceClient
+}
+
+func (a actingLLM) Stream(ctx context.Context, in *llmv1.StreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[llmv1.StreamResponse], error) {
+	return a.LLMGatewayServiceClient.Stream(forwarding(ctx), in, opts...)
+}
+
+func (a actingLLM) Complete(ctx context.Context, in *llmv1.CompleteRequest, opts ...grpc.CallOption) (*llmv1.CompleteResponse, error) {
+	return a.LLMGatewayServiceClient.Complete(forwarding(ctx), in, opts...)
 }
 
 // forwarding is the outgoing context of a sandbox call: the person it

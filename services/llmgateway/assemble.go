@@ -31,6 +31,9 @@ type block struct {
 type assembler struct {
 	route catalog.Route
 	emit  func(*llmv1.StreamResponse) error // nil: unary, no events built
+	// seal turns an opaque part's data into the envelope the caller gets
+	// (opaque.go); nil hands it out as it came (tests of the assembler).
+	seal func(kind, data string) string
 
 	id, upstreamModel string
 	blocks            []*block
@@ -218,7 +221,11 @@ func (a *assembler) end(b *block) error {
 		}
 		b.part = &llmv1.ContentPart{Part: &llmv1.ContentPart_ToolCall{ToolCall: tc}}
 	case llmv1.ContentBlockKind_CONTENT_BLOCK_KIND_OPAQUE:
-		b.part = &llmv1.ContentPart{Part: &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: b.opaqueKnd, Data: b.opaque}}}
+		data := b.opaque
+		if a.seal != nil {
+			data = a.seal(b.opaqueKnd, data)
+		}
+		b.part = &llmv1.ContentPart{Part: &llmv1.ContentPart_Opaque{Opaque: &llmv1.OpaquePart{Kind: b.opaqueKnd, Data: data}}}
 	default:
 		t := &llmv1.TextPart{Text: text, Signature: b.signature}
 		if b.signature != "" {

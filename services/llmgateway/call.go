@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
@@ -63,6 +64,12 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 	}
 	if req.GetDisableFallbacks() {
 		selectors = nil
+	}
+	if err := s.checkS3Images(req); err != nil {
+		return nil, err
+	}
+	if req, err = s.openOpaque(ctx, req, func() map[string]bool { return s.planRoutes(primary, selectors) }); err != nil {
+		return nil, err
 	}
 
 	total := 0
@@ -383,6 +390,7 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	}
 	body := &idleBody{r: hresp.Body, w: idle}
 	asm := newAssembler(route, emit)
+	asm.seal = func(kind, data string) string { return s.sealOpaque(route.Canonical(), auth.Owner(ctx), kind, data) }
 	if emit != nil {
 		asm.rateLimits = parseRateLimits(hresp.Header, time.Now())
 		dec := cd.NewDecoder(body)

@@ -107,6 +107,10 @@ type Config struct {
 	// kept in memory (default DefaultCredentialTTL; negative: never), so
 	// that a vault restart fails no call; a provider's 401 drops them.
 	CredentialTTL time.Duration
+	// BedrockS3Buckets are the S3 buckets a caller's s3:// image source may
+	// name. Bedrock reads them with the gateway's own AWS role, so by
+	// default (none) every s3:// source is refused.
+	BedrockS3Buckets []string
 }
 
 // RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file,
@@ -119,6 +123,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the gateway's own token, presented to the vault; default $FABRO_TOKEN")
 	fs.StringVar(&c.EnvelopeKeyFile, "llm-envelope-key-file", c.EnvelopeKeyFile, "file holding the key that seals reasoning state handed to compatible-API clients, created if missing; replicas must share it; empty: a key in memory, lost on restart")
 	fs.DurationVar(&c.CredentialTTL, "credential-cache-ttl", c.CredentialTTL, "how long provider credentials resolved from the vault are kept in memory (default 1m; negative: not kept)")
+	fs.Func("llm-bedrock-s3-buckets", "comma-separated S3 buckets callers' s3:// image sources may name (Bedrock reads them with the gateway's AWS role); default none: s3:// sources are refused", func(v string) error {
+		for b := range strings.SplitSeq(v, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				c.BedrockS3Buckets = append(c.BedrockS3Buckets, b)
+			}
+		}
+		return nil
+	})
 	c.VaultClient.RegisterFlags(fs, "")
 }
 
@@ -140,6 +152,7 @@ type Service struct {
 	closers       []func() error
 	auth          Authenticator
 	sealer        *envelope.Sealer
+	s3Buckets     []string         // BedrockS3Buckets
 	disc          *discovery       // nil: no discoverable provider
 	credCache     *credentialCache // nil: credentials are resolved on every attempt
 }
@@ -163,6 +176,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 		maxAttempts:   cfg.MaxAttempts,
 		maxRetryAfter: cfg.MaxRetryAfter,
 		idleTimeout:   cfg.IdleTimeout,
+		s3Buckets:     cfg.BedrockS3Buckets,
 	}
 	if s.codecs == nil {
 		s.codecs = builtinCodecs()
@@ -417,7 +431,7 @@ func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest
 // Authenticator checks the API key a caller of the compatible endpoints
 // presents (a fabro token). The server wires its token check here.
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) error
+	Authenticate(ctx context.Context, token string) (context.Context, error)
 }
 
 // SetAuthenticator sets the compatible endpoints' key check; call before
@@ -428,8 +442,8 @@ func (s *Service) SetAuthenticator(a Authenticator) { s.auth = a }
 // refuseAll is the compatible endpoints' key check when none was set.
 type refuseAll struct{}
 
-func (refuseAll) Authenticate(context.Context, string) error {
-	return errors.New("llmgateway: no authenticator configured for the compatible endpoints")
+func (refuseAll) Authenticate(context.Context, string) (context.Context, error) {
+	return nil, errors.New("llmgateway: no authenticator configured for the compatible endpoints")
 }
 
 // MountHTTP implements the server runtime's HTTPMounter: the OpenAI- and

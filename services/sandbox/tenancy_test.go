@@ -1,9 +1,7 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -29,30 +27,12 @@ import (
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
-// lockedBuffer is a log sink the server's goroutines write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // tenancy is the sandbox service with authentication on: two users, an
 // admin and the agent's service token, each call's token in its context.
 type tenancy struct {
 	client                  sandboxv1.SandboxServiceClient
 	http                    string
-	log                     *lockedBuffer
+	log                     *authtest.LogBuffer
 	alice, bob, root, agent string
 	stop                    func()
 }
@@ -61,7 +41,7 @@ type tenancy struct {
 // tenancy whose tokens to keep (a restart), or nil for new ones.
 func startTenancy(t *testing.T, dataDir string, fx *authtest.Fixture, tokens *tenancy) *tenancy {
 	t.Helper()
-	tn := &tenancy{log: &lockedBuffer{}}
+	tn := &tenancy{log: &authtest.LogBuffer{}}
 	if tokens != nil {
 		tn.alice, tn.bob, tn.root, tn.agent = tokens.alice, tokens.bob, tokens.root, tokens.agent
 	} else {
@@ -141,25 +121,13 @@ func tree(t *testing.T, dir string) map[string]string {
 	return got
 }
 
-// drain ends a server stream: its first error, or nil at its end.
-func drain[T any](s grpc.ServerStreamingClient[T], err error) error {
-	if err != nil {
-		return err
-	}
-	for {
-		if _, err := s.Recv(); err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
 // sandboxCalls calls every SandboxService method that names a sandbox, on
 // id, the way a hostile caller would: writes, a command that writes, a
 // delete. TestTenancyEveryMethod fails on a method it does not name.
-var sandboxCalls = map[string]func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error{
+// sandboxCall is one method's call on a sandbox id.
+type sandboxCall = func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error
+
+var sandboxCalls = map[string]sandboxCall{
 	"GetSandbox": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
 		_, err := c.GetSandbox(ctx, &sandboxv1.GetSandboxRequest{SandboxId: id})
 		return err
@@ -170,7 +138,7 @@ var sandboxCalls = map[string]func(ctx context.Context, c sandboxv1.SandboxServi
 		return err
 	},
 	"ReadFileBytes": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
-		return drain(c.ReadFileBytes(ctx, &sandboxv1.ReadFileBytesRequest{SandboxId: id, Path: "a.txt"}))
+		return authtest.RecvAll(c.ReadFileBytes(ctx, &sandboxv1.ReadFileBytesRequest{SandboxId: id, Path: "a.txt"}))
 	},
 	"WriteFile": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
 		_, err := c.WriteFile(ctx, &sandboxv1.WriteFileRequest{SandboxId: id, Path: "a.txt", Content: []byte("pwned")})
@@ -201,7 +169,7 @@ var sandboxCalls = map[string]func(ctx context.Context, c sandboxv1.SandboxServi
 		return err
 	},
 	"ExecStream": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
-		return drain(c.ExecStream(ctx, &sandboxv1.ExecStreamRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "echo pwned > stream.txt"}}))
+		return authtest.RecvAll(c.ExecStream(ctx, &sandboxv1.ExecStreamRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "echo pwned > stream.txt"}}))
 	},
 	"CancelExec": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
 		_, err := c.CancelExec(ctx, &sandboxv1.CancelExecRequest{SandboxId: id, ExecId: "x1"})
@@ -233,57 +201,48 @@ var unscoped = map[string]bool{"ListDrivers": true, "GetDriver": true, "CreateSa
 func TestTenancyEveryMethod(t *testing.T) {
 	tn := startTenancy(t, t.TempDir(), authtest.New(t), nil)
 	ctx := t.Context()
-	methods := sandboxv1.File_fabro_sandbox_v1_sandbox_proto.Services().ByName("SandboxService").Methods()
-	for i := range methods.Len() {
-		name := string(methods.Get(i).Name())
-		call, named := sandboxCalls[name]
-		if !named && !unscoped[name] {
-			t.Errorf("SandboxService.%s has no tenancy case: add it to sandboxCalls or unscoped", name)
-			continue
-		}
+	svc := sandboxv1.File_fabro_sandbox_v1_sandbox_proto.Services().ByName("SandboxService")
+	authtest.EveryMethod(t, svc, sandboxCalls, unscoped, func(t *testing.T, name string, call sandboxCall) {
 		if call == nil {
-			continue
+			return
 		}
-		t.Run(name, func(t *testing.T) {
-			sb := tn.create(t, as(ctx, tn.alice))
-			if sb.GetOwner() != "user:alice" {
-				t.Fatalf("owner = %q, want user:alice", sb.GetOwner())
+		sb := tn.create(t, as(ctx, tn.alice))
+		if sb.GetOwner() != "user:alice" {
+			t.Fatalf("owner = %q, want user:alice", sb.GetOwner())
+		}
+		before := tree(t, sb.GetRootDirectory())
+		missing := call(as(ctx, tn.bob), tn.client, "sbx-00000000000000000000000000")
+		for _, caller := range []struct {
+			name string
+			ctx  context.Context
+		}{{"bob", as(ctx, tn.bob)}, {"agent for bob", as(ctx, tn.agent, "user:bob")}} {
+			err := call(caller.ctx, tn.client, sb.GetSandboxId())
+			if ok, want := authtest.SameAsMissing(err, missing, "sbx-00000000000000000000000000", sb.GetSandboxId()); !ok {
+				t.Errorf("%s: %v (%s), want the missing id's NOT_FOUND %s", caller.name, err, authtest.Reason(err), want)
 			}
-			before := tree(t, sb.GetRootDirectory())
-			missing := call(as(ctx, tn.bob), tn.client, "sbx-00000000000000000000000000")
-			for _, caller := range []struct {
-				name string
-				ctx  context.Context
-			}{{"bob", as(ctx, tn.bob)}, {"agent for bob", as(ctx, tn.agent, "user:bob")}} {
-				err := call(caller.ctx, tn.client, sb.GetSandboxId())
-				want := strings.ReplaceAll(status.Convert(missing).Message(), "sbx-00000000000000000000000000", sb.GetSandboxId())
-				if status.Code(err) != codes.NotFound || status.Convert(err).Message() != want || reason(err) != reason(missing) {
-					t.Errorf("%s: %v (%s), want the missing id's NOT_FOUND %q (%s)", caller.name, err, reason(err), want, reason(missing))
-				}
-				if diff := cmp.Diff(before, tree(t, sb.GetRootDirectory())); diff != "" {
-					t.Errorf("%s changed alice's sandbox (-before +after):\n%s", caller.name, diff)
-				}
+			if diff := cmp.Diff(before, tree(t, sb.GetRootDirectory())); diff != "" {
+				t.Errorf("%s changed alice's sandbox (-before +after):\n%s", caller.name, diff)
 			}
-			// The owner's calls reach the sandbox (a file an earlier call
-			// removed may be missing: not the sandbox's NOT_FOUND).
-			refused := func(err error) bool { return status.Code(err) == codes.NotFound && reason(err) == reason(missing) }
-			if err := call(as(ctx, tn.agent, "user:alice"), tn.client, sb.GetSandboxId()); refused(err) {
-				t.Errorf("agent for alice: %v", err)
-			}
-			if err := call(as(ctx, tn.alice), tn.client, sb.GetSandboxId()); refused(err) {
-				t.Errorf("alice: %v", err)
-			}
-			if strings.Contains(tn.log.String(), "audit=true principal=admin:root method=/fabro.sandbox.v1.SandboxService/"+name) {
-				t.Fatalf("an audit line before any admin call:\n%s", tn.log.String())
-			}
-			if err := call(as(ctx, tn.root), tn.client, sb.GetSandboxId()); refused(err) {
-				t.Errorf("admin: %v", err)
-			}
-			if !strings.Contains(tn.log.String(), "audit=true principal=admin:root method=/fabro.sandbox.v1.SandboxService/"+name+" resource=sandbox id="+sb.GetSandboxId()+" owner=user:alice") {
-				t.Errorf("the admin's %s is not audited; log:\n%s", name, tn.log.String())
-			}
-		})
-	}
+		}
+		// The owner's calls reach the sandbox (a file an earlier call
+		// removed may be missing: not the sandbox's NOT_FOUND).
+		refused := func(err error) bool { return authtest.Refused(err, missing) }
+		if err := call(as(ctx, tn.agent, "user:alice"), tn.client, sb.GetSandboxId()); refused(err) {
+			t.Errorf("agent for alice: %v", err)
+		}
+		if err := call(as(ctx, tn.alice), tn.client, sb.GetSandboxId()); refused(err) {
+			t.Errorf("alice: %v", err)
+		}
+		if strings.Contains(tn.log.String(), "audit=true principal=admin:root method=/fabro.sandbox.v1.SandboxService/"+name) {
+			t.Fatalf("an audit line before any admin call:\n%s", tn.log.String())
+		}
+		if err := call(as(ctx, tn.root), tn.client, sb.GetSandboxId()); refused(err) {
+			t.Errorf("admin: %v", err)
+		}
+		if !strings.Contains(tn.log.String(), "audit=true principal=admin:root method=/fabro.sandbox.v1.SandboxService/"+name+" resource=sandbox id="+sb.GetSandboxId()+" owner=user:alice") {
+			t.Errorf("the admin's %s is not audited; log:\n%s", name, tn.log.String())
+		}
+	})
 }
 
 // TestTenancyDeleteListRESTRestart: bob's delete of alice's sandbox is
@@ -393,7 +352,7 @@ func TestRevocationCutsExecStream(t *testing.T) {
 	if err := fx.Store.Revoke(e.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := drain(stream, nil); status.Code(err) != codes.Unauthenticated {
+	if err := authtest.RecvAll(stream, nil); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("after revocation: %v, want UNAUTHENTICATED", err)
 	}
 }

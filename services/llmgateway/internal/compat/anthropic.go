@@ -523,7 +523,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ms := &messagesStream{h: h, sse: newSSE(w)}
-	if _, err := h.backend.Generate(r.Context(), req, ms.handle); err != nil && !ms.sse.started {
+	if _, err := h.stream(r.Context(), req, ms.handle); err != nil && !ms.sse.started {
 		h.writeAnthropicBackendError(w, r, err)
 	}
 }

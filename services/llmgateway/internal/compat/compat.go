@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
 )
 
@@ -50,11 +51,13 @@ type Backend interface {
 	ResolveModel(ctx context.Context, req *llmv1.ResolveModelRequest) (*llmv1.ResolveModelResponse, error)
 }
 
-// Authenticator checks the API key a caller presents (a fabro token). A nil
+// Authenticator checks the API key a caller presents (a fabro token). It
+// returns ctx carrying the caller's principal (auth.WithPrincipal), to
+// which the round-trip envelopes handed to the caller are bound. A nil
 // Authenticator accepts every caller, as the gateway's own REST routes do
 // when the server has no authentication configured.
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) error
+	Authenticate(ctx context.Context, token string) (context.Context, error)
 }
 
 // TokenWatcher is an Authenticator that can also end a call whose token is
@@ -64,15 +67,36 @@ type TokenWatcher interface {
 	WatchToken(ctx context.Context, token string) (context.Context, context.CancelFunc)
 }
 
-// watched runs next with r's context watched for the revocation of key,
-// when the Authenticator can watch.
-func (h *Handler) watched(next http.HandlerFunc, w http.ResponseWriter, r *http.Request, key string) {
+// tokenKey carries the caller's key from authentication to a streamed
+// answer, the only kind that needs watching: a one-shot answer is decided
+// before a revocation could matter to it.
+type tokenKey struct{}
+
+// stream runs req streamed through emit, its context watched for the
+// revocation of the caller's key when the Authenticator can watch.
+func (h *Handler) stream(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamResponse) error) (*llmv1.Response, error) {
 	if tw, ok := h.auth.(TokenWatcher); ok {
-		ctx, stop := tw.WatchToken(r.Context(), key)
-		defer stop()
-		r = r.WithContext(ctx)
+		if key, ok := ctx.Value(tokenKey{}).(string); ok {
+			var stop context.CancelFunc
+			ctx, stop = tw.WatchToken(ctx, key)
+			defer stop()
+		}
 	}
-	next(w, r)
+	return h.backend.Generate(ctx, req, emit)
+}
+
+// route is one of the handler's routes, served by a copy of the handler
+// for its caller.
+type route func(h *Handler, w http.ResponseWriter, r *http.Request)
+
+// authenticated runs next with the context Authenticate returned, on a
+// copy of h whose envelopes are bound to the caller's principal.
+func (h *Handler) authenticated(next route, w http.ResponseWriter, r *http.Request, ctx context.Context, key string) {
+	hc := *h
+	if p, ok := auth.FromContext(ctx); ok {
+		hc.principal = p.String()
+	}
+	next(&hc, w, r.WithContext(context.WithValue(ctx, tokenKey{}, key)))
 }
 
 // Handler serves the compatible APIs.
@@ -82,6 +106,10 @@ type Handler struct {
 	sealer  *envelope.Sealer
 	logger  *slog.Logger
 	now     func() time.Time
+	// principal is the caller's ("user:alice"), set on the per-request
+	// copy (authenticated): envelopes are sealed to it and open only for
+	// it, so one caller's state cannot be replayed by another.
+	principal string
 }
 
 // New returns the handler; auth may be nil (see Authenticator). The sealer
@@ -96,18 +124,18 @@ var Prefixes = []string{"/openai/", "/anthropic/"}
 
 // Register adds the routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /openai/v1/chat/completions", h.openaiAuth(h.chatCompletions))
-	mux.HandleFunc("POST /openai/v1/responses", h.openaiAuth(h.responses))
-	mux.HandleFunc("GET /openai/v1/models", h.openaiAuth(h.openaiModels))
-	mux.HandleFunc("GET /openai/v1/models/{id...}", h.openaiAuth(h.openaiModel))
-	mux.HandleFunc("/openai/", h.openaiAuth(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /openai/v1/chat/completions", h.openaiAuth((*Handler).chatCompletions))
+	mux.HandleFunc("POST /openai/v1/responses", h.openaiAuth((*Handler).responses))
+	mux.HandleFunc("GET /openai/v1/models", h.openaiAuth((*Handler).openaiModels))
+	mux.HandleFunc("GET /openai/v1/models/{id...}", h.openaiAuth((*Handler).openaiModel))
+	mux.HandleFunc("/openai/", h.openaiAuth(func(_ *Handler, w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "", "unknown_url",
 			"Invalid URL ("+r.Method+" "+r.URL.Path+")")
 	}))
-	mux.HandleFunc("POST /anthropic/v1/messages", h.anthropicAuth(h.messages))
-	mux.HandleFunc("GET /anthropic/v1/models", h.anthropicAuth(h.anthropicModels))
-	mux.HandleFunc("GET /anthropic/v1/models/{id...}", h.anthropicAuth(h.anthropicModel))
-	mux.HandleFunc("/anthropic/", h.anthropicAuth(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /anthropic/v1/messages", h.anthropicAuth((*Handler).messages))
+	mux.HandleFunc("GET /anthropic/v1/models", h.anthropicAuth((*Handler).anthropicModels))
+	mux.HandleFunc("GET /anthropic/v1/models/{id...}", h.anthropicAuth((*Handler).anthropicModel))
+	mux.HandleFunc("/anthropic/", h.anthropicAuth(func(_ *Handler, w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, http.StatusNotFound, "not_found_error", "Not found: "+r.Method+" "+r.URL.Path)
 	}))
 }
@@ -115,7 +143,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // maxBody bounds a request body: long contexts with inline images.
 const maxBody = 64 << 20
 
-func (h *Handler) openaiAuth(next http.HandlerFunc) http.HandlerFunc {
+func (h *Handler) openaiAuth(next route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if h.auth != nil {
@@ -124,19 +152,20 @@ func (h *Handler) openaiAuth(next http.HandlerFunc) http.HandlerFunc {
 					"You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
 				return
 			}
-			if err := h.auth.Authenticate(r.Context(), strings.TrimSpace(key)); err != nil {
+			ctx, err := h.auth.Authenticate(r.Context(), strings.TrimSpace(key))
+			if err != nil {
 				writeOpenAIError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key",
 					"Incorrect API key provided. Use a fabro token as the API key.")
 				return
 			}
-			h.watched(next, w, r, strings.TrimSpace(key))
+			h.authenticated(next, w, r, ctx, strings.TrimSpace(key))
 			return
 		}
-		next(w, r)
+		next(h, w, r)
 	}
 }
 
-func (h *Handler) anthropicAuth(next http.HandlerFunc) http.HandlerFunc {
+func (h *Handler) anthropicAuth(next route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("X-Api-Key")
 		if key == "" { // the SDKs' auth-token mode
@@ -148,14 +177,15 @@ func (h *Handler) anthropicAuth(next http.HandlerFunc) http.HandlerFunc {
 				writeAnthropicError(w, http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
 				return
 			}
-			if err := h.auth.Authenticate(r.Context(), key); err != nil {
+			ctx, err := h.auth.Authenticate(r.Context(), key)
+			if err != nil {
 				writeAnthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 				return
 			}
-			h.watched(next, w, r, key)
+			h.authenticated(next, w, r, ctx, key)
 			return
 		}
-		next(w, r)
+		next(h, w, r)
 	}
 }
 
@@ -442,7 +472,7 @@ func (h *Handler) roundTripState(p *llmv1.ContentPart, route string) string {
 		return ""
 	}
 	b, _ := json.Marshal(rt) // strings and a bool: always marshals
-	return h.sealer.Seal(route, b)
+	return h.sealer.Seal(route, h.principal, b)
 }
 
 // openReplays opens a request's envelopes into their parts, once its model
@@ -470,7 +500,7 @@ func (h *Handler) openReplays(ctx context.Context, req *llmv1.Request, res *llmv
 		if claimed, err := envelope.Route(r.value); err == nil && !routes[claimed] {
 			return badParam(r.param, "%s: the round-trip state was made by %s and cannot be replayed to %s", r.param, claimed, res.GetCanonical())
 		}
-		route, plain, err := h.sealer.Open(r.value)
+		route, plain, err := h.sealer.Open(r.value, h.principal)
 		var rt roundTrip
 		if err == nil && json.Unmarshal(plain, &rt) != nil {
 			err = envelope.ErrForged // sealed by us, so unreachable short of a bug

@@ -45,7 +45,7 @@ func TestEnvelopeForgery(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(roundTrip{OpaqueKind: "anthropic.server_tool_use", OpaqueData: `{"type":"server_tool_use"}`})
-	forgedKey := otherKey.Seal(route, b)
+	forgedKey := otherKey.Seal(route, "", b)
 	i := strings.LastIndexByte(valid, '.') + 5
 	altered := valid[:i] + string("AB"[btoi(valid[i] == 'A')]) + valid[i+1:]
 	bareOpenAI := "gAAAAABoF1l3xQ-bare-openai-encrypted-content"

@@ -127,7 +127,7 @@ var sealedRE = regexp.MustCompile(`(fabro2\.[A-Za-z0-9_-]+\.)[A-Za-z0-9_-]+`)
 // seal is the envelope the test handlers would hand out for rt on route.
 func seal(route string, rt roundTrip) string {
 	b, _ := json.Marshal(rt)
-	return testSealer.Seal(route, b)
+	return testSealer.Seal(route, "", b)
 }
 
 func newTestHandler(b Backend) http.Handler {
@@ -179,7 +179,7 @@ func TestGoldenWire(t *testing.T) {
 			// Every envelope opens to the reasoning's signature, for the
 			// route that made it; its sealed bytes differ on each run.
 			for _, env := range sealedRE.FindAllString(got, -1) {
-				route, plain, err := testSealer.Open(env)
+				route, plain, err := testSealer.Open(env, "")
 				if err != nil || route != "anthropic/claude-x" || string(plain) != `{"s":"sig-1"}` {
 					t.Errorf("envelope %s opens to %q %s %v", env, route, plain, err)
 				}

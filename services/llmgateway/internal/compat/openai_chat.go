@@ -605,7 +605,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cs := &chatStream{sse: newSSE(w), created: created, includeUsage: includeUsage}
-	if _, err := h.backend.Generate(r.Context(), req, cs.handle); err != nil && !cs.sse.started {
+	if _, err := h.stream(r.Context(), req, cs.handle); err != nil && !cs.sse.started {
 		h.writeOpenAIBackendError(w, r, err)
 	}
 }

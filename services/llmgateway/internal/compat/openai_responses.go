@@ -546,7 +546,7 @@ func (h *Handler) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := &responsesStream{h: h, sse: newSSE(w), req: req, created: created}
-	if _, err := h.backend.Generate(r.Context(), req, st.handle); err != nil && !st.sse.started {
+	if _, err := h.stream(r.Context(), req, st.handle); err != nil && !st.sse.started {
 		h.writeOpenAIBackendError(w, r, err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -83,15 +84,26 @@ func newKey() []byte {
 	return k
 }
 
-func additionalData(route string) []byte {
-	return append([]byte("fabro2\x00"), route...)
+// additionalData binds an envelope to its route and, when one is known, to
+// the principal it was handed to. The principal is not in the envelope:
+// the opener supplies the caller's own, so another's fails to open. The
+// two forms start differently and the route's length is given, so no
+// route and principal can pass for another pair.
+func additionalData(route, principal string) []byte {
+	if principal == "" {
+		return append([]byte("fabro2\x00"), route...)
+	}
+	ad := binary.AppendUvarint([]byte("fabro2\x01"), uint64(len(route)))
+	return append(append(ad, route...), principal...)
 }
 
-// Seal returns the envelope of plaintext, bound to route.
-func (s *Sealer) Seal(route string, plaintext []byte) string {
+// Seal returns the envelope of plaintext, bound to route and to principal
+// ("user:alice"; "" when the caller is not known, as when the server runs
+// without authentication).
+func (s *Sealer) Seal(route, principal string, plaintext []byte) string {
 	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plaintext)+s.aead.Overhead())
 	_, _ = rand.Read(nonce) // never fails (crypto/rand)
-	box := s.aead.Seal(nonce, nonce, plaintext, additionalData(route))
+	box := s.aead.Seal(nonce, nonce, plaintext, additionalData(route, principal))
 	var b strings.Builder
 	b.Grow(len(Prefix) + base64.RawURLEncoding.EncodedLen(len(route)) + 1 + base64.RawURLEncoding.EncodedLen(len(box)))
 	b.WriteString(Prefix)
@@ -108,8 +120,9 @@ func Route(v string) (string, error) {
 	return route, err
 }
 
-// Open authenticates an envelope and returns its route and plaintext.
-func (s *Sealer) Open(v string) (route string, plaintext []byte, err error) {
+// Open authenticates an envelope sealed for principal and returns its route
+// and plaintext; one sealed for another principal is ErrForged.
+func (s *Sealer) Open(v, principal string) (route string, plaintext []byte, err error) {
 	route, box, err := split(v)
 	if err != nil {
 		return "", nil, err
@@ -118,7 +131,7 @@ func (s *Sealer) Open(v string) (route string, plaintext []byte, err error) {
 		return "", nil, ErrForged
 	}
 	n := s.aead.NonceSize()
-	plaintext, err = s.aead.Open(nil, box[:n], box[n:], additionalData(route))
+	plaintext, err = s.aead.Open(nil, box[:n], box[n:], additionalData(route, principal))
 	if err != nil {
 		return "", nil, ErrForged
 	}

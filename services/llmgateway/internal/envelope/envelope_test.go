@@ -24,18 +24,18 @@ func TestOpen(t *testing.T) {
 	s := sealer(t, 1)
 	const route = "anthropic/claude-sonnet-4.5"
 	plain := []byte(`{"s":"sig"}`)
-	env := s.Seal(route, plain)
+	env := s.Seal(route, "", plain)
 	if !strings.HasPrefix(env, Prefix) {
 		t.Fatalf("Seal = %q, want the %s prefix", env, Prefix)
 	}
-	gotRoute, got, err := s.Open(env)
+	gotRoute, got, err := s.Open(env, "")
 	if err != nil || gotRoute != route || !bytes.Equal(got, plain) {
 		t.Fatalf("Open(Seal) = %q, %q, %v", gotRoute, got, err)
 	}
 	if r, err := Route(env); err != nil || r != route {
 		t.Errorf("Route = %q, %v", r, err)
 	}
-	if env2 := s.Seal(route, plain); env2 == env {
+	if env2 := s.Seal(route, "", plain); env2 == env {
 		t.Error("two seals of one plaintext are equal: the nonce is not fresh")
 	}
 
@@ -50,7 +50,7 @@ func TestOpen(t *testing.T) {
 		{"empty", "", ErrBare},
 		{"legacy unauthenticated", "fabro1.eyJvIjoiYW50aHJvcGljIiwicyI6ImZvcmdlZCJ9", ErrLegacy},
 		{"moved to another model", otherRoute, ErrForged},
-		{"another key", sealer(t, 2).Seal(route, plain), ErrForged},
+		{"another key", sealer(t, 2).Seal(route, "", plain), ErrForged},
 		{"no body", Prefix + "YQ", ErrForged},
 		{"truncated", env[:len(env)-4], ErrForged},
 		{"short box", Prefix + "YQ.AAAA", ErrForged},
@@ -73,7 +73,7 @@ func TestOpen(t *testing.T) {
 		}{"altered at " + string(rune('0'+i%10)), env[:i] + string(c) + env[i+1:], ErrForged})
 	}
 	for _, tt := range tests {
-		_, _, err := s.Open(tt.v)
+		_, _, err := s.Open(tt.v, "")
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s: Open(%.40q) = %v, want %v", tt.name, tt.v, err, tt.want)
 		}
@@ -136,7 +136,7 @@ func BenchmarkSeal(b *testing.B) {
 		b.Run(sizeName(n), func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				s.Seal("openai/gpt-5", plain)
+				s.Seal("openai/gpt-5", "", plain)
 			}
 		})
 		b.Run(sizeName(n)+"/base64-only", func(b *testing.B) {
@@ -151,11 +151,11 @@ func BenchmarkSeal(b *testing.B) {
 func BenchmarkOpen(b *testing.B) {
 	s := sealer(b, 1)
 	for _, n := range []int{300, 4096} {
-		env := s.Seal("openai/gpt-5", bytes.Repeat([]byte("x"), n))
+		env := s.Seal("openai/gpt-5", "", bytes.Repeat([]byte("x"), n))
 		b.Run(sizeName(n), func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				if _, _, err := s.Open(env); err != nil {
+				if _, _, err := s.Open(env, ""); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -188,7 +188,7 @@ func TestConcurrent(t *testing.T) {
 			route := "p/m" + string(rune('a'+i%26))
 			plain := bytes.Repeat([]byte{byte(i)}, i)
 			for range 20 {
-				r, got, err := s.Open(s.Seal(route, plain))
+				r, got, err := s.Open(s.Seal(route, "", plain), "")
 				if err != nil || r != route || !bytes.Equal(got, plain) {
 					t.Errorf("Open(Seal) = %q, %x, %v", r, got, err)
 					return
@@ -197,4 +197,29 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestOpenPrincipal: an envelope sealed to a principal opens for that
+// principal only: not for another, not for none, and one sealed to none
+// does not open for a principal; no route and principal pair passes for
+// another whose concatenation is the same.
+func TestOpenPrincipal(t *testing.T) {
+	s := sealer(t, 1)
+	plain := []byte("state")
+	alice := s.Seal("p/m", "user:alice", plain)
+	if _, got, err := s.Open(alice, "user:alice"); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("Open by its principal = %q, %v", got, err)
+	}
+	cases := []struct{ name, env, principal string }{
+		{"another principal", alice, "user:bob"},
+		{"an admin", alice, "admin:alice"},
+		{"no principal", alice, ""},
+		{"sealed to none, opened by a principal", s.Seal("p/m", "", plain), "user:alice"},
+		{"route and principal shifted", s.Seal("p/mu", "ser:alice", plain), "user:alice"},
+	}
+	for _, c := range cases {
+		if _, _, err := s.Open(c.env, c.principal); !errors.Is(err, ErrForged) {
+			t.Errorf("%s: Open = %v, want ErrForged", c.name, err)
+		}
+	}
 }
