@@ -85,7 +85,7 @@ func ParseBudget(s string) (Budget, error) {
 	}
 	amount = strings.TrimPrefix(strings.TrimSuffix(amount, "usd"), "$")
 	v, err := strconv.ParseFloat(amount, 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) || v > 1e9 {
+	if err != nil || !(v > 0) || v > 1e9 {
 		return Budget{}, fmt.Errorf("budget %q: the amount must be a positive number of US dollars, e.g. 50usd/month", s)
 	}
 	b := Budget{USDMicros: int64(math.Round(v * 1e6)), Period: Period(period)}

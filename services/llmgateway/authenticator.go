@@ -17,9 +17,15 @@ func TokenAuthenticator(v auth.Verifier, logger *slog.Logger) Authenticator {
 
 type tokenAuthenticator struct{ ic *auth.Interceptor }
 
-func (a tokenAuthenticator) Authenticate(ctx context.Context, token string) error {
-	_, err := a.ic.AuthorizeToken(ctx, llmv1.LLMGatewayService_Stream_FullMethodName, token)
-	return err
+func (a tokenAuthenticator) Authenticate(ctx context.Context, token string) (context.Context, error) {
+	actx, err := a.ic.AuthorizeToken(ctx, llmv1.LLMGatewayService_Stream_FullMethodName, token)
+	if err != nil {
+		return nil, err
+	}
+	// The principal only: the rest of actx is the incoming metadata made up
+	// for the check.
+	p, _ := auth.FromContext(actx)
+	return auth.WithPrincipal(ctx, p), nil
 }
 
 // WatchToken ends a compatible endpoint's call, its stream included, once

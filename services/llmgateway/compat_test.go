@@ -29,11 +29,11 @@ const compatToken = "fabro-test-token"
 // fixedToken accepts one token: the stand-in for the server's token check.
 type fixedToken string
 
-func (f fixedToken) Authenticate(_ context.Context, token string) error {
+func (f fixedToken) Authenticate(ctx context.Context, token string) (context.Context, error) {
 	if token != string(f) {
-		return errors.New("unknown token")
+		return nil, errors.New("unknown token")
 	}
-	return nil
+	return ctx, nil
 }
 
 // newCompatServer runs the shipped server stack (platform/server: gRPC with

@@ -37,6 +37,8 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/compat"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/governance"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Defaults for zero Config fields.
@@ -107,6 +109,14 @@ type Config struct {
 	// kept in memory (default DefaultCredentialTTL; negative: never), so
 	// that a vault restart fails no call; a provider's 401 drops them.
 	CredentialTTL time.Duration
+	// GovernanceNATSURL is the NATS server whose JetStream key-value store
+	// keeps token spend and rate counters, shared by every replica; empty
+	// keeps them in this process only (lost on restart).
+	GovernanceNATSURL string
+	// GovernanceJetStream overrides GovernanceNATSURL: an embedded NATS.
+	GovernanceJetStream jetstream.JetStream
+	// GovernanceNow is the governance clock (tests); nil means time.Now.
+	GovernanceNow func() time.Time
 }
 
 // RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file,
@@ -119,6 +129,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the gateway's own token, presented to the vault; default $FABRO_TOKEN")
 	fs.StringVar(&c.EnvelopeKeyFile, "llm-envelope-key-file", c.EnvelopeKeyFile, "file holding the key that seals reasoning state handed to compatible-API clients, created if missing; replicas must share it; empty: a key in memory, lost on restart")
 	fs.DurationVar(&c.CredentialTTL, "credential-cache-ttl", c.CredentialTTL, "how long provider credentials resolved from the vault are kept in memory (default 1m; negative: not kept)")
+	fs.StringVar(&c.GovernanceNATSURL, "llm-governance-nats-url", c.GovernanceNATSURL, "NATS URL whose JetStream key-value store keeps token spend and rate limits, shared by replicas; empty: kept in memory, lost on restart")
 	c.VaultClient.RegisterFlags(fs, "")
 }
 
@@ -142,6 +153,8 @@ type Service struct {
 	sealer        *envelope.Sealer
 	disc          *discovery       // nil: no discoverable provider
 	credCache     *credentialCache // nil: credentials are resolved on every attempt
+	gov           *governance.Engine
+	policies      PolicySource // nil: no token has a policy
 }
 
 // New loads the catalog and connects the credential source.
@@ -199,6 +212,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 			s.closers = append(s.closers, func() error { s.disc.stop(); return nil })
 			break
 		}
+	}
+
+	if err := s.startGovernance(ctx, cfg); err != nil {
+		s.Close()
+		return nil, err
 	}
 
 	switch {
@@ -417,7 +435,9 @@ func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest
 // Authenticator checks the API key a caller of the compatible endpoints
 // presents (a fabro token). The server wires its token check here.
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) error
+	// Authenticate returns ctx carrying the caller's principal
+	// (auth.WithPrincipal), which governance attributes the call to.
+	Authenticate(ctx context.Context, token string) (context.Context, error)
 }
 
 // SetAuthenticator sets the compatible endpoints' key check; call before
@@ -428,8 +448,8 @@ func (s *Service) SetAuthenticator(a Authenticator) { s.auth = a }
 // refuseAll is the compatible endpoints' key check when none was set.
 type refuseAll struct{}
 
-func (refuseAll) Authenticate(context.Context, string) error {
-	return errors.New("llmgateway: no authenticator configured for the compatible endpoints")
+func (refuseAll) Authenticate(context.Context, string) (context.Context, error) {
+	return nil, errors.New("llmgateway: no authenticator configured for the compatible endpoints")
 }
 
 // MountHTTP implements the server runtime's HTTPMounter: the OpenAI- and

@@ -20,7 +20,9 @@ package compat
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,7 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/governance"
 )
 
 // Backend is the gateway as the fronts use it, in process.
@@ -54,7 +57,8 @@ type Backend interface {
 // Authenticator accepts every caller, as the gateway's own REST routes do
 // when the server has no authentication configured.
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) error
+	// Authenticate returns ctx with the caller's principal added.
+	Authenticate(ctx context.Context, token string) (context.Context, error)
 }
 
 // TokenWatcher is an Authenticator that can also end a call whose token is
@@ -115,8 +119,54 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // maxBody bounds a request body: long contexts with inline images.
 const maxBody = 64 << 20
 
+// RateUsager is a Backend that reports the caller's rate limits (the
+// gateway's governance of its token), for the APIs' rate-limit headers.
+type RateUsager interface {
+	RateUsage(ctx context.Context) (governance.Usage, bool)
+}
+
+// newRequestID is a request id in the APIs' style: "req_" and 24 random
+// hex digits.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// rateHeaders sets the API's rate-limit headers from the caller's limits,
+// counting the request being made: OpenAI's x-ratelimit-* (reset as a
+// duration) or Anthropic's anthropic-ratelimit-* (reset as RFC 3339).
+func (h *Handler) rateHeaders(w http.ResponseWriter, ctx context.Context, anthropicStyle bool) {
+	ru, ok := h.backend.(RateUsager)
+	if !ok {
+		return
+	}
+	u, ok := ru.RateUsage(ctx)
+	if !ok {
+		return
+	}
+	hd := w.Header()
+	set := func(kind string, limit, remaining int64) {
+		if limit <= 0 {
+			return
+		}
+		if anthropicStyle {
+			hd.Set("anthropic-ratelimit-"+kind+"-limit", strconv.FormatInt(limit, 10))
+			hd.Set("anthropic-ratelimit-"+kind+"-remaining", strconv.FormatInt(remaining, 10))
+			hd.Set("anthropic-ratelimit-"+kind+"-reset", u.Reset.UTC().Format(time.RFC3339))
+			return
+		}
+		hd.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(limit, 10))
+		hd.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(remaining, 10))
+		hd.Set("x-ratelimit-reset-"+kind, time.Until(u.Reset).Round(time.Second).String())
+	}
+	set("requests", u.RequestsLimit, max(0, u.RequestsRemaining-1))
+	set("tokens", u.TokensLimit, u.TokensRemaining)
+}
+
 func (h *Handler) openaiAuth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-request-id", newRequestID())
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if h.auth != nil {
 			if !ok || strings.TrimSpace(key) == "" {
@@ -124,12 +174,14 @@ func (h *Handler) openaiAuth(next http.HandlerFunc) http.HandlerFunc {
 					"You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
 				return
 			}
-			if err := h.auth.Authenticate(r.Context(), strings.TrimSpace(key)); err != nil {
+			ctx, err := h.auth.Authenticate(r.Context(), strings.TrimSpace(key))
+			if err != nil {
 				writeOpenAIError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key",
 					"Incorrect API key provided. Use a fabro token as the API key.")
 				return
 			}
-			h.watched(next, w, r, strings.TrimSpace(key))
+			h.rateHeaders(w, ctx, false)
+			h.watched(next, w, r.WithContext(ctx), strings.TrimSpace(key))
 			return
 		}
 		next(w, r)
@@ -138,6 +190,7 @@ func (h *Handler) openaiAuth(next http.HandlerFunc) http.HandlerFunc {
 
 func (h *Handler) anthropicAuth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("request-id", newRequestID())
 		key := r.Header.Get("X-Api-Key")
 		if key == "" { // the SDKs' auth-token mode
 			key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -148,11 +201,13 @@ func (h *Handler) anthropicAuth(next http.HandlerFunc) http.HandlerFunc {
 				writeAnthropicError(w, http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
 				return
 			}
-			if err := h.auth.Authenticate(r.Context(), key); err != nil {
+			ctx, err := h.auth.Authenticate(r.Context(), key)
+			if err != nil {
 				writeAnthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 				return
 			}
-			h.watched(next, w, r, key)
+			h.rateHeaders(w, ctx, true)
+			h.watched(next, w, r.WithContext(ctx), key)
 			return
 		}
 		next(w, r)
@@ -251,6 +306,7 @@ func backendError(ctx context.Context, err error) errorInfo {
 		st = status.FromContextError(ctx.Err())
 	}
 	info := errorInfo{message: st.Message()}
+	missing := false
 	for _, d := range st.Details() {
 		if ed, ok := d.(*llmv1.ErrorDetail); ok {
 			info.kind = ed.GetKind()
@@ -258,11 +314,17 @@ func backendError(ctx context.Context, err error) errorInfo {
 				info.retryAfter = ed.GetRetryAfter().AsDuration()
 			}
 			if len(ed.GetMissingCredentials()) > 0 {
+				missing = true
 				info.message += " (set " + strings.Join(ed.GetMissingCredentials(), " or ") + ")"
 			}
 		}
 	}
 	info.status = statusForKind(info.kind, st.Code())
+	if missing {
+		// A provider without a credential is a configuration error no
+		// retry fixes: a 400 naming what to set, not a 5xx an SDK retries.
+		info.status = http.StatusBadRequest
+	}
 	return info
 }
 
