@@ -256,3 +256,17 @@ func TestCompatMissingCredential(t *testing.T) {
 		t.Errorf("anthropic: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestCompatAnthropicVersionRequired: Messages without anthropic-version is
+// the API's 400, as the real API answers it.
+func TestCompatAnthropicVersionRequired(t *testing.T) {
+	fp, base, _ := newCompatServer(t)
+	resp, body := post(t, base+"/anthropic/v1/messages", map[string]string{"x-api-key": compatToken},
+		`{"model":"anthropic/claude-sonnet-4.5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	if want := `{"type":"error","error":{"type":"invalid_request_error","message":"anthropic-version: header is required"}}`; resp.StatusCode != http.StatusBadRequest || strings.TrimSpace(string(body)) != want {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+	if n := len(fp.Requests()); n != 0 {
+		t.Errorf("%d upstream requests", n)
+	}
+}
