@@ -187,3 +187,11 @@ func globMatch(pattern, s string) bool {
 func (p *Policy) Limited() bool {
 	return p != nil && (p.Budget != nil || p.RequestsPerMinute > 0 || p.TokensPerMinute > 0 || p.MaxConcurrent > 0 || len(p.Models) > 0)
 }
+
+// GetModels is p's model list; nil for a nil policy.
+func (p *Policy) GetModels() []string {
+	if p == nil {
+		return nil
+	}
+	return p.Models
+}

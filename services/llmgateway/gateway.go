@@ -377,6 +377,12 @@ func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) 
 		return nil, pageErr(err) // before discovery: a bad token costs no upstream call
 	}
 	models, warnings := s.listModels(ctx, req.GetProviderId(), req.GetIncludeDisabled())
+	// Only the models the caller's token may call.
+	if sub, ok := s.subject(ctx); ok && len(sub.Policy.GetModels()) > 0 {
+		models = slices.DeleteFunc(slices.Clone(models), func(m *llmv1.Model) bool {
+			return !sub.Policy.AllowsModel(m.GetProviderId() + "/" + m.GetModelId())
+		})
+	}
 	key := func(m *llmv1.Model) []string { return []string{m.GetProviderId(), m.GetModelId()} }
 	page, next, err := paging.Page(models, req, filter, key, paging.Ascending(key))
 	if err != nil {

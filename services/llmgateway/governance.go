@@ -118,9 +118,3 @@ func (s *Service) RateUsage(ctx context.Context) (governance.Usage, bool) {
 	}
 	return s.gov.RateUsage(sub)
 }
-
-// modelAllowed reports whether the caller's policy lets it call canonical.
-func (s *Service) modelAllowed(ctx context.Context, canonical string) bool {
-	sub, ok := s.subject(ctx)
-	return !ok || sub.Policy.AllowsModel(canonical)
-}

@@ -270,3 +270,39 @@ func TestCompatAnthropicVersionRequired(t *testing.T) {
 		t.Errorf("%d upstream requests", n)
 	}
 }
+
+// TestGovernanceModelsListed: a token with a model list sees only those
+// models in the compatible endpoints' listings.
+func TestGovernanceModelsListed(t *testing.T) {
+	g := newGovernedStack(t)
+	tok := g.token(t, "dave", &auth.Policy{Models: []string{"anthropic/*"}})
+	all := g.token(t, "erin", nil)
+	count := func(key string) (n, other int) {
+		req, _ := http.NewRequest(http.MethodGet, g.base+"/openai/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var list struct{ Data []struct{ ID string } }
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range list.Data {
+			if strings.HasPrefix(m.ID, "anthropic/") {
+				n++
+			} else {
+				other++
+			}
+		}
+		return n, other
+	}
+	n, other := count(tok)
+	if n == 0 || other != 0 {
+		t.Errorf("restricted token lists %d anthropic models and %d others", n, other)
+	}
+	if n2, other2 := count(all); n2 != n || other2 == 0 {
+		t.Errorf("unrestricted token lists %d anthropic models and %d others", n2, other2)
+	}
+}
