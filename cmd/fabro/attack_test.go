@@ -592,3 +592,17 @@ func TestAttackServiceBinaries(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenCreateWithPolicy: token create's governance flags reach the
+// server and token list shows them.
+func TestTokenCreateWithPolicy(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	out, errOut, code := fabro(t, "", "token", "create", "--name", "bot", "--budget", "50usd/month", "--rpm", "60", "--models", "anthropic/*", "-server", s.grpcAddr)
+	if code != 0 || !strings.HasPrefix(out, "fabro_") {
+		t.Fatalf("token create: %d %q %q", code, out, errOut)
+	}
+	list, _, _ := fabro(t, "", "token", "list", "-server", s.grpcAddr)
+	if !strings.Contains(list, "budget=50usd/month rpm=60 models=anthropic/*") {
+		t.Errorf("token list:\n%s", list)
+	}
+}

@@ -126,6 +126,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	}
 	st.closers = append(st.closers, func() { gw.Close() })
 	gw.SetAuthenticator(llmgateway.TokenAuthenticator(st.tokens, logger))
+	gw.SetPolicies(st.store)
 	ag, err := agent.New(ctx, agent.Config{
 		DataDir:       cfg.agentDataDir,
 		NATSURL:       cfg.natsURL,

@@ -54,7 +54,45 @@ func toProtoRole(r Role) authv1.Role {
 }
 
 func toProto(e Entry) *authv1.Token {
-	return &authv1.Token{TokenId: e.ID, Name: e.Name, Role: toProtoRole(e.Role), CreateTime: timestamppb.New(e.Created)}
+	return &authv1.Token{TokenId: e.ID, Name: e.Name, Role: toProtoRole(e.Role), CreateTime: timestamppb.New(e.Created), Policy: PolicyToProto(e.Policy)}
+}
+
+var periodOf = map[authv1.BudgetPeriod]Period{authv1.BudgetPeriod_BUDGET_PERIOD_DAY: PeriodDay,
+	authv1.BudgetPeriod_BUDGET_PERIOD_WEEK: PeriodWeek, authv1.BudgetPeriod_BUDGET_PERIOD_MONTH: PeriodMonth}
+
+// PolicyToProto is p's TokenPolicy; nil for nil.
+func PolicyToProto(p *Policy) *authv1.TokenPolicy {
+	if p == nil {
+		return nil
+	}
+	tp := &authv1.TokenPolicy{RequestsPerMinute: p.RequestsPerMinute, TokensPerMinute: p.TokensPerMinute,
+		MaxConcurrentCalls: p.MaxConcurrent, Models: slices.Clone(p.Models)}
+	if b := p.Budget; b != nil {
+		tp.Budget = &authv1.Budget{AmountUsdMicros: b.USDMicros, Soft: b.Soft, WarnPercent: b.WarnPercent}
+		for k, v := range periodOf {
+			if v == b.Period {
+				tp.Budget.Period = k
+			}
+		}
+	}
+	return tp
+}
+
+// PolicyFromProto reads a TokenPolicy, naming the field at fault; nil for
+// nil.
+func PolicyFromProto(tp *authv1.TokenPolicy) (*Policy, string, error) {
+	if tp == nil {
+		return nil, "", nil
+	}
+	p := &Policy{RequestsPerMinute: tp.GetRequestsPerMinute(), TokensPerMinute: tp.GetTokensPerMinute(),
+		MaxConcurrent: tp.GetMaxConcurrentCalls(), Models: slices.Clone(tp.GetModels())}
+	if b := tp.GetBudget(); b != nil {
+		p.Budget = &Budget{USDMicros: b.GetAmountUsdMicros(), Period: periodOf[b.GetPeriod()], Soft: b.GetSoft(), WarnPercent: b.GetWarnPercent()}
+	}
+	if field, err := p.Validate(); err != nil {
+		return nil, "policy." + field, err
+	}
+	return p, "", nil
 }
 
 // CreateToken implements TokenService.
@@ -66,7 +104,11 @@ func (t *TokenService) CreateToken(_ context.Context, req *authv1.CreateTokenReq
 	if !ValidName(req.GetName()) {
 		return nil, domain.InvalidField("name", "name must be 1 to 64 letters, digits, '.', '-', '_' or '@', starting with a letter or digit")
 	}
-	value, e, err := t.store.Issue(req.GetName(), role)
+	policy, field, err := PolicyFromProto(req.GetPolicy())
+	if err != nil {
+		return nil, domain.InvalidField(field, err.Error())
+	}
+	value, e, err := t.store.IssueWithPolicy(req.GetName(), role, policy)
 	if err != nil {
 		return nil, err // not a status: the server reports it as internal
 	}

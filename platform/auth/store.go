@@ -43,6 +43,8 @@ type Entry struct {
 	Role    Role      `json:"role"`
 	SHA256  string    `json:"sha256"`
 	Created time.Time `json:"created"`
+	// Policy is the LLM gateway's governance of the token; nil: none.
+	Policy *Policy `json:"policy,omitempty"`
 }
 
 // Store is the token store file. Verify re-checks the file with one stat per
@@ -67,8 +69,9 @@ type snapshot struct {
 }
 
 type verifyEntry struct {
-	p    Principal
-	hash [sha256.Size]byte
+	p      Principal
+	hash   [sha256.Size]byte
+	policy *Policy
 }
 
 // fileIdent tells whether the file changed since it was read: a rename gives
@@ -144,7 +147,7 @@ func (s *Store) load() *snapshot {
 		} else {
 			copy(h[:], b)
 		}
-		snap.byID[e.ID] = verifyEntry{p: Principal{Name: e.Name, Role: e.Role, TokenID: e.ID}, hash: h}
+		snap.byID[e.ID] = verifyEntry{p: Principal{Name: e.Name, Role: e.Role, TokenID: e.ID}, hash: h, policy: e.Policy}
 	}
 	return snap
 }
@@ -192,6 +195,16 @@ func (s *Store) Verify(value string) (Principal, error) {
 	return e.p, nil
 }
 
+// Policy returns the governance policy of the token of public id, nil when
+// it has none or is not in the store. The policy is shared: do not modify it.
+func (s *Store) Policy(id string) *Policy {
+	snap := s.current()
+	if snap.err != nil {
+		return nil
+	}
+	return snap.byID[id].policy
+}
+
 // Issued reports whether the token of public id is in the store, false
 // once it is revoked. A store that cannot be read answers true: as for
 // Watch, that is the operator's fault, and ends nothing.
@@ -212,11 +225,23 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 // Issue creates a token for a principal and returns its value, which is not
 // kept anywhere: show it once.
 func (s *Store) Issue(name string, role Role) (value string, e Entry, err error) {
+	return s.IssueWithPolicy(name, role, nil)
+}
+
+// IssueWithPolicy is Issue with the token's governance policy (nil: none).
+func (s *Store) IssueWithPolicy(name string, role Role, policy *Policy) (value string, e Entry, err error) {
 	if !ValidName(name) || !role.valid() {
 		return "", Entry{}, fmt.Errorf("auth: bad principal %q with role %q", name, role)
 	}
+	if field, err := policy.Validate(); err != nil {
+		return "", Entry{}, fmt.Errorf("auth: policy %s: %w", field, err)
+	}
+	if !policy.Limited() {
+		policy = nil
+	}
 	err = s.update(func(f *File) error {
 		value, e = s.newEntry(name, role)
+		e.Policy = policy
 		f.Tokens = append(f.Tokens, e)
 		return nil
 	})

@@ -31,6 +31,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/catalog"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/governance"
 )
 
 // maxLoggedBody bounds the upstream error body logged at debug level.
@@ -50,7 +51,7 @@ func DefaultBackoff(attempt int, retryAfter time.Duration) time.Duration {
 // failover across routes. With emit (Stream) it sends the stream's events,
 // its terminal event included, and returns an error only when nothing was
 // sent; without emit (Complete) it returns the Response or the error.
-func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamResponse) error) (*llmv1.Response, error) {
+func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1.StreamResponse) error) (_ *llmv1.Response, err error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -58,6 +59,39 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 	if err != nil {
 		return nil, catalogError("request.model", err)
 	}
+	// The token's policy is checked before any upstream request, and the
+	// call's usage counted once it ends, however it ends.
+	sub, ticket, gerr := s.admit(ctx, primary)
+	if gerr != nil {
+		return nil, gerr
+	}
+	if ticket != nil {
+		var used *llmv1.Response
+		if inner := emit; inner != nil {
+			emit = func(ev *llmv1.StreamResponse) error {
+				switch e := ev.GetEvent().(type) {
+				case *llmv1.StreamResponse_Ended:
+					used = e.Ended.GetResponse()
+				case *llmv1.StreamResponse_Error:
+					used = e.Error.GetPartialResponse()
+				}
+				return inner(ev)
+			}
+		}
+		defer func() { settle(ctx, ticket, used) }()
+		if emit == nil {
+			return s.callRoutes(ctx, req, primary, sub, nil, func(r *llmv1.Response) { used = r })
+		}
+	}
+	return s.callRoutes(ctx, req, primary, sub, emit, nil)
+}
+
+// callRoutes is call after admission: with retries per route and failover
+// across the routes the caller's policy allows; done sees a unary call's
+// Response.
+func (s *Service) callRoutes(ctx context.Context, req *llmv1.Request, primary catalog.Route, sub governance.Subject,
+	emit func(*llmv1.StreamResponse) error, done func(*llmv1.Response)) (*llmv1.Response, error) {
+	var err error
 	selectors := req.GetFallbacks()
 	if len(selectors) == 0 {
 		selectors = primary.Model.GetFallbacks()
@@ -82,6 +116,10 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 				s.logger.WarnContext(ctx, "skipping fallback route", "selector", selectors[ri-1], "error", err)
 				continue
 			}
+			if !sub.Policy.AllowsModel(route.Canonical()) {
+				s.logger.InfoContext(ctx, "skipping fallback route outside the token's model list", "route", route.Canonical())
+				continue
+			}
 			s.logger.InfoContext(ctx, "failing over", "from", primary.Canonical(), "to", route.Canonical(), "error_kind", last.detail.GetKind().String())
 			failoverEvent(ctx, primary, route, last.detail.GetKind())
 			if err := s.retrying(emit, total, last, 0, route); err != nil {
@@ -95,6 +133,9 @@ func (s *Service) call(ctx context.Context, req *llmv1.Request, emit func(*llmv1
 				resp.Attempts = int32(attempt)
 				if emit != nil {
 					return resp, emit(&llmv1.StreamResponse{Event: &llmv1.StreamResponse_Ended{Ended: &llmv1.Ended{Response: resp}}})
+				}
+				if done != nil {
+					done(resp)
 				}
 				return resp, nil
 			}

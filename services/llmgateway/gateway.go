@@ -37,6 +37,8 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/codec"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/compat"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/governance"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Defaults for zero Config fields.
@@ -111,6 +113,14 @@ type Config struct {
 	// name. Bedrock reads them with the gateway's own AWS role, so by
 	// default (none) every s3:// source is refused.
 	BedrockS3Buckets []string
+	// GovernanceNATSURL is the NATS server whose JetStream key-value store
+	// keeps token spend and rate counters, shared by every replica; empty
+	// keeps them in this process only (lost on restart).
+	GovernanceNATSURL string
+	// GovernanceJetStream overrides GovernanceNATSURL: an embedded NATS.
+	GovernanceJetStream jetstream.JetStream
+	// GovernanceNow is the governance clock (tests); nil means time.Now.
+	GovernanceNow func() time.Time
 }
 
 // RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file,
@@ -131,6 +141,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&c.GovernanceNATSURL, "llm-governance-nats-url", c.GovernanceNATSURL, "NATS URL whose JetStream key-value store keeps token spend and rate limits, shared by replicas; empty: kept in memory, lost on restart")
 	c.VaultClient.RegisterFlags(fs, "")
 }
 
@@ -155,6 +166,8 @@ type Service struct {
 	s3Buckets     []string         // BedrockS3Buckets
 	disc          *discovery       // nil: no discoverable provider
 	credCache     *credentialCache // nil: credentials are resolved on every attempt
+	gov           *governance.Engine
+	policies      PolicySource // nil: no token has a policy
 }
 
 // New loads the catalog and connects the credential source.
@@ -213,6 +226,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 			s.closers = append(s.closers, func() error { s.disc.stop(); return nil })
 			break
 		}
+	}
+
+	if err := s.startGovernance(ctx, cfg); err != nil {
+		s.Close()
+		return nil, err
 	}
 
 	switch {
@@ -373,6 +391,12 @@ func (s *Service) ListModels(ctx context.Context, req *llmv1.ListModelsRequest) 
 		return nil, pageErr(err) // before discovery: a bad token costs no upstream call
 	}
 	models, warnings := s.listModels(ctx, req.GetProviderId(), req.GetIncludeDisabled())
+	// Only the models the caller's token may call.
+	if sub, ok := s.subject(ctx); ok && len(sub.Policy.GetModels()) > 0 {
+		models = slices.DeleteFunc(slices.Clone(models), func(m *llmv1.Model) bool {
+			return !sub.Policy.AllowsModel(m.GetProviderId() + "/" + m.GetModelId())
+		})
+	}
 	key := func(m *llmv1.Model) []string { return []string{m.GetProviderId(), m.GetModelId()} }
 	page, next, err := paging.Page(models, req, filter, key, paging.Ascending(key))
 	if err != nil {
@@ -431,6 +455,8 @@ func (s *Service) ResolveModel(_ context.Context, req *llmv1.ResolveModelRequest
 // Authenticator checks the API key a caller of the compatible endpoints
 // presents (a fabro token). The server wires its token check here.
 type Authenticator interface {
+	// Authenticate returns ctx carrying the caller's principal
+	// (auth.WithPrincipal), which governance attributes the call to.
 	Authenticate(ctx context.Context, token string) (context.Context, error)
 }
 

@@ -74,6 +74,7 @@ func TestCompatEchoedKeyInAnyShape(t *testing.T) {
 				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+c.path, strings.NewReader(c.body))
 				req.Header.Set("Authorization", "Bearer "+compatToken)
 				req.Header.Set("X-Api-Key", compatToken)
+				req.Header.Set("anthropic-version", "2023-06-01")
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {

@@ -102,7 +102,13 @@ func newStackEnv(b *testing.B, turn fakeprovider.Turn) *stackEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ps := &http.Server{Handler: rp}
+	// Full duplex, as the gateway's own HTTP server is: without it, Go's
+	// server closes the request body once the response starts, and a
+	// streamed reply through the proxy ends in "unexpected EOF".
+	ps := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})}
 	go func() { _ = ps.Serve(pl) }()
 	b.Cleanup(func() { _ = ps.Close() })
 

@@ -566,6 +566,30 @@ func (e FabroAgentV1WarningKind) Valid() bool {
 	}
 }
 
+// Defines values for FabroAuthV1BudgetPeriod.
+const (
+	BUDGETPERIODDAY         FabroAuthV1BudgetPeriod = "BUDGET_PERIOD_DAY"
+	BUDGETPERIODMONTH       FabroAuthV1BudgetPeriod = "BUDGET_PERIOD_MONTH"
+	BUDGETPERIODUNSPECIFIED FabroAuthV1BudgetPeriod = "BUDGET_PERIOD_UNSPECIFIED"
+	BUDGETPERIODWEEK        FabroAuthV1BudgetPeriod = "BUDGET_PERIOD_WEEK"
+)
+
+// Valid indicates whether the value is a known member of the FabroAuthV1BudgetPeriod enum.
+func (e FabroAuthV1BudgetPeriod) Valid() bool {
+	switch e {
+	case BUDGETPERIODDAY:
+		return true
+	case BUDGETPERIODMONTH:
+		return true
+	case BUDGETPERIODUNSPECIFIED:
+		return true
+	case BUDGETPERIODWEEK:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FabroAuthV1Role.
 const (
 	FabroAuthV1RoleROLEADMIN       FabroAuthV1Role = "ROLE_ADMIN"
@@ -3356,11 +3380,48 @@ type FabroAgentV1Warning struct {
 //   - WARNING_KIND_OTHER: Any other warning; see message.
 type FabroAgentV1WarningKind string
 
+// FabroAuthV1Budget Budget is an amount a token may spend per calendar period (UTC).
+type FabroAuthV1Budget struct {
+	// AmountUsdMicros Required. The amount, in millionths of a US dollar.
+	AmountUsdMicros string `json:"amountUsdMicros"`
+
+	// Period BudgetPeriod is the calendar period a budget renews in, in UTC.
+	//
+	//  - BUDGET_PERIOD_UNSPECIFIED: Not a period: rejected.
+	//  - BUDGET_PERIOD_DAY: A calendar day.
+	//  - BUDGET_PERIOD_WEEK: A week starting on Monday.
+	//  - BUDGET_PERIOD_MONTH: A calendar month.
+	Period FabroAuthV1BudgetPeriod `json:"period"`
+
+	// Soft Optional. A soft budget is reported when crossed but calls go on; a
+	// hard one (the default) refuses calls once it is spent.
+	Soft *bool `json:"soft,omitempty"`
+
+	// WarnPercent Optional. The percentage of the amount at which a warning is logged
+	// and counted (fabro.llm.budget.warnings); 0 means 80.
+	WarnPercent *int32 `json:"warnPercent,omitempty"`
+}
+
+// FabroAuthV1BudgetPeriod BudgetPeriod is the calendar period a budget renews in, in UTC.
+//
+//   - BUDGET_PERIOD_UNSPECIFIED: Not a period: rejected.
+//   - BUDGET_PERIOD_DAY: A calendar day.
+//   - BUDGET_PERIOD_WEEK: A week starting on Monday.
+//   - BUDGET_PERIOD_MONTH: A calendar month.
+type FabroAuthV1BudgetPeriod string
+
 // FabroAuthV1CreateTokenRequest CreateTokenRequest describes the token to issue.
 type FabroAuthV1CreateTokenRequest struct {
 	// Name Required. The person's name (letters, digits, '.', '-', '_' and '@', at
 	// most 64 characters); it appears in logs and audit entries.
 	Name string `json:"name"`
+
+	// Policy TokenPolicy is the LLM gateway's governance of one token: a budget, rate
+	// limits and the models it may call. The gateway checks them before a call
+	// (a call over a limit gets RESOURCE_EXHAUSTED with RetryInfo, a model
+	// outside the list PERMISSION_DENIED) and counts the call's actual usage
+	// after it. Zero fields mean no limit.
+	Policy *FabroAuthV1TokenPolicy `json:"policy,omitempty"`
 
 	// Role Role is what a principal may do.
 	//
@@ -3417,6 +3478,13 @@ type FabroAuthV1Token struct {
 	// Name The principal's name: a person's name, or the service's name.
 	Name *string `json:"name,omitempty"`
 
+	// Policy TokenPolicy is the LLM gateway's governance of one token: a budget, rate
+	// limits and the models it may call. The gateway checks them before a call
+	// (a call over a limit gets RESOURCE_EXHAUSTED with RetryInfo, a model
+	// outside the list PERMISSION_DENIED) and counts the call's actual usage
+	// after it. Zero fields mean no limit.
+	Policy *FabroAuthV1TokenPolicy `json:"policy,omitempty"`
+
 	// Role Role is what a principal may do.
 	//
 	//  - ROLE_UNSPECIFIED: Not a role: rejected.
@@ -3429,6 +3497,30 @@ type FabroAuthV1Token struct {
 	// TokenId Output only. The public id, the part of the value after "fabro_" and
 	// before the next "_"; safe to show and log.
 	TokenId *string `json:"tokenId,omitempty"`
+}
+
+// FabroAuthV1TokenPolicy TokenPolicy is the LLM gateway's governance of one token: a budget, rate
+// limits and the models it may call. The gateway checks them before a call
+// (a call over a limit gets RESOURCE_EXHAUSTED with RetryInfo, a model
+// outside the list PERMISSION_DENIED) and counts the call's actual usage
+// after it. Zero fields mean no limit.
+type FabroAuthV1TokenPolicy struct {
+	// Budget Budget is an amount a token may spend per calendar period (UTC).
+	Budget *FabroAuthV1Budget `json:"budget,omitempty"`
+
+	// MaxConcurrentCalls Optional. Calls in progress at once on one gateway replica.
+	MaxConcurrentCalls *int32 `json:"maxConcurrentCalls,omitempty"`
+
+	// Models Optional. Canonical model names ("provider/model") or patterns with
+	// '*' ("anthropic/*"); empty means every model.
+	Models *[]string `json:"models,omitempty"`
+
+	// RequestsPerMinute Optional. Calls started per minute.
+	RequestsPerMinute *int32 `json:"requestsPerMinute,omitempty"`
+
+	// TokensPerMinute Optional. Tokens (input plus output) used per minute, counted after
+	// each call: a call is refused while the minute's count is at the limit.
+	TokensPerMinute *string `json:"tokensPerMinute,omitempty"`
 }
 
 // FabroLlmV1Auth Auth says how to authenticate to a provider.

@@ -23,7 +23,7 @@ _fabro_flags() {
     "secret list") echo "--help --config --data-dir --o --output --prefix --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "secret rm") echo "--help --config --data-dir --expected-version --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file --version" ;;
     "token") echo "--help" ;;
-    "token create") echo "--help --config --data-dir --name --role --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "token create") echo "--help --budget --budget-soft --budget-warn --config --data-dir --max-concurrent --models --name --role --rpm --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file --tpm" ;;
     "token list") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "token revoke") echo "--help --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "models") echo "--help --all --config --data-dir --o --output --provider --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;

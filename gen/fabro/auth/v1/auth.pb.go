@@ -81,6 +81,63 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{0}
 }
 
+// BudgetPeriod is the calendar period a budget renews in, in UTC.
+type BudgetPeriod int32
+
+const (
+	// Not a period: rejected.
+	BudgetPeriod_BUDGET_PERIOD_UNSPECIFIED BudgetPeriod = 0
+	// A calendar day.
+	BudgetPeriod_BUDGET_PERIOD_DAY BudgetPeriod = 1
+	// A week starting on Monday.
+	BudgetPeriod_BUDGET_PERIOD_WEEK BudgetPeriod = 2
+	// A calendar month.
+	BudgetPeriod_BUDGET_PERIOD_MONTH BudgetPeriod = 3
+)
+
+// Enum value maps for BudgetPeriod.
+var (
+	BudgetPeriod_name = map[int32]string{
+		0: "BUDGET_PERIOD_UNSPECIFIED",
+		1: "BUDGET_PERIOD_DAY",
+		2: "BUDGET_PERIOD_WEEK",
+		3: "BUDGET_PERIOD_MONTH",
+	}
+	BudgetPeriod_value = map[string]int32{
+		"BUDGET_PERIOD_UNSPECIFIED": 0,
+		"BUDGET_PERIOD_DAY":         1,
+		"BUDGET_PERIOD_WEEK":        2,
+		"BUDGET_PERIOD_MONTH":       3,
+	}
+)
+
+func (x BudgetPeriod) Enum() *BudgetPeriod {
+	p := new(BudgetPeriod)
+	*p = x
+	return p
+}
+
+func (x BudgetPeriod) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BudgetPeriod) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_auth_v1_auth_proto_enumTypes[1].Descriptor()
+}
+
+func (BudgetPeriod) Type() protoreflect.EnumType {
+	return &file_fabro_auth_v1_auth_proto_enumTypes[1]
+}
+
+func (x BudgetPeriod) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BudgetPeriod.Descriptor instead.
+func (BudgetPeriod) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
 // Token describes a token without its value.
 type Token struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -92,7 +149,9 @@ type Token struct {
 	// The principal's role.
 	Role Role `protobuf:"varint,3,opt,name=role,proto3,enum=fabro.auth.v1.Role" json:"role,omitempty"`
 	// Output only. When the token was issued.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// What the LLM gateway lets the token do; unset means no limit.
+	Policy        *TokenPolicy `protobuf:"bytes,5,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -155,6 +214,176 @@ func (x *Token) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Token) GetPolicy() *TokenPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// TokenPolicy is the LLM gateway's governance of one token: a budget, rate
+// limits and the models it may call. The gateway checks them before a call
+// (a call over a limit gets RESOURCE_EXHAUSTED with RetryInfo, a model
+// outside the list PERMISSION_DENIED) and counts the call's actual usage
+// after it. Zero fields mean no limit.
+type TokenPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. Spend allowed per period.
+	Budget *Budget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	// Optional. Calls started per minute.
+	RequestsPerMinute int32 `protobuf:"varint,2,opt,name=requests_per_minute,json=requestsPerMinute,proto3" json:"requests_per_minute,omitempty"`
+	// Optional. Tokens (input plus output) used per minute, counted after
+	// each call: a call is refused while the minute's count is at the limit.
+	TokensPerMinute int64 `protobuf:"varint,3,opt,name=tokens_per_minute,json=tokensPerMinute,proto3" json:"tokens_per_minute,omitempty"`
+	// Optional. Calls in progress at once on one gateway replica.
+	MaxConcurrentCalls int32 `protobuf:"varint,4,opt,name=max_concurrent_calls,json=maxConcurrentCalls,proto3" json:"max_concurrent_calls,omitempty"`
+	// Optional. Canonical model names ("provider/model") or patterns with
+	// '*' ("anthropic/*"); empty means every model.
+	Models        []string `protobuf:"bytes,5,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenPolicy) Reset() {
+	*x = TokenPolicy{}
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenPolicy) ProtoMessage() {}
+
+func (x *TokenPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenPolicy.ProtoReflect.Descriptor instead.
+func (*TokenPolicy) Descriptor() ([]byte, []int) {
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TokenPolicy) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *TokenPolicy) GetRequestsPerMinute() int32 {
+	if x != nil {
+		return x.RequestsPerMinute
+	}
+	return 0
+}
+
+func (x *TokenPolicy) GetTokensPerMinute() int64 {
+	if x != nil {
+		return x.TokensPerMinute
+	}
+	return 0
+}
+
+func (x *TokenPolicy) GetMaxConcurrentCalls() int32 {
+	if x != nil {
+		return x.MaxConcurrentCalls
+	}
+	return 0
+}
+
+func (x *TokenPolicy) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+// Budget is an amount a token may spend per calendar period (UTC).
+type Budget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The amount, in millionths of a US dollar.
+	AmountUsdMicros int64 `protobuf:"varint,1,opt,name=amount_usd_micros,json=amountUsdMicros,proto3" json:"amount_usd_micros,omitempty"`
+	// Required. The period the amount renews in.
+	Period BudgetPeriod `protobuf:"varint,2,opt,name=period,proto3,enum=fabro.auth.v1.BudgetPeriod" json:"period,omitempty"`
+	// Optional. A soft budget is reported when crossed but calls go on; a
+	// hard one (the default) refuses calls once it is spent.
+	Soft bool `protobuf:"varint,3,opt,name=soft,proto3" json:"soft,omitempty"`
+	// Optional. The percentage of the amount at which a warning is logged
+	// and counted (fabro.llm.budget.warnings); 0 means 80.
+	WarnPercent   int32 `protobuf:"varint,4,opt,name=warn_percent,json=warnPercent,proto3" json:"warn_percent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Budget) GetAmountUsdMicros() int64 {
+	if x != nil {
+		return x.AmountUsdMicros
+	}
+	return 0
+}
+
+func (x *Budget) GetPeriod() BudgetPeriod {
+	if x != nil {
+		return x.Period
+	}
+	return BudgetPeriod_BUDGET_PERIOD_UNSPECIFIED
+}
+
+func (x *Budget) GetSoft() bool {
+	if x != nil {
+		return x.Soft
+	}
+	return false
+}
+
+func (x *Budget) GetWarnPercent() int32 {
+	if x != nil {
+		return x.WarnPercent
+	}
+	return 0
+}
+
 // CreateTokenRequest describes the token to issue.
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -162,14 +391,17 @@ type CreateTokenRequest struct {
 	Role Role `protobuf:"varint,1,opt,name=role,proto3,enum=fabro.auth.v1.Role" json:"role,omitempty"`
 	// Required. The person's name (letters, digits, '.', '-', '_' and '@', at
 	// most 64 characters); it appears in logs and audit entries.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional. The token's budget, rate limits and models (see TokenPolicy).
+	// INVALID_ARGUMENT names the field that does not parse.
+	Policy        *TokenPolicy `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[1]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +413,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[1]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +426,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{1}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateTokenRequest) GetRole() Role {
@@ -211,6 +443,13 @@ func (x *CreateTokenRequest) GetName() string {
 	return ""
 }
 
+func (x *CreateTokenRequest) GetPolicy() *TokenPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
 // CreateTokenResponse holds the new token.
 type CreateTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -224,7 +463,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +475,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +488,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{2}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -281,7 +520,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +532,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +545,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{3}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListTokensRequest) GetPageSize() int32 {
@@ -336,7 +575,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +587,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +600,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -389,7 +628,7 @@ type GetTokenRequest struct {
 
 func (x *GetTokenRequest) Reset() {
 	*x = GetTokenRequest{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +640,7 @@ func (x *GetTokenRequest) String() string {
 func (*GetTokenRequest) ProtoMessage() {}
 
 func (x *GetTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +653,7 @@ func (x *GetTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTokenRequest.ProtoReflect.Descriptor instead.
 func (*GetTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetTokenRequest) GetTokenId() string {
@@ -435,7 +674,7 @@ type GetTokenResponse struct {
 
 func (x *GetTokenResponse) Reset() {
 	*x = GetTokenResponse{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +686,7 @@ func (x *GetTokenResponse) String() string {
 func (*GetTokenResponse) ProtoMessage() {}
 
 func (x *GetTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +699,7 @@ func (x *GetTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTokenResponse.ProtoReflect.Descriptor instead.
 func (*GetTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetTokenResponse) GetToken() *Token {
@@ -481,7 +720,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +732,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +745,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RevokeTokenRequest) GetTokenId() string {
@@ -525,7 +764,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +776,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_fabro_auth_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,23 +789,36 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_fabro_auth_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 var File_fabro_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_fabro_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x18fabro/auth/v1/auth.proto\x12\rfabro.auth.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x01\n" +
+	"\x18fabro/auth/v1/auth.proto\x12\rfabro.auth.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xda\x01\n" +
 	"\x05Token\x12\x1e\n" +
 	"\btoken_id\x18\x01 \x01(\tB\x03\xe0A\x03R\atokenId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x13.fabro.auth.v1.RoleR\x04role\x12@\n" +
 	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\n" +
-	"createTime\"[\n" +
+	"createTime\x122\n" +
+	"\x06policy\x18\x05 \x01(\v2\x1a.fabro.auth.v1.TokenPolicyR\x06policy\"\xe2\x01\n" +
+	"\vTokenPolicy\x12-\n" +
+	"\x06budget\x18\x01 \x01(\v2\x15.fabro.auth.v1.BudgetR\x06budget\x12.\n" +
+	"\x13requests_per_minute\x18\x02 \x01(\x05R\x11requestsPerMinute\x12*\n" +
+	"\x11tokens_per_minute\x18\x03 \x01(\x03R\x0ftokensPerMinute\x120\n" +
+	"\x14max_concurrent_calls\x18\x04 \x01(\x05R\x12maxConcurrentCalls\x12\x16\n" +
+	"\x06models\x18\x05 \x03(\tR\x06models\"\xaa\x01\n" +
+	"\x06Budget\x12/\n" +
+	"\x11amount_usd_micros\x18\x01 \x01(\x03B\x03\xe0A\x02R\x0famountUsdMicros\x128\n" +
+	"\x06period\x18\x02 \x01(\x0e2\x1b.fabro.auth.v1.BudgetPeriodB\x03\xe0A\x02R\x06period\x12\x12\n" +
+	"\x04soft\x18\x03 \x01(\bR\x04soft\x12!\n" +
+	"\fwarn_percent\x18\x04 \x01(\x05R\vwarnPercent\"\x8f\x01\n" +
 	"\x12CreateTokenRequest\x12,\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x13.fabro.auth.v1.RoleB\x03\xe0A\x02R\x04role\x12\x17\n" +
-	"\x04name\x18\x02 \x01(\tB\x03\xe0A\x02R\x04name\"W\n" +
+	"\x04name\x18\x02 \x01(\tB\x03\xe0A\x02R\x04name\x122\n" +
+	"\x06policy\x18\x03 \x01(\v2\x1a.fabro.auth.v1.TokenPolicyR\x06policy\"W\n" +
 	"\x13CreateTokenResponse\x12*\n" +
 	"\x05token\x18\x01 \x01(\v2\x14.fabro.auth.v1.TokenR\x05token\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"O\n" +
@@ -589,7 +841,12 @@ const file_fabro_auth_v1_auth_proto_rawDesc = "" +
 	"\tROLE_USER\x10\x01\x12\x0e\n" +
 	"\n" +
 	"ROLE_ADMIN\x10\x02\x12\x10\n" +
-	"\fROLE_SERVICE\x10\x032\xda\x02\n" +
+	"\fROLE_SERVICE\x10\x03*u\n" +
+	"\fBudgetPeriod\x12\x1d\n" +
+	"\x19BUDGET_PERIOD_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11BUDGET_PERIOD_DAY\x10\x01\x12\x16\n" +
+	"\x12BUDGET_PERIOD_WEEK\x10\x02\x12\x17\n" +
+	"\x13BUDGET_PERIOD_MONTH\x10\x032\xda\x02\n" +
 	"\fTokenService\x12T\n" +
 	"\vCreateToken\x12!.fabro.auth.v1.CreateTokenRequest\x1a\".fabro.auth.v1.CreateTokenResponse\x12Q\n" +
 	"\n" +
@@ -610,41 +867,48 @@ func file_fabro_auth_v1_auth_proto_rawDescGZIP() []byte {
 	return file_fabro_auth_v1_auth_proto_rawDescData
 }
 
-var file_fabro_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fabro_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_fabro_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_fabro_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_fabro_auth_v1_auth_proto_goTypes = []any{
 	(Role)(0),                     // 0: fabro.auth.v1.Role
-	(*Token)(nil),                 // 1: fabro.auth.v1.Token
-	(*CreateTokenRequest)(nil),    // 2: fabro.auth.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),   // 3: fabro.auth.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),     // 4: fabro.auth.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),    // 5: fabro.auth.v1.ListTokensResponse
-	(*GetTokenRequest)(nil),       // 6: fabro.auth.v1.GetTokenRequest
-	(*GetTokenResponse)(nil),      // 7: fabro.auth.v1.GetTokenResponse
-	(*RevokeTokenRequest)(nil),    // 8: fabro.auth.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),   // 9: fabro.auth.v1.RevokeTokenResponse
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(BudgetPeriod)(0),             // 1: fabro.auth.v1.BudgetPeriod
+	(*Token)(nil),                 // 2: fabro.auth.v1.Token
+	(*TokenPolicy)(nil),           // 3: fabro.auth.v1.TokenPolicy
+	(*Budget)(nil),                // 4: fabro.auth.v1.Budget
+	(*CreateTokenRequest)(nil),    // 5: fabro.auth.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),   // 6: fabro.auth.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),     // 7: fabro.auth.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),    // 8: fabro.auth.v1.ListTokensResponse
+	(*GetTokenRequest)(nil),       // 9: fabro.auth.v1.GetTokenRequest
+	(*GetTokenResponse)(nil),      // 10: fabro.auth.v1.GetTokenResponse
+	(*RevokeTokenRequest)(nil),    // 11: fabro.auth.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),   // 12: fabro.auth.v1.RevokeTokenResponse
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_fabro_auth_v1_auth_proto_depIdxs = []int32{
 	0,  // 0: fabro.auth.v1.Token.role:type_name -> fabro.auth.v1.Role
-	10, // 1: fabro.auth.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	0,  // 2: fabro.auth.v1.CreateTokenRequest.role:type_name -> fabro.auth.v1.Role
-	1,  // 3: fabro.auth.v1.CreateTokenResponse.token:type_name -> fabro.auth.v1.Token
-	1,  // 4: fabro.auth.v1.ListTokensResponse.tokens:type_name -> fabro.auth.v1.Token
-	1,  // 5: fabro.auth.v1.GetTokenResponse.token:type_name -> fabro.auth.v1.Token
-	2,  // 6: fabro.auth.v1.TokenService.CreateToken:input_type -> fabro.auth.v1.CreateTokenRequest
-	4,  // 7: fabro.auth.v1.TokenService.ListTokens:input_type -> fabro.auth.v1.ListTokensRequest
-	6,  // 8: fabro.auth.v1.TokenService.GetToken:input_type -> fabro.auth.v1.GetTokenRequest
-	8,  // 9: fabro.auth.v1.TokenService.RevokeToken:input_type -> fabro.auth.v1.RevokeTokenRequest
-	3,  // 10: fabro.auth.v1.TokenService.CreateToken:output_type -> fabro.auth.v1.CreateTokenResponse
-	5,  // 11: fabro.auth.v1.TokenService.ListTokens:output_type -> fabro.auth.v1.ListTokensResponse
-	7,  // 12: fabro.auth.v1.TokenService.GetToken:output_type -> fabro.auth.v1.GetTokenResponse
-	9,  // 13: fabro.auth.v1.TokenService.RevokeToken:output_type -> fabro.auth.v1.RevokeTokenResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	13, // 1: fabro.auth.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 2: fabro.auth.v1.Token.policy:type_name -> fabro.auth.v1.TokenPolicy
+	4,  // 3: fabro.auth.v1.TokenPolicy.budget:type_name -> fabro.auth.v1.Budget
+	1,  // 4: fabro.auth.v1.Budget.period:type_name -> fabro.auth.v1.BudgetPeriod
+	0,  // 5: fabro.auth.v1.CreateTokenRequest.role:type_name -> fabro.auth.v1.Role
+	3,  // 6: fabro.auth.v1.CreateTokenRequest.policy:type_name -> fabro.auth.v1.TokenPolicy
+	2,  // 7: fabro.auth.v1.CreateTokenResponse.token:type_name -> fabro.auth.v1.Token
+	2,  // 8: fabro.auth.v1.ListTokensResponse.tokens:type_name -> fabro.auth.v1.Token
+	2,  // 9: fabro.auth.v1.GetTokenResponse.token:type_name -> fabro.auth.v1.Token
+	5,  // 10: fabro.auth.v1.TokenService.CreateToken:input_type -> fabro.auth.v1.CreateTokenRequest
+	7,  // 11: fabro.auth.v1.TokenService.ListTokens:input_type -> fabro.auth.v1.ListTokensRequest
+	9,  // 12: fabro.auth.v1.TokenService.GetToken:input_type -> fabro.auth.v1.GetTokenRequest
+	11, // 13: fabro.auth.v1.TokenService.RevokeToken:input_type -> fabro.auth.v1.RevokeTokenRequest
+	6,  // 14: fabro.auth.v1.TokenService.CreateToken:output_type -> fabro.auth.v1.CreateTokenResponse
+	8,  // 15: fabro.auth.v1.TokenService.ListTokens:output_type -> fabro.auth.v1.ListTokensResponse
+	10, // 16: fabro.auth.v1.TokenService.GetToken:output_type -> fabro.auth.v1.GetTokenResponse
+	12, // 17: fabro.auth.v1.TokenService.RevokeToken:output_type -> fabro.auth.v1.RevokeTokenResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fabro_auth_v1_auth_proto_init() }
@@ -657,8 +921,8 @@ func file_fabro_auth_v1_auth_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_auth_v1_auth_proto_rawDesc), len(file_fabro_auth_v1_auth_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   9,
+			NumEnums:      2,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

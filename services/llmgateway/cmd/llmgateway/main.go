@@ -26,8 +26,14 @@ func main() {
 			switch {
 			case srv.Auth != nil:
 				gw.SetAuthenticator(llmgateway.TokenAuthenticator(srv.Auth, logger))
+				if ps, ok := srv.Auth.(llmgateway.PolicySource); ok {
+					gw.SetPolicies(ps)
+				}
 			case srv.TokensFile != "":
-				gw.SetAuthenticator(llmgateway.TokenAuthenticator(auth.OpenStore(srv.TokensFile), logger))
+				store := auth.OpenStore(srv.TokensFile)
+				gw.SetAuthenticator(llmgateway.TokenAuthenticator(store, logger))
+				// Budgets, rate limits and model lists live beside the tokens.
+				gw.SetPolicies(store)
 			}
 			return []server.Service{gw}, func() { gw.Close() }, nil
 		})

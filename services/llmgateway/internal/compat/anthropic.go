@@ -499,6 +499,11 @@ func (h *Handler) contentBlock(p *llmv1.ContentPart, route string) json.RawMessa
 }
 
 func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
+	// Required by the API on every Messages call (the SDKs always send it).
+	if r.Header.Get("anthropic-version") == "" {
+		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
+		return
+	}
 	fields, err := readJSONObject(w, r)
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", err.Error())

@@ -20,7 +20,9 @@ package compat
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,7 @@ import (
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/envelope"
+	"github.com/fabro-sh/fabro-go/services/llmgateway/internal/governance"
 )
 
 // Backend is the gateway as the fronts use it, in process.
@@ -57,6 +60,7 @@ type Backend interface {
 // Authenticator accepts every caller, as the gateway's own REST routes do
 // when the server has no authentication configured.
 type Authenticator interface {
+	// Authenticate returns ctx with the caller's principal added.
 	Authenticate(ctx context.Context, token string) (context.Context, error)
 }
 
@@ -143,8 +147,54 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // maxBody bounds a request body: long contexts with inline images.
 const maxBody = 64 << 20
 
+// RateUsager is a Backend that reports the caller's rate limits (the
+// gateway's governance of its token), for the APIs' rate-limit headers.
+type RateUsager interface {
+	RateUsage(ctx context.Context) (governance.Usage, bool)
+}
+
+// newRequestID is a request id in the APIs' style: "req_" and 24 random
+// hex digits.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// rateHeaders sets the API's rate-limit headers from the caller's limits,
+// counting the request being made: OpenAI's x-ratelimit-* (reset as a
+// duration) or Anthropic's anthropic-ratelimit-* (reset as RFC 3339).
+func (h *Handler) rateHeaders(w http.ResponseWriter, ctx context.Context, anthropicStyle bool) {
+	ru, ok := h.backend.(RateUsager)
+	if !ok {
+		return
+	}
+	u, ok := ru.RateUsage(ctx)
+	if !ok {
+		return
+	}
+	hd := w.Header()
+	set := func(kind string, limit, remaining int64) {
+		if limit <= 0 {
+			return
+		}
+		if anthropicStyle {
+			hd.Set("anthropic-ratelimit-"+kind+"-limit", strconv.FormatInt(limit, 10))
+			hd.Set("anthropic-ratelimit-"+kind+"-remaining", strconv.FormatInt(remaining, 10))
+			hd.Set("anthropic-ratelimit-"+kind+"-reset", u.Reset.UTC().Format(time.RFC3339))
+			return
+		}
+		hd.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(limit, 10))
+		hd.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(remaining, 10))
+		hd.Set("x-ratelimit-reset-"+kind, time.Until(u.Reset).Round(time.Second).String())
+	}
+	set("requests", u.RequestsLimit, max(0, u.RequestsRemaining-1))
+	set("tokens", u.TokensLimit, u.TokensRemaining)
+}
+
 func (h *Handler) openaiAuth(next route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-request-id", newRequestID())
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if h.auth != nil {
 			if !ok || strings.TrimSpace(key) == "" {
@@ -158,6 +208,7 @@ func (h *Handler) openaiAuth(next route) http.HandlerFunc {
 					"Incorrect API key provided. Use a fabro token as the API key.")
 				return
 			}
+			h.rateHeaders(w, ctx, false)
 			h.authenticated(next, w, r, ctx, strings.TrimSpace(key))
 			return
 		}
@@ -167,6 +218,7 @@ func (h *Handler) openaiAuth(next route) http.HandlerFunc {
 
 func (h *Handler) anthropicAuth(next route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("request-id", newRequestID())
 		key := r.Header.Get("X-Api-Key")
 		if key == "" { // the SDKs' auth-token mode
 			key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -182,6 +234,7 @@ func (h *Handler) anthropicAuth(next route) http.HandlerFunc {
 				writeAnthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 				return
 			}
+			h.rateHeaders(w, ctx, true)
 			h.authenticated(next, w, r, ctx, key)
 			return
 		}
@@ -281,6 +334,7 @@ func backendError(ctx context.Context, err error) errorInfo {
 		st = status.FromContextError(ctx.Err())
 	}
 	info := errorInfo{message: st.Message()}
+	missing := false
 	for _, d := range st.Details() {
 		if ed, ok := d.(*llmv1.ErrorDetail); ok {
 			info.kind = ed.GetKind()
@@ -288,11 +342,17 @@ func backendError(ctx context.Context, err error) errorInfo {
 				info.retryAfter = ed.GetRetryAfter().AsDuration()
 			}
 			if len(ed.GetMissingCredentials()) > 0 {
+				missing = true
 				info.message += " (set " + strings.Join(ed.GetMissingCredentials(), " or ") + ")"
 			}
 		}
 	}
 	info.status = statusForKind(info.kind, st.Code())
+	if missing {
+		// A provider without a credential is a configuration error no
+		// retry fixes: a 400 naming what to set, not a 5xx an SDK retries.
+		info.status = http.StatusBadRequest
+	}
 	return info
 }
 

@@ -141,6 +141,9 @@ func newTestHandler(b Backend) http.Handler {
 func do(t *testing.T, h http.Handler, method, path, body string, header ...string) (int, http.Header, string) {
 	t.Helper()
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if strings.HasPrefix(path, "/anthropic/") {
+		r.Header.Set("anthropic-version", "2023-06-01") // as the SDKs send it; a test may override it
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		r.Header.Set(header[i], header[i+1])
 	}
