@@ -62,32 +62,36 @@ func TestCrash(t *testing.T) {
 
 	// The run without a kill: what the workspace must hold, and how long
 	// the prompt takes, over which the kill points spread.
-	base := runRound(t, fake.URL, -1)
+	base := runRound(t, fake.URL, -1, killServe)
 	if v := base.check(nil); len(v) > 0 {
 		t.Fatalf("the run without a kill breaks the invariants: %v", v)
 	}
 	want := workspaceOf(base.ws)
 	t.Logf("the run without a kill: %s, workspace %v", base.took.Round(time.Millisecond), slices.Sorted(maps.Keys(want)))
 
-	// Stratified: kill point i falls in the i-th of rounds equal slices of
-	// the prompt, at a random place in it, so every phase is hit.
+	// Stratified: kill point i of a target falls in the i-th of its rounds'
+	// equal slices of the prompt, at a random place in it, so every phase is
+	// hit. An external NATS gets a fifth as many rounds as fabro serve.
 	failed := map[string]int{}
-	for i := range rounds {
-		slice := base.took / time.Duration(rounds)
-		at := time.Duration(i)*slice + time.Duration(rng.Int64N(int64(slice)+1))
-		ok := t.Run(fmt.Sprintf("kill-%02d-at-%s", i, at.Round(time.Millisecond)), func(t *testing.T) {
-			r := runRound(t, fake.URL, at)
-			violations := r.check(want)
-			for _, k := range r.known {
-				t.Log(k)
+	for _, tg := range []struct {
+		name   string
+		what   target
+		rounds int
+	}{{"kill", killServe, rounds}, {"nats-kill", killNATS, max(1, rounds/5)}} {
+		for i := range tg.rounds {
+			slice := base.took / time.Duration(tg.rounds)
+			at := time.Duration(i)*slice + time.Duration(rng.Int64N(int64(slice)+1))
+			ok := t.Run(fmt.Sprintf("%s-%02d-at-%s", tg.name, i, at.Round(time.Millisecond)), func(t *testing.T) {
+				r := runRound(t, fake.URL, at, tg.what)
+				violations := r.check(want)
+				for _, v := range violations {
+					failed[v.invariant]++
+					t.Errorf("%s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
+				}
+			})
+			if !ok {
+				t.Logf("replay with FABRO_CRASH_SEED=%d", seed)
 			}
-			for _, v := range violations {
-				failed[v.invariant]++
-				t.Errorf("%s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
-			}
-		})
-		if !ok {
-			t.Logf("replay with FABRO_CRASH_SEED=%d", seed)
 		}
 	}
 	if len(failed) > 0 {
@@ -96,9 +100,6 @@ func TestCrash(t *testing.T) {
 }
 
 type violation struct{ invariant, detail string }
-
-// strict: FABRO_CRASH_STRICT=1 fails on the known faults too.
-func strict() bool { return os.Getenv("FABRO_CRASH_STRICT") == "1" }
 
 // check tests the invariants of a round; want (nil: none) is the
 // workspace of the run without a kill.
