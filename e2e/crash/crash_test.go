@@ -4,12 +4,13 @@
 // RNG, starts it again on the same data directory, waits for the prompt
 // to finish, and checks what a crash must never break (round.check). Other
 // rounds run fabro serve on an external nats-server and kill that instead
-// (restarted a second later on its port and store).
+// (restarted a second later on its port and store), and others kill it
+// while a longer prompt compacts its context before every turn.
 //
 // The seed is printed; FABRO_CRASH_SEED=<n> replays a run, and
 // FABRO_CRASH_ROUNDS=<n> sets the number of kill points of fabro serve (30,
-// 3 with -short; a fifth as many for NATS). Every invariant fails the
-// test, a prompt that does not finish too.
+// 3 with -short; a fifth as many for NATS and for compaction). Every
+// invariant fails the test, a prompt that does not finish too.
 package crash_test
 
 import (
@@ -23,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +32,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
@@ -85,8 +88,23 @@ const marker = "fabro-crash-harness"
 // ($((...))), so they appear in a request only once a command ran.
 const promptText = "CRASH-HARNESS-PROMPT: build all.txt"
 
+// carried are the phrases the script answers by: a summary keeps each
+// occurrence in order, so a compacted conversation is answered as the
+// full one.
+var carried = regexp.MustCompile(`\(compacting\)|4-pad|25-beta|started on the task|has no subagents|SUBRESULT-OK|42-all|9-gamma|CRASH-HARNESS-PROMPT|SUBTASK`)
+
+// compactPrompt runs padTurns commands before the script's own turns, with
+// the context compacted before every turn, so kills land in compactions.
+const (
+	compactPrompt = "CRASH-HARNESS-PROMPT (compacting): build all.txt"
+	padTurns      = 7
+)
+
 func script(r fakeprovider.Request) fakeprovider.Turn {
 	body := string(r.Body)
+	if strings.Contains(body, "You are summarizing a coding session") { // a compaction
+		return fakeprovider.Turn{Text: "Progress: " + strings.Join(carried.FindAllString(body, -1), "; ")}
+	}
 	// Each command leaves a sleeper behind, named with the marker, that
 	// outlives a restart unless the sandbox service kills what its
 	// killed incarnation started (a command's end kills it otherwise).
@@ -100,6 +118,10 @@ func script(r fakeprovider.Request) fakeprovider.Turn {
 		}
 		return fakeprovider.Turn{Text: "Writing c.", ToolCalls: []fakeprovider.ToolCall{
 			shell("toolu_c", `sleep 0.4 && echo gamma > c.txt && echo "$((3*3))-gamma"`)}}
+	}
+	if strings.Contains(body, "(compacting)") && strings.Count(body, "4-pad") < padTurns && !strings.Contains(body, "25-beta") {
+		return fakeprovider.Turn{Text: "Padding.", ToolCalls: []fakeprovider.ToolCall{
+			shell(fmt.Sprintf("toolu_pad%d", strings.Count(body, "4-pad")), `echo "$((2*2))-pad"`)}}
 	}
 	switch {
 	case strings.Contains(body, "42-all"):
@@ -276,6 +298,9 @@ type target int
 const (
 	killServe target = iota // fabro serve, on its embedded NATS
 	killNATS                // the external nats-server fabro serve uses
+	// fabro serve, running compactPrompt with the context compacted
+	// before every turn (a threshold of 1%).
+	killCompacting
 )
 
 // round is one run of the prompt, killed after killAfter (never when
@@ -307,11 +332,15 @@ func runRound(t *testing.T, fakeURL string, killAfter time.Duration, what target
 	r.env = []string{"FABRO_LLM_CATALOG_OVERLAY=" + overlay, "ANTHROPIC_API_KEY=test-key", "FABRO_SANDBOX_ALLOWED_ROOTS=" + r.ws}
 	s := startServe(t, r.data, r.env, natsURL)
 	c := s.client(t, r.data)
+	opts, text := &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true}}, promptText
+	if what == killCompacting {
+		opts.CompactionThresholdPercent, text = proto.Int32(1), compactPrompt
+	}
 	created, err := c.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
 		Model:           "anthropic/claude-sonnet-4.5",
 		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: r.ws}},
 		PermissionLevel: agentv1.PermissionLevel_PERMISSION_LEVEL_FULL,
-		Options:         &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true}},
+		Options:         opts,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +348,7 @@ func runRound(t *testing.T, fakeURL string, killAfter time.Duration, what target
 	id := created.GetSession().GetSessionId()
 	r.root = id
 	start := time.Now()
-	started, err := c.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: id, Text: promptText})
+	started, err := c.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: id, Text: text})
 	if err != nil {
 		t.Fatal(err)
 	}

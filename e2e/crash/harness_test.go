@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
@@ -77,13 +79,16 @@ func TestCrash(t *testing.T) {
 		name   string
 		what   target
 		rounds int
-	}{{"kill", killServe, rounds}, {"nats-kill", killNATS, max(1, rounds/5)}} {
+	}{{"kill", killServe, rounds}, {"nats-kill", killNATS, max(1, rounds/5)}, {"compacting-kill", killCompacting, max(1, rounds/5)}} {
 		for i := range tg.rounds {
 			slice := base.took / time.Duration(tg.rounds)
 			at := time.Duration(i)*slice + time.Duration(rng.Int64N(int64(slice)+1))
 			ok := t.Run(fmt.Sprintf("%s-%02d-at-%s", tg.name, i, at.Round(time.Millisecond)), func(t *testing.T) {
 				r := runRound(t, fake.URL, at, tg.what)
 				violations := r.check(want)
+				if n := r.count(func(ev *agentv1.AgentEvent) bool { return ev.GetCompactionCompleted() != nil }); tg.what == killCompacting && n == 0 {
+					t.Errorf("no compaction completed: the round did not go through the phase it is for")
+				}
 				for _, v := range violations {
 					failed[v.invariant]++
 					t.Errorf("%s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
@@ -97,6 +102,19 @@ func TestCrash(t *testing.T) {
 	if len(failed) > 0 {
 		t.Logf("invariants broken, by rounds: %v (seed %d)", failed, seed)
 	}
+}
+
+// count is the number of events of every session that match.
+func (r *round) count(match func(*agentv1.AgentEvent) bool) int {
+	n := 0
+	for _, evs := range r.sessions {
+		for _, ev := range evs {
+			if match(ev) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 type violation struct{ invariant, detail string }
