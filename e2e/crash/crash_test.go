@@ -2,11 +2,15 @@
 // (file writes, shell commands, a subagent) against `fabro serve` as a
 // separate process, kills it with SIGKILL at a moment drawn from a seeded
 // RNG, starts it again on the same data directory, waits for the prompt
-// to finish, and checks what a crash must never break (round.check).
+// to finish, and checks what a crash must never break (round.check). Other
+// rounds run fabro serve on an external nats-server and kill that instead
+// (restarted a second later on its port and store), and others kill it
+// while a longer prompt compacts its context before every turn.
 //
 // The seed is printed; FABRO_CRASH_SEED=<n> replays a run, and
-// FABRO_CRASH_ROUNDS=<n> sets the number of kill points (30, 3 with
-// -short). Every invariant fails the test.
+// FABRO_CRASH_ROUNDS=<n> sets the number of kill points of fabro serve (30,
+// 3 with -short; a fifth as many for NATS and for compaction). Every
+// invariant fails the test, a prompt that does not finish too.
 package crash_test
 
 import (
@@ -16,9 +20,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +32,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
@@ -33,7 +40,7 @@ import (
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
 
-var fabroBin string
+var fabroBin, natsBin string
 
 // startupLimit bounds a start of fabro serve (it takes about a second).
 const startupLimit = 20 * time.Second
@@ -56,6 +63,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build fabro: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// nats-server, for the rounds against an external NATS (built from the
+	// module cache, as the cluster images are).
+	natsBin = filepath.Join(dir, "nats-server")
+	build = exec.Command("go", "build", "-o", natsBin, "github.com/nats-io/nats-server/v2")
+	build.Dir = filepath.Join("..", "..", "services", "agent")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build nats-server: %v\n%s", err, out)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -71,8 +88,23 @@ const marker = "fabro-crash-harness"
 // ($((...))), so they appear in a request only once a command ran.
 const promptText = "CRASH-HARNESS-PROMPT: build all.txt"
 
+// carried are the phrases the script answers by: a summary keeps each
+// occurrence in order, so a compacted conversation is answered as the
+// full one.
+var carried = regexp.MustCompile(`\(compacting\)|4-pad|25-beta|started on the task|has no subagents|SUBRESULT-OK|42-all|9-gamma|CRASH-HARNESS-PROMPT|SUBTASK`)
+
+// compactPrompt runs padTurns commands before the script's own turns, with
+// the context compacted before every turn, so kills land in compactions.
+const (
+	compactPrompt = "CRASH-HARNESS-PROMPT (compacting): build all.txt"
+	padTurns      = 7
+)
+
 func script(r fakeprovider.Request) fakeprovider.Turn {
 	body := string(r.Body)
+	if strings.Contains(body, "You are summarizing a coding session") { // a compaction
+		return fakeprovider.Turn{Text: "Progress: " + strings.Join(carried.FindAllString(body, -1), "; ")}
+	}
 	// Each command leaves a sleeper behind, named with the marker, that
 	// outlives a restart unless the sandbox service kills what its
 	// killed incarnation started (a command's end kills it otherwise).
@@ -86,6 +118,10 @@ func script(r fakeprovider.Request) fakeprovider.Turn {
 		}
 		return fakeprovider.Turn{Text: "Writing c.", ToolCalls: []fakeprovider.ToolCall{
 			shell("toolu_c", `sleep 0.4 && echo gamma > c.txt && echo "$((3*3))-gamma"`)}}
+	}
+	if strings.Contains(body, "(compacting)") && strings.Count(body, "4-pad") < padTurns && !strings.Contains(body, "25-beta") {
+		return fakeprovider.Turn{Text: "Padding.", ToolCalls: []fakeprovider.ToolCall{
+			shell(fmt.Sprintf("toolu_pad%d", strings.Count(body, "4-pad")), `echo "$((2*2))-pad"`)}}
 	}
 	switch {
 	case strings.Contains(body, "42-all"):
@@ -121,10 +157,16 @@ type serveProc struct {
 	done     chan struct{} // closed once the process is reaped
 }
 
-func startServe(t *testing.T, dataDir string, env []string) *serveProc {
+// startServe starts fabro serve on dataDir, with its NATS embedded or, when
+// natsURL is set, on that external server.
+func startServe(t *testing.T, dataDir string, env []string, natsURL string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(fabroBin, "serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:-1",
-		"-log-format", "json", "-log-level", "info")
+	nats := []string{"-nats-listen", "127.0.0.1:-1"}
+	if natsURL != "" {
+		nats = []string{"-nats-url", natsURL}
+	}
+	cmd := exec.Command(fabroBin, append([]string{"serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
+		"-log-format", "json", "-log-level", "info"}, nats...)...)
 	cmd.Env = append(os.Environ(), append([]string{"FABRO_DATA_DIR=" + dataDir}, env...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -133,7 +175,7 @@ func startServe(t *testing.T, dataDir string, env []string) *serveProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &serveProc{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan struct{})}
+	s := &serveProc{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan struct{}), natsURL: natsURL}
 	// A server that does not come up within startupLimit is killed, so the
 	// scan below ends and the round fails with its logs.
 	stuck := time.AfterFunc(startupLimit, func() { _ = cmd.Process.Kill() })
@@ -192,6 +234,75 @@ func (s *serveProc) client(t *testing.T, dataDir string) agentv1.AgentServiceCli
 	return agentv1.NewAgentServiceClient(conn)
 }
 
+// natsProc is an external nats-server with JetStream, restartable on the
+// same port and store.
+type natsProc struct {
+	port, store string
+	cmd         *exec.Cmd
+	logs        *bytes.Buffer
+}
+
+func startNATS(t *testing.T) *natsProc {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	n := &natsProc{port: port, store: t.TempDir(), logs: &bytes.Buffer{}}
+	n.start(t)
+	t.Cleanup(func() {
+		n.kill()
+		if t.Failed() {
+			t.Logf("nats-server logs:\n%s", n.logs)
+		}
+	})
+	return n
+}
+
+func (n *natsProc) url() string { return "nats://127.0.0.1:" + n.port }
+
+// start runs nats-server and waits until it takes connections.
+func (n *natsProc) start(t *testing.T) {
+	t.Helper()
+	n.cmd = exec.Command(natsBin, "-js", "-a", "127.0.0.1", "-p", n.port, "-sd", n.store)
+	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(startupLimit)
+	for {
+		nc, err := nats.Connect(n.url(), nats.Timeout(time.Second))
+		if err == nil {
+			nc.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: nats-server did not start: %v\n%s", errRestart, err, n.logs)
+		}
+		time.Sleep(50 * time.Millisecond) // a process starting: nothing to await from here
+	}
+}
+
+func (n *natsProc) kill() {
+	if n.cmd != nil && n.cmd.Process != nil {
+		_ = n.cmd.Process.Kill()
+		_ = n.cmd.Wait()
+	}
+}
+
+// target is the process a round kills.
+type target int
+
+const (
+	killServe target = iota // fabro serve, on its embedded NATS
+	killNATS                // the external nats-server fabro serve uses
+	// fabro serve, running compactPrompt with the context compacted
+	// before every turn (a threshold of 1%).
+	killCompacting
+)
+
 // round is one run of the prompt, killed after killAfter (never when
 // negative).
 type round struct {
@@ -203,24 +314,33 @@ type round struct {
 	took     time.Duration                    // from the prompt's start to its end (no kill)
 	killedAt string                           // the last event before the kill
 	orphans  []string                         // processes of the killed incarnation alive after the restart
-	known    []string                         // known faults seen, not counted unless FABRO_CRASH_STRICT=1
 }
 
-func runRound(t *testing.T, fakeURL string, killAfter time.Duration) *round {
+func runRound(t *testing.T, fakeURL string, killAfter time.Duration, what target) *round {
 	t.Helper()
+	var ext *natsProc
+	natsURL := ""
+	if what == killNATS {
+		ext = startNATS(t)
+		natsURL = ext.url()
+	}
 	r := &round{ws: t.TempDir(), data: t.TempDir()}
 	overlay := filepath.Join(t.TempDir(), "catalog.json")
 	if err := os.WriteFile(overlay, fakeprovider.CatalogOverlay(fakeURL), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r.env = []string{"FABRO_LLM_CATALOG_OVERLAY=" + overlay, "ANTHROPIC_API_KEY=test-key", "FABRO_SANDBOX_ALLOWED_ROOTS=" + r.ws}
-	s := startServe(t, r.data, r.env)
+	s := startServe(t, r.data, r.env, natsURL)
 	c := s.client(t, r.data)
+	opts, text := &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true}}, promptText
+	if what == killCompacting {
+		opts.CompactionThresholdPercent, text = proto.Int32(1), compactPrompt
+	}
 	created, err := c.CreateSession(t.Context(), &agentv1.CreateSessionRequest{
 		Model:           "anthropic/claude-sonnet-4.5",
 		Sandbox:         &agentv1.CreateSessionRequest_SandboxSpec{SandboxSpec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: r.ws}},
 		PermissionLevel: agentv1.PermissionLevel_PERMISSION_LEVEL_FULL,
-		Options:         &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true}},
+		Options:         opts,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -228,11 +348,18 @@ func runRound(t *testing.T, fakeURL string, killAfter time.Duration) *round {
 	id := created.GetSession().GetSessionId()
 	r.root = id
 	start := time.Now()
-	started, err := c.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: id, Text: promptText})
+	started, err := c.StartPrompt(t.Context(), &agentv1.StartPromptRequest{SessionId: id, Text: text})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if killAfter >= 0 {
+	if killAfter >= 0 && what == killNATS {
+		// NATS dies under the running prompt and comes back on its port
+		// and store after a second: the server waits for it.
+		r.killedAt = lastEventBefore(t, c, id, killAfter)
+		ext.kill()
+		time.Sleep(time.Second) // the outage itself
+		ext.start(t)
+	} else if killAfter >= 0 {
 		last := lastEventBefore(t, c, id, killAfter)
 		if err := s.cmd.Process.Kill(); err != nil { // SIGKILL
 			t.Fatal(err)
@@ -240,7 +367,7 @@ func runRound(t *testing.T, fakeURL string, killAfter time.Duration) *round {
 		<-s.done
 		killed := time.Now()
 		r.killedAt = last
-		s = startServe(t, r.data, r.env)
+		s = startServe(t, r.data, r.env, natsURL)
 		r.orphans = awaitNoSurvivors(t, killed)
 		c = s.client(t, r.data)
 	}
@@ -305,12 +432,6 @@ func watch(t *testing.T, c agentv1.AgentServiceClient, id, promptID string, unti
 		}
 		if time.Now().After(deadline) {
 			msg := fmt.Sprintf("%s: prompt %s did not complete within %s: %v; its session's last events: %v", errRestart, promptID, until, err, seen)
-			if !strict() {
-				// A known fault, about one round in 60 (a resumed turn that
-				// streams and then stalls): not yet found, so it does not
-				// fail make test; FABRO_CRASH_STRICT=1 makes it fail.
-				t.Skipf("KNOWN FAULT (restart stall; FABRO_CRASH_STRICT=1 fails on it): %s", msg)
-			}
 			t.Fatal(msg)
 		}
 		time.Sleep(100 * time.Millisecond) // a server restarting: nothing to await from here
@@ -357,14 +478,17 @@ func collect(t *testing.T, c agentv1.AgentServiceClient, s *serveProc, root stri
 // (a chunked event's chunks count as one message each, by chunk index).
 func storedIDs(t *testing.T, s *serveProc, sessions []string) map[string][]string {
 	t.Helper()
-	opt, err := nats.NkeyOptionFromSeed(s.natsKey)
-	if err != nil {
-		t.Fatalf("subscriber key %q: %v", s.natsKey, err)
-	}
 	// The ordered consumer's cleanup is refused (a subscriber may not
 	// delete consumers; the server drops them once idle): not an error here.
-	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
-	nc, err := nats.Connect(s.natsURL, opt, quiet)
+	opts := []nats.Option{nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}
+	if s.natsKey != "" { // the embedded server's subscriber (an external one has no auth here)
+		opt, err := nats.NkeyOptionFromSeed(s.natsKey)
+		if err != nil {
+			t.Fatalf("subscriber key %q: %v", s.natsKey, err)
+		}
+		opts = append(opts, opt)
+	}
+	nc, err := nats.Connect(s.natsURL, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
@@ -63,32 +64,39 @@ func TestCrash(t *testing.T) {
 
 	// The run without a kill: what the workspace must hold, and how long
 	// the prompt takes, over which the kill points spread.
-	base := runRound(t, fake.URL, -1)
+	base := runRound(t, fake.URL, -1, killServe)
 	if v := base.check(nil); len(v) > 0 {
 		t.Fatalf("the run without a kill breaks the invariants: %v", v)
 	}
 	want := workspaceOf(base.ws)
 	t.Logf("the run without a kill: %s, workspace %v", base.took.Round(time.Millisecond), slices.Sorted(maps.Keys(want)))
 
-	// Stratified: kill point i falls in the i-th of rounds equal slices of
-	// the prompt, at a random place in it, so every phase is hit.
+	// Stratified: kill point i of a target falls in the i-th of its rounds'
+	// equal slices of the prompt, at a random place in it, so every phase is
+	// hit. An external NATS gets a fifth as many rounds as fabro serve.
 	failed := map[string]int{}
-	for i := range rounds {
-		slice := base.took / time.Duration(rounds)
-		at := time.Duration(i)*slice + time.Duration(rng.Int64N(int64(slice)+1))
-		ok := t.Run(fmt.Sprintf("kill-%02d-at-%s", i, at.Round(time.Millisecond)), func(t *testing.T) {
-			r := runRound(t, fake.URL, at)
-			violations := r.check(want)
-			for _, k := range r.known {
-				t.Log(k)
+	for _, tg := range []struct {
+		name   string
+		what   target
+		rounds int
+	}{{"kill", killServe, rounds}, {"nats-kill", killNATS, max(1, rounds/5)}, {"compacting-kill", killCompacting, max(1, rounds/5)}} {
+		for i := range tg.rounds {
+			slice := base.took / time.Duration(tg.rounds)
+			at := time.Duration(i)*slice + time.Duration(rng.Int64N(int64(slice)+1))
+			ok := t.Run(fmt.Sprintf("%s-%02d-at-%s", tg.name, i, at.Round(time.Millisecond)), func(t *testing.T) {
+				r := runRound(t, fake.URL, at, tg.what)
+				violations := r.check(want)
+				if n := r.count(func(ev *agentv1.AgentEvent) bool { return ev.GetCompactionCompleted() != nil }); tg.what == killCompacting && n == 0 {
+					t.Errorf("no compaction completed: the round did not go through the phase it is for")
+				}
+				for _, v := range violations {
+					failed[v.invariant]++
+					t.Errorf("%s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
+				}
+			})
+			if !ok {
+				t.Logf("replay with FABRO_CRASH_SEED=%d", seed)
 			}
-			for _, v := range violations {
-				failed[v.invariant]++
-				t.Errorf("%s (killed after event %s): %s", v.invariant, r.killedAt, v.detail)
-			}
-		})
-		if !ok {
-			t.Logf("replay with FABRO_CRASH_SEED=%d", seed)
 		}
 	}
 	if len(failed) > 0 {
@@ -96,13 +104,20 @@ func TestCrash(t *testing.T) {
 	}
 }
 
+// count is the number of events of every session that match.
+func (r *round) count(match func(*agentv1.AgentEvent) bool) int {
+	n := 0
+	for _, evs := range r.sessions {
+		for _, ev := range evs {
+			if match(ev) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 type violation struct{ invariant, detail string }
-
-// strict: FABRO_CRASH_STRICT=1 fails on the known faults too.
-func strict() bool { return os.Getenv("FABRO_CRASH_STRICT") == "1" }
-
-// atomicTemp is the name of an atomic write's temporary file.
-var atomicTemp = regexp.MustCompile(`^\..+\.tmp-[A-Za-z0-9]+$`)
 
 // check tests the invariants of a round; want (nil: none) is the
 // workspace of the run without a kill.
@@ -173,18 +188,9 @@ func (r *round) check(want map[string]string) []violation {
 		}
 	}
 	if want != nil {
+		// An atomic write killed between its create and its rename leaves
+		// a temporary file, which the restarted sandbox removes: counted.
 		got := workspaceOf(r.ws)
-		if !strict() {
-			// A known fault: a kill between an atomic write's create and
-			// its rename leaves the temporary file (.NAME.tmp-XXXX) in the
-			// workspace; FABRO_CRASH_STRICT=1 counts it.
-			for name := range got {
-				if atomicTemp.MatchString(name) {
-					r.known = append(r.known, "KNOWN FAULT (an atomic write's temporary file left by the kill): "+name)
-					delete(got, name)
-				}
-			}
-		}
 		if d := cmp.Diff(want, got); d != "" {
 			add(invWorkspace, "the workspace differs from the run without a kill (-want +got):\n%s", d)
 		}

@@ -6,10 +6,12 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
@@ -85,12 +87,17 @@ func TestVaultRestart(t *testing.T) {
 	if _, err := vp.admin().PutSecret(t.Context(), &vaultv1.PutSecretRequest{Name: "FAKE_API_KEY", Value: "sk-1"}); err != nil {
 		t.Fatal(err)
 	}
-	fake := fakeprovider.New(
-		fakeprovider.Turn{Text: "resolved"},
-		fakeprovider.Turn{Text: "remembered while the vault is down"},
-		fakeprovider.Turn{Fault: &fakeprovider.Fault{Kind: fakeprovider.FaultAuth}}, // sk-1 revoked
-		fakeprovider.Turn{Text: "waited for the vault"},
-	)
+	// The provider takes one key at a time, the one it was last rotated
+	// to, as a provider does once a key is revoked.
+	var current atomic.Value
+	current.Store("sk-1")
+	fake := fakeprovider.New()
+	fake.Script(func(r fakeprovider.Request) fakeprovider.Turn {
+		if r.Header.Get("Authorization") != "Bearer "+current.Load().(string) {
+			return fakeprovider.Turn{Fault: &fakeprovider.Fault{Kind: fakeprovider.FaultAuth}}
+		}
+		return fakeprovider.Turn{Text: "ok"}
+	})
 	hs := httptest.NewServer(fake)
 	t.Cleanup(hs.Close)
 	gw, err := llmgateway.New(t.Context(), llmgateway.Config{
@@ -122,28 +129,48 @@ func TestVaultRestart(t *testing.T) {
 	if _, err := vp.admin().PutSecret(t.Context(), &vaultv1.PutSecretRequest{Name: "FAKE_API_KEY", Value: "sk-2"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := complete(); err == nil {
-		t.Fatal("the scripted 401 did not fail the call")
-	}
-	// The 401 dropped sk-1: the next call must ask the vault, which is
-	// down until the call is waiting for it.
+	// The key rotated, in the vault and at the provider, and the vault
+	// restarts: the call made with the remembered sk-1 gets a 401, drops
+	// it, waits for the vault and is made again with sk-2, and succeeds.
+	current.Store("sk-2")
 	vp.stop()
 	errc := make(chan error, 1)
 	go func() { errc <- complete() }()
 	select {
 	case err := <-errc:
-		t.Fatalf("the call did not wait for the vault: %v", err)
+		t.Fatalf("the call refused with a remembered key did not wait for the vault: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	vp.start()
 	if err := <-errc; err != nil {
-		t.Fatalf("after the vault's restart: %v", err)
+		t.Fatalf("the call refused with a remembered key, made again with the vault's new one: %v", err)
+	}
+	// A key the vault still holds is refused: one request, no second try
+	// with the same key, and the call fails as authentication.
+	current.Store("sk-3")
+	err = complete()
+	if k := llmErrorKind(err); k != llmv1.ErrorKind_ERROR_KIND_AUTHENTICATION {
+		t.Fatalf("a key refused that the vault still holds: %v (kind %v), want AUTHENTICATION", err, k)
+	}
+	// Freshly resolved (the 401 dropped it) and refused: not tried again.
+	if err := complete(); err == nil {
+		t.Fatal("a fresh key refused: the call succeeded")
 	}
 	var auths []string
 	for _, r := range fake.Requests() {
 		auths = append(auths, r.Header.Get("Authorization"))
 	}
-	if want := []string{"Bearer sk-1", "Bearer sk-1", "Bearer sk-1", "Bearer sk-2"}; !slices.Equal(auths, want) {
+	if want := []string{"Bearer sk-1", "Bearer sk-1", "Bearer sk-1", "Bearer sk-2", "Bearer sk-2", "Bearer sk-2"}; !slices.Equal(auths, want) {
 		t.Errorf("upstream saw %q, want %q", auths, want)
 	}
+}
+
+// llmErrorKind is the gateway's error kind carried by err, if any.
+func llmErrorKind(err error) llmv1.ErrorKind {
+	for _, d := range status.Convert(err).Details() {
+		if ed, ok := d.(*llmv1.ErrorDetail); ok {
+			return ed.GetKind()
+		}
+	}
+	return llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED
 }

@@ -322,6 +322,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		return nil, err
 	}
 	s.startReaper()
+	s.startRetention()
 	s.watchTokens(cfg.Tokens)
 	if cfg.ResumeOnStart {
 		s.resumesUnfinished = true

@@ -21,6 +21,11 @@ type SessionLimits struct {
 	// other principals are not affected. 0: DefaultMaxReplaysPerPrincipal;
 	// negative: no cap.
 	MaxReplaysPerPrincipal int
+	// ClosedRetention is how long a closed root session (and its
+	// subagents) is kept after its last update: past it, its events are
+	// purged from the stream and its records deleted, as DeleteSession
+	// does. 0: kept until deleted.
+	ClosedRetention time.Duration
 }
 
 // Defaults of the session flags.
@@ -45,6 +50,8 @@ func RegisterSessionFlags(fs *flag.FlagSet, c *SessionLimits) {
 	}
 	fs.DurationVar(&c.IdleTTL, "agent-idle-ttl", c.IdleTTL, "close a session left idle this long (it can be resumed); 0: never")
 	fs.IntVar(&c.MaxPerPrincipal, "agent-max-sessions-per-principal", c.MaxPerPrincipal, "most open root sessions per principal (RESOURCE_EXHAUSTED beyond); 0: no cap")
+	fs.DurationVar(&c.ClosedRetention, "agent-closed-retention", c.ClosedRetention,
+		"purge a closed session's events and record this long after it closed (SUSPENDED sessions are kept); 0: keep until deleted")
 	fs.IntVar(&c.MaxReplaysPerPrincipal, "agent-max-replays-per-principal", c.MaxReplaysPerPrincipal,
 		"most StreamEvents replays one principal runs at once (RESOURCE_EXHAUSTED beyond); 0: the default "+strconv.Itoa(DefaultMaxReplaysPerPrincipal)+"; negative: no cap")
 }

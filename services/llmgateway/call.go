@@ -363,7 +363,7 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 		return nil, nil, newError(codes.FailedPrecondition, llmv1.ErrorKind_ERROR_KIND_UNSPECIFIED,
 			"provider %s speaks %s, which this gateway has no codec for", route.Provider.GetProviderId(), route.Provider.GetCodec()).withReason("CODEC_UNSUPPORTED")
 	}
-	creds, err := s.credentials(ctx, route.Provider)
+	creds, cached, err := s.credentials(ctx, route.Provider)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,13 +376,6 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	routed, warnings := routeRequest(route, req)
-	hreq, err := cd.NewRequest(ctx, &codec.Call{Provider: route.Provider, Model: route.APIModel(), Request: routed, Credentials: creds, Stream: emit != nil})
-	if err != nil {
-		return nil, nil, err
-	}
-	// The provider may trace too: it gets the attempt's trace context.
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(hreq.Header))
-	sent := time.Now()
 	// A stream's headers come at once, so waiting for them counts as idle;
 	// a unary reply's come after the whole generation, which the
 	// transport's ResponseHeaderTimeout bounds instead.
@@ -395,18 +388,45 @@ func (s *Service) exchange(ctx context.Context, route catalog.Route, req *llmv1.
 		idle = watchIdle(idleTimeout, cancel)
 		defer idle.stop()
 	}
-	hresp, err := s.http.Do(hreq)
-	if err != nil {
-		if idle != nil {
-			err = idle.explain(err)
+	var sent time.Time
+	var hresp *http.Response
+	for try := 0; ; try++ {
+		hreq, err := cd.NewRequest(ctx, &codec.Call{Provider: route.Provider, Model: route.APIModel(), Request: routed, Credentials: creds, Stream: emit != nil})
+		if err != nil {
+			return nil, nil, err
 		}
-		return nil, nil, err
+		// The provider may trace too: it gets the attempt's trace context.
+		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+		sent = time.Now()
+		hresp, err = s.http.Do(hreq)
+		if err != nil {
+			if idle != nil {
+				err = idle.explain(err)
+			}
+			return nil, nil, err
+		}
+		if hresp.StatusCode != http.StatusUnauthorized || s.credCache == nil {
+			break
+		}
+		s.credCache.forget(route.Provider.GetProviderId()) // whoever resolves next asks the vault
+		if try > 0 || !cached {
+			break // the key was fresh: the provider refuses what the vault holds
+		}
+		// The key was remembered, and may have been rotated since: this
+		// attempt is made again, once, with what the vault holds now.
+		// Nothing was streamed to the caller (the refusal comes before any
+		// body), so the caller sees one attempt.
+		fresh, _, ferr := s.credentials(ctx, route.Provider)
+		if ferr != nil || maps.Equal(fresh, creds) {
+			break // answer the 401 itself, not the vault's trouble
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, 1<<20))
+		hresp.Body.Close()
+		creds, redactor = fresh, lazyRedactor(fresh)
+		span.AddEvent("credentials refreshed after a 401")
 	}
 	defer hresp.Body.Close()
 	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
-		if hresp.StatusCode == http.StatusUnauthorized && s.credCache != nil {
-			s.credCache.forget(route.Provider.GetProviderId()) // the next attempt asks the vault
-		}
 		body, _ := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
 		if s.logger.Enabled(ctx, slog.LevelDebug) {
 			// The operator's copy of what the caller sees only as checked

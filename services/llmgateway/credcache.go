@@ -91,18 +91,20 @@ func (c *credentialCache) forget(provider string) {
 }
 
 // credentials resolves the credentials a provider needs for one attempt,
-// from the cache when it holds them.
-func (s *Service) credentials(ctx context.Context, p *llmv1.Provider) (map[string]string, error) {
+// from the cache when it holds them (cached then says so: a 401 on a
+// cached key is worth one more try with a fresh one).
+func (s *Service) credentials(ctx context.Context, p *llmv1.Provider) (_ map[string]string, cached bool, _ error) {
 	if s.credCache == nil {
-		return credentialsFor(ctx, s.creds, p)
+		v, err := credentialsFor(ctx, s.creds, p)
+		return v, false, err
 	}
 	k := cacheKey(ctx, p.GetProviderId(), p.GetAuth().GetCredentialNames())
 	if v, ok := s.credCache.get(k); ok {
-		return v, nil
+		return v, true, nil
 	}
 	v, err := credentialsFor(ctx, s.creds, p)
 	if err == nil && v != nil {
 		s.credCache.put(k, v)
 	}
-	return v, err
+	return v, false, err
 }

@@ -42,7 +42,7 @@ func TestCredentialCache(t *testing.T) {
 		bob := auth.WithPrincipal(t.Context(), auth.Principal{Name: "bob", Role: auth.RoleUser})
 		get := func(ctx context.Context, p *llmv1.Provider) string {
 			t.Helper()
-			v, err := s.credentials(ctx, p)
+			v, _, err := s.credentials(ctx, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestCredentialCache(t *testing.T) {
 			}
 		}
 		// A caller changing the map it was given changes nothing kept.
-		v, _ := s.credentials(alice, bearer("a"))
+		v, _, _ := s.credentials(alice, bearer("a"))
 		v["KEY"] = "tampered"
 		if got := get(alice, bearer("a")); got == "tampered" {
 			t.Fatal("the cache handed out its own map")

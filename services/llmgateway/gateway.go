@@ -221,7 +221,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	for _, p := range cat.Providers(false) {
 		if p.GetDiscovery() != llmv1.Discovery_DISCOVERY_UNSPECIFIED {
 			s.disc = newDiscovery(logger, s.http, func(ctx context.Context, p *llmv1.Provider) (map[string]string, error) {
-				return s.credentials(ctx, p)
+				v, _, err := s.credentials(ctx, p)
+				return v, err
 			}, cfg.DiscoveryTTL, cfg.DiscoveryWait)
 			s.closers = append(s.closers, func() error { s.disc.stop(); return nil })
 			break

@@ -36,6 +36,7 @@ complete -c fabro -n '__fabro_at \'\'' -a 'help' -d 'show the help of fabro or o
 complete -c fabro -n '__fabro_at \'\'' -l help -d 'show the help'
 complete -c fabro -n '__fabro_at \'\'' -l version -d 'print the version'
 complete -c fabro -n '__fabro_at \'serve\'' -l help -d 'show the help'
+complete -c fabro -n '__fabro_at \'serve\'' -l agent-closed-retention -d 'purge a closed session\'s events and record this long after it closed (SUSPENDED sessions are kept); 0: keep until deleted'
 complete -c fabro -n '__fabro_at \'serve\'' -l agent-idle-ttl -d 'close a session left idle this long (it can be resumed); 0: never'
 complete -c fabro -n '__fabro_at \'serve\'' -l agent-max-replays-per-principal -d 'most StreamEvents replays one principal runs at once (RESOURCE_EXHAUSTED beyond); 0: the default 32; negative: no cap'
 complete -c fabro -n '__fabro_at \'serve\'' -l agent-max-sessions-per-principal -d 'most open root sessions per principal (RESOURCE_EXHAUSTED beyond); 0: no cap'

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -135,7 +134,9 @@ var syncFile = (*os.File).Sync
 // WriteFile implements driver.Files: written aside in the same directory,
 // synced, then renamed over, so readers never see a mix and a crash leaves
 // the old content or the new, never an empty or partial file. The
-// directory is synced after the rename so the rename itself is durable.
+// directory is synced after the rename so the rename itself is durable. A
+// kill between the create and the rename leaves the temporary file, which
+// the next Create on the workspace removes (sweepTemps).
 func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, error) {
 	rel, err := s.resolve(p)
 	if err != nil {
@@ -159,7 +160,7 @@ func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, err
 	if err := s.root.MkdirAll(dir, 0o755); err != nil {
 		return false, fsErr(p, err)
 	}
-	tmp := filepath.Join(dir, "."+filepath.Base(rel)+".tmp-"+rand.Text()[:10])
+	tmp := filepath.Join(dir, tempName(filepath.Base(rel)))
 	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return false, fsErr(p, err)

@@ -251,6 +251,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
+	// Temporary files left by a writer killed mid-write (this service's
+	// previous incarnation) go before anyone sees the workspace.
+	sweepTemps(root)
 	user, err := d.commandUser(root, canon, managed)
 	if err != nil {
 		root.Close()
