@@ -219,6 +219,48 @@ var sandboxCalls = map[string]func(ctx context.Context, c sandboxv1.SandboxServi
 		_, err := c.Walk(ctx, &sandboxv1.WalkRequest{SandboxId: id})
 		return err
 	},
+	"StartProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.StartProcess(ctx, &sandboxv1.StartProcessRequest{SandboxId: id, Spec: &sandboxv1.ProcessSpec{Command: "echo pwned > p.tmp && mv p.tmp proc.txt"}})
+		if err != nil {
+			return err
+		}
+		// Awaited (by Exec, whose audit line its own case has checked), so
+		// that it has written before the workspace is removed.
+		_, err = c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "until [ -e proc.txt ]; do sleep 0.01; done"}})
+		return err
+	},
+	"AttachProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		st, err := c.AttachProcess(ctx)
+		if err != nil {
+			return err
+		}
+		open := &sandboxv1.AttachOpen{SandboxId: id, ProcessId: "proc-x"}
+		if err := st.Send(&sandboxv1.AttachProcessRequest{Event: &sandboxv1.AttachProcessRequest_Open{Open: open}}); err != nil {
+			return err
+		}
+		st.Send(&sandboxv1.AttachProcessRequest{Event: &sandboxv1.AttachProcessRequest_Stdin{Stdin: []byte("rm -rf .\n")}})
+		st.CloseSend()
+		for {
+			if _, err := st.Recv(); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+		}
+	},
+	"SignalProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.SignalProcess(ctx, &sandboxv1.SignalProcessRequest{SandboxId: id, ProcessId: "proc-x", Signal: "KILL"})
+		return err
+	},
+	"WaitProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.WaitProcess(ctx, &sandboxv1.WaitProcessRequest{SandboxId: id, ProcessId: "proc-x"})
+		return err
+	},
+	"ListProcesses": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.ListProcesses(ctx, &sandboxv1.ListProcessesRequest{SandboxId: id})
+		return err
+	},
 }
 
 // unscoped are the methods that name no sandbox; list and create have

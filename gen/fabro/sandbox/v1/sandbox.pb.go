@@ -485,6 +485,59 @@ func (GrepBackend) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
+// ProcessState is where a process is in its life.
+type ProcessState int32
+
+const (
+	// Not stated.
+	ProcessState_PROCESS_STATE_UNSPECIFIED ProcessState = 0
+	// It runs.
+	ProcessState_PROCESS_STATE_RUNNING ProcessState = 1
+	// It has ended; Process.result says how.
+	ProcessState_PROCESS_STATE_EXITED ProcessState = 2
+)
+
+// Enum value maps for ProcessState.
+var (
+	ProcessState_name = map[int32]string{
+		0: "PROCESS_STATE_UNSPECIFIED",
+		1: "PROCESS_STATE_RUNNING",
+		2: "PROCESS_STATE_EXITED",
+	}
+	ProcessState_value = map[string]int32{
+		"PROCESS_STATE_UNSPECIFIED": 0,
+		"PROCESS_STATE_RUNNING":     1,
+		"PROCESS_STATE_EXITED":      2,
+	}
+)
+
+func (x ProcessState) Enum() *ProcessState {
+	p := new(ProcessState)
+	*p = x
+	return p
+}
+
+func (x ProcessState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProcessState) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[8].Descriptor()
+}
+
+func (ProcessState) Type() protoreflect.EnumType {
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[8]
+}
+
+func (x ProcessState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProcessState.Descriptor instead.
+func (ProcessState) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+}
+
 // SandboxSpec is what a sandbox is created from. Other contracts (the agent
 // service) embed it to say where their tools run.
 type SandboxSpec struct {
@@ -606,7 +659,10 @@ type Capabilities struct {
 	Cancel bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	// The resource limits this driver enforces. A spec asking for one not
 	// enforced is refused with FAILED_PRECONDITION, unless it is best effort.
-	Limits        *LimitSupport `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *LimitSupport `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The processes facet: StartProcess, AttachProcess (interactive stdin),
+	// SignalProcess, WaitProcess, ListProcesses.
+	Processes     bool `protobuf:"varint,7,opt,name=processes,proto3" json:"processes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -681,6 +737,13 @@ func (x *Capabilities) GetLimits() *LimitSupport {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *Capabilities) GetProcesses() bool {
+	if x != nil {
+		return x.Processes
+	}
+	return false
 }
 
 // LimitSupport names the resource limits a driver really enforces.
@@ -4093,6 +4156,1067 @@ func (x *WalkResponse) GetFiles() []*WalkedFile {
 	return nil
 }
 
+// ProcessSpec is one long-lived process: a stdio MCP server, a dev server,
+// a shell. Give exactly one of command and args.
+type ProcessSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. Bash source, run as `bash -c <command>`.
+	Command string `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	// Optional. A program and its arguments, run without a shell (the program
+	// is looked up in PATH).
+	Args []string `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	// Optional. The directory to start in, as ExecSpec.working_dir.
+	WorkingDir string `protobuf:"bytes,3,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	// Optional. Environment variables over the sandbox's, as ExecSpec.env.
+	Env map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional. How long the process may run; unset or zero means until it
+	// ends, is signalled, or its sandbox is deleted. Past it the process is
+	// stopped (TERM, 2 s, KILL) with termination TIMED_OUT.
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Optional. The most output bytes (stdout and stderr together) the service
+	// keeps for AttachProcess to replay: the newest are kept, older chunks are
+	// dropped and counted. 0 means 1 MiB; values above 16 MiB are lowered to
+	// 16 MiB.
+	RetainedOutputLimitBytes int64 `protobuf:"varint,6,opt,name=retained_output_limit_bytes,json=retainedOutputLimitBytes,proto3" json:"retained_output_limit_bytes,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *ProcessSpec) Reset() {
+	*x = ProcessSpec{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessSpec) ProtoMessage() {}
+
+func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
+func (*ProcessSpec) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ProcessSpec) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetWorkingDir() string {
+	if x != nil {
+		return x.WorkingDir
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetRetainedOutputLimitBytes() int64 {
+	if x != nil {
+		return x.RetainedOutputLimitBytes
+	}
+	return 0
+}
+
+// Process describes one process of a sandbox.
+type Process struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The process's id, assigned by the service; opaque.
+	ProcessId string `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Output only. The sandbox it runs in.
+	SandboxId string `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Output only. The principal that started it; only it and admins reach it.
+	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The spec it was started with.
+	Spec *ProcessSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Where it is in its life.
+	State ProcessState `protobuf:"varint,5,opt,name=state,proto3,enum=fabro.sandbox.v1.ProcessState" json:"state,omitempty"`
+	// Output only. When it started.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// Output only. How it ended, once EXITED: termination, exit code or
+	// signal, duration (stdout and stderr are empty: output is in the log).
+	Result *ExecResult `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// Output only. Bytes of output written so far, stdout and stderr together:
+	// the offset the next chunk starts at.
+	OutputBytes int64 `protobuf:"varint,8,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	// Output only. Bytes of output dropped from the retained log (the oldest,
+	// past retained_output_limit_bytes).
+	DroppedBytes  int64 `protobuf:"varint,9,opt,name=dropped_bytes,json=droppedBytes,proto3" json:"dropped_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Process) Reset() {
+	*x = Process{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Process) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Process) ProtoMessage() {}
+
+func (x *Process) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Process.ProtoReflect.Descriptor instead.
+func (*Process) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *Process) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *Process) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *Process) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Process) GetSpec() *ProcessSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Process) GetState() ProcessState {
+	if x != nil {
+		return x.State
+	}
+	return ProcessState_PROCESS_STATE_UNSPECIFIED
+}
+
+func (x *Process) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *Process) GetResult() *ExecResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Process) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
+}
+
+func (x *Process) GetDroppedBytes() int64 {
+	if x != nil {
+		return x.DroppedBytes
+	}
+	return 0
+}
+
+// StartProcessRequest starts a process.
+type StartProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. What to run.
+	Spec          *ProcessSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartProcessRequest) Reset() {
+	*x = StartProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartProcessRequest) ProtoMessage() {}
+
+func (x *StartProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartProcessRequest.ProtoReflect.Descriptor instead.
+func (*StartProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *StartProcessRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *StartProcessRequest) GetSpec() *ProcessSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// StartProcessResponse holds the started process.
+type StartProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process, RUNNING (or already EXITED, for a very short one).
+	Process       *Process `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartProcessResponse) Reset() {
+	*x = StartProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartProcessResponse) ProtoMessage() {}
+
+func (x *StartProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartProcessResponse.ProtoReflect.Descriptor instead.
+func (*StartProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *StartProcessResponse) GetProcess() *Process {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+// AttachOpen is the first message of AttachProcess: which process, and from
+// which output offset to replay.
+type AttachOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. The process's id.
+	ProcessId string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Optional. The output offset to start from: 0 replays everything still
+	// retained; a reattaching client gives the offset after the last byte it
+	// has. Output before it is not sent; output after it that was dropped is
+	// reported as a gap.
+	FromOffset int64 `protobuf:"varint,3,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
+	// Optional. Send only output written after the attach (from_offset is
+	// then ignored).
+	LiveOnly      bool `protobuf:"varint,4,opt,name=live_only,json=liveOnly,proto3" json:"live_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachOpen) Reset() {
+	*x = AttachOpen{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachOpen) ProtoMessage() {}
+
+func (x *AttachOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachOpen.ProtoReflect.Descriptor instead.
+func (*AttachOpen) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *AttachOpen) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *AttachOpen) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *AttachOpen) GetFromOffset() int64 {
+	if x != nil {
+		return x.FromOffset
+	}
+	return 0
+}
+
+func (x *AttachOpen) GetLiveOnly() bool {
+	if x != nil {
+		return x.LiveOnly
+	}
+	return false
+}
+
+// AttachProcessRequest is one message from the client: open first, then
+// stdin bytes and at most one close_stdin, in any number.
+type AttachProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of the client's messages.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*AttachProcessRequest_Open
+	//	*AttachProcessRequest_Stdin
+	//	*AttachProcessRequest_CloseStdin
+	Event         isAttachProcessRequest_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachProcessRequest) Reset() {
+	*x = AttachProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachProcessRequest) ProtoMessage() {}
+
+func (x *AttachProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachProcessRequest.ProtoReflect.Descriptor instead.
+func (*AttachProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AttachProcessRequest) GetEvent() isAttachProcessRequest_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *AttachProcessRequest) GetOpen() *AttachOpen {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessRequest) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessRequest) GetCloseStdin() bool {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_CloseStdin); ok {
+			return x.CloseStdin
+		}
+	}
+	return false
+}
+
+type isAttachProcessRequest_Event interface {
+	isAttachProcessRequest_Event()
+}
+
+type AttachProcessRequest_Open struct {
+	// Names the process; must be the first message, and only that one.
+	Open *AttachOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"`
+}
+
+type AttachProcessRequest_Stdin struct {
+	// Bytes to write to the process's stdin, in order.
+	Stdin []byte `protobuf:"bytes,2,opt,name=stdin,proto3,oneof"`
+}
+
+type AttachProcessRequest_CloseStdin struct {
+	// Closes the process's stdin (it reads end of file).
+	CloseStdin bool `protobuf:"varint,3,opt,name=close_stdin,json=closeStdin,proto3,oneof"`
+}
+
+func (*AttachProcessRequest_Open) isAttachProcessRequest_Event() {}
+
+func (*AttachProcessRequest_Stdin) isAttachProcessRequest_Event() {}
+
+func (*AttachProcessRequest_CloseStdin) isAttachProcessRequest_Event() {}
+
+// ProcessOutput is one chunk of a process's output.
+type ProcessOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chunk's sequence number: 1 for the first chunk the process wrote,
+	// then one more for each.
+	Seq int64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Which stream it came from.
+	Stream OutputStream `protobuf:"varint,2,opt,name=stream,proto3,enum=fabro.sandbox.v1.OutputStream" json:"stream,omitempty"`
+	// The output offset of data's first byte, stdout and stderr counted
+	// together.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The bytes, not necessarily whole lines nor valid UTF-8.
+	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessOutput) Reset() {
+	*x = ProcessOutput{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessOutput) ProtoMessage() {}
+
+func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessOutput.ProtoReflect.Descriptor instead.
+func (*ProcessOutput) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ProcessOutput) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProcessOutput) GetStream() OutputStream {
+	if x != nil {
+		return x.Stream
+	}
+	return OutputStream_OUTPUT_STREAM_UNSPECIFIED
+}
+
+func (x *ProcessOutput) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ProcessOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// OutputGap is output that was dropped before this client received it.
+type OutputGap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The offset the dropped output starts at.
+	FromOffset int64 `protobuf:"varint,1,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
+	// The offset after it, where the next chunk sent starts.
+	ToOffset      int64 `protobuf:"varint,2,opt,name=to_offset,json=toOffset,proto3" json:"to_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputGap) Reset() {
+	*x = OutputGap{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputGap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputGap) ProtoMessage() {}
+
+func (x *OutputGap) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputGap.ProtoReflect.Descriptor instead.
+func (*OutputGap) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *OutputGap) GetFromOffset() int64 {
+	if x != nil {
+		return x.FromOffset
+	}
+	return 0
+}
+
+func (x *OutputGap) GetToOffset() int64 {
+	if x != nil {
+		return x.ToOffset
+	}
+	return 0
+}
+
+// AttachProcessResponse is one message of AttachProcess.
+type AttachProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of: attached first, then output and gaps in order, exited last.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*AttachProcessResponse_Attached
+	//	*AttachProcessResponse_Output
+	//	*AttachProcessResponse_Gap
+	//	*AttachProcessResponse_Exited
+	Event         isAttachProcessResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachProcessResponse) Reset() {
+	*x = AttachProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachProcessResponse) ProtoMessage() {}
+
+func (x *AttachProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachProcessResponse.ProtoReflect.Descriptor instead.
+func (*AttachProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *AttachProcessResponse) GetEvent() isAttachProcessResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetAttached() *Process {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Attached); ok {
+			return x.Attached
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetOutput() *ProcessOutput {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetGap() *OutputGap {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Gap); ok {
+			return x.Gap
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetExited() *Process {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Exited); ok {
+			return x.Exited
+		}
+	}
+	return nil
+}
+
+type isAttachProcessResponse_Event interface {
+	isAttachProcessResponse_Event()
+}
+
+type AttachProcessResponse_Attached struct {
+	// The process as it was when attached.
+	Attached *Process `protobuf:"bytes,1,opt,name=attached,proto3,oneof"`
+}
+
+type AttachProcessResponse_Output struct {
+	// A chunk of output.
+	Output *ProcessOutput `protobuf:"bytes,2,opt,name=output,proto3,oneof"`
+}
+
+type AttachProcessResponse_Gap struct {
+	// Output dropped before it could be sent.
+	Gap *OutputGap `protobuf:"bytes,3,opt,name=gap,proto3,oneof"`
+}
+
+type AttachProcessResponse_Exited struct {
+	// The process ended and all its retained output was sent; the last
+	// message.
+	Exited *Process `protobuf:"bytes,4,opt,name=exited,proto3,oneof"`
+}
+
+func (*AttachProcessResponse_Attached) isAttachProcessResponse_Event() {}
+
+func (*AttachProcessResponse_Output) isAttachProcessResponse_Event() {}
+
+func (*AttachProcessResponse_Gap) isAttachProcessResponse_Event() {}
+
+func (*AttachProcessResponse_Exited) isAttachProcessResponse_Event() {}
+
+// SignalProcessRequest sends a signal to a process.
+type SignalProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. The process's id.
+	ProcessId string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Required. The signal's name, with or without "SIG": HUP, INT, QUIT,
+	// KILL, USR1, USR2, TERM, CONT, STOP. It goes to the process's whole
+	// tree.
+	Signal        string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalProcessRequest) Reset() {
+	*x = SignalProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalProcessRequest) ProtoMessage() {}
+
+func (x *SignalProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalProcessRequest.ProtoReflect.Descriptor instead.
+func (*SignalProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *SignalProcessRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *SignalProcessRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *SignalProcessRequest) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+// SignalProcessResponse says whether the signal was sent.
+type SignalProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the process had already ended.
+	Delivered     bool `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalProcessResponse) Reset() {
+	*x = SignalProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalProcessResponse) ProtoMessage() {}
+
+func (x *SignalProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalProcessResponse.ProtoReflect.Descriptor instead.
+func (*SignalProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *SignalProcessResponse) GetDelivered() bool {
+	if x != nil {
+		return x.Delivered
+	}
+	return false
+}
+
+// WaitProcessRequest waits for a process to end.
+type WaitProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. The process's id.
+	ProcessId     string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitProcessRequest) Reset() {
+	*x = WaitProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitProcessRequest) ProtoMessage() {}
+
+func (x *WaitProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitProcessRequest.ProtoReflect.Descriptor instead.
+func (*WaitProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *WaitProcessRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *WaitProcessRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+// WaitProcessResponse holds the ended process.
+type WaitProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process, EXITED.
+	Process       *Process `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitProcessResponse) Reset() {
+	*x = WaitProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitProcessResponse) ProtoMessage() {}
+
+func (x *WaitProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitProcessResponse.ProtoReflect.Descriptor instead.
+func (*WaitProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *WaitProcessResponse) GetProcess() *Process {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+// ListProcessesRequest lists a sandbox's processes.
+type ListProcessesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesRequest) Reset() {
+	*x = ListProcessesRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesRequest) ProtoMessage() {}
+
+func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
+func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ListProcessesRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+// ListProcessesResponse is the caller's processes of a sandbox, oldest
+// first.
+type ListProcessesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The processes, running and ended (the service keeps the 256 newest).
+	Processes     []*Process `protobuf:"bytes,1,rep,name=processes,proto3" json:"processes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesResponse) Reset() {
+	*x = ListProcessesResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesResponse) ProtoMessage() {}
+
+func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
+func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ListProcessesResponse) GetProcesses() []*Process {
+	if x != nil {
+		return x.Processes
+	}
+	return nil
+}
+
 var File_fabro_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
@@ -4113,14 +5237,15 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12DriverOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x02\n" +
 	"\fCapabilities\x129\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\x1b.fabro.sandbox.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
 	"\x11streams_separated\x18\x03 \x01(\bR\x10streamsSeparated\x12\x14\n" +
 	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x126\n" +
-	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\"y\n" +
+	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\x12\x1c\n" +
+	"\tprocesses\x18\a \x01(\bR\tprocesses\"y\n" +
 	"\fLimitSupport\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
@@ -4381,7 +5506,87 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"B\n" +
 	"\fWalkResponse\x122\n" +
-	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files*~\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files\"\xc2\x02\n" +
+	"\vProcessSpec\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x02 \x03(\tR\x04args\x12\x1f\n" +
+	"\vworking_dir\x18\x03 \x01(\tR\n" +
+	"workingDir\x128\n" +
+	"\x03env\x18\x04 \x03(\v2&.fabro.sandbox.v1.ProcessSpec.EnvEntryR\x03env\x123\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12=\n" +
+	"\x1bretained_output_limit_bytes\x18\x06 \x01(\x03R\x18retainedOutputLimitBytes\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x03\n" +
+	"\aProcess\x12\"\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\tB\x03\xe0A\x03R\tprocessId\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x02 \x01(\tB\x03\xe0A\x03R\tsandboxId\x12\x19\n" +
+	"\x05owner\x18\x03 \x01(\tB\x03\xe0A\x03R\x05owner\x121\n" +
+	"\x04spec\x18\x04 \x01(\v2\x1d.fabro.sandbox.v1.ProcessSpecR\x04spec\x124\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x1e.fabro.sandbox.v1.ProcessStateR\x05state\x12>\n" +
+	"\n" +
+	"start_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\tstartTime\x129\n" +
+	"\x06result\x18\a \x01(\v2\x1c.fabro.sandbox.v1.ExecResultB\x03\xe0A\x03R\x06result\x12&\n" +
+	"\foutput_bytes\x18\b \x01(\x03B\x03\xe0A\x03R\voutputBytes\x12(\n" +
+	"\rdropped_bytes\x18\t \x01(\x03B\x03\xe0A\x03R\fdroppedBytes\"q\n" +
+	"\x13StartProcessRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x126\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1d.fabro.sandbox.v1.ProcessSpecB\x03\xe0A\x02R\x04spec\"K\n" +
+	"\x14StartProcessResponse\x123\n" +
+	"\aprocess\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.ProcessR\aprocess\"\x92\x01\n" +
+	"\n" +
+	"AttachOpen\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\"\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1f\n" +
+	"\vfrom_offset\x18\x03 \x01(\x03R\n" +
+	"fromOffset\x12\x1b\n" +
+	"\tlive_only\x18\x04 \x01(\bR\bliveOnly\"\x8e\x01\n" +
+	"\x14AttachProcessRequest\x122\n" +
+	"\x04open\x18\x01 \x01(\v2\x1c.fabro.sandbox.v1.AttachOpenH\x00R\x04open\x12\x16\n" +
+	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
+	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
+	"closeStdinB\a\n" +
+	"\x05event\"\x85\x01\n" +
+	"\rProcessOutput\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x126\n" +
+	"\x06stream\x18\x02 \x01(\x0e2\x1e.fabro.sandbox.v1.OutputStreamR\x06stream\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"I\n" +
+	"\tOutputGap\x12\x1f\n" +
+	"\vfrom_offset\x18\x01 \x01(\x03R\n" +
+	"fromOffset\x12\x1b\n" +
+	"\tto_offset\x18\x02 \x01(\x03R\btoOffset\"\xfa\x01\n" +
+	"\x15AttachProcessResponse\x127\n" +
+	"\battached\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.ProcessH\x00R\battached\x129\n" +
+	"\x06output\x18\x02 \x01(\v2\x1f.fabro.sandbox.v1.ProcessOutputH\x00R\x06output\x12/\n" +
+	"\x03gap\x18\x03 \x01(\v2\x1b.fabro.sandbox.v1.OutputGapH\x00R\x03gap\x123\n" +
+	"\x06exited\x18\x04 \x01(\v2\x19.fabro.sandbox.v1.ProcessH\x00R\x06exitedB\a\n" +
+	"\x05event\"{\n" +
+	"\x14SignalProcessRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\"\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1b\n" +
+	"\x06signal\x18\x03 \x01(\tB\x03\xe0A\x02R\x06signal\"5\n" +
+	"\x15SignalProcessResponse\x12\x1c\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered\"\\\n" +
+	"\x12WaitProcessRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\"\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\"J\n" +
+	"\x13WaitProcessResponse\x123\n" +
+	"\aprocess\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.ProcessR\aprocess\":\n" +
+	"\x14ListProcessesRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\"P\n" +
+	"\x15ListProcessesResponse\x127\n" +
+	"\tprocesses\x18\x01 \x03(\v2\x19.fabro.sandbox.v1.ProcessR\tprocesses*~\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_NONE\x10\x01\x12\x17\n" +
@@ -4421,7 +5626,11 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\vGrepBackend\x12\x1c\n" +
 	"\x18GREP_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GREP_BACKEND_RIPGREP\x10\x01\x12\x1b\n" +
-	"\x17GREP_BACKEND_POSIX_GREP\x10\x022\xe7\r\n" +
+	"\x17GREP_BACKEND_POSIX_GREP\x10\x02*b\n" +
+	"\fProcessState\x12\x1d\n" +
+	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
+	"\x14PROCESS_STATE_EXITED\x10\x022\xcc\x11\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\vListDrivers\x12$.fabro.sandbox.v1.ListDriversRequest\x1a%.fabro.sandbox.v1.ListDriversResponse\x12T\n" +
 	"\tGetDriver\x12\".fabro.sandbox.v1.GetDriverRequest\x1a#.fabro.sandbox.v1.GetDriverResponse\x12`\n" +
@@ -4447,7 +5656,12 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"CancelExec\x12#.fabro.sandbox.v1.CancelExecRequest\x1a$.fabro.sandbox.v1.CancelExecResponse\x12E\n" +
 	"\x04Grep\x12\x1d.fabro.sandbox.v1.GrepRequest\x1a\x1e.fabro.sandbox.v1.GrepResponse\x12E\n" +
 	"\x04Glob\x12\x1d.fabro.sandbox.v1.GlobRequest\x1a\x1e.fabro.sandbox.v1.GlobResponse\x12E\n" +
-	"\x04Walk\x12\x1d.fabro.sandbox.v1.WalkRequest\x1a\x1e.fabro.sandbox.v1.WalkResponseB\xc3\x01\n" +
+	"\x04Walk\x12\x1d.fabro.sandbox.v1.WalkRequest\x1a\x1e.fabro.sandbox.v1.WalkResponse\x12]\n" +
+	"\fStartProcess\x12%.fabro.sandbox.v1.StartProcessRequest\x1a&.fabro.sandbox.v1.StartProcessResponse\x12d\n" +
+	"\rAttachProcess\x12&.fabro.sandbox.v1.AttachProcessRequest\x1a'.fabro.sandbox.v1.AttachProcessResponse(\x010\x01\x12`\n" +
+	"\rSignalProcess\x12&.fabro.sandbox.v1.SignalProcessRequest\x1a'.fabro.sandbox.v1.SignalProcessResponse\x12Z\n" +
+	"\vWaitProcess\x12$.fabro.sandbox.v1.WaitProcessRequest\x1a%.fabro.sandbox.v1.WaitProcessResponse\x12`\n" +
+	"\rListProcesses\x12&.fabro.sandbox.v1.ListProcessesRequest\x1a'.fabro.sandbox.v1.ListProcessesResponseB\xc3\x01\n" +
 	"\x14com.fabro.sandbox.v1B\fSandboxProtoP\x01Z;github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1;sandboxv1\xa2\x02\x03FSX\xaa\x02\x10Fabro.Sandbox.V1\xca\x02\x10Fabro\\Sandbox\\V1\xe2\x02\x1cFabro\\Sandbox\\V1\\GPBMetadata\xea\x02\x12Fabro::Sandbox::V1b\x06proto3"
 
 var (
@@ -4462,8 +5676,8 @@ func file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Isolation)(0),                // 0: fabro.sandbox.v1.Isolation
 	(NetworkPolicy)(0),            // 1: fabro.sandbox.v1.NetworkPolicy
@@ -4473,157 +5687,200 @@ var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Termination)(0),              // 5: fabro.sandbox.v1.Termination
 	(OutputStream)(0),             // 6: fabro.sandbox.v1.OutputStream
 	(GrepBackend)(0),              // 7: fabro.sandbox.v1.GrepBackend
-	(*SandboxSpec)(nil),           // 8: fabro.sandbox.v1.SandboxSpec
-	(*Capabilities)(nil),          // 9: fabro.sandbox.v1.Capabilities
-	(*LimitSupport)(nil),          // 10: fabro.sandbox.v1.LimitSupport
-	(*ResourceLimits)(nil),        // 11: fabro.sandbox.v1.ResourceLimits
-	(*Driver)(nil),                // 12: fabro.sandbox.v1.Driver
-	(*Sandbox)(nil),               // 13: fabro.sandbox.v1.Sandbox
-	(*ListDriversRequest)(nil),    // 14: fabro.sandbox.v1.ListDriversRequest
-	(*ListDriversResponse)(nil),   // 15: fabro.sandbox.v1.ListDriversResponse
-	(*GetDriverRequest)(nil),      // 16: fabro.sandbox.v1.GetDriverRequest
-	(*GetDriverResponse)(nil),     // 17: fabro.sandbox.v1.GetDriverResponse
-	(*CreateSandboxRequest)(nil),  // 18: fabro.sandbox.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 19: fabro.sandbox.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 20: fabro.sandbox.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 21: fabro.sandbox.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 22: fabro.sandbox.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 23: fabro.sandbox.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 24: fabro.sandbox.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 25: fabro.sandbox.v1.DeleteSandboxResponse
-	(*FileInfo)(nil),              // 26: fabro.sandbox.v1.FileInfo
-	(*ReadFileRequest)(nil),       // 27: fabro.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 28: fabro.sandbox.v1.ReadFileResponse
-	(*ReadFileBytesRequest)(nil),  // 29: fabro.sandbox.v1.ReadFileBytesRequest
-	(*ReadFileBytesResponse)(nil), // 30: fabro.sandbox.v1.ReadFileBytesResponse
-	(*WriteFileRequest)(nil),      // 31: fabro.sandbox.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 32: fabro.sandbox.v1.WriteFileResponse
-	(*DeleteFileRequest)(nil),     // 33: fabro.sandbox.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),    // 34: fabro.sandbox.v1.DeleteFileResponse
-	(*StatFileRequest)(nil),       // 35: fabro.sandbox.v1.StatFileRequest
-	(*StatFileResponse)(nil),      // 36: fabro.sandbox.v1.StatFileResponse
-	(*ListDirectoryRequest)(nil),  // 37: fabro.sandbox.v1.ListDirectoryRequest
-	(*ListDirectoryResponse)(nil), // 38: fabro.sandbox.v1.ListDirectoryResponse
-	(*RenameFileRequest)(nil),     // 39: fabro.sandbox.v1.RenameFileRequest
-	(*RenameFileResponse)(nil),    // 40: fabro.sandbox.v1.RenameFileResponse
-	(*MakeDirectoryRequest)(nil),  // 41: fabro.sandbox.v1.MakeDirectoryRequest
-	(*MakeDirectoryResponse)(nil), // 42: fabro.sandbox.v1.MakeDirectoryResponse
-	(*ExecSpec)(nil),              // 43: fabro.sandbox.v1.ExecSpec
-	(*CaptureStats)(nil),          // 44: fabro.sandbox.v1.CaptureStats
-	(*ExecResult)(nil),            // 45: fabro.sandbox.v1.ExecResult
-	(*ExecRequest)(nil),           // 46: fabro.sandbox.v1.ExecRequest
-	(*ExecResponse)(nil),          // 47: fabro.sandbox.v1.ExecResponse
-	(*ExecStreamRequest)(nil),     // 48: fabro.sandbox.v1.ExecStreamRequest
-	(*ExecStarted)(nil),           // 49: fabro.sandbox.v1.ExecStarted
-	(*ExecOutput)(nil),            // 50: fabro.sandbox.v1.ExecOutput
-	(*ExecStreamResponse)(nil),    // 51: fabro.sandbox.v1.ExecStreamResponse
-	(*CancelExecRequest)(nil),     // 52: fabro.sandbox.v1.CancelExecRequest
-	(*CancelExecResponse)(nil),    // 53: fabro.sandbox.v1.CancelExecResponse
-	(*GrepRequest)(nil),           // 54: fabro.sandbox.v1.GrepRequest
-	(*GrepMatch)(nil),             // 55: fabro.sandbox.v1.GrepMatch
-	(*GrepResponse)(nil),          // 56: fabro.sandbox.v1.GrepResponse
-	(*GlobRequest)(nil),           // 57: fabro.sandbox.v1.GlobRequest
-	(*GlobResponse)(nil),          // 58: fabro.sandbox.v1.GlobResponse
-	(*WalkRequest)(nil),           // 59: fabro.sandbox.v1.WalkRequest
-	(*WalkedFile)(nil),            // 60: fabro.sandbox.v1.WalkedFile
-	(*WalkResponse)(nil),          // 61: fabro.sandbox.v1.WalkResponse
-	nil,                           // 62: fabro.sandbox.v1.SandboxSpec.EnvEntry
-	nil,                           // 63: fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	nil,                           // 64: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	nil,                           // 65: fabro.sandbox.v1.Sandbox.LabelsEntry
-	nil,                           // 66: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	nil,                           // 67: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 68: fabro.sandbox.v1.ExecSpec.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 70: google.protobuf.Duration
+	(ProcessState)(0),             // 8: fabro.sandbox.v1.ProcessState
+	(*SandboxSpec)(nil),           // 9: fabro.sandbox.v1.SandboxSpec
+	(*Capabilities)(nil),          // 10: fabro.sandbox.v1.Capabilities
+	(*LimitSupport)(nil),          // 11: fabro.sandbox.v1.LimitSupport
+	(*ResourceLimits)(nil),        // 12: fabro.sandbox.v1.ResourceLimits
+	(*Driver)(nil),                // 13: fabro.sandbox.v1.Driver
+	(*Sandbox)(nil),               // 14: fabro.sandbox.v1.Sandbox
+	(*ListDriversRequest)(nil),    // 15: fabro.sandbox.v1.ListDriversRequest
+	(*ListDriversResponse)(nil),   // 16: fabro.sandbox.v1.ListDriversResponse
+	(*GetDriverRequest)(nil),      // 17: fabro.sandbox.v1.GetDriverRequest
+	(*GetDriverResponse)(nil),     // 18: fabro.sandbox.v1.GetDriverResponse
+	(*CreateSandboxRequest)(nil),  // 19: fabro.sandbox.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 20: fabro.sandbox.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 21: fabro.sandbox.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 22: fabro.sandbox.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 23: fabro.sandbox.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 24: fabro.sandbox.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 25: fabro.sandbox.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 26: fabro.sandbox.v1.DeleteSandboxResponse
+	(*FileInfo)(nil),              // 27: fabro.sandbox.v1.FileInfo
+	(*ReadFileRequest)(nil),       // 28: fabro.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 29: fabro.sandbox.v1.ReadFileResponse
+	(*ReadFileBytesRequest)(nil),  // 30: fabro.sandbox.v1.ReadFileBytesRequest
+	(*ReadFileBytesResponse)(nil), // 31: fabro.sandbox.v1.ReadFileBytesResponse
+	(*WriteFileRequest)(nil),      // 32: fabro.sandbox.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 33: fabro.sandbox.v1.WriteFileResponse
+	(*DeleteFileRequest)(nil),     // 34: fabro.sandbox.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),    // 35: fabro.sandbox.v1.DeleteFileResponse
+	(*StatFileRequest)(nil),       // 36: fabro.sandbox.v1.StatFileRequest
+	(*StatFileResponse)(nil),      // 37: fabro.sandbox.v1.StatFileResponse
+	(*ListDirectoryRequest)(nil),  // 38: fabro.sandbox.v1.ListDirectoryRequest
+	(*ListDirectoryResponse)(nil), // 39: fabro.sandbox.v1.ListDirectoryResponse
+	(*RenameFileRequest)(nil),     // 40: fabro.sandbox.v1.RenameFileRequest
+	(*RenameFileResponse)(nil),    // 41: fabro.sandbox.v1.RenameFileResponse
+	(*MakeDirectoryRequest)(nil),  // 42: fabro.sandbox.v1.MakeDirectoryRequest
+	(*MakeDirectoryResponse)(nil), // 43: fabro.sandbox.v1.MakeDirectoryResponse
+	(*ExecSpec)(nil),              // 44: fabro.sandbox.v1.ExecSpec
+	(*CaptureStats)(nil),          // 45: fabro.sandbox.v1.CaptureStats
+	(*ExecResult)(nil),            // 46: fabro.sandbox.v1.ExecResult
+	(*ExecRequest)(nil),           // 47: fabro.sandbox.v1.ExecRequest
+	(*ExecResponse)(nil),          // 48: fabro.sandbox.v1.ExecResponse
+	(*ExecStreamRequest)(nil),     // 49: fabro.sandbox.v1.ExecStreamRequest
+	(*ExecStarted)(nil),           // 50: fabro.sandbox.v1.ExecStarted
+	(*ExecOutput)(nil),            // 51: fabro.sandbox.v1.ExecOutput
+	(*ExecStreamResponse)(nil),    // 52: fabro.sandbox.v1.ExecStreamResponse
+	(*CancelExecRequest)(nil),     // 53: fabro.sandbox.v1.CancelExecRequest
+	(*CancelExecResponse)(nil),    // 54: fabro.sandbox.v1.CancelExecResponse
+	(*GrepRequest)(nil),           // 55: fabro.sandbox.v1.GrepRequest
+	(*GrepMatch)(nil),             // 56: fabro.sandbox.v1.GrepMatch
+	(*GrepResponse)(nil),          // 57: fabro.sandbox.v1.GrepResponse
+	(*GlobRequest)(nil),           // 58: fabro.sandbox.v1.GlobRequest
+	(*GlobResponse)(nil),          // 59: fabro.sandbox.v1.GlobResponse
+	(*WalkRequest)(nil),           // 60: fabro.sandbox.v1.WalkRequest
+	(*WalkedFile)(nil),            // 61: fabro.sandbox.v1.WalkedFile
+	(*WalkResponse)(nil),          // 62: fabro.sandbox.v1.WalkResponse
+	(*ProcessSpec)(nil),           // 63: fabro.sandbox.v1.ProcessSpec
+	(*Process)(nil),               // 64: fabro.sandbox.v1.Process
+	(*StartProcessRequest)(nil),   // 65: fabro.sandbox.v1.StartProcessRequest
+	(*StartProcessResponse)(nil),  // 66: fabro.sandbox.v1.StartProcessResponse
+	(*AttachOpen)(nil),            // 67: fabro.sandbox.v1.AttachOpen
+	(*AttachProcessRequest)(nil),  // 68: fabro.sandbox.v1.AttachProcessRequest
+	(*ProcessOutput)(nil),         // 69: fabro.sandbox.v1.ProcessOutput
+	(*OutputGap)(nil),             // 70: fabro.sandbox.v1.OutputGap
+	(*AttachProcessResponse)(nil), // 71: fabro.sandbox.v1.AttachProcessResponse
+	(*SignalProcessRequest)(nil),  // 72: fabro.sandbox.v1.SignalProcessRequest
+	(*SignalProcessResponse)(nil), // 73: fabro.sandbox.v1.SignalProcessResponse
+	(*WaitProcessRequest)(nil),    // 74: fabro.sandbox.v1.WaitProcessRequest
+	(*WaitProcessResponse)(nil),   // 75: fabro.sandbox.v1.WaitProcessResponse
+	(*ListProcessesRequest)(nil),  // 76: fabro.sandbox.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 77: fabro.sandbox.v1.ListProcessesResponse
+	nil,                           // 78: fabro.sandbox.v1.SandboxSpec.EnvEntry
+	nil,                           // 79: fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	nil,                           // 80: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	nil,                           // 81: fabro.sandbox.v1.Sandbox.LabelsEntry
+	nil,                           // 82: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	nil,                           // 83: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 84: fabro.sandbox.v1.ExecSpec.EnvEntry
+	nil,                           // 85: fabro.sandbox.v1.ProcessSpec.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 86: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 87: google.protobuf.Duration
 }
 var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	62, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
-	63, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	64, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	11, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
+	78, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
+	79, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	80, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	12, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
 	0,  // 4: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
-	10, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
+	11, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
 	1,  // 6: fabro.sandbox.v1.ResourceLimits.network:type_name -> fabro.sandbox.v1.NetworkPolicy
-	9,  // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	10, // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
 	3,  // 8: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
-	9,  // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	65, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
-	66, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	69, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	12, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
-	12, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
-	8,  // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	13, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	13, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	67, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	13, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
+	10, // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	81, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
+	82, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	86, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	13, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
+	13, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
+	9,  // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	14, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	14, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	83, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	14, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
 	4,  // 20: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
-	69, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
-	26, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
-	26, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
-	68, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
-	70, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
+	86, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	27, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
+	27, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
+	84, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
+	87, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
 	5,  // 26: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
-	70, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	44, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
-	44, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	87, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	45, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	45, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
 	2,  // 30: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
-	43, // 31: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
-	45, // 32: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
-	43, // 33: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	44, // 31: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	46, // 32: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
+	44, // 33: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
 	6,  // 34: fabro.sandbox.v1.ExecOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
-	49, // 35: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
-	50, // 36: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
-	45, // 37: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
-	55, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
+	50, // 35: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
+	51, // 36: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
+	46, // 37: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
+	56, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
 	7,  // 39: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
-	60, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
-	14, // 41: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
-	16, // 42: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
-	18, // 43: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
-	20, // 44: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
-	22, // 45: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
-	24, // 46: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
-	27, // 47: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
-	29, // 48: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
-	31, // 49: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
-	33, // 50: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
-	35, // 51: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
-	37, // 52: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
-	39, // 53: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
-	41, // 54: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
-	46, // 55: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
-	48, // 56: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
-	52, // 57: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
-	54, // 58: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
-	57, // 59: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
-	59, // 60: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
-	15, // 61: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
-	17, // 62: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
-	19, // 63: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
-	21, // 64: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
-	23, // 65: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
-	25, // 66: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
-	28, // 67: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
-	30, // 68: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
-	32, // 69: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
-	34, // 70: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
-	36, // 71: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
-	38, // 72: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
-	40, // 73: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
-	42, // 74: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
-	47, // 75: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
-	51, // 76: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
-	53, // 77: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
-	56, // 78: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
-	58, // 79: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
-	61, // 80: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
-	61, // [61:81] is the sub-list for method output_type
-	41, // [41:61] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	61, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
+	85, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
+	87, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	63, // 43: fabro.sandbox.v1.Process.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	8,  // 44: fabro.sandbox.v1.Process.state:type_name -> fabro.sandbox.v1.ProcessState
+	86, // 45: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
+	46, // 46: fabro.sandbox.v1.Process.result:type_name -> fabro.sandbox.v1.ExecResult
+	63, // 47: fabro.sandbox.v1.StartProcessRequest.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	64, // 48: fabro.sandbox.v1.StartProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	67, // 49: fabro.sandbox.v1.AttachProcessRequest.open:type_name -> fabro.sandbox.v1.AttachOpen
+	6,  // 50: fabro.sandbox.v1.ProcessOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
+	64, // 51: fabro.sandbox.v1.AttachProcessResponse.attached:type_name -> fabro.sandbox.v1.Process
+	69, // 52: fabro.sandbox.v1.AttachProcessResponse.output:type_name -> fabro.sandbox.v1.ProcessOutput
+	70, // 53: fabro.sandbox.v1.AttachProcessResponse.gap:type_name -> fabro.sandbox.v1.OutputGap
+	64, // 54: fabro.sandbox.v1.AttachProcessResponse.exited:type_name -> fabro.sandbox.v1.Process
+	64, // 55: fabro.sandbox.v1.WaitProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	64, // 56: fabro.sandbox.v1.ListProcessesResponse.processes:type_name -> fabro.sandbox.v1.Process
+	15, // 57: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
+	17, // 58: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
+	19, // 59: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
+	21, // 60: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
+	23, // 61: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
+	25, // 62: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
+	28, // 63: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
+	30, // 64: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
+	32, // 65: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
+	34, // 66: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
+	36, // 67: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
+	38, // 68: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
+	40, // 69: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
+	42, // 70: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
+	47, // 71: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
+	49, // 72: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
+	53, // 73: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
+	55, // 74: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
+	58, // 75: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
+	60, // 76: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
+	65, // 77: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
+	68, // 78: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
+	72, // 79: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
+	74, // 80: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
+	76, // 81: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
+	16, // 82: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
+	18, // 83: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
+	20, // 84: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
+	22, // 85: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
+	24, // 86: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
+	26, // 87: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
+	29, // 88: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
+	31, // 89: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
+	33, // 90: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
+	35, // 91: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
+	37, // 92: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
+	39, // 93: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
+	41, // 94: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
+	43, // 95: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
+	48, // 96: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
+	52, // 97: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
+	54, // 98: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
+	57, // 99: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
+	59, // 100: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
+	62, // 101: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
+	66, // 102: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
+	71, // 103: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
+	73, // 104: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
+	75, // 105: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
+	77, // 106: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
+	82, // [82:107] is the sub-list for method output_type
+	57, // [57:82] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_v1_sandbox_proto_init() }
@@ -4637,13 +5894,24 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 		(*ExecStreamResponse_Output)(nil),
 		(*ExecStreamResponse_Finished)(nil),
 	}
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[59].OneofWrappers = []any{
+		(*AttachProcessRequest_Open)(nil),
+		(*AttachProcessRequest_Stdin)(nil),
+		(*AttachProcessRequest_CloseStdin)(nil),
+	}
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[62].OneofWrappers = []any{
+		(*AttachProcessResponse_Attached)(nil),
+		(*AttachProcessResponse_Output)(nil),
+		(*AttachProcessResponse_Gap)(nil),
+		(*AttachProcessResponse_Exited)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_v1_sandbox_proto_rawDesc), len(file_fabro_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   61,
+			NumEnums:      9,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,505 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+)
+
+// Limits of the processes facet.
+const (
+	defaultProcessRetain = 1 << 20
+	maxProcessRetain     = 16 << 20
+	maxRunningProcesses  = 64  // per sandbox
+	maxKeptProcesses     = 256 // per sandbox, running and ended
+	maxLogChunks         = 1 << 14
+	attachBatch          = 64 // chunks sent per look at the log
+)
+
+// proc is one process of StartProcess. Its log is written by the driver's
+// reader; its waiter goroutine ends when the process does.
+type proc struct {
+	id, sandboxID, owner string
+	spec                 *sandboxv1.ProcessSpec
+	start                time.Time
+	p                    driver.Process
+	log                  *outLog
+	stdinMu              sync.Mutex // one writer at a time, across attachers
+	done                 chan struct{}
+
+	mu       sync.Mutex
+	result   *sandboxv1.ExecResult // set once done
+	stopping driver.Termination    // set when the service stops it (timeout)
+}
+
+// toProto describes the process now.
+func (p *proc) toProto() *sandboxv1.Process {
+	out, dropped := p.log.counts()
+	pp := &sandboxv1.Process{ProcessId: p.id, SandboxId: p.sandboxID, Owner: p.owner, Spec: p.spec,
+		State: sandboxv1.ProcessState_PROCESS_STATE_RUNNING, StartTime: timestamppb.New(p.start), OutputBytes: out, DroppedBytes: dropped}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.result != nil {
+		pp.State, pp.Result = sandboxv1.ProcessState_PROCESS_STATE_EXITED, p.result
+	}
+	return pp
+}
+
+// procTable is a sandbox's processes; entry.mu guards it.
+type procTable struct {
+	byID  map[string]*proc
+	order []string
+}
+
+// logChunk is one retained chunk of output.
+type logChunk struct {
+	seq, offset int64
+	stream      driver.Stream
+	data        []byte
+}
+
+// outLog is a process's output: the newest chunks up to limit bytes (and
+// maxLogChunks chunks); older ones are dropped and counted. Appending
+// never blocks on a reader, so a slow client never slows the process.
+type outLog struct {
+	mu      sync.Mutex
+	chunks  []logChunk // oldest first
+	bytes   int64      // retained
+	limit   int64
+	next    int64 // seq of the next chunk
+	total   int64 // bytes ever written: the next chunk's offset
+	dropped int64
+	closed  bool
+	wake    chan struct{} // closed and replaced on every change
+}
+
+func newOutLog(limit int64) *outLog { return &outLog{limit: limit, next: 1, wake: make(chan struct{})} }
+
+// Started implements driver.Output.
+func (l *outLog) Started() error { return nil }
+
+// Chunk implements driver.Output: data is copied, the oldest dropped.
+func (l *outLog) Chunk(s driver.Stream, data []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := logChunk{seq: l.next, offset: l.total, stream: s, data: slices.Clone(data)}
+	l.next++
+	l.total += int64(len(data))
+	l.chunks = append(l.chunks, c)
+	l.bytes += int64(len(data))
+	drop := 0
+	for l.bytes > l.limit || len(l.chunks)-drop > maxLogChunks {
+		l.bytes -= int64(len(l.chunks[drop].data))
+		l.dropped += int64(len(l.chunks[drop].data))
+		drop++
+	}
+	if drop > 0 {
+		clear(l.chunks[:drop])
+		l.chunks = l.chunks[drop:]
+	}
+	close(l.wake)
+	l.wake = make(chan struct{})
+	return nil
+}
+
+// close marks the log complete: readers end after the last chunk.
+func (l *outLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+func (l *outLog) counts() (total, dropped int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total, l.dropped
+}
+
+// read returns the chunks from offset on (the first trimmed to start at
+// it), at most attachBatch; gap is the start of the retained output when
+// output after offset was dropped (gap > offset). It returns the channel
+// that is closed on the next change, and whether the log is complete.
+func (l *outLog) read(offset int64) (chunks []logChunk, gapTo int64, wake <-chan struct{}, closed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.chunks) > 0 && l.chunks[0].offset > offset {
+		gapTo, offset = l.chunks[0].offset, l.chunks[0].offset
+	} else if len(l.chunks) == 0 && l.total > offset {
+		gapTo, offset = l.total, l.total
+	}
+	i, _ := slices.BinarySearchFunc(l.chunks, offset, func(c logChunk, off int64) int {
+		switch {
+		case c.offset+int64(len(c.data)) <= off:
+			return -1
+		case c.offset > off:
+			return 1
+		}
+		return 0
+	})
+	for ; i < len(l.chunks) && len(chunks) < attachBatch; i++ {
+		c := l.chunks[i]
+		if skip := offset - c.offset; skip > 0 {
+			c.data, c.offset = c.data[skip:], offset
+		}
+		chunks = append(chunks, c)
+	}
+	return chunks, gapTo, l.wake, l.closed && i >= len(l.chunks)
+}
+
+// processSpec validates spec: the driver's spec, the retain limit, the timeout.
+func processSpec(spec *sandboxv1.ProcessSpec) (driver.ProcessSpec, int64, time.Duration, error) {
+	command := spec.GetCommand()
+	switch {
+	case command == "" && len(spec.GetArgs()) == 0:
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.command", "give a command or args")
+	case command != "" && len(spec.GetArgs()) > 0:
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.args", "give a command or args, not both")
+	case len(spec.GetArgs()) > 0 && spec.GetArgs()[0] == "":
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.args", "the program (args[0]) is empty")
+	case spec.GetTimeout().AsDuration() < 0:
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.timeout", "the timeout must not be negative")
+	case spec.GetRetainedOutputLimitBytes() < 0:
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.retained_output_limit_bytes", "the output limit must not be negative")
+	}
+	if len(spec.GetArgs()) > 0 {
+		command = "exec " + shellQuote(spec.GetArgs())
+	}
+	if strings.ContainsRune(command, 0) {
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.command", "the command contains NUL")
+	}
+	if err := validateEnv("spec.env", spec.GetEnv()); err != nil {
+		return driver.ProcessSpec{}, 0, 0, err
+	}
+	limit := spec.GetRetainedOutputLimitBytes()
+	if limit == 0 {
+		limit = defaultProcessRetain
+	}
+	return driver.ProcessSpec{Command: command, Dir: spec.GetWorkingDir(), Env: spec.GetEnv()}, min(limit, maxProcessRetain), spec.GetTimeout().AsDuration(), nil
+}
+
+// shellQuote quotes each word for bash, so args run without a shell's reading.
+func shellQuote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+func errProcessesUnsupported(id string) error {
+	return domain.New(codes.FailedPrecondition, "CAPABILITY_UNSUPPORTED", "this sandbox's driver does not offer the processes facet (StartProcess, AttachProcess)",
+		grpcerr.Meta("capability", "processes"), grpcerr.Meta("sandbox_id", id))
+}
+
+func errProcessNotFound(id string) error {
+	return domain.New(codes.NotFound, "PROCESS_NOT_FOUND", fmt.Sprintf("no process %q", id), grpcerr.Meta("process_id", id))
+}
+
+// StartProcess implements SandboxService.
+func (s *Service) StartProcess(ctx context.Context, req *sandboxv1.StartProcessRequest) (*sandboxv1.StartProcessResponse, error) {
+	e, sb, err := s.lookup(ctx, req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	starter, ok := sb.(driver.ProcessStarter)
+	if !ok || !sb.Info().Capabilities.Processes {
+		return nil, errProcessesUnsupported(e.id)
+	}
+	ds, limit, timeout, err := processSpec(req.GetSpec())
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{id: newID("proc-"), sandboxID: e.id, owner: auth.Owner(ctx), spec: proto.CloneOf(req.GetSpec()), start: time.Now(),
+		log: newOutLog(limit), done: make(chan struct{})}
+	e.mu.Lock()
+	if e.deleting {
+		e.mu.Unlock()
+		return nil, errSandboxNotFound(e.id)
+	}
+	running := 0
+	for _, q := range e.procs.byID {
+		select {
+		case <-q.done:
+		default:
+			running++
+		}
+	}
+	if running >= maxRunningProcesses {
+		e.mu.Unlock()
+		return nil, domain.New(codes.ResourceExhausted, "TOO_MANY_PROCESSES", fmt.Sprintf("the sandbox already runs %d processes", running), grpcerr.Meta("sandbox_id", e.id))
+	}
+	// Held while starting, so DeleteSandbox (which takes e.mu) either
+	// sees the process or comes first and the driver refuses it.
+	dp, err := starter.StartProcess(context.WithoutCancel(ctx), ds, p.log)
+	if err != nil {
+		e.mu.Unlock()
+		return nil, s.callErr(ctx, e, err)
+	}
+	p.p = dp
+	e.procs.add(p)
+	e.mu.Unlock()
+	go p.wait(timeout)
+	s.logger.InfoContext(ctx, "process started", "sandbox_id", e.id, "process_id", p.id)
+	return &sandboxv1.StartProcessResponse{Process: p.toProto()}, nil
+}
+
+// wait records how the process ended; past timeout it stops it (TERM,
+// StopGrace, KILL). It returns when the process has ended.
+func (p *proc) wait(timeout time.Duration) {
+	ended := make(chan driver.ExecResult, 1)
+	go func() { ended <- p.p.Wait() }()
+	var res driver.ExecResult
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		select {
+		case res = <-ended:
+		case <-t.C:
+			p.mu.Lock()
+			p.stopping = driver.TimedOut
+			p.mu.Unlock()
+			p.p.Signal(syscall.SIGTERM)
+			select {
+			case res = <-ended:
+			case <-time.After(driver.StopGrace):
+				p.p.Signal(syscall.SIGKILL)
+				res = <-ended
+			}
+		}
+		t.Stop()
+	} else {
+		res = <-ended
+	}
+	p.log.close()
+	p.mu.Lock()
+	if p.stopping != driver.TerminationUnknown {
+		res.Termination = p.stopping
+	}
+	p.result = resultToProto(p.id, res)
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// add keeps p, forgetting the oldest ended process past maxKeptProcesses.
+func (t *procTable) add(p *proc) {
+	if t.byID == nil {
+		t.byID = map[string]*proc{}
+	}
+	t.byID[p.id] = p
+	t.order = append(t.order, p.id)
+	for i := 0; len(t.order) > maxKeptProcesses && i < len(t.order); {
+		q := t.byID[t.order[i]]
+		select {
+		case <-q.done:
+			delete(t.byID, q.id)
+			t.order = slices.Delete(t.order, i, i+1)
+		default:
+			i++
+		}
+	}
+}
+
+// killAll kills every running process (DeleteSandbox); e.mu is held.
+func (t *procTable) killAll() {
+	for _, p := range t.byID {
+		p.mu.Lock()
+		if p.stopping == driver.TerminationUnknown {
+			p.stopping = driver.Killed
+		}
+		p.mu.Unlock()
+		p.p.Signal(syscall.SIGKILL)
+	}
+}
+
+// process is the caller's process id of sandbox sandboxID: NOT_FOUND for an
+// unknown id and for another principal's.
+func (s *Service) process(ctx context.Context, sandboxID, id string) (*proc, error) {
+	e, err := s.owned(ctx, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, domain.InvalidField("process_id", "a process_id is required (StartProcess returns it)")
+	}
+	e.mu.Lock()
+	p, ok := e.procs.byID[id]
+	e.mu.Unlock()
+	if !ok || !auth.Allow(ctx, s.logger, "process", id, p.owner) {
+		return nil, errProcessNotFound(id)
+	}
+	return p, nil
+}
+
+// AttachProcess implements SandboxService.
+func (s *Service) AttachProcess(stream grpc.BidiStreamingServer[sandboxv1.AttachProcessRequest, sandboxv1.AttachProcessResponse]) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil {
+		return domain.InvalidField("open", "the first message must be open, naming the process")
+	}
+	p, err := s.process(ctx, open.GetSandboxId(), open.GetProcessId())
+	if err != nil {
+		return err
+	}
+	att := p.toProto()
+	offset := open.GetFromOffset()
+	if open.GetLiveOnly() {
+		offset = att.GetOutputBytes()
+	}
+	if err := stream.Send(&sandboxv1.AttachProcessResponse{Event: &sandboxv1.AttachProcessResponse_Attached{Attached: att}}); err != nil {
+		return err
+	}
+	// stdin: written in the order received, by this goroutine alone; it
+	// ends with the client's side of the stream (or the RPC).
+	inErr := make(chan error, 1)
+	go func() { inErr <- p.copyStdin(stream) }()
+	for {
+		chunks, gapTo, wake, closed := p.log.read(offset)
+		if gapTo > offset {
+			if err := stream.Send(&sandboxv1.AttachProcessResponse{Event: &sandboxv1.AttachProcessResponse_Gap{Gap: &sandboxv1.OutputGap{FromOffset: offset, ToOffset: gapTo}}}); err != nil {
+				return err
+			}
+			offset = gapTo
+		}
+		for _, c := range chunks {
+			out := &sandboxv1.ProcessOutput{Seq: c.seq, Stream: streamToProto(c.stream), Offset: c.offset, Data: c.data}
+			if err := stream.Send(&sandboxv1.AttachProcessResponse{Event: &sandboxv1.AttachProcessResponse_Output{Output: out}}); err != nil {
+				return err
+			}
+			offset = c.offset + int64(len(c.data))
+		}
+		if closed {
+			<-p.done
+			return stream.Send(&sandboxv1.AttachProcessResponse{Event: &sandboxv1.AttachProcessResponse_Exited{Exited: p.toProto()}})
+		}
+		if len(chunks) > 0 {
+			continue
+		}
+		select {
+		case <-wake:
+		case err := <-inErr:
+			if err != nil {
+				return err
+			}
+			inErr = nil // the client closed its side: keep streaming output
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// copyStdin writes the attach stream's stdin messages to the process. It
+// returns nil at the client's end of sending, and an error for a message
+// that is not stdin. A process that no longer reads makes writes fail:
+// those bytes are lost, as they would be on a pipe, and the stream goes on.
+func (p *proc) copyStdin(stream grpc.BidiStreamingServer[sandboxv1.AttachProcessRequest, sandboxv1.AttachProcessResponse]) error {
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch ev := m.GetEvent().(type) {
+		case *sandboxv1.AttachProcessRequest_Stdin:
+			p.stdinMu.Lock()
+			_, _ = p.p.Stdin().Write(ev.Stdin)
+			p.stdinMu.Unlock()
+		case *sandboxv1.AttachProcessRequest_CloseStdin:
+			if ev.CloseStdin {
+				p.stdinMu.Lock()
+				_ = p.p.Stdin().Close()
+				p.stdinMu.Unlock()
+			}
+		default:
+			return domain.InvalidField("open", "open must be the first message only")
+		}
+	}
+}
+
+func streamToProto(s driver.Stream) sandboxv1.OutputStream {
+	if s == driver.Stderr {
+		return sandboxv1.OutputStream_OUTPUT_STREAM_STDERR
+	}
+	return sandboxv1.OutputStream_OUTPUT_STREAM_STDOUT
+}
+
+// signals are the signals SignalProcess sends, by name without "SIG".
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1,
+	"USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP,
+}
+
+// SignalProcess implements SandboxService.
+func (s *Service) SignalProcess(ctx context.Context, req *sandboxv1.SignalProcessRequest) (*sandboxv1.SignalProcessResponse, error) {
+	p, err := s.process(ctx, req.GetSandboxId(), req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	sig, ok := signals[strings.TrimPrefix(strings.ToUpper(req.GetSignal()), "SIG")]
+	if !ok {
+		return nil, domain.InvalidField("signal", fmt.Sprintf("unknown signal %q: one of HUP, INT, QUIT, KILL, USR1, USR2, TERM, CONT, STOP", req.GetSignal()))
+	}
+	delivered, err := p.p.Signal(sig)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.SignalProcessResponse{Delivered: delivered}, nil
+}
+
+// WaitProcess implements SandboxService.
+func (s *Service) WaitProcess(ctx context.Context, req *sandboxv1.WaitProcessRequest) (*sandboxv1.WaitProcessResponse, error) {
+	p, err := s.process(ctx, req.GetSandboxId(), req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.done:
+		return &sandboxv1.WaitProcessResponse{Process: p.toProto()}, nil
+	case <-ctx.Done():
+		return nil, s.toStatus(ctx, ctx.Err())
+	}
+}
+
+// ListProcesses implements SandboxService.
+func (s *Service) ListProcesses(ctx context.Context, req *sandboxv1.ListProcessesRequest) (*sandboxv1.ListProcessesResponse, error) {
+	e, err := s.owned(ctx, req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	var ps []*proc
+	for _, id := range e.procs.order {
+		if p := e.procs.byID[id]; auth.Reaches(ctx, p.owner) != auth.Unreachable {
+			ps = append(ps, p)
+		}
+	}
+	e.mu.Unlock()
+	resp := &sandboxv1.ListProcessesResponse{}
+	for _, p := range ps {
+		resp.Processes = append(resp.Processes, p.toProto())
+	}
+	return resp, nil
+}
