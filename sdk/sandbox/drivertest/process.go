@@ -97,6 +97,18 @@ func RunProcesses(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 			t.Errorf("after TERM: %s exit %s signal %s, want exit 7", termName(res.Termination), ptr(res.ExitCode), res.Signal)
 		}
 	})
+	t.Run("other signals reach the group", func(t *testing.T) {
+		p, rec := start(t, ps, `trap 'echo int; exit 5' INT; echo up; while :; do sleep 0.05; done`)
+		rec.waitFor(t, "up\n")
+		if ok, err := p.Signal(syscall.SIGINT); !ok || err != nil {
+			t.Fatalf("Signal(INT) = %v, %v", ok, err)
+		}
+		res := waitEnd(t, p)
+		rec.waitFor(t, "int\n")
+		if res.ExitCode == nil || *res.ExitCode != 5 {
+			t.Errorf("after INT: %s exit %s signal %s, want exit 5", termName(res.Termination), ptr(res.ExitCode), res.Signal)
+		}
+	})
 	t.Run("kill takes the whole tree", func(t *testing.T) {
 		// The children hold the output pipes: Wait returns only once they
 		// are gone too.
