@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,14 +39,35 @@ type proc struct {
 	id, sandboxID, owner string
 	spec                 *sandboxv1.ProcessSpec
 	start                time.Time
-	p                    driver.Process
 	log                  *outLog
 	stdinMu              sync.Mutex // one writer at a time, across attachers
 	done                 chan struct{}
 
-	mu       sync.Mutex
-	result   *sandboxv1.ExecResult // set once done
-	stopping driver.Termination    // set when the service stops it (timeout)
+	mu          sync.Mutex
+	cur         driver.Process        // the running one: a service's restart replaces it
+	result      *sandboxv1.ExecResult // set once done
+	stopping    driver.Termination    // set when the service stops it (timeout, DeleteSandbox)
+	userStopped bool                  // SignalProcess sent a stopping signal: no restart
+	restarts    int
+	ready       bool
+	probeMsg    string        // why the probe gave up
+	readyWait   chan struct{} // closed when ready, the probe gives up, or the process ends
+}
+
+// current is the running driver process.
+func (p *proc) current() driver.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// wakeReady closes readyWait; p.mu is held.
+func (p *proc) wakeReady() {
+	select {
+	case <-p.readyWait:
+	default:
+		close(p.readyWait)
+	}
 }
 
 // toProto describes the process now.
@@ -55,6 +77,7 @@ func (p *proc) toProto() *sandboxv1.Process {
 		State: sandboxv1.ProcessState_PROCESS_STATE_RUNNING, StartTime: timestamppb.New(p.start), OutputBytes: out, DroppedBytes: dropped}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	pp.Ready, pp.Restarts, pp.ReadinessMessage = p.ready, int32(p.restarts), p.probeMsg
 	if p.result != nil {
 		pp.State, pp.Result = sandboxv1.ProcessState_PROCESS_STATE_EXITED, p.result
 	}
@@ -179,6 +202,30 @@ func processSpec(spec *sandboxv1.ProcessSpec) (driver.ProcessSpec, int64, time.D
 	case spec.GetRetainedOutputLimitBytes() < 0:
 		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.retained_output_limit_bytes", "the output limit must not be negative")
 	}
+	if spec.GetService() && !serviceNameRe.MatchString(spec.GetName()) {
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.name", "a service needs a name of 1 to 64 characters from ["+execIDAllowedChars+"]")
+	}
+	if spec.GetName() != "" && !spec.GetService() {
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.name", "only a service (service true) has a name")
+	}
+	if spec.GetRestart() == sandboxv1.RestartPolicy_RESTART_POLICY_ON_FAILURE && !spec.GetService() {
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.restart", "only a service (service true) is restarted")
+	}
+	if spec.GetMaxRestarts() < 0 {
+		return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.max_restarts", "max_restarts must not be negative")
+	}
+	if r := spec.GetReadiness(); r != nil {
+		switch {
+		case (r.GetPort() != 0) == (r.GetCommand() != ""):
+			return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.readiness", "give a port or a command")
+		case r.GetPort() < 0 || r.GetPort() > 65535:
+			return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.readiness.port", "a port is 1 to 65535")
+		case r.GetInterval().AsDuration() < 0 || r.GetTimeout().AsDuration() < 0:
+			return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.readiness", "interval and timeout must not be negative")
+		case strings.ContainsRune(r.GetCommand(), 0):
+			return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.readiness.command", "the command contains NUL")
+		}
+	}
 	if len(spec.GetArgs()) > 0 {
 		command = "exec " + shellQuote(spec.GetArgs())
 	}
@@ -194,6 +241,19 @@ func processSpec(spec *sandboxv1.ProcessSpec) (driver.ProcessSpec, int64, time.D
 	}
 	return driver.ProcessSpec{Command: command, Dir: spec.GetWorkingDir(), Env: spec.GetEnv()}, min(limit, maxProcessRetain), spec.GetTimeout().AsDuration(), nil
 }
+
+var serviceNameRe = regexp.MustCompile(`^[` + execIDAllowedChars + `]{1,64}$`)
+
+// Service defaults.
+const (
+	defaultMaxRestarts = 5
+	maxMaxRestarts     = 100
+	firstBackoff       = 100 * time.Millisecond
+	maxBackoff         = 5 * time.Second
+	defaultProbeEvery  = 200 * time.Millisecond
+	defaultProbeFor    = 60 * time.Second
+	probeExecTimeout   = 5 * time.Second
+)
 
 // shellQuote quotes each word for bash, so args run without a shell's reading.
 func shellQuote(args []string) string {
@@ -228,7 +288,7 @@ func (s *Service) StartProcess(ctx context.Context, req *sandboxv1.StartProcessR
 		return nil, err
 	}
 	p := &proc{id: newID("proc-"), sandboxID: e.id, owner: auth.Owner(ctx), spec: proto.CloneOf(req.GetSpec()), start: time.Now(),
-		log: newOutLog(limit), done: make(chan struct{})}
+		log: newOutLog(limit), done: make(chan struct{}), readyWait: make(chan struct{})}
 	e.mu.Lock()
 	if e.deleting {
 		e.mu.Unlock()
@@ -242,6 +302,12 @@ func (s *Service) StartProcess(ctx context.Context, req *sandboxv1.StartProcessR
 			running++
 		}
 	}
+	if name := req.GetSpec().GetName(); name != "" {
+		if q := e.procs.byName(name); q != nil {
+			e.mu.Unlock()
+			return nil, domain.New(codes.AlreadyExists, "SERVICE_NAME_IN_USE", fmt.Sprintf("a running service of this sandbox is named %q", name), grpcerr.Meta("name", name))
+		}
+	}
 	if running >= maxRunningProcesses {
 		e.mu.Unlock()
 		return nil, domain.New(codes.ResourceExhausted, "TOO_MANY_PROCESSES", fmt.Sprintf("the sandbox already runs %d processes", running), grpcerr.Meta("sandbox_id", e.id))
@@ -253,48 +319,176 @@ func (s *Service) StartProcess(ctx context.Context, req *sandboxv1.StartProcessR
 		e.mu.Unlock()
 		return nil, s.callErr(ctx, e, err)
 	}
-	p.p = dp
+	p.cur = dp
 	e.procs.add(p)
 	e.mu.Unlock()
-	go p.wait(timeout)
+	go p.supervise(sb, starter, ds, timeout)
 	s.logger.InfoContext(ctx, "process started", "sandbox_id", e.id, "process_id", p.id)
 	return &sandboxv1.StartProcessResponse{Process: p.toProto()}, nil
 }
 
-// wait records how the process ended; past timeout it stops it (TERM,
-// StopGrace, KILL). It returns when the process has ended.
-func (p *proc) wait(timeout time.Duration) {
-	ended := make(chan driver.ExecResult, 1)
-	go func() { ended <- p.p.Wait() }()
-	var res driver.ExecResult
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		select {
-		case res = <-ended:
-		case <-t.C:
+// supervise runs the process to its end: past timeout it stops it (TERM,
+// StopGrace, KILL); a service that fails is started again as its restart
+// policy says; each start gets its readiness probe. It returns when the
+// process has ended for good.
+func (p *proc) supervise(sb driver.Sandbox, starter driver.ProcessStarter, ds driver.ProcessSpec, timeout time.Duration) {
+	maxRestarts := int(p.spec.GetMaxRestarts())
+	if maxRestarts == 0 {
+		maxRestarts = defaultMaxRestarts
+	}
+	maxRestarts = min(maxRestarts, maxMaxRestarts)
+	backoff := firstBackoff
+	for {
+		cur := p.current()
+		probeDone := make(chan struct{})
+		if p.spec.GetReadiness() != nil {
+			go p.probe(sb, cur, probeDone)
+		}
+		res := p.waitOne(cur, timeout)
+		close(probeDone)
+		p.mu.Lock()
+		failed := res.Signal != "" || res.ExitCode == nil || *res.ExitCode != 0
+		again := p.spec.GetRestart() == sandboxv1.RestartPolicy_RESTART_POLICY_ON_FAILURE && failed &&
+			p.stopping == driver.TerminationUnknown && !p.userStopped && p.restarts < maxRestarts
+		p.mu.Unlock()
+		if again {
+			time.Sleep(backoff)
+			backoff = min(2*backoff, maxBackoff)
 			p.mu.Lock()
-			p.stopping = driver.TimedOut
+			stopped := p.stopping != driver.TerminationUnknown || p.userStopped
 			p.mu.Unlock()
-			p.p.Signal(syscall.SIGTERM)
-			select {
-			case res = <-ended:
-			case <-time.After(driver.StopGrace):
-				p.p.Signal(syscall.SIGKILL)
-				res = <-ended
+			if !stopped {
+				// A deleted sandbox refuses the start: the process ends.
+				if dp, err := starter.StartProcess(context.Background(), ds, p.log); err == nil {
+					p.mu.Lock()
+					p.cur, p.restarts, p.ready, p.probeMsg = dp, p.restarts+1, false, ""
+					p.wakeReady() // waiters look again, then wait on the new run's
+					p.readyWait = make(chan struct{})
+					p.mu.Unlock()
+					continue
+				}
 			}
 		}
-		t.Stop()
-	} else {
-		res = <-ended
+		p.log.close()
+		p.mu.Lock()
+		if p.stopping != driver.TerminationUnknown {
+			res.Termination = p.stopping
+		}
+		p.result = resultToProto(p.id, res)
+		p.wakeReady()
+		p.mu.Unlock()
+		close(p.done)
+		return
 	}
-	p.log.close()
+}
+
+// waitOne waits for one run of the process; past timeout it stops it.
+func (p *proc) waitOne(cur driver.Process, timeout time.Duration) driver.ExecResult {
+	if timeout <= 0 {
+		return cur.Wait()
+	}
+	ended := make(chan driver.ExecResult, 1)
+	go func() { ended <- cur.Wait() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-ended:
+		return res
+	case <-t.C:
+	}
 	p.mu.Lock()
-	if p.stopping != driver.TerminationUnknown {
-		res.Termination = p.stopping
+	if p.stopping == driver.TerminationUnknown {
+		p.stopping = driver.TimedOut
 	}
-	p.result = resultToProto(p.id, res)
 	p.mu.Unlock()
-	close(p.done)
+	cur.Signal(syscall.SIGTERM)
+	select {
+	case res := <-ended:
+		return res
+	case <-time.After(driver.StopGrace):
+		cur.Signal(syscall.SIGKILL)
+		return <-ended
+	}
+}
+
+// probe runs the readiness probe inside the sandbox (bash's /dev/tcp for
+// a port) until it passes, gives up, or this run of the process ends.
+func (p *proc) probe(sb driver.Sandbox, cur driver.Process, runDone <-chan struct{}) {
+	r := p.spec.GetReadiness()
+	command := r.GetCommand()
+	if r.GetPort() != 0 {
+		command = fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", r.GetPort())
+	}
+	every, limit := cmpOr(r.GetInterval().AsDuration(), defaultProbeEvery), cmpOr(r.GetTimeout().AsDuration(), defaultProbeFor)
+	deadline := time.Now().Add(limit)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(probeExecTimeout, time.Until(deadline)+time.Millisecond))
+		res, err := sb.Exec(ctx, driver.ExecSpec{Command: command, Timeout: probeExecTimeout, RetainLimit: 4096}, nil)
+		cancel()
+		if err == nil && res.ExitCode != nil && *res.ExitCode == 0 {
+			p.mu.Lock()
+			if p.cur == cur {
+				p.ready = true
+				p.wakeReady()
+			}
+			p.mu.Unlock()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.mu.Lock()
+			if p.cur == cur {
+				p.probeMsg = fmt.Sprintf("the readiness probe did not pass within %s", limit)
+				p.wakeReady()
+			}
+			p.mu.Unlock()
+			return
+		}
+		select {
+		case <-runDone:
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// byName is the running service named name, or nil.
+func (t *procTable) byName(name string) *proc {
+	for i := len(t.order) - 1; i >= 0; i-- {
+		q := t.byID[t.order[i]]
+		if q.spec.GetName() != name {
+			continue
+		}
+		select {
+		case <-q.done:
+		default:
+			return q
+		}
+	}
+	return nil
+}
+
+// byIDOrName is the process with that id, else the newest service with
+// that name (running or not).
+func (t *procTable) byIDOrName(id string) *proc {
+	if p, ok := t.byID[id]; ok {
+		return p
+	}
+	if q := t.byName(id); q != nil {
+		return q
+	}
+	for i := len(t.order) - 1; i >= 0; i-- {
+		if q := t.byID[t.order[i]]; q.spec.GetName() == id {
+			return q
+		}
+	}
+	return nil
 }
 
 // add keeps p, forgetting the oldest ended process past maxKeptProcesses.
@@ -323,8 +517,9 @@ func (t *procTable) killAll() {
 		if p.stopping == driver.TerminationUnknown {
 			p.stopping = driver.Killed
 		}
+		cur := p.cur
 		p.mu.Unlock()
-		p.p.Signal(syscall.SIGKILL)
+		cur.Signal(syscall.SIGKILL)
 	}
 }
 
@@ -339,9 +534,9 @@ func (s *Service) process(ctx context.Context, sandboxID, id string) (*proc, err
 		return nil, domain.InvalidField("process_id", "a process_id is required (StartProcess returns it)")
 	}
 	e.mu.Lock()
-	p, ok := e.procs.byID[id]
+	p := e.procs.byIDOrName(id)
 	e.mu.Unlock()
-	if !ok || !auth.Allow(ctx, s.logger, "process", id, p.owner) {
+	if p == nil || !auth.Allow(ctx, s.logger, "process", id, p.owner) {
 		return nil, errProcessNotFound(id)
 	}
 	return p, nil
@@ -425,12 +620,12 @@ func (p *proc) copyStdin(stream grpc.BidiStreamingServer[sandboxv1.AttachProcess
 		switch ev := m.GetEvent().(type) {
 		case *sandboxv1.AttachProcessRequest_Stdin:
 			p.stdinMu.Lock()
-			_, _ = p.p.Stdin().Write(ev.Stdin)
+			_, _ = p.current().Stdin().Write(ev.Stdin)
 			p.stdinMu.Unlock()
 		case *sandboxv1.AttachProcessRequest_CloseStdin:
 			if ev.CloseStdin {
 				p.stdinMu.Lock()
-				_ = p.p.Stdin().Close()
+				_ = p.current().Stdin().Close()
 				p.stdinMu.Unlock()
 			}
 		default:
@@ -462,7 +657,13 @@ func (s *Service) SignalProcess(ctx context.Context, req *sandboxv1.SignalProces
 	if !ok {
 		return nil, domain.InvalidField("signal", fmt.Sprintf("unknown signal %q: one of HUP, INT, QUIT, KILL, USR1, USR2, TERM, CONT, STOP", req.GetSignal()))
 	}
-	delivered, err := p.p.Signal(sig)
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGKILL, syscall.SIGINT, syscall.SIGQUIT:
+		p.mu.Lock()
+		p.userStopped = true // a stop asked for is no failure to restart from
+		p.mu.Unlock()
+	}
+	delivered, err := p.current().Signal(sig)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -474,6 +675,24 @@ func (s *Service) WaitProcess(ctx context.Context, req *sandboxv1.WaitProcessReq
 	p, err := s.process(ctx, req.GetSandboxId(), req.GetProcessId())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetUntilReady() {
+		if p.spec.GetReadiness() == nil {
+			return nil, domain.New(codes.FailedPrecondition, "NO_READINESS_PROBE", fmt.Sprintf("process %q has no readiness probe", p.id), grpcerr.Meta("process_id", p.id))
+		}
+		for {
+			p.mu.Lock()
+			settled, wait := p.ready || p.probeMsg != "" || p.result != nil, p.readyWait
+			p.mu.Unlock()
+			if settled {
+				return &sandboxv1.WaitProcessResponse{Process: p.toProto()}, nil
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return nil, s.toStatus(ctx, ctx.Err())
+			}
+		}
 	}
 	select {
 	case <-p.done:

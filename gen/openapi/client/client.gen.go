@@ -1151,6 +1151,27 @@ func (e FabroSandboxV1ProcessState) Valid() bool {
 	}
 }
 
+// Defines values for FabroSandboxV1RestartPolicy.
+const (
+	RESTARTPOLICYNEVER       FabroSandboxV1RestartPolicy = "RESTART_POLICY_NEVER"
+	RESTARTPOLICYONFAILURE   FabroSandboxV1RestartPolicy = "RESTART_POLICY_ON_FAILURE"
+	RESTARTPOLICYUNSPECIFIED FabroSandboxV1RestartPolicy = "RESTART_POLICY_UNSPECIFIED"
+)
+
+// Valid indicates whether the value is a known member of the FabroSandboxV1RestartPolicy enum.
+func (e FabroSandboxV1RestartPolicy) Valid() bool {
+	switch e {
+	case RESTARTPOLICYNEVER:
+		return true
+	case RESTARTPOLICYONFAILURE:
+		return true
+	case RESTARTPOLICYUNSPECIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FabroSandboxV1SandboxState.
 const (
 	SANDBOXSTATECREATING    FabroSandboxV1SandboxState = "SANDBOX_STATE_CREATING"
@@ -5116,6 +5137,15 @@ type FabroSandboxV1Process struct {
 	// ProcessId Output only. The process's id, assigned by the service; opaque.
 	ProcessId *string `json:"processId,omitempty"`
 
+	// ReadinessMessage Output only. Why the readiness probe gave up, if it did.
+	ReadinessMessage *string `json:"readinessMessage,omitempty"`
+
+	// Ready Output only. The readiness probe has passed since the last start.
+	Ready *bool `json:"ready,omitempty"`
+
+	// Restarts Output only. How many times the service was started again.
+	Restarts *int32 `json:"restarts,omitempty"`
+
 	// Result ExecResult is how a command ended and what it wrote.
 	Result *FabroSandboxV1ExecResult `json:"result,omitempty"`
 
@@ -5171,11 +5201,37 @@ type FabroSandboxV1ProcessSpec struct {
 	// Env Optional. Environment variables over the sandbox's, as ExecSpec.env.
 	Env *map[string]string `json:"env,omitempty"`
 
+	// MaxRestarts Optional. The most restarts; 0 means 5, values above 100 are lowered
+	// to 100.
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
+
+	// Name Optional. The service's name: 1 to 64 characters from [A-Za-z0-9._-],
+	// unique among the sandbox's running services; any process call takes it
+	// in place of the process_id. Required with service.
+	Name *string `json:"name,omitempty"`
+
+	// Readiness ReadinessProbe tells when a process is up: a port that listens on the
+	// sandbox's loopback, or a command that succeeds; give one.
+	Readiness *FabroSandboxV1ReadinessProbe `json:"readiness,omitempty"`
+
+	// Restart RestartPolicy says when a service is started again.
+	//
+	//  - RESTART_POLICY_UNSPECIFIED: Never.
+	//  - RESTART_POLICY_NEVER: Never.
+	//  - RESTART_POLICY_ON_FAILURE: When it ends with a non-zero exit code or a signal it was not sent by
+	// SignalProcess or DeleteSandbox, after a backoff (100 ms, doubling, at
+	// most 5 s). Its log goes on.
+	Restart *FabroSandboxV1RestartPolicy `json:"restart,omitempty"`
+
 	// RetainedOutputLimitBytes Optional. The most output bytes (stdout and stderr together) the service
 	// keeps for AttachProcess to replay: the newest are kept, older chunks are
 	// dropped and counted. 0 means 1 MiB; values above 16 MiB are lowered to
 	// 16 MiB.
 	RetainedOutputLimitBytes *string `json:"retainedOutputLimitBytes,omitempty"`
+
+	// Service Optional. A background service: it needs a name, and its output is kept
+	// as its log (followed with AttachProcess from an offset).
+	Service *bool `json:"service,omitempty"`
 
 	// Timeout Optional. How long the process may run; unset or zero means until it
 	// ends, is signalled, or its sandbox is deleted. Past it the process is
@@ -5234,6 +5290,22 @@ type FabroSandboxV1ReadFileResponse struct {
 	Truncated *bool `json:"truncated,omitempty"`
 }
 
+// FabroSandboxV1ReadinessProbe ReadinessProbe tells when a process is up: a port that listens on the
+// sandbox's loopback, or a command that succeeds; give one.
+type FabroSandboxV1ReadinessProbe struct {
+	// Command Optional. Bash source that exits 0 once the process is up.
+	Command *string `json:"command,omitempty"`
+
+	// Interval Optional. Between attempts; 0 means 200 ms.
+	Interval *string `json:"interval,omitempty"`
+
+	// Port Optional. A TCP port that accepts a connection inside the sandbox.
+	Port *int32 `json:"port,omitempty"`
+
+	// Timeout Optional. How long to keep trying after each start; 0 means 60 s.
+	Timeout *string `json:"timeout,omitempty"`
+}
+
 // FabroSandboxV1RenameFileResponse RenameFileResponse is empty: success means the move is done.
 type FabroSandboxV1RenameFileResponse = map[string]interface{}
 
@@ -5263,6 +5335,16 @@ type FabroSandboxV1ResourceLimits struct {
 	//  - NETWORK_POLICY_ALLOW: The host's networks (docker: the default bridge).
 	Network *FabroSandboxV1NetworkPolicy `json:"network,omitempty"`
 }
+
+// FabroSandboxV1RestartPolicy RestartPolicy says when a service is started again.
+//
+//   - RESTART_POLICY_UNSPECIFIED: Never.
+//   - RESTART_POLICY_NEVER: Never.
+//   - RESTART_POLICY_ON_FAILURE: When it ends with a non-zero exit code or a signal it was not sent by
+//
+// SignalProcess or DeleteSandbox, after a backoff (100 ms, doubling, at
+// most 5 s). Its log goes on.
+type FabroSandboxV1RestartPolicy string
 
 // FabroSandboxV1Sandbox Sandbox describes one sandbox.
 type FabroSandboxV1Sandbox struct {
@@ -5462,8 +5544,13 @@ type FabroSandboxV1SandboxServiceStatFileBody struct {
 	Path string `json:"path"`
 }
 
-// FabroSandboxV1SandboxServiceWaitProcessBody WaitProcessRequest waits for a process to end.
-type FabroSandboxV1SandboxServiceWaitProcessBody = map[string]interface{}
+// FabroSandboxV1SandboxServiceWaitProcessBody WaitProcessRequest waits for a process to end (or to be ready).
+type FabroSandboxV1SandboxServiceWaitProcessBody struct {
+	// UntilReady Optional. Return once the readiness probe passes (or the process ends,
+	// or the probe gives up) instead of at the end. FAILED_PRECONDITION for a
+	// process without a probe.
+	UntilReady *bool `json:"untilReady,omitempty"`
+}
 
 // FabroSandboxV1SandboxServiceWalkBody WalkRequest lists files below a directory.
 type FabroSandboxV1SandboxServiceWalkBody struct {
@@ -5569,7 +5656,7 @@ type FabroSandboxV1StatFileResponse struct {
 //   - TERMINATION_KILLED: The service sent KILL at once: CancelExec with kill, or DeleteSandbox.
 type FabroSandboxV1Termination string
 
-// FabroSandboxV1WaitProcessResponse WaitProcessResponse holds the ended process.
+// FabroSandboxV1WaitProcessResponse WaitProcessResponse holds the ended (or ready) process.
 type FabroSandboxV1WaitProcessResponse struct {
 	// Process Process describes one process of a sandbox.
 	Process *FabroSandboxV1Process `json:"process,omitempty"`

@@ -485,6 +485,61 @@ func (GrepBackend) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
+// RestartPolicy says when a service is started again.
+type RestartPolicy int32
+
+const (
+	// Never.
+	RestartPolicy_RESTART_POLICY_UNSPECIFIED RestartPolicy = 0
+	// Never.
+	RestartPolicy_RESTART_POLICY_NEVER RestartPolicy = 1
+	// When it ends with a non-zero exit code or a signal it was not sent by
+	// SignalProcess or DeleteSandbox, after a backoff (100 ms, doubling, at
+	// most 5 s). Its log goes on.
+	RestartPolicy_RESTART_POLICY_ON_FAILURE RestartPolicy = 2
+)
+
+// Enum value maps for RestartPolicy.
+var (
+	RestartPolicy_name = map[int32]string{
+		0: "RESTART_POLICY_UNSPECIFIED",
+		1: "RESTART_POLICY_NEVER",
+		2: "RESTART_POLICY_ON_FAILURE",
+	}
+	RestartPolicy_value = map[string]int32{
+		"RESTART_POLICY_UNSPECIFIED": 0,
+		"RESTART_POLICY_NEVER":       1,
+		"RESTART_POLICY_ON_FAILURE":  2,
+	}
+)
+
+func (x RestartPolicy) Enum() *RestartPolicy {
+	p := new(RestartPolicy)
+	*p = x
+	return p
+}
+
+func (x RestartPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[8].Descriptor()
+}
+
+func (RestartPolicy) Type() protoreflect.EnumType {
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[8]
+}
+
+func (x RestartPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartPolicy.Descriptor instead.
+func (RestartPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+}
+
 // ProcessState is where a process is in its life.
 type ProcessState int32
 
@@ -522,11 +577,11 @@ func (x ProcessState) String() string {
 }
 
 func (ProcessState) Descriptor() protoreflect.EnumDescriptor {
-	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[8].Descriptor()
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[9].Descriptor()
 }
 
 func (ProcessState) Type() protoreflect.EnumType {
-	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[8]
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[9]
 }
 
 func (x ProcessState) Number() protoreflect.EnumNumber {
@@ -535,7 +590,7 @@ func (x ProcessState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProcessState.Descriptor instead.
 func (ProcessState) EnumDescriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 // SandboxSpec is what a sandbox is created from. Other contracts (the agent
@@ -4178,8 +4233,22 @@ type ProcessSpec struct {
 	// dropped and counted. 0 means 1 MiB; values above 16 MiB are lowered to
 	// 16 MiB.
 	RetainedOutputLimitBytes int64 `protobuf:"varint,6,opt,name=retained_output_limit_bytes,json=retainedOutputLimitBytes,proto3" json:"retained_output_limit_bytes,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// Optional. A background service: it needs a name, and its output is kept
+	// as its log (followed with AttachProcess from an offset).
+	Service bool `protobuf:"varint,7,opt,name=service,proto3" json:"service,omitempty"`
+	// Optional. The service's name: 1 to 64 characters from [A-Za-z0-9._-],
+	// unique among the sandbox's running services; any process call takes it
+	// in place of the process_id. Required with service.
+	Name string `protobuf:"bytes,8,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional. Whether the service is started again when it fails.
+	Restart RestartPolicy `protobuf:"varint,9,opt,name=restart,proto3,enum=fabro.sandbox.v1.RestartPolicy" json:"restart,omitempty"`
+	// Optional. The most restarts; 0 means 5, values above 100 are lowered
+	// to 100.
+	MaxRestarts int32 `protobuf:"varint,10,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	// Optional. How to tell the service is up (Process.ready).
+	Readiness     *ReadinessProbe `protobuf:"bytes,11,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProcessSpec) Reset() {
@@ -4254,6 +4323,115 @@ func (x *ProcessSpec) GetRetainedOutputLimitBytes() int64 {
 	return 0
 }
 
+func (x *ProcessSpec) GetService() bool {
+	if x != nil {
+		return x.Service
+	}
+	return false
+}
+
+func (x *ProcessSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetRestart() RestartPolicy {
+	if x != nil {
+		return x.Restart
+	}
+	return RestartPolicy_RESTART_POLICY_UNSPECIFIED
+}
+
+func (x *ProcessSpec) GetMaxRestarts() int32 {
+	if x != nil {
+		return x.MaxRestarts
+	}
+	return 0
+}
+
+func (x *ProcessSpec) GetReadiness() *ReadinessProbe {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+// ReadinessProbe tells when a process is up: a port that listens on the
+// sandbox's loopback, or a command that succeeds; give one.
+type ReadinessProbe struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. A TCP port that accepts a connection inside the sandbox.
+	Port int32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// Optional. Bash source that exits 0 once the process is up.
+	Command string `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	// Optional. Between attempts; 0 means 200 ms.
+	Interval *durationpb.Duration `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Optional. How long to keep trying after each start; 0 means 60 s.
+	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadinessProbe) Reset() {
+	*x = ReadinessProbe{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadinessProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadinessProbe) ProtoMessage() {}
+
+func (x *ReadinessProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadinessProbe.ProtoReflect.Descriptor instead.
+func (*ReadinessProbe) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ReadinessProbe) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ReadinessProbe) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *ReadinessProbe) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *ReadinessProbe) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // Process describes one process of a sandbox.
 type Process struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4277,14 +4455,20 @@ type Process struct {
 	OutputBytes int64 `protobuf:"varint,8,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
 	// Output only. Bytes of output dropped from the retained log (the oldest,
 	// past retained_output_limit_bytes).
-	DroppedBytes  int64 `protobuf:"varint,9,opt,name=dropped_bytes,json=droppedBytes,proto3" json:"dropped_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DroppedBytes int64 `protobuf:"varint,9,opt,name=dropped_bytes,json=droppedBytes,proto3" json:"dropped_bytes,omitempty"`
+	// Output only. The readiness probe has passed since the last start.
+	Ready bool `protobuf:"varint,10,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Output only. How many times the service was started again.
+	Restarts int32 `protobuf:"varint,11,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// Output only. Why the readiness probe gave up, if it did.
+	ReadinessMessage string `protobuf:"bytes,12,opt,name=readiness_message,json=readinessMessage,proto3" json:"readiness_message,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4296,7 +4480,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4309,7 +4493,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{55}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Process) GetProcessId() string {
@@ -4375,6 +4559,27 @@ func (x *Process) GetDroppedBytes() int64 {
 	return 0
 }
 
+func (x *Process) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *Process) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *Process) GetReadinessMessage() string {
+	if x != nil {
+		return x.ReadinessMessage
+	}
+	return ""
+}
+
 // StartProcessRequest starts a process.
 type StartProcessRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4388,7 +4593,7 @@ type StartProcessRequest struct {
 
 func (x *StartProcessRequest) Reset() {
 	*x = StartProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4400,7 +4605,7 @@ func (x *StartProcessRequest) String() string {
 func (*StartProcessRequest) ProtoMessage() {}
 
 func (x *StartProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4413,7 +4618,7 @@ func (x *StartProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProcessRequest.ProtoReflect.Descriptor instead.
 func (*StartProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{56}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *StartProcessRequest) GetSandboxId() string {
@@ -4441,7 +4646,7 @@ type StartProcessResponse struct {
 
 func (x *StartProcessResponse) Reset() {
 	*x = StartProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4658,7 @@ func (x *StartProcessResponse) String() string {
 func (*StartProcessResponse) ProtoMessage() {}
 
 func (x *StartProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4671,7 @@ func (x *StartProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProcessResponse.ProtoReflect.Descriptor instead.
 func (*StartProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{57}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *StartProcessResponse) GetProcess() *Process {
@@ -4498,7 +4703,7 @@ type AttachOpen struct {
 
 func (x *AttachOpen) Reset() {
 	*x = AttachOpen{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4715,7 @@ func (x *AttachOpen) String() string {
 func (*AttachOpen) ProtoMessage() {}
 
 func (x *AttachOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4728,7 @@ func (x *AttachOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachOpen.ProtoReflect.Descriptor instead.
 func (*AttachOpen) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{58}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AttachOpen) GetSandboxId() string {
@@ -4572,7 +4777,7 @@ type AttachProcessRequest struct {
 
 func (x *AttachProcessRequest) Reset() {
 	*x = AttachProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4584,7 +4789,7 @@ func (x *AttachProcessRequest) String() string {
 func (*AttachProcessRequest) ProtoMessage() {}
 
 func (x *AttachProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4597,7 +4802,7 @@ func (x *AttachProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachProcessRequest.ProtoReflect.Descriptor instead.
 func (*AttachProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{59}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AttachProcessRequest) GetEvent() isAttachProcessRequest_Event {
@@ -4678,7 +4883,7 @@ type ProcessOutput struct {
 
 func (x *ProcessOutput) Reset() {
 	*x = ProcessOutput{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4690,7 +4895,7 @@ func (x *ProcessOutput) String() string {
 func (*ProcessOutput) ProtoMessage() {}
 
 func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4703,7 +4908,7 @@ func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessOutput.ProtoReflect.Descriptor instead.
 func (*ProcessOutput) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{60}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ProcessOutput) GetSeq() int64 {
@@ -4747,7 +4952,7 @@ type OutputGap struct {
 
 func (x *OutputGap) Reset() {
 	*x = OutputGap{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4759,7 +4964,7 @@ func (x *OutputGap) String() string {
 func (*OutputGap) ProtoMessage() {}
 
 func (x *OutputGap) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4772,7 +4977,7 @@ func (x *OutputGap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputGap.ProtoReflect.Descriptor instead.
 func (*OutputGap) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{61}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *OutputGap) GetFromOffset() int64 {
@@ -4807,7 +5012,7 @@ type AttachProcessResponse struct {
 
 func (x *AttachProcessResponse) Reset() {
 	*x = AttachProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4819,7 +5024,7 @@ func (x *AttachProcessResponse) String() string {
 func (*AttachProcessResponse) ProtoMessage() {}
 
 func (x *AttachProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4832,7 +5037,7 @@ func (x *AttachProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachProcessResponse.ProtoReflect.Descriptor instead.
 func (*AttachProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{62}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AttachProcessResponse) GetEvent() isAttachProcessResponse_Event {
@@ -4928,7 +5133,7 @@ type SignalProcessRequest struct {
 
 func (x *SignalProcessRequest) Reset() {
 	*x = SignalProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4940,7 +5145,7 @@ func (x *SignalProcessRequest) String() string {
 func (*SignalProcessRequest) ProtoMessage() {}
 
 func (x *SignalProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4953,7 +5158,7 @@ func (x *SignalProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalProcessRequest.ProtoReflect.Descriptor instead.
 func (*SignalProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{63}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SignalProcessRequest) GetSandboxId() string {
@@ -4988,7 +5193,7 @@ type SignalProcessResponse struct {
 
 func (x *SignalProcessResponse) Reset() {
 	*x = SignalProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +5205,7 @@ func (x *SignalProcessResponse) String() string {
 func (*SignalProcessResponse) ProtoMessage() {}
 
 func (x *SignalProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +5218,7 @@ func (x *SignalProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalProcessResponse.ProtoReflect.Descriptor instead.
 func (*SignalProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{64}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SignalProcessResponse) GetDelivered() bool {
@@ -5023,20 +5228,24 @@ func (x *SignalProcessResponse) GetDelivered() bool {
 	return false
 }
 
-// WaitProcessRequest waits for a process to end.
+// WaitProcessRequest waits for a process to end (or to be ready).
 type WaitProcessRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The sandbox's id.
 	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// Required. The process's id.
-	ProcessId     string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	ProcessId string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Optional. Return once the readiness probe passes (or the process ends,
+	// or the probe gives up) instead of at the end. FAILED_PRECONDITION for a
+	// process without a probe.
+	UntilReady    bool `protobuf:"varint,3,opt,name=until_ready,json=untilReady,proto3" json:"until_ready,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WaitProcessRequest) Reset() {
 	*x = WaitProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5048,7 +5257,7 @@ func (x *WaitProcessRequest) String() string {
 func (*WaitProcessRequest) ProtoMessage() {}
 
 func (x *WaitProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5061,7 +5270,7 @@ func (x *WaitProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitProcessRequest.ProtoReflect.Descriptor instead.
 func (*WaitProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{65}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *WaitProcessRequest) GetSandboxId() string {
@@ -5078,10 +5287,17 @@ func (x *WaitProcessRequest) GetProcessId() string {
 	return ""
 }
 
-// WaitProcessResponse holds the ended process.
+func (x *WaitProcessRequest) GetUntilReady() bool {
+	if x != nil {
+		return x.UntilReady
+	}
+	return false
+}
+
+// WaitProcessResponse holds the ended (or ready) process.
 type WaitProcessResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The process, EXITED.
+	// The process: EXITED, or ready with until_ready.
 	Process       *Process `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5089,7 +5305,7 @@ type WaitProcessResponse struct {
 
 func (x *WaitProcessResponse) Reset() {
 	*x = WaitProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5101,7 +5317,7 @@ func (x *WaitProcessResponse) String() string {
 func (*WaitProcessResponse) ProtoMessage() {}
 
 func (x *WaitProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5114,7 +5330,7 @@ func (x *WaitProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitProcessResponse.ProtoReflect.Descriptor instead.
 func (*WaitProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{66}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WaitProcessResponse) GetProcess() *Process {
@@ -5135,7 +5351,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5147,7 +5363,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5160,7 +5376,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{67}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListProcessesRequest) GetSandboxId() string {
@@ -5182,7 +5398,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5194,7 +5410,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5207,7 +5423,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{68}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -5506,7 +5722,7 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"B\n" +
 	"\fWalkResponse\x122\n" +
-	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files\"\xc2\x02\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files\"\x8e\x04\n" +
 	"\vProcessSpec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12\x1f\n" +
@@ -5514,10 +5730,21 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"workingDir\x128\n" +
 	"\x03env\x18\x04 \x03(\v2&.fabro.sandbox.v1.ProcessSpec.EnvEntryR\x03env\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12=\n" +
-	"\x1bretained_output_limit_bytes\x18\x06 \x01(\x03R\x18retainedOutputLimitBytes\x1a6\n" +
+	"\x1bretained_output_limit_bytes\x18\x06 \x01(\x03R\x18retainedOutputLimitBytes\x12\x18\n" +
+	"\aservice\x18\a \x01(\bR\aservice\x12\x12\n" +
+	"\x04name\x18\b \x01(\tR\x04name\x129\n" +
+	"\arestart\x18\t \x01(\x0e2\x1f.fabro.sandbox.v1.RestartPolicyR\arestart\x12!\n" +
+	"\fmax_restarts\x18\n" +
+	" \x01(\x05R\vmaxRestarts\x12>\n" +
+	"\treadiness\x18\v \x01(\v2 .fabro.sandbox.v1.ReadinessProbeR\treadiness\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x01\n" +
+	"\x0eReadinessProbe\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x125\n" +
+	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x90\x04\n" +
 	"\aProcess\x12\"\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tB\x03\xe0A\x03R\tprocessId\x12\"\n" +
@@ -5530,7 +5757,11 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"start_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\tstartTime\x129\n" +
 	"\x06result\x18\a \x01(\v2\x1c.fabro.sandbox.v1.ExecResultB\x03\xe0A\x03R\x06result\x12&\n" +
 	"\foutput_bytes\x18\b \x01(\x03B\x03\xe0A\x03R\voutputBytes\x12(\n" +
-	"\rdropped_bytes\x18\t \x01(\x03B\x03\xe0A\x03R\fdroppedBytes\"q\n" +
+	"\rdropped_bytes\x18\t \x01(\x03B\x03\xe0A\x03R\fdroppedBytes\x12\x19\n" +
+	"\x05ready\x18\n" +
+	" \x01(\bB\x03\xe0A\x03R\x05ready\x12\x1f\n" +
+	"\brestarts\x18\v \x01(\x05B\x03\xe0A\x03R\brestarts\x120\n" +
+	"\x11readiness_message\x18\f \x01(\tB\x03\xe0A\x03R\x10readinessMessage\"q\n" +
 	"\x13StartProcessRequest\x12\"\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x126\n" +
@@ -5574,12 +5805,14 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1b\n" +
 	"\x06signal\x18\x03 \x01(\tB\x03\xe0A\x02R\x06signal\"5\n" +
 	"\x15SignalProcessResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\bR\tdelivered\"\\\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered\"}\n" +
 	"\x12WaitProcessRequest\x12\"\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\"\n" +
 	"\n" +
-	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\"J\n" +
+	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1f\n" +
+	"\vuntil_ready\x18\x03 \x01(\bR\n" +
+	"untilReady\"J\n" +
 	"\x13WaitProcessResponse\x123\n" +
 	"\aprocess\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.ProcessR\aprocess\":\n" +
 	"\x14ListProcessesRequest\x12\"\n" +
@@ -5626,7 +5859,11 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\vGrepBackend\x12\x1c\n" +
 	"\x18GREP_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GREP_BACKEND_RIPGREP\x10\x01\x12\x1b\n" +
-	"\x17GREP_BACKEND_POSIX_GREP\x10\x02*b\n" +
+	"\x17GREP_BACKEND_POSIX_GREP\x10\x02*h\n" +
+	"\rRestartPolicy\x12\x1e\n" +
+	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RESTART_POLICY_NEVER\x10\x01\x12\x1d\n" +
+	"\x19RESTART_POLICY_ON_FAILURE\x10\x02*b\n" +
 	"\fProcessState\x12\x1d\n" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
@@ -5676,8 +5913,8 @@ func file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Isolation)(0),                // 0: fabro.sandbox.v1.Isolation
 	(NetworkPolicy)(0),            // 1: fabro.sandbox.v1.NetworkPolicy
@@ -5687,200 +5924,206 @@ var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Termination)(0),              // 5: fabro.sandbox.v1.Termination
 	(OutputStream)(0),             // 6: fabro.sandbox.v1.OutputStream
 	(GrepBackend)(0),              // 7: fabro.sandbox.v1.GrepBackend
-	(ProcessState)(0),             // 8: fabro.sandbox.v1.ProcessState
-	(*SandboxSpec)(nil),           // 9: fabro.sandbox.v1.SandboxSpec
-	(*Capabilities)(nil),          // 10: fabro.sandbox.v1.Capabilities
-	(*LimitSupport)(nil),          // 11: fabro.sandbox.v1.LimitSupport
-	(*ResourceLimits)(nil),        // 12: fabro.sandbox.v1.ResourceLimits
-	(*Driver)(nil),                // 13: fabro.sandbox.v1.Driver
-	(*Sandbox)(nil),               // 14: fabro.sandbox.v1.Sandbox
-	(*ListDriversRequest)(nil),    // 15: fabro.sandbox.v1.ListDriversRequest
-	(*ListDriversResponse)(nil),   // 16: fabro.sandbox.v1.ListDriversResponse
-	(*GetDriverRequest)(nil),      // 17: fabro.sandbox.v1.GetDriverRequest
-	(*GetDriverResponse)(nil),     // 18: fabro.sandbox.v1.GetDriverResponse
-	(*CreateSandboxRequest)(nil),  // 19: fabro.sandbox.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 20: fabro.sandbox.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 21: fabro.sandbox.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 22: fabro.sandbox.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 23: fabro.sandbox.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 24: fabro.sandbox.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 25: fabro.sandbox.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 26: fabro.sandbox.v1.DeleteSandboxResponse
-	(*FileInfo)(nil),              // 27: fabro.sandbox.v1.FileInfo
-	(*ReadFileRequest)(nil),       // 28: fabro.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 29: fabro.sandbox.v1.ReadFileResponse
-	(*ReadFileBytesRequest)(nil),  // 30: fabro.sandbox.v1.ReadFileBytesRequest
-	(*ReadFileBytesResponse)(nil), // 31: fabro.sandbox.v1.ReadFileBytesResponse
-	(*WriteFileRequest)(nil),      // 32: fabro.sandbox.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 33: fabro.sandbox.v1.WriteFileResponse
-	(*DeleteFileRequest)(nil),     // 34: fabro.sandbox.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),    // 35: fabro.sandbox.v1.DeleteFileResponse
-	(*StatFileRequest)(nil),       // 36: fabro.sandbox.v1.StatFileRequest
-	(*StatFileResponse)(nil),      // 37: fabro.sandbox.v1.StatFileResponse
-	(*ListDirectoryRequest)(nil),  // 38: fabro.sandbox.v1.ListDirectoryRequest
-	(*ListDirectoryResponse)(nil), // 39: fabro.sandbox.v1.ListDirectoryResponse
-	(*RenameFileRequest)(nil),     // 40: fabro.sandbox.v1.RenameFileRequest
-	(*RenameFileResponse)(nil),    // 41: fabro.sandbox.v1.RenameFileResponse
-	(*MakeDirectoryRequest)(nil),  // 42: fabro.sandbox.v1.MakeDirectoryRequest
-	(*MakeDirectoryResponse)(nil), // 43: fabro.sandbox.v1.MakeDirectoryResponse
-	(*ExecSpec)(nil),              // 44: fabro.sandbox.v1.ExecSpec
-	(*CaptureStats)(nil),          // 45: fabro.sandbox.v1.CaptureStats
-	(*ExecResult)(nil),            // 46: fabro.sandbox.v1.ExecResult
-	(*ExecRequest)(nil),           // 47: fabro.sandbox.v1.ExecRequest
-	(*ExecResponse)(nil),          // 48: fabro.sandbox.v1.ExecResponse
-	(*ExecStreamRequest)(nil),     // 49: fabro.sandbox.v1.ExecStreamRequest
-	(*ExecStarted)(nil),           // 50: fabro.sandbox.v1.ExecStarted
-	(*ExecOutput)(nil),            // 51: fabro.sandbox.v1.ExecOutput
-	(*ExecStreamResponse)(nil),    // 52: fabro.sandbox.v1.ExecStreamResponse
-	(*CancelExecRequest)(nil),     // 53: fabro.sandbox.v1.CancelExecRequest
-	(*CancelExecResponse)(nil),    // 54: fabro.sandbox.v1.CancelExecResponse
-	(*GrepRequest)(nil),           // 55: fabro.sandbox.v1.GrepRequest
-	(*GrepMatch)(nil),             // 56: fabro.sandbox.v1.GrepMatch
-	(*GrepResponse)(nil),          // 57: fabro.sandbox.v1.GrepResponse
-	(*GlobRequest)(nil),           // 58: fabro.sandbox.v1.GlobRequest
-	(*GlobResponse)(nil),          // 59: fabro.sandbox.v1.GlobResponse
-	(*WalkRequest)(nil),           // 60: fabro.sandbox.v1.WalkRequest
-	(*WalkedFile)(nil),            // 61: fabro.sandbox.v1.WalkedFile
-	(*WalkResponse)(nil),          // 62: fabro.sandbox.v1.WalkResponse
-	(*ProcessSpec)(nil),           // 63: fabro.sandbox.v1.ProcessSpec
-	(*Process)(nil),               // 64: fabro.sandbox.v1.Process
-	(*StartProcessRequest)(nil),   // 65: fabro.sandbox.v1.StartProcessRequest
-	(*StartProcessResponse)(nil),  // 66: fabro.sandbox.v1.StartProcessResponse
-	(*AttachOpen)(nil),            // 67: fabro.sandbox.v1.AttachOpen
-	(*AttachProcessRequest)(nil),  // 68: fabro.sandbox.v1.AttachProcessRequest
-	(*ProcessOutput)(nil),         // 69: fabro.sandbox.v1.ProcessOutput
-	(*OutputGap)(nil),             // 70: fabro.sandbox.v1.OutputGap
-	(*AttachProcessResponse)(nil), // 71: fabro.sandbox.v1.AttachProcessResponse
-	(*SignalProcessRequest)(nil),  // 72: fabro.sandbox.v1.SignalProcessRequest
-	(*SignalProcessResponse)(nil), // 73: fabro.sandbox.v1.SignalProcessResponse
-	(*WaitProcessRequest)(nil),    // 74: fabro.sandbox.v1.WaitProcessRequest
-	(*WaitProcessResponse)(nil),   // 75: fabro.sandbox.v1.WaitProcessResponse
-	(*ListProcessesRequest)(nil),  // 76: fabro.sandbox.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil), // 77: fabro.sandbox.v1.ListProcessesResponse
-	nil,                           // 78: fabro.sandbox.v1.SandboxSpec.EnvEntry
-	nil,                           // 79: fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	nil,                           // 80: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	nil,                           // 81: fabro.sandbox.v1.Sandbox.LabelsEntry
-	nil,                           // 82: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	nil,                           // 83: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 84: fabro.sandbox.v1.ExecSpec.EnvEntry
-	nil,                           // 85: fabro.sandbox.v1.ProcessSpec.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 86: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 87: google.protobuf.Duration
+	(RestartPolicy)(0),            // 8: fabro.sandbox.v1.RestartPolicy
+	(ProcessState)(0),             // 9: fabro.sandbox.v1.ProcessState
+	(*SandboxSpec)(nil),           // 10: fabro.sandbox.v1.SandboxSpec
+	(*Capabilities)(nil),          // 11: fabro.sandbox.v1.Capabilities
+	(*LimitSupport)(nil),          // 12: fabro.sandbox.v1.LimitSupport
+	(*ResourceLimits)(nil),        // 13: fabro.sandbox.v1.ResourceLimits
+	(*Driver)(nil),                // 14: fabro.sandbox.v1.Driver
+	(*Sandbox)(nil),               // 15: fabro.sandbox.v1.Sandbox
+	(*ListDriversRequest)(nil),    // 16: fabro.sandbox.v1.ListDriversRequest
+	(*ListDriversResponse)(nil),   // 17: fabro.sandbox.v1.ListDriversResponse
+	(*GetDriverRequest)(nil),      // 18: fabro.sandbox.v1.GetDriverRequest
+	(*GetDriverResponse)(nil),     // 19: fabro.sandbox.v1.GetDriverResponse
+	(*CreateSandboxRequest)(nil),  // 20: fabro.sandbox.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 21: fabro.sandbox.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 22: fabro.sandbox.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 23: fabro.sandbox.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 24: fabro.sandbox.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 25: fabro.sandbox.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 26: fabro.sandbox.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 27: fabro.sandbox.v1.DeleteSandboxResponse
+	(*FileInfo)(nil),              // 28: fabro.sandbox.v1.FileInfo
+	(*ReadFileRequest)(nil),       // 29: fabro.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 30: fabro.sandbox.v1.ReadFileResponse
+	(*ReadFileBytesRequest)(nil),  // 31: fabro.sandbox.v1.ReadFileBytesRequest
+	(*ReadFileBytesResponse)(nil), // 32: fabro.sandbox.v1.ReadFileBytesResponse
+	(*WriteFileRequest)(nil),      // 33: fabro.sandbox.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 34: fabro.sandbox.v1.WriteFileResponse
+	(*DeleteFileRequest)(nil),     // 35: fabro.sandbox.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),    // 36: fabro.sandbox.v1.DeleteFileResponse
+	(*StatFileRequest)(nil),       // 37: fabro.sandbox.v1.StatFileRequest
+	(*StatFileResponse)(nil),      // 38: fabro.sandbox.v1.StatFileResponse
+	(*ListDirectoryRequest)(nil),  // 39: fabro.sandbox.v1.ListDirectoryRequest
+	(*ListDirectoryResponse)(nil), // 40: fabro.sandbox.v1.ListDirectoryResponse
+	(*RenameFileRequest)(nil),     // 41: fabro.sandbox.v1.RenameFileRequest
+	(*RenameFileResponse)(nil),    // 42: fabro.sandbox.v1.RenameFileResponse
+	(*MakeDirectoryRequest)(nil),  // 43: fabro.sandbox.v1.MakeDirectoryRequest
+	(*MakeDirectoryResponse)(nil), // 44: fabro.sandbox.v1.MakeDirectoryResponse
+	(*ExecSpec)(nil),              // 45: fabro.sandbox.v1.ExecSpec
+	(*CaptureStats)(nil),          // 46: fabro.sandbox.v1.CaptureStats
+	(*ExecResult)(nil),            // 47: fabro.sandbox.v1.ExecResult
+	(*ExecRequest)(nil),           // 48: fabro.sandbox.v1.ExecRequest
+	(*ExecResponse)(nil),          // 49: fabro.sandbox.v1.ExecResponse
+	(*ExecStreamRequest)(nil),     // 50: fabro.sandbox.v1.ExecStreamRequest
+	(*ExecStarted)(nil),           // 51: fabro.sandbox.v1.ExecStarted
+	(*ExecOutput)(nil),            // 52: fabro.sandbox.v1.ExecOutput
+	(*ExecStreamResponse)(nil),    // 53: fabro.sandbox.v1.ExecStreamResponse
+	(*CancelExecRequest)(nil),     // 54: fabro.sandbox.v1.CancelExecRequest
+	(*CancelExecResponse)(nil),    // 55: fabro.sandbox.v1.CancelExecResponse
+	(*GrepRequest)(nil),           // 56: fabro.sandbox.v1.GrepRequest
+	(*GrepMatch)(nil),             // 57: fabro.sandbox.v1.GrepMatch
+	(*GrepResponse)(nil),          // 58: fabro.sandbox.v1.GrepResponse
+	(*GlobRequest)(nil),           // 59: fabro.sandbox.v1.GlobRequest
+	(*GlobResponse)(nil),          // 60: fabro.sandbox.v1.GlobResponse
+	(*WalkRequest)(nil),           // 61: fabro.sandbox.v1.WalkRequest
+	(*WalkedFile)(nil),            // 62: fabro.sandbox.v1.WalkedFile
+	(*WalkResponse)(nil),          // 63: fabro.sandbox.v1.WalkResponse
+	(*ProcessSpec)(nil),           // 64: fabro.sandbox.v1.ProcessSpec
+	(*ReadinessProbe)(nil),        // 65: fabro.sandbox.v1.ReadinessProbe
+	(*Process)(nil),               // 66: fabro.sandbox.v1.Process
+	(*StartProcessRequest)(nil),   // 67: fabro.sandbox.v1.StartProcessRequest
+	(*StartProcessResponse)(nil),  // 68: fabro.sandbox.v1.StartProcessResponse
+	(*AttachOpen)(nil),            // 69: fabro.sandbox.v1.AttachOpen
+	(*AttachProcessRequest)(nil),  // 70: fabro.sandbox.v1.AttachProcessRequest
+	(*ProcessOutput)(nil),         // 71: fabro.sandbox.v1.ProcessOutput
+	(*OutputGap)(nil),             // 72: fabro.sandbox.v1.OutputGap
+	(*AttachProcessResponse)(nil), // 73: fabro.sandbox.v1.AttachProcessResponse
+	(*SignalProcessRequest)(nil),  // 74: fabro.sandbox.v1.SignalProcessRequest
+	(*SignalProcessResponse)(nil), // 75: fabro.sandbox.v1.SignalProcessResponse
+	(*WaitProcessRequest)(nil),    // 76: fabro.sandbox.v1.WaitProcessRequest
+	(*WaitProcessResponse)(nil),   // 77: fabro.sandbox.v1.WaitProcessResponse
+	(*ListProcessesRequest)(nil),  // 78: fabro.sandbox.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 79: fabro.sandbox.v1.ListProcessesResponse
+	nil,                           // 80: fabro.sandbox.v1.SandboxSpec.EnvEntry
+	nil,                           // 81: fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	nil,                           // 82: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	nil,                           // 83: fabro.sandbox.v1.Sandbox.LabelsEntry
+	nil,                           // 84: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	nil,                           // 85: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 86: fabro.sandbox.v1.ExecSpec.EnvEntry
+	nil,                           // 87: fabro.sandbox.v1.ProcessSpec.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 88: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 89: google.protobuf.Duration
 }
 var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	78, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
-	79, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	80, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	12, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
+	80, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
+	81, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	82, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	13, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
 	0,  // 4: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
-	11, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
+	12, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
 	1,  // 6: fabro.sandbox.v1.ResourceLimits.network:type_name -> fabro.sandbox.v1.NetworkPolicy
-	10, // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	11, // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
 	3,  // 8: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
-	10, // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	81, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
-	82, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	86, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	13, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
-	13, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
-	9,  // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	14, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	14, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	83, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	14, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
+	11, // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	83, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
+	84, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	88, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	14, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
+	14, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
+	10, // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	15, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	15, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	85, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	15, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
 	4,  // 20: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
-	86, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
-	27, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
-	27, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
-	84, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
-	87, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
+	88, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	28, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
+	28, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
+	86, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
+	89, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
 	5,  // 26: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
-	87, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	45, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
-	45, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	89, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	46, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	46, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
 	2,  // 30: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
-	44, // 31: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
-	46, // 32: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
-	44, // 33: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	45, // 31: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	47, // 32: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
+	45, // 33: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
 	6,  // 34: fabro.sandbox.v1.ExecOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
-	50, // 35: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
-	51, // 36: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
-	46, // 37: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
-	56, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
+	51, // 35: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
+	52, // 36: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
+	47, // 37: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
+	57, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
 	7,  // 39: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
-	61, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
-	85, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
-	87, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
-	63, // 43: fabro.sandbox.v1.Process.spec:type_name -> fabro.sandbox.v1.ProcessSpec
-	8,  // 44: fabro.sandbox.v1.Process.state:type_name -> fabro.sandbox.v1.ProcessState
-	86, // 45: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
-	46, // 46: fabro.sandbox.v1.Process.result:type_name -> fabro.sandbox.v1.ExecResult
-	63, // 47: fabro.sandbox.v1.StartProcessRequest.spec:type_name -> fabro.sandbox.v1.ProcessSpec
-	64, // 48: fabro.sandbox.v1.StartProcessResponse.process:type_name -> fabro.sandbox.v1.Process
-	67, // 49: fabro.sandbox.v1.AttachProcessRequest.open:type_name -> fabro.sandbox.v1.AttachOpen
-	6,  // 50: fabro.sandbox.v1.ProcessOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
-	64, // 51: fabro.sandbox.v1.AttachProcessResponse.attached:type_name -> fabro.sandbox.v1.Process
-	69, // 52: fabro.sandbox.v1.AttachProcessResponse.output:type_name -> fabro.sandbox.v1.ProcessOutput
-	70, // 53: fabro.sandbox.v1.AttachProcessResponse.gap:type_name -> fabro.sandbox.v1.OutputGap
-	64, // 54: fabro.sandbox.v1.AttachProcessResponse.exited:type_name -> fabro.sandbox.v1.Process
-	64, // 55: fabro.sandbox.v1.WaitProcessResponse.process:type_name -> fabro.sandbox.v1.Process
-	64, // 56: fabro.sandbox.v1.ListProcessesResponse.processes:type_name -> fabro.sandbox.v1.Process
-	15, // 57: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
-	17, // 58: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
-	19, // 59: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
-	21, // 60: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
-	23, // 61: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
-	25, // 62: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
-	28, // 63: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
-	30, // 64: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
-	32, // 65: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
-	34, // 66: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
-	36, // 67: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
-	38, // 68: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
-	40, // 69: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
-	42, // 70: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
-	47, // 71: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
-	49, // 72: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
-	53, // 73: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
-	55, // 74: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
-	58, // 75: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
-	60, // 76: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
-	65, // 77: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
-	68, // 78: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
-	72, // 79: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
-	74, // 80: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
-	76, // 81: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
-	16, // 82: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
-	18, // 83: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
-	20, // 84: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
-	22, // 85: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
-	24, // 86: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
-	26, // 87: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
-	29, // 88: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
-	31, // 89: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
-	33, // 90: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
-	35, // 91: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
-	37, // 92: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
-	39, // 93: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
-	41, // 94: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
-	43, // 95: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
-	48, // 96: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
-	52, // 97: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
-	54, // 98: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
-	57, // 99: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
-	59, // 100: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
-	62, // 101: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
-	66, // 102: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
-	71, // 103: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
-	73, // 104: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
-	75, // 105: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
-	77, // 106: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
-	82, // [82:107] is the sub-list for method output_type
-	57, // [57:82] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	62, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
+	87, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
+	89, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	8,  // 43: fabro.sandbox.v1.ProcessSpec.restart:type_name -> fabro.sandbox.v1.RestartPolicy
+	65, // 44: fabro.sandbox.v1.ProcessSpec.readiness:type_name -> fabro.sandbox.v1.ReadinessProbe
+	89, // 45: fabro.sandbox.v1.ReadinessProbe.interval:type_name -> google.protobuf.Duration
+	89, // 46: fabro.sandbox.v1.ReadinessProbe.timeout:type_name -> google.protobuf.Duration
+	64, // 47: fabro.sandbox.v1.Process.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	9,  // 48: fabro.sandbox.v1.Process.state:type_name -> fabro.sandbox.v1.ProcessState
+	88, // 49: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
+	47, // 50: fabro.sandbox.v1.Process.result:type_name -> fabro.sandbox.v1.ExecResult
+	64, // 51: fabro.sandbox.v1.StartProcessRequest.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	66, // 52: fabro.sandbox.v1.StartProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	69, // 53: fabro.sandbox.v1.AttachProcessRequest.open:type_name -> fabro.sandbox.v1.AttachOpen
+	6,  // 54: fabro.sandbox.v1.ProcessOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
+	66, // 55: fabro.sandbox.v1.AttachProcessResponse.attached:type_name -> fabro.sandbox.v1.Process
+	71, // 56: fabro.sandbox.v1.AttachProcessResponse.output:type_name -> fabro.sandbox.v1.ProcessOutput
+	72, // 57: fabro.sandbox.v1.AttachProcessResponse.gap:type_name -> fabro.sandbox.v1.OutputGap
+	66, // 58: fabro.sandbox.v1.AttachProcessResponse.exited:type_name -> fabro.sandbox.v1.Process
+	66, // 59: fabro.sandbox.v1.WaitProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	66, // 60: fabro.sandbox.v1.ListProcessesResponse.processes:type_name -> fabro.sandbox.v1.Process
+	16, // 61: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
+	18, // 62: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
+	20, // 63: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
+	22, // 64: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
+	24, // 65: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
+	26, // 66: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
+	29, // 67: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
+	31, // 68: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
+	33, // 69: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
+	35, // 70: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
+	37, // 71: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
+	39, // 72: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
+	41, // 73: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
+	43, // 74: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
+	48, // 75: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
+	50, // 76: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
+	54, // 77: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
+	56, // 78: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
+	59, // 79: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
+	61, // 80: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
+	67, // 81: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
+	70, // 82: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
+	74, // 83: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
+	76, // 84: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
+	78, // 85: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
+	17, // 86: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
+	19, // 87: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
+	21, // 88: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
+	23, // 89: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
+	25, // 90: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
+	27, // 91: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
+	30, // 92: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
+	32, // 93: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
+	34, // 94: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
+	36, // 95: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
+	38, // 96: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
+	40, // 97: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
+	42, // 98: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
+	44, // 99: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
+	49, // 100: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
+	53, // 101: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
+	55, // 102: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
+	58, // 103: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
+	60, // 104: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
+	63, // 105: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
+	68, // 106: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
+	73, // 107: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
+	75, // 108: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
+	77, // 109: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
+	79, // 110: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
+	86, // [86:111] is the sub-list for method output_type
+	61, // [61:86] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_v1_sandbox_proto_init() }
@@ -5894,12 +6137,12 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 		(*ExecStreamResponse_Output)(nil),
 		(*ExecStreamResponse_Finished)(nil),
 	}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[59].OneofWrappers = []any{
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[60].OneofWrappers = []any{
 		(*AttachProcessRequest_Open)(nil),
 		(*AttachProcessRequest_Stdin)(nil),
 		(*AttachProcessRequest_CloseStdin)(nil),
 	}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[62].OneofWrappers = []any{
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[63].OneofWrappers = []any{
 		(*AttachProcessResponse_Attached)(nil),
 		(*AttachProcessResponse_Output)(nil),
 		(*AttachProcessResponse_Gap)(nil),
@@ -5910,8 +6153,8 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_v1_sandbox_proto_rawDesc), len(file_fabro_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   77,
+			NumEnums:      10,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
