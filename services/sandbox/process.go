@@ -226,6 +226,13 @@ func processSpec(spec *sandboxv1.ProcessSpec) (driver.ProcessSpec, int64, time.D
 			return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.readiness.command", "the command contains NUL")
 		}
 	}
+	var term *driver.TerminalSize
+	if t := spec.GetTerminal(); t != nil {
+		if t.GetRows() < 1 || t.GetRows() > 1000 || t.GetCols() < 1 || t.GetCols() > 1000 {
+			return driver.ProcessSpec{}, 0, 0, domain.InvalidField("spec.terminal", "rows and cols are 1 to 1,000")
+		}
+		term = &driver.TerminalSize{Rows: int(t.GetRows()), Cols: int(t.GetCols())}
+	}
 	if len(spec.GetArgs()) > 0 {
 		command = "exec " + shellQuote(spec.GetArgs())
 	}
@@ -239,7 +246,7 @@ func processSpec(spec *sandboxv1.ProcessSpec) (driver.ProcessSpec, int64, time.D
 	if limit == 0 {
 		limit = defaultProcessRetain
 	}
-	return driver.ProcessSpec{Command: command, Dir: spec.GetWorkingDir(), Env: spec.GetEnv()}, min(limit, maxProcessRetain), spec.GetTimeout().AsDuration(), nil
+	return driver.ProcessSpec{Command: command, Dir: spec.GetWorkingDir(), Env: spec.GetEnv(), Terminal: term}, min(limit, maxProcessRetain), spec.GetTimeout().AsDuration(), nil
 }
 
 var serviceNameRe = regexp.MustCompile(`^[` + execIDAllowedChars + `]{1,64}$`)
@@ -286,6 +293,10 @@ func (s *Service) StartProcess(ctx context.Context, req *sandboxv1.StartProcessR
 	ds, limit, timeout, err := processSpec(req.GetSpec())
 	if err != nil {
 		return nil, err
+	}
+	if ds.Terminal != nil && !sb.Info().Capabilities.Terminals {
+		return nil, domain.New(codes.FailedPrecondition, "CAPABILITY_UNSUPPORTED", "this sandbox's driver does not offer the terminals facet (ProcessSpec.terminal)",
+			grpcerr.Meta("capability", "terminals"), grpcerr.Meta("sandbox_id", e.id))
 	}
 	p := &proc{id: newID("proc-"), sandboxID: e.id, owner: auth.Owner(ctx), spec: proto.CloneOf(req.GetSpec()), start: time.Now(),
 		log: newOutLog(limit), done: make(chan struct{}), readyWait: make(chan struct{})}
@@ -628,6 +639,16 @@ func (p *proc) copyStdin(stream grpc.BidiStreamingServer[sandboxv1.AttachProcess
 				_ = p.current().Stdin().Close()
 				p.stdinMu.Unlock()
 			}
+		case *sandboxv1.AttachProcessRequest_Resize:
+			r, ok := p.current().(driver.Resizer)
+			if !ok || p.spec.GetTerminal() == nil {
+				return domain.New(codes.FailedPrecondition, "NO_TERMINAL", fmt.Sprintf("process %q has no terminal to resize", p.id), grpcerr.Meta("process_id", p.id))
+			}
+			rows, cols := ev.Resize.GetRows(), ev.Resize.GetCols()
+			if rows < 1 || rows > 1000 || cols < 1 || cols > 1000 {
+				return domain.InvalidField("resize", "rows and cols are 1 to 1,000")
+			}
+			_ = r.Resize(driver.TerminalSize{Rows: int(rows), Cols: int(cols)})
 		default:
 			return domain.InvalidField("open", "open must be the first message only")
 		}

@@ -4651,12 +4651,16 @@ type FabroSandboxV1AttachOpen struct {
 // FabroSandboxV1AttachProcessRequest AttachProcessRequest is one message from the client: open first, then
 // stdin bytes and at most one close_stdin, in any number.
 type FabroSandboxV1AttachProcessRequest struct {
-	// CloseStdin Closes the process's stdin (it reads end of file).
+	// CloseStdin Closes the process's stdin (it reads end of file; on a terminal, the
+	// end-of-file character is sent).
 	CloseStdin *bool `json:"closeStdin,omitempty"`
 
 	// Open AttachOpen is the first message of AttachProcess: which process, and from
 	// which output offset to replay.
 	Open *FabroSandboxV1AttachOpen `json:"open,omitempty"`
+
+	// Resize TerminalSize is a terminal's size in character cells.
+	Resize *FabroSandboxV1TerminalSize `json:"resize,omitempty"`
 
 	// Stdin Bytes to write to the process's stdin, in order.
 	Stdin *[]byte `json:"stdin,omitempty"`
@@ -4725,6 +4729,10 @@ type FabroSandboxV1Capabilities struct {
 
 	// StreamsSeparated stdout and stderr are kept apart; false means both arrive as stdout.
 	StreamsSeparated *bool `json:"streamsSeparated,omitempty"`
+
+	// Terminals Processes can run on a terminal (ProcessSpec.terminal), resized by
+	// AttachProcess: what `fabro sandbox shell` needs.
+	Terminals *bool `json:"terminals,omitempty"`
 }
 
 // FabroSandboxV1CaptureStats CaptureStats accounts for one output stream.
@@ -5233,6 +5241,9 @@ type FabroSandboxV1ProcessSpec struct {
 	// as its log (followed with AttachProcess from an offset).
 	Service *bool `json:"service,omitempty"`
 
+	// Terminal TerminalSize is a terminal's size in character cells.
+	Terminal *FabroSandboxV1TerminalSize `json:"terminal,omitempty"`
+
 	// Timeout Optional. How long the process may run; unset or zero means until it
 	// ends, is signalled, or its sandbox is deleted. Past it the process is
 	// stopped (TERM, 2 s, KILL) with termination TIMED_OUT.
@@ -5641,6 +5652,15 @@ type FabroSandboxV1StatFileResponse struct {
 
 	// Info FileInfo describes one filesystem entry.
 	Info *FabroSandboxV1FileInfo `json:"info,omitempty"`
+}
+
+// FabroSandboxV1TerminalSize TerminalSize is a terminal's size in character cells.
+type FabroSandboxV1TerminalSize struct {
+	// Cols Required. Columns, 1 to 1,000.
+	Cols int32 `json:"cols"`
+
+	// Rows Required. Rows, 1 to 1,000.
+	Rows int32 `json:"rows"`
 }
 
 // FabroSandboxV1Termination Termination says how a command ended.

@@ -49,6 +49,8 @@ type Capabilities struct {
 	// Processes: sandboxes implement [ProcessStarter] (long-lived
 	// processes with interactive stdin).
 	Processes bool
+	// Terminals: ProcessSpec.Terminal is honoured (a pty).
+	Terminals bool
 	// Limits says which of [Limits] this driver enforces. A spec asking for
 	// one it does not enforce is refused, unless the spec says BestEffort.
 	Limits LimitSupport

@@ -12,6 +12,19 @@ type ProcessSpec struct {
 	Command string            // Bash source, run as `bash -c`
 	Dir     string            // a path like any other; "" is the working directory
 	Env     map[string]string // over the sandbox's env
+	// Terminal, when set, runs the process on a pty of this size
+	// (Capabilities.Terminals): its stdin, stdout and stderr are the
+	// terminal, all output arrives as Stdout, closing Stdin sends the
+	// end-of-file character, and the Process is a [Resizer].
+	Terminal *TerminalSize
+}
+
+// TerminalSize is a terminal's size in character cells.
+type TerminalSize struct{ Rows, Cols int }
+
+// Resizer is a Process on a terminal.
+type Resizer interface {
+	Resize(size TerminalSize) error
 }
 
 // Process is one started process. Every method may be called concurrently.

@@ -121,6 +121,29 @@ func RunProcesses(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 			t.Errorf("after KILL: %s exit %s signal %s, want KILLED by SIGKILL", termName(res.Termination), ptr(res.ExitCode), res.Signal)
 		}
 	})
+	t.Run("terminal", func(t *testing.T) {
+		if !d.Capabilities().Terminals {
+			t.Skip("the driver states no Terminals capability")
+		}
+		rec := &recorder{}
+		p, err := ps.StartProcess(t.Context(), driver.ProcessSpec{Command: `stty size; read -r l; stty size; echo "got $l"`, Terminal: &driver.TerminalSize{Rows: 24, Cols: 80}}, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Signal(syscall.SIGKILL); p.Wait() })
+		rec.waitFor(t, "24 80")
+		r, ok := p.(driver.Resizer)
+		if !ok {
+			t.Fatal("a process on a terminal is no driver.Resizer")
+		}
+		if err := r.Resize(driver.TerminalSize{Rows: 40, Cols: 100}); err != nil {
+			t.Fatal(err)
+		}
+		p.Stdin().Write([]byte("typed\r"))
+		rec.waitFor(t, "got typed")
+		rec.waitFor(t, "40 100")
+		waitEnd(t, p)
+	})
 	t.Run("processes end with their sandbox", func(t *testing.T) {
 		sb2, err := d.Create(t.Context(), driver.Spec{})
 		if err != nil {

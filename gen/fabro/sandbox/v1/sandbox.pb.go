@@ -717,7 +717,10 @@ type Capabilities struct {
 	Limits *LimitSupport `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
 	// The processes facet: StartProcess, AttachProcess (interactive stdin),
 	// SignalProcess, WaitProcess, ListProcesses.
-	Processes     bool `protobuf:"varint,7,opt,name=processes,proto3" json:"processes,omitempty"`
+	Processes bool `protobuf:"varint,7,opt,name=processes,proto3" json:"processes,omitempty"`
+	// Processes can run on a terminal (ProcessSpec.terminal), resized by
+	// AttachProcess: what `fabro sandbox shell` needs.
+	Terminals     bool `protobuf:"varint,8,opt,name=terminals,proto3" json:"terminals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,6 +800,13 @@ func (x *Capabilities) GetLimits() *LimitSupport {
 func (x *Capabilities) GetProcesses() bool {
 	if x != nil {
 		return x.Processes
+	}
+	return false
+}
+
+func (x *Capabilities) GetTerminals() bool {
+	if x != nil {
+		return x.Terminals
 	}
 	return false
 }
@@ -4246,7 +4256,11 @@ type ProcessSpec struct {
 	// to 100.
 	MaxRestarts int32 `protobuf:"varint,10,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
 	// Optional. How to tell the service is up (Process.ready).
-	Readiness     *ReadinessProbe `protobuf:"bytes,11,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	Readiness *ReadinessProbe `protobuf:"bytes,11,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	// Optional. Run it on a terminal (a pty) of this size: stdin, stdout and
+	// stderr are the terminal, so all output arrives as stdout, and
+	// AttachProcess's resize changes the size. Needs the terminals capability.
+	Terminal      *TerminalSize `protobuf:"bytes,12,opt,name=terminal,proto3" json:"terminal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4358,6 +4372,68 @@ func (x *ProcessSpec) GetReadiness() *ReadinessProbe {
 	return nil
 }
 
+func (x *ProcessSpec) GetTerminal() *TerminalSize {
+	if x != nil {
+		return x.Terminal
+	}
+	return nil
+}
+
+// TerminalSize is a terminal's size in character cells.
+type TerminalSize struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Rows, 1 to 1,000.
+	Rows int32 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Required. Columns, 1 to 1,000.
+	Cols          int32 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSize) Reset() {
+	*x = TerminalSize{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSize) ProtoMessage() {}
+
+func (x *TerminalSize) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
+func (*TerminalSize) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *TerminalSize) GetRows() int32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TerminalSize) GetCols() int32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
 // ReadinessProbe tells when a process is up: a port that listens on the
 // sandbox's loopback, or a command that succeeds; give one.
 type ReadinessProbe struct {
@@ -4376,7 +4452,7 @@ type ReadinessProbe struct {
 
 func (x *ReadinessProbe) Reset() {
 	*x = ReadinessProbe{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4388,7 +4464,7 @@ func (x *ReadinessProbe) String() string {
 func (*ReadinessProbe) ProtoMessage() {}
 
 func (x *ReadinessProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4401,7 +4477,7 @@ func (x *ReadinessProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadinessProbe.ProtoReflect.Descriptor instead.
 func (*ReadinessProbe) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{55}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReadinessProbe) GetPort() int32 {
@@ -4468,7 +4544,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4480,7 +4556,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4493,7 +4569,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{56}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Process) GetProcessId() string {
@@ -4593,7 +4669,7 @@ type StartProcessRequest struct {
 
 func (x *StartProcessRequest) Reset() {
 	*x = StartProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4605,7 +4681,7 @@ func (x *StartProcessRequest) String() string {
 func (*StartProcessRequest) ProtoMessage() {}
 
 func (x *StartProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4618,7 +4694,7 @@ func (x *StartProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProcessRequest.ProtoReflect.Descriptor instead.
 func (*StartProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{57}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *StartProcessRequest) GetSandboxId() string {
@@ -4646,7 +4722,7 @@ type StartProcessResponse struct {
 
 func (x *StartProcessResponse) Reset() {
 	*x = StartProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4658,7 +4734,7 @@ func (x *StartProcessResponse) String() string {
 func (*StartProcessResponse) ProtoMessage() {}
 
 func (x *StartProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4671,7 +4747,7 @@ func (x *StartProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProcessResponse.ProtoReflect.Descriptor instead.
 func (*StartProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{58}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *StartProcessResponse) GetProcess() *Process {
@@ -4703,7 +4779,7 @@ type AttachOpen struct {
 
 func (x *AttachOpen) Reset() {
 	*x = AttachOpen{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4715,7 +4791,7 @@ func (x *AttachOpen) String() string {
 func (*AttachOpen) ProtoMessage() {}
 
 func (x *AttachOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4728,7 +4804,7 @@ func (x *AttachOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachOpen.ProtoReflect.Descriptor instead.
 func (*AttachOpen) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{59}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AttachOpen) GetSandboxId() string {
@@ -4770,6 +4846,7 @@ type AttachProcessRequest struct {
 	//	*AttachProcessRequest_Open
 	//	*AttachProcessRequest_Stdin
 	//	*AttachProcessRequest_CloseStdin
+	//	*AttachProcessRequest_Resize
 	Event         isAttachProcessRequest_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4777,7 +4854,7 @@ type AttachProcessRequest struct {
 
 func (x *AttachProcessRequest) Reset() {
 	*x = AttachProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4789,7 +4866,7 @@ func (x *AttachProcessRequest) String() string {
 func (*AttachProcessRequest) ProtoMessage() {}
 
 func (x *AttachProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4802,7 +4879,7 @@ func (x *AttachProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachProcessRequest.ProtoReflect.Descriptor instead.
 func (*AttachProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{60}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AttachProcessRequest) GetEvent() isAttachProcessRequest_Event {
@@ -4839,6 +4916,15 @@ func (x *AttachProcessRequest) GetCloseStdin() bool {
 	return false
 }
 
+func (x *AttachProcessRequest) GetResize() *TerminalSize {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
 type isAttachProcessRequest_Event interface {
 	isAttachProcessRequest_Event()
 }
@@ -4854,8 +4940,15 @@ type AttachProcessRequest_Stdin struct {
 }
 
 type AttachProcessRequest_CloseStdin struct {
-	// Closes the process's stdin (it reads end of file).
+	// Closes the process's stdin (it reads end of file; on a terminal, the
+	// end-of-file character is sent).
 	CloseStdin bool `protobuf:"varint,3,opt,name=close_stdin,json=closeStdin,proto3,oneof"`
+}
+
+type AttachProcessRequest_Resize struct {
+	// Changes the size of the process's terminal (it gets SIGWINCH).
+	// FAILED_PRECONDITION for a process without a terminal.
+	Resize *TerminalSize `protobuf:"bytes,4,opt,name=resize,proto3,oneof"`
 }
 
 func (*AttachProcessRequest_Open) isAttachProcessRequest_Event() {}
@@ -4863,6 +4956,8 @@ func (*AttachProcessRequest_Open) isAttachProcessRequest_Event() {}
 func (*AttachProcessRequest_Stdin) isAttachProcessRequest_Event() {}
 
 func (*AttachProcessRequest_CloseStdin) isAttachProcessRequest_Event() {}
+
+func (*AttachProcessRequest_Resize) isAttachProcessRequest_Event() {}
 
 // ProcessOutput is one chunk of a process's output.
 type ProcessOutput struct {
@@ -4883,7 +4978,7 @@ type ProcessOutput struct {
 
 func (x *ProcessOutput) Reset() {
 	*x = ProcessOutput{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4895,7 +4990,7 @@ func (x *ProcessOutput) String() string {
 func (*ProcessOutput) ProtoMessage() {}
 
 func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4908,7 +5003,7 @@ func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessOutput.ProtoReflect.Descriptor instead.
 func (*ProcessOutput) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{61}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ProcessOutput) GetSeq() int64 {
@@ -4952,7 +5047,7 @@ type OutputGap struct {
 
 func (x *OutputGap) Reset() {
 	*x = OutputGap{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4964,7 +5059,7 @@ func (x *OutputGap) String() string {
 func (*OutputGap) ProtoMessage() {}
 
 func (x *OutputGap) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4977,7 +5072,7 @@ func (x *OutputGap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputGap.ProtoReflect.Descriptor instead.
 func (*OutputGap) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{62}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *OutputGap) GetFromOffset() int64 {
@@ -5012,7 +5107,7 @@ type AttachProcessResponse struct {
 
 func (x *AttachProcessResponse) Reset() {
 	*x = AttachProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5024,7 +5119,7 @@ func (x *AttachProcessResponse) String() string {
 func (*AttachProcessResponse) ProtoMessage() {}
 
 func (x *AttachProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5037,7 +5132,7 @@ func (x *AttachProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachProcessResponse.ProtoReflect.Descriptor instead.
 func (*AttachProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{63}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AttachProcessResponse) GetEvent() isAttachProcessResponse_Event {
@@ -5133,7 +5228,7 @@ type SignalProcessRequest struct {
 
 func (x *SignalProcessRequest) Reset() {
 	*x = SignalProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5145,7 +5240,7 @@ func (x *SignalProcessRequest) String() string {
 func (*SignalProcessRequest) ProtoMessage() {}
 
 func (x *SignalProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5158,7 +5253,7 @@ func (x *SignalProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalProcessRequest.ProtoReflect.Descriptor instead.
 func (*SignalProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{64}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SignalProcessRequest) GetSandboxId() string {
@@ -5193,7 +5288,7 @@ type SignalProcessResponse struct {
 
 func (x *SignalProcessResponse) Reset() {
 	*x = SignalProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5205,7 +5300,7 @@ func (x *SignalProcessResponse) String() string {
 func (*SignalProcessResponse) ProtoMessage() {}
 
 func (x *SignalProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5218,7 +5313,7 @@ func (x *SignalProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalProcessResponse.ProtoReflect.Descriptor instead.
 func (*SignalProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{65}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SignalProcessResponse) GetDelivered() bool {
@@ -5245,7 +5340,7 @@ type WaitProcessRequest struct {
 
 func (x *WaitProcessRequest) Reset() {
 	*x = WaitProcessRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5257,7 +5352,7 @@ func (x *WaitProcessRequest) String() string {
 func (*WaitProcessRequest) ProtoMessage() {}
 
 func (x *WaitProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5270,7 +5365,7 @@ func (x *WaitProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitProcessRequest.ProtoReflect.Descriptor instead.
 func (*WaitProcessRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{66}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WaitProcessRequest) GetSandboxId() string {
@@ -5305,7 +5400,7 @@ type WaitProcessResponse struct {
 
 func (x *WaitProcessResponse) Reset() {
 	*x = WaitProcessResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5317,7 +5412,7 @@ func (x *WaitProcessResponse) String() string {
 func (*WaitProcessResponse) ProtoMessage() {}
 
 func (x *WaitProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5330,7 +5425,7 @@ func (x *WaitProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitProcessResponse.ProtoReflect.Descriptor instead.
 func (*WaitProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{67}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *WaitProcessResponse) GetProcess() *Process {
@@ -5351,7 +5446,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5363,7 +5458,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5376,7 +5471,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{68}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListProcessesRequest) GetSandboxId() string {
@@ -5398,7 +5493,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5410,7 +5505,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5423,7 +5518,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{69}
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -5453,7 +5548,7 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12DriverOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x02\n" +
 	"\fCapabilities\x129\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\x1b.fabro.sandbox.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
@@ -5461,7 +5556,8 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x126\n" +
 	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\x12\x1c\n" +
-	"\tprocesses\x18\a \x01(\bR\tprocesses\"y\n" +
+	"\tprocesses\x18\a \x01(\bR\tprocesses\x12\x1c\n" +
+	"\tterminals\x18\b \x01(\bR\tterminals\"y\n" +
 	"\fLimitSupport\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
@@ -5722,7 +5818,7 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"B\n" +
 	"\fWalkResponse\x122\n" +
-	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files\"\x8e\x04\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files\"\xca\x04\n" +
 	"\vProcessSpec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12\x1f\n" +
@@ -5736,10 +5832,14 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\arestart\x18\t \x01(\x0e2\x1f.fabro.sandbox.v1.RestartPolicyR\arestart\x12!\n" +
 	"\fmax_restarts\x18\n" +
 	" \x01(\x05R\vmaxRestarts\x12>\n" +
-	"\treadiness\x18\v \x01(\v2 .fabro.sandbox.v1.ReadinessProbeR\treadiness\x1a6\n" +
+	"\treadiness\x18\v \x01(\v2 .fabro.sandbox.v1.ReadinessProbeR\treadiness\x12:\n" +
+	"\bterminal\x18\f \x01(\v2\x1e.fabro.sandbox.v1.TerminalSizeR\bterminal\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\fTerminalSize\x12\x17\n" +
+	"\x04rows\x18\x01 \x01(\x05B\x03\xe0A\x02R\x04rows\x12\x17\n" +
+	"\x04cols\x18\x02 \x01(\x05B\x03\xe0A\x02R\x04cols\"\xaa\x01\n" +
 	"\x0eReadinessProbe\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x125\n" +
@@ -5776,12 +5876,13 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1f\n" +
 	"\vfrom_offset\x18\x03 \x01(\x03R\n" +
 	"fromOffset\x12\x1b\n" +
-	"\tlive_only\x18\x04 \x01(\bR\bliveOnly\"\x8e\x01\n" +
+	"\tlive_only\x18\x04 \x01(\bR\bliveOnly\"\xc8\x01\n" +
 	"\x14AttachProcessRequest\x122\n" +
 	"\x04open\x18\x01 \x01(\v2\x1c.fabro.sandbox.v1.AttachOpenH\x00R\x04open\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
 	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
-	"closeStdinB\a\n" +
+	"closeStdin\x128\n" +
+	"\x06resize\x18\x04 \x01(\v2\x1e.fabro.sandbox.v1.TerminalSizeH\x00R\x06resizeB\a\n" +
 	"\x05event\"\x85\x01\n" +
 	"\rProcessOutput\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x126\n" +
@@ -5914,7 +6015,7 @@ func file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Isolation)(0),                // 0: fabro.sandbox.v1.Isolation
 	(NetworkPolicy)(0),            // 1: fabro.sandbox.v1.NetworkPolicy
@@ -5981,36 +6082,37 @@ var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(*WalkedFile)(nil),            // 62: fabro.sandbox.v1.WalkedFile
 	(*WalkResponse)(nil),          // 63: fabro.sandbox.v1.WalkResponse
 	(*ProcessSpec)(nil),           // 64: fabro.sandbox.v1.ProcessSpec
-	(*ReadinessProbe)(nil),        // 65: fabro.sandbox.v1.ReadinessProbe
-	(*Process)(nil),               // 66: fabro.sandbox.v1.Process
-	(*StartProcessRequest)(nil),   // 67: fabro.sandbox.v1.StartProcessRequest
-	(*StartProcessResponse)(nil),  // 68: fabro.sandbox.v1.StartProcessResponse
-	(*AttachOpen)(nil),            // 69: fabro.sandbox.v1.AttachOpen
-	(*AttachProcessRequest)(nil),  // 70: fabro.sandbox.v1.AttachProcessRequest
-	(*ProcessOutput)(nil),         // 71: fabro.sandbox.v1.ProcessOutput
-	(*OutputGap)(nil),             // 72: fabro.sandbox.v1.OutputGap
-	(*AttachProcessResponse)(nil), // 73: fabro.sandbox.v1.AttachProcessResponse
-	(*SignalProcessRequest)(nil),  // 74: fabro.sandbox.v1.SignalProcessRequest
-	(*SignalProcessResponse)(nil), // 75: fabro.sandbox.v1.SignalProcessResponse
-	(*WaitProcessRequest)(nil),    // 76: fabro.sandbox.v1.WaitProcessRequest
-	(*WaitProcessResponse)(nil),   // 77: fabro.sandbox.v1.WaitProcessResponse
-	(*ListProcessesRequest)(nil),  // 78: fabro.sandbox.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil), // 79: fabro.sandbox.v1.ListProcessesResponse
-	nil,                           // 80: fabro.sandbox.v1.SandboxSpec.EnvEntry
-	nil,                           // 81: fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	nil,                           // 82: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	nil,                           // 83: fabro.sandbox.v1.Sandbox.LabelsEntry
-	nil,                           // 84: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	nil,                           // 85: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 86: fabro.sandbox.v1.ExecSpec.EnvEntry
-	nil,                           // 87: fabro.sandbox.v1.ProcessSpec.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 88: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 89: google.protobuf.Duration
+	(*TerminalSize)(nil),          // 65: fabro.sandbox.v1.TerminalSize
+	(*ReadinessProbe)(nil),        // 66: fabro.sandbox.v1.ReadinessProbe
+	(*Process)(nil),               // 67: fabro.sandbox.v1.Process
+	(*StartProcessRequest)(nil),   // 68: fabro.sandbox.v1.StartProcessRequest
+	(*StartProcessResponse)(nil),  // 69: fabro.sandbox.v1.StartProcessResponse
+	(*AttachOpen)(nil),            // 70: fabro.sandbox.v1.AttachOpen
+	(*AttachProcessRequest)(nil),  // 71: fabro.sandbox.v1.AttachProcessRequest
+	(*ProcessOutput)(nil),         // 72: fabro.sandbox.v1.ProcessOutput
+	(*OutputGap)(nil),             // 73: fabro.sandbox.v1.OutputGap
+	(*AttachProcessResponse)(nil), // 74: fabro.sandbox.v1.AttachProcessResponse
+	(*SignalProcessRequest)(nil),  // 75: fabro.sandbox.v1.SignalProcessRequest
+	(*SignalProcessResponse)(nil), // 76: fabro.sandbox.v1.SignalProcessResponse
+	(*WaitProcessRequest)(nil),    // 77: fabro.sandbox.v1.WaitProcessRequest
+	(*WaitProcessResponse)(nil),   // 78: fabro.sandbox.v1.WaitProcessResponse
+	(*ListProcessesRequest)(nil),  // 79: fabro.sandbox.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 80: fabro.sandbox.v1.ListProcessesResponse
+	nil,                           // 81: fabro.sandbox.v1.SandboxSpec.EnvEntry
+	nil,                           // 82: fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	nil,                           // 83: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	nil,                           // 84: fabro.sandbox.v1.Sandbox.LabelsEntry
+	nil,                           // 85: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	nil,                           // 86: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 87: fabro.sandbox.v1.ExecSpec.EnvEntry
+	nil,                           // 88: fabro.sandbox.v1.ProcessSpec.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 89: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 90: google.protobuf.Duration
 }
 var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	80, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
-	81, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	82, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	81, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
+	82, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	83, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
 	13, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
 	0,  // 4: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
 	12, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
@@ -6018,24 +6120,24 @@ var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	11, // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
 	3,  // 8: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
 	11, // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	83, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
-	84, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	88, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	84, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
+	85, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	89, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
 	14, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
 	14, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
 	10, // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
 	15, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
 	15, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	85, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	86, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
 	15, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
 	4,  // 20: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
-	88, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	89, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
 	28, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
 	28, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
-	86, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
-	89, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
+	87, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
+	90, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
 	5,  // 26: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
-	89, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	90, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
 	46, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
 	46, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
 	2,  // 30: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
@@ -6049,81 +6151,83 @@ var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	57, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
 	7,  // 39: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
 	62, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
-	87, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
-	89, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	88, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
+	90, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
 	8,  // 43: fabro.sandbox.v1.ProcessSpec.restart:type_name -> fabro.sandbox.v1.RestartPolicy
-	65, // 44: fabro.sandbox.v1.ProcessSpec.readiness:type_name -> fabro.sandbox.v1.ReadinessProbe
-	89, // 45: fabro.sandbox.v1.ReadinessProbe.interval:type_name -> google.protobuf.Duration
-	89, // 46: fabro.sandbox.v1.ReadinessProbe.timeout:type_name -> google.protobuf.Duration
-	64, // 47: fabro.sandbox.v1.Process.spec:type_name -> fabro.sandbox.v1.ProcessSpec
-	9,  // 48: fabro.sandbox.v1.Process.state:type_name -> fabro.sandbox.v1.ProcessState
-	88, // 49: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
-	47, // 50: fabro.sandbox.v1.Process.result:type_name -> fabro.sandbox.v1.ExecResult
-	64, // 51: fabro.sandbox.v1.StartProcessRequest.spec:type_name -> fabro.sandbox.v1.ProcessSpec
-	66, // 52: fabro.sandbox.v1.StartProcessResponse.process:type_name -> fabro.sandbox.v1.Process
-	69, // 53: fabro.sandbox.v1.AttachProcessRequest.open:type_name -> fabro.sandbox.v1.AttachOpen
-	6,  // 54: fabro.sandbox.v1.ProcessOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
-	66, // 55: fabro.sandbox.v1.AttachProcessResponse.attached:type_name -> fabro.sandbox.v1.Process
-	71, // 56: fabro.sandbox.v1.AttachProcessResponse.output:type_name -> fabro.sandbox.v1.ProcessOutput
-	72, // 57: fabro.sandbox.v1.AttachProcessResponse.gap:type_name -> fabro.sandbox.v1.OutputGap
-	66, // 58: fabro.sandbox.v1.AttachProcessResponse.exited:type_name -> fabro.sandbox.v1.Process
-	66, // 59: fabro.sandbox.v1.WaitProcessResponse.process:type_name -> fabro.sandbox.v1.Process
-	66, // 60: fabro.sandbox.v1.ListProcessesResponse.processes:type_name -> fabro.sandbox.v1.Process
-	16, // 61: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
-	18, // 62: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
-	20, // 63: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
-	22, // 64: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
-	24, // 65: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
-	26, // 66: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
-	29, // 67: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
-	31, // 68: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
-	33, // 69: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
-	35, // 70: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
-	37, // 71: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
-	39, // 72: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
-	41, // 73: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
-	43, // 74: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
-	48, // 75: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
-	50, // 76: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
-	54, // 77: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
-	56, // 78: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
-	59, // 79: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
-	61, // 80: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
-	67, // 81: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
-	70, // 82: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
-	74, // 83: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
-	76, // 84: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
-	78, // 85: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
-	17, // 86: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
-	19, // 87: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
-	21, // 88: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
-	23, // 89: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
-	25, // 90: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
-	27, // 91: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
-	30, // 92: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
-	32, // 93: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
-	34, // 94: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
-	36, // 95: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
-	38, // 96: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
-	40, // 97: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
-	42, // 98: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
-	44, // 99: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
-	49, // 100: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
-	53, // 101: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
-	55, // 102: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
-	58, // 103: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
-	60, // 104: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
-	63, // 105: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
-	68, // 106: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
-	73, // 107: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
-	75, // 108: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
-	77, // 109: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
-	79, // 110: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
-	86, // [86:111] is the sub-list for method output_type
-	61, // [61:86] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	66, // 44: fabro.sandbox.v1.ProcessSpec.readiness:type_name -> fabro.sandbox.v1.ReadinessProbe
+	65, // 45: fabro.sandbox.v1.ProcessSpec.terminal:type_name -> fabro.sandbox.v1.TerminalSize
+	90, // 46: fabro.sandbox.v1.ReadinessProbe.interval:type_name -> google.protobuf.Duration
+	90, // 47: fabro.sandbox.v1.ReadinessProbe.timeout:type_name -> google.protobuf.Duration
+	64, // 48: fabro.sandbox.v1.Process.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	9,  // 49: fabro.sandbox.v1.Process.state:type_name -> fabro.sandbox.v1.ProcessState
+	89, // 50: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
+	47, // 51: fabro.sandbox.v1.Process.result:type_name -> fabro.sandbox.v1.ExecResult
+	64, // 52: fabro.sandbox.v1.StartProcessRequest.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	67, // 53: fabro.sandbox.v1.StartProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	70, // 54: fabro.sandbox.v1.AttachProcessRequest.open:type_name -> fabro.sandbox.v1.AttachOpen
+	65, // 55: fabro.sandbox.v1.AttachProcessRequest.resize:type_name -> fabro.sandbox.v1.TerminalSize
+	6,  // 56: fabro.sandbox.v1.ProcessOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
+	67, // 57: fabro.sandbox.v1.AttachProcessResponse.attached:type_name -> fabro.sandbox.v1.Process
+	72, // 58: fabro.sandbox.v1.AttachProcessResponse.output:type_name -> fabro.sandbox.v1.ProcessOutput
+	73, // 59: fabro.sandbox.v1.AttachProcessResponse.gap:type_name -> fabro.sandbox.v1.OutputGap
+	67, // 60: fabro.sandbox.v1.AttachProcessResponse.exited:type_name -> fabro.sandbox.v1.Process
+	67, // 61: fabro.sandbox.v1.WaitProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	67, // 62: fabro.sandbox.v1.ListProcessesResponse.processes:type_name -> fabro.sandbox.v1.Process
+	16, // 63: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
+	18, // 64: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
+	20, // 65: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
+	22, // 66: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
+	24, // 67: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
+	26, // 68: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
+	29, // 69: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
+	31, // 70: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
+	33, // 71: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
+	35, // 72: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
+	37, // 73: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
+	39, // 74: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
+	41, // 75: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
+	43, // 76: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
+	48, // 77: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
+	50, // 78: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
+	54, // 79: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
+	56, // 80: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
+	59, // 81: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
+	61, // 82: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
+	68, // 83: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
+	71, // 84: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
+	75, // 85: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
+	77, // 86: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
+	79, // 87: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
+	17, // 88: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
+	19, // 89: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
+	21, // 90: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
+	23, // 91: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
+	25, // 92: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
+	27, // 93: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
+	30, // 94: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
+	32, // 95: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
+	34, // 96: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
+	36, // 97: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
+	38, // 98: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
+	40, // 99: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
+	42, // 100: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
+	44, // 101: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
+	49, // 102: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
+	53, // 103: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
+	55, // 104: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
+	58, // 105: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
+	60, // 106: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
+	63, // 107: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
+	69, // 108: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
+	74, // 109: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
+	76, // 110: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
+	78, // 111: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
+	80, // 112: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
+	88, // [88:113] is the sub-list for method output_type
+	63, // [63:88] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_v1_sandbox_proto_init() }
@@ -6137,12 +6241,13 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 		(*ExecStreamResponse_Output)(nil),
 		(*ExecStreamResponse_Finished)(nil),
 	}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[60].OneofWrappers = []any{
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[61].OneofWrappers = []any{
 		(*AttachProcessRequest_Open)(nil),
 		(*AttachProcessRequest_Stdin)(nil),
 		(*AttachProcessRequest_CloseStdin)(nil),
+		(*AttachProcessRequest_Resize)(nil),
 	}
-	file_fabro_sandbox_v1_sandbox_proto_msgTypes[63].OneofWrappers = []any{
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[64].OneofWrappers = []any{
 		(*AttachProcessResponse_Attached)(nil),
 		(*AttachProcessResponse_Output)(nil),
 		(*AttachProcessResponse_Gap)(nil),
@@ -6154,7 +6259,7 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_v1_sandbox_proto_rawDesc), len(file_fabro_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   78,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

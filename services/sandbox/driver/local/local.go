@@ -104,7 +104,7 @@ func (d *Driver) Name() string { return Name }
 // cgroups let the driver enforce on each command; network none it never
 // enforces (commands share the service's network).
 func (d *Driver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true, Processes: true,
+	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true, Processes: true, Terminals: true,
 		Limits: d.cg.limits}
 }
 

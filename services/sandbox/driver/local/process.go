@@ -48,19 +48,37 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s.user.apply(cmd)
 	// Our own pipes: the child gets the far ends as files, so no copying
-	// goroutine of os/exec outlives the process.
-	var pipes [6]*os.File // stdin r/w, stdout r/w, stderr r/w
-	for i := 0; i < 6; i += 2 {
-		if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
-			for _, f := range pipes[:i] {
-				f.Close()
-			}
+	// goroutine of os/exec outlives the process. On a terminal the three
+	// are the pty's slave, and the master is both our ends.
+	var pipes []*os.File // to close on failure
+	var inR, inW, outR, outW, errR, errW, master *os.File
+	if spec.Terminal != nil {
+		var slave *os.File
+		if master, slave, err = openPty(*spec.Terminal); err != nil {
 			cg.remove()
 			return nil, err
 		}
+		pipes = []*os.File{master, slave}
+		inR, inW, outR, outW = slave, master, master, slave
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		// A session of its own with the terminal as its controlling tty;
+		// it leads its group too, so the group kill works as for pipes.
+		cmd.SysProcAttr.Setpgid = false
+		cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
+	} else {
+		pipes = make([]*os.File, 6) // stdin r/w, stdout r/w, stderr r/w
+		for i := 0; i < 6; i += 2 {
+			if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
+				for _, f := range pipes[:i] {
+					f.Close()
+				}
+				cg.remove()
+				return nil, err
+			}
+		}
+		inR, inW, outR, outW, errR, errW = pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	}
-	inR, inW, outR, outW, errR, errW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 
 	s.mu.Lock()
 	if s.deleted {
@@ -87,6 +105,7 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 		inW.Close()
 		outR.Close()
 		errR.Close()
+		master.Close()
 		cg.remove()
 		if _, serr := os.Stat(s.bash); errors.Is(err, fs.ErrNotExist) && serr != nil {
 			return nil, fmt.Errorf("%w: %s is gone", driver.ErrBashMissing, s.bash)
@@ -96,7 +115,7 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 		}
 		return nil, fmt.Errorf("start bash: %w", err)
 	}
-	p := &process{s: s, cmd: cmd, cg: cg, stdin: inW, start: time.Now(), pid: cmd.Process.Pid, exited: make(chan struct{}), done: make(chan struct{})}
+	p := &process{s: s, cmd: cmd, cg: cg, stdin: inW, master: master, start: time.Now(), pid: cmd.Process.Pid, exited: make(chan struct{}), done: make(chan struct{})}
 	if cg == nil || !s.user.other() {
 		p.tr = newTree(p.pid, marker)
 	}
@@ -124,8 +143,10 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 			}
 		}
 	}
-	p.readers.Go(func() { read(outR, driver.Stdout) })
-	p.readers.Go(func() { read(errR, driver.Stderr) })
+	p.readers.Go(func() { read(outR, driver.Stdout) }) // on a terminal, EIO once every slave is closed
+	if errR != nil {
+		p.readers.Go(func() { read(errR, driver.Stderr) })
+	}
 	go func() {
 		waitExit(p.pid) // does not reap: the group id stays ours until Wait
 		close(p.exited)
@@ -143,6 +164,7 @@ type process struct {
 	tr     *tree // nil when the cgroup alone holds the tree
 	kill   func()
 	stdin  *os.File
+	master *os.File // the pty's, on a terminal; nil otherwise
 	start  time.Time
 	pid    int
 	killed atomic.Bool
@@ -207,8 +229,34 @@ func (p *process) finish(outR, errR *os.File) {
 	p.res = res
 }
 
-// Stdin implements driver.Process.
-func (p *process) Stdin() io.WriteCloser { return p.stdin }
+// Stdin implements driver.Process. On a terminal, Close sends the
+// end-of-file character instead: the master is also the output.
+func (p *process) Stdin() io.WriteCloser {
+	if p.master != nil {
+		return ptyInput{p.master}
+	}
+	return p.stdin
+}
+
+type ptyInput struct{ *os.File }
+
+func (w ptyInput) Close() error {
+	_, err := w.File.Write([]byte{4}) // VEOF, ^D
+	return err
+}
+
+// Resize implements driver.Resizer.
+func (p *process) Resize(size driver.TerminalSize) error {
+	if p.master == nil {
+		return fmt.Errorf("%w: the process has no terminal", driver.ErrUnsupported)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return nil
+	}
+	return setPtySize(p.master, size)
+}
 
 // Signal implements driver.Process. KILL goes to the whole tree (group,
 // cgroup, and what left the group); other signals to the group.
