@@ -32,7 +32,7 @@ if the connection drops. Output the service dropped from its log (past its
 retained limit) is reported on stderr as a gap.`,
 		examples: "  fabro sandbox logs sbx-0123abcd web\n  fabro sandbox logs -f sbx-0123abcd proc-0123abcd",
 		define:   sandboxLogs,
-	}}
+	}, sandboxShellCommand()}
 }
 
 func sandboxPs(fs *flag.FlagSet, e env) runner {

@@ -5,7 +5,7 @@ _fabro_subs() {
     "sessions") echo "list show resume rm" ;;
     "secret") echo "set list rm" ;;
     "token") echo "create list revoke" ;;
-    "sandbox") echo "ps logs conformance" ;;
+    "sandbox") echo "ps logs shell conformance" ;;
   esac
 }
 _fabro_flags() {
@@ -31,6 +31,7 @@ _fabro_flags() {
     "sandbox") echo "--help" ;;
     "sandbox ps") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sandbox logs") echo "--help --config --data-dir --f --reattach-timeout --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sandbox shell") echo "--help --command --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sandbox conformance") echo "--help --plugin-env --run --v" ;;
     "completion") echo "--help" ;;
     "version") echo "--help" ;;

@@ -20,7 +20,7 @@ function __fabro_at
     set -l p (__fabro_path)
     test "$p" = "$argv[1]"
 end
-set -g __fabro_paths 'serve' 'exec' 'sessions' 'sessions list' 'sessions show' 'sessions resume' 'sessions rm' 'secret' 'secret set' 'secret list' 'secret rm' 'token' 'token create' 'token list' 'token revoke' 'models' 'providers' 'sandbox' 'sandbox ps' 'sandbox logs' 'sandbox conformance' 'completion' 'version' 'help'
+set -g __fabro_paths 'serve' 'exec' 'sessions' 'sessions list' 'sessions show' 'sessions resume' 'sessions rm' 'secret' 'secret set' 'secret list' 'secret rm' 'token' 'token create' 'token list' 'token revoke' 'models' 'providers' 'sandbox' 'sandbox ps' 'sandbox logs' 'sandbox shell' 'sandbox conformance' 'completion' 'version' 'help'
 complete -c fabro -f
 complete -c fabro -n '__fabro_at \'\'' -a 'serve' -d 'run every service and the REST gateway in one process'
 complete -c fabro -n '__fabro_at \'\'' -a 'exec' -d 'run an agent on a directory, non-interactively'
@@ -286,6 +286,7 @@ complete -c fabro -n '__fabro_at \'providers\'' -l token-file -d 'file holding t
 complete -c fabro -n '__fabro_at \'providers\'' -F
 complete -c fabro -n '__fabro_at \'sandbox\'' -a 'ps' -d 'list a sandbox\'s processes and services'
 complete -c fabro -n '__fabro_at \'sandbox\'' -a 'logs' -d 'print a process\'s output, and with -f follow it'
+complete -c fabro -n '__fabro_at \'sandbox\'' -a 'shell' -d 'an interactive terminal in a sandbox'
 complete -c fabro -n '__fabro_at \'sandbox\'' -a 'conformance' -d 'run the driver contract suite against a plugin binary'
 complete -c fabro -n '__fabro_at \'sandbox\'' -l help -d 'show the help'
 complete -c fabro -n '__fabro_at \'sandbox ps\'' -l help -d 'show the help'
@@ -314,6 +315,18 @@ complete -c fabro -n '__fabro_at \'sandbox logs\'' -l tls-client-key-file -d 'ke
 complete -c fabro -n '__fabro_at \'sandbox logs\'' -l tls-server-name -d 'name the server\'s certificate must hold (default: the address\'s host)'
 complete -c fabro -n '__fabro_at \'sandbox logs\'' -l token-file -d 'file holding the token to present; default $FABRO_TOKEN, else <data-dir>/auth/admin.token (written by fabro serve)'
 complete -c fabro -n '__fabro_at \'sandbox logs\'' -F
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l help -d 'show the help'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l command -d 'Bash source to run on the terminal'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l config -d 'config file (default $XDG_CONFIG_HOME/fabro/config.toml, else ~/.config/fabro/config.toml)'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l data-dir -d 'data directory of the local fabro serve, where its admin token is'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l server -d 'address (host:port) of the fabro server: fabro serve, or the compose stack\'s front door'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l timeout -d 'how long to wait for the server'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l tls-ca-file -d 'CA certificates (PEM) to verify the server with; set to dial TLS (empty: plaintext)'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l tls-client-cert-file -d 'client certificate (PEM) for servers that verify clients'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l tls-client-key-file -d 'key (PEM) of -tls-client-cert-file'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l tls-server-name -d 'name the server\'s certificate must hold (default: the address\'s host)'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -l token-file -d 'file holding the token to present; default $FABRO_TOKEN, else <data-dir>/auth/admin.token (written by fabro serve)'
+complete -c fabro -n '__fabro_at \'sandbox shell\'' -F
 complete -c fabro -n '__fabro_at \'sandbox conformance\'' -l help -d 'show the help'
 complete -c fabro -n '__fabro_at \'sandbox conformance\'' -l plugin-env -d 'KEY=VALUE in the plugin\'s environment (repeatable); it inherits nothing else'
 complete -c fabro -n '__fabro_at \'sandbox conformance\'' -l run -d 'run only the parts matching this regular expression (as go test -run)'
