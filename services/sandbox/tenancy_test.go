@@ -220,13 +220,14 @@ var sandboxCalls = map[string]func(ctx context.Context, c sandboxv1.SandboxServi
 		return err
 	},
 	"StartProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
-		_, err := c.StartProcess(ctx, &sandboxv1.StartProcessRequest{SandboxId: id, Spec: &sandboxv1.ProcessSpec{Command: "echo pwned > p.tmp && mv p.tmp proc.txt"}})
+		_, err := c.StartProcess(ctx, &sandboxv1.StartProcessRequest{SandboxId: id, Spec: &sandboxv1.ProcessSpec{Command: "echo pwned > proc.txt; : tenancy-marker"}})
 		if err != nil {
 			return err
 		}
-		// Awaited (by Exec, whose audit line its own case has checked), so
-		// that it has written before the workspace is removed.
-		_, err = c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "until [ -e proc.txt ]; do sleep 0.01; done"}})
+		// Every such process is awaited (by Exec, whose audit line its own
+		// case has checked; the pattern does not match its own command
+		// line), so that none writes while the workspace is removed.
+		_, err = c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "while pgrep -f 'tenancy-marke[r]' > /dev/null; do sleep 0.01; done"}})
 		return err
 	},
 	"AttachProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
