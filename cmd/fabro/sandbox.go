@@ -23,9 +23,9 @@ import (
 // sandboxCommand is `fabro sandbox conformance`.
 func sandboxCommand() *command {
 	return &command{
-		name: "sandbox", summary: "check sandbox driver plugins",
-		examples: "  fabro sandbox conformance ./fabro-sandbox-mine",
-		subs: []*command{{
+		name: "sandbox", summary: "check sandbox driver plugins; list and follow a sandbox's processes",
+		examples: "  fabro sandbox conformance ./fabro-sandbox-mine\n  fabro sandbox ps sbx-0123abcd\n  fabro sandbox logs -f sbx-0123abcd web",
+		subs: append(sandboxProcessCommands(), &command{
 			name: "conformance", args: "PLUGIN", summary: "run the driver contract suite against a plugin binary",
 			long: `Runs the sandbox driver contract suite (the one the built-in drivers pass)
 against a plugin binary, through the host code the sandbox service uses,
@@ -33,7 +33,7 @@ and prints which parts passed, failed, or were skipped because of the
 plugin's stated capabilities. Exit 1 when any part failed.`,
 			examples: "  fabro sandbox conformance ./fabro-sandbox-firecracker\n  fabro sandbox conformance -v --run 'Exec/.*' --plugin-env TOKEN=x ./fabro-sandbox-mine",
 			define:   conformance,
-		}},
+		}),
 	}
 }
 

@@ -91,7 +91,7 @@ func TestMCPInSession(t *testing.T) {
 func TestMCPBadConfig(t *testing.T) {
 	st := newStack(t)
 	_, sbID := st.workspace(t, nil)
-	for _, m := range []*agentv1.McpServer{{Name: "x y", Command: "a"}, {Name: "a"}, {Name: "a", Command: "a", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX}} {
+	for _, m := range []*agentv1.McpServer{{Name: "x y", Command: "a"}, {Name: "a"}, {Name: "a", Url: "http://x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX}} {
 		_, err := st.agent.CreateSession(t.Context(), &agentv1.CreateSessionRequest{Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sbID},
 			Settings: &agentv1.ToolSettings{McpServers: []*agentv1.McpServer{m}}})
 		if status.Code(err) != codes.InvalidArgument || errorInfo(err).GetReason() != "INVALID_SETTINGS" {

@@ -105,6 +105,11 @@ var Table = map[string]Grant{
 	"/fabro.sandbox.v1.SandboxService/Grep":          People | Agent,
 	"/fabro.sandbox.v1.SandboxService/Glob":          People | Agent,
 	"/fabro.sandbox.v1.SandboxService/Walk":          People | Agent,
+	"/fabro.sandbox.v1.SandboxService/StartProcess":  People | Agent,
+	"/fabro.sandbox.v1.SandboxService/AttachProcess": People | Agent,
+	"/fabro.sandbox.v1.SandboxService/SignalProcess": People | Agent,
+	"/fabro.sandbox.v1.SandboxService/WaitProcess":   People | Agent,
+	"/fabro.sandbox.v1.SandboxService/ListProcesses": People | Agent,
 
 	"/fabro.agent.v1.AgentService/CreateSession":    People,
 	"/fabro.agent.v1.AgentService/Prompt":           People,

@@ -284,6 +284,9 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	var mcpServers []mcptools.Server
 	for _, m := range sess.policy.MCPServers {
 		srv := mcptools.Server{Spec: m.Spec}
+		if m.Spec.GetPlace() == agentv1.HookPlace_HOOK_PLACE_SANDBOX {
+			srv.Sandbox = &mcptools.SandboxTarget{Client: s.sandbox, SandboxID: sb.GetSandboxId()}
+		}
 		if m.Guarded {
 			srv.HTTPClient = tools.PublicHTTPClient()
 		}

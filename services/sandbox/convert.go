@@ -17,7 +17,7 @@ import (
 func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
 	pc := &sandboxv1.Capabilities{
 		Isolation: sandboxv1.Isolation(c.Isolation), LiveStreaming: c.LiveStreaming,
-		StreamsSeparated: c.StreamsSeparated, Stdin: c.Stdin, Cancel: c.Cancel,
+		StreamsSeparated: c.StreamsSeparated, Stdin: c.Stdin, Cancel: c.Cancel, Processes: c.Processes, Terminals: c.Terminals,
 		Limits: &sandboxv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone, Disk: c.Limits.Disk},
 	}
 	if l := c.Limits; l != (driver.LimitSupport{}) {

@@ -320,5 +320,6 @@ func TestMalformedInput(t *testing.T) {
 			return err
 		})},
 	}
+	cases = append(cases, processMalformedCases(c, id)...)
 	malformedtest.Table(t, t.Context(), sandboxService, "sandbox.fabro.dev", cases)
 }

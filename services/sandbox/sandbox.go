@@ -108,6 +108,7 @@ type entry struct {
 	lastTry  time.Time
 	deleting bool
 	execs    map[string]*running
+	procs    procTable // StartProcess's (process.go)
 }
 
 // running is one running command's handles: cancel starts a graceful stop
@@ -384,6 +385,7 @@ func (s *Service) Close(ctx context.Context) error {
 				for _, r := range e.execs {
 					r.stop(true)
 				}
+				e.procs.killAll() // processes do not outlive the service
 				e.mu.Unlock()
 			}
 			continue
@@ -559,6 +561,7 @@ func (s *Service) deleteSandbox(ctx context.Context, id string) (bool, error) {
 	for _, r := range e.execs {
 		r.stop(true)
 	}
+	e.procs.killAll()
 	sb := cmp.Or(e.sb, e.gone)
 	e.mu.Unlock()
 	var errs []error

@@ -235,7 +235,7 @@ func TestLifecycle(t *testing.T) {
 	lim := local.New(local.Config{}).Capabilities().Limits
 	wantDrivers := &sandboxv1.ListDriversResponse{Drivers: []*sandboxv1.Driver{{
 		DriverId: "local", Available: true,
-		Capabilities: &sandboxv1.Capabilities{Isolation: sandboxv1.Isolation_ISOLATION_NONE, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true,
+		Capabilities: &sandboxv1.Capabilities{Isolation: sandboxv1.Isolation_ISOLATION_NONE, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Processes: true, Terminals: true,
 			Limits: &sandboxv1.LimitSupport{Memory: lim.Memory, Processes: lim.Processes, Cpu: lim.CPU, NetworkNone: lim.NetworkNone, Disk: lim.Disk}},
 	}}}
 	if diff := cmp.Diff(wantDrivers, drivers, protocmp.Transform()); diff != "" {

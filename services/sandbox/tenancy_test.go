@@ -2,6 +2,8 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -185,6 +187,49 @@ var sandboxCalls = map[string]sandboxCall{
 	},
 	"Walk": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
 		_, err := c.Walk(ctx, &sandboxv1.WalkRequest{SandboxId: id})
+		return err
+	},
+	"StartProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.StartProcess(ctx, &sandboxv1.StartProcessRequest{SandboxId: id, Spec: &sandboxv1.ProcessSpec{Command: "echo pwned > proc.txt; : tenancy-marker"}})
+		if err != nil {
+			return err
+		}
+		// Every such process is awaited (by Exec, whose audit line its own
+		// case has checked; the pattern does not match its own command
+		// line), so that none writes while the workspace is removed.
+		_, err = c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: id, Spec: &sandboxv1.ExecSpec{Command: "while pgrep -f 'tenancy-marke[r]' > /dev/null; do sleep 0.01; done"}})
+		return err
+	},
+	"AttachProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		st, err := c.AttachProcess(ctx)
+		if err != nil {
+			return err
+		}
+		open := &sandboxv1.AttachOpen{SandboxId: id, ProcessId: "proc-x"}
+		if err := st.Send(&sandboxv1.AttachProcessRequest{Event: &sandboxv1.AttachProcessRequest_Open{Open: open}}); err != nil {
+			return err
+		}
+		st.Send(&sandboxv1.AttachProcessRequest{Event: &sandboxv1.AttachProcessRequest_Stdin{Stdin: []byte("rm -rf .\n")}})
+		st.CloseSend()
+		for {
+			if _, err := st.Recv(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+		}
+	},
+	"SignalProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.SignalProcess(ctx, &sandboxv1.SignalProcessRequest{SandboxId: id, ProcessId: "proc-x", Signal: "KILL"})
+		return err
+	},
+	"WaitProcess": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.WaitProcess(ctx, &sandboxv1.WaitProcessRequest{SandboxId: id, ProcessId: "proc-x"})
+		return err
+	},
+	"ListProcesses": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.ListProcesses(ctx, &sandboxv1.ListProcessesRequest{SandboxId: id})
 		return err
 	},
 }

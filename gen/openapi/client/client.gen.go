@@ -1157,6 +1157,48 @@ func (e FabroSandboxV1OutputStream) Valid() bool {
 	}
 }
 
+// Defines values for FabroSandboxV1ProcessState.
+const (
+	PROCESSSTATEEXITED      FabroSandboxV1ProcessState = "PROCESS_STATE_EXITED"
+	PROCESSSTATERUNNING     FabroSandboxV1ProcessState = "PROCESS_STATE_RUNNING"
+	PROCESSSTATEUNSPECIFIED FabroSandboxV1ProcessState = "PROCESS_STATE_UNSPECIFIED"
+)
+
+// Valid indicates whether the value is a known member of the FabroSandboxV1ProcessState enum.
+func (e FabroSandboxV1ProcessState) Valid() bool {
+	switch e {
+	case PROCESSSTATEEXITED:
+		return true
+	case PROCESSSTATERUNNING:
+		return true
+	case PROCESSSTATEUNSPECIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FabroSandboxV1RestartPolicy.
+const (
+	RESTARTPOLICYNEVER       FabroSandboxV1RestartPolicy = "RESTART_POLICY_NEVER"
+	RESTARTPOLICYONFAILURE   FabroSandboxV1RestartPolicy = "RESTART_POLICY_ON_FAILURE"
+	RESTARTPOLICYUNSPECIFIED FabroSandboxV1RestartPolicy = "RESTART_POLICY_UNSPECIFIED"
+)
+
+// Valid indicates whether the value is a known member of the FabroSandboxV1RestartPolicy enum.
+func (e FabroSandboxV1RestartPolicy) Valid() bool {
+	switch e {
+	case RESTARTPOLICYNEVER:
+		return true
+	case RESTARTPOLICYONFAILURE:
+		return true
+	case RESTARTPOLICYUNSPECIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FabroSandboxV1SandboxState.
 const (
 	SANDBOXSTATECREATING    FabroSandboxV1SandboxState = "SANDBOX_STATE_CREATING"
@@ -4681,6 +4723,67 @@ type FabroLlmV1Usage struct {
 	ReasoningTokens *string `json:"reasoningTokens,omitempty"`
 }
 
+// FabroSandboxV1AttachOpen AttachOpen is the first message of AttachProcess: which process, and from
+// which output offset to replay.
+type FabroSandboxV1AttachOpen struct {
+	// FromOffset Optional. The output offset to start from: 0 replays everything still
+	// retained; a reattaching client gives the offset after the last byte it
+	// has. Output before it is not sent; output after it that was dropped is
+	// reported as a gap.
+	FromOffset *string `json:"fromOffset,omitempty"`
+
+	// LiveOnly Optional. Send only output written after the attach (from_offset is
+	// then ignored).
+	LiveOnly *bool `json:"liveOnly,omitempty"`
+
+	// ProcessId Required. The process's id.
+	ProcessId string `json:"processId"`
+
+	// SandboxId Required. The sandbox's id.
+	SandboxId string `json:"sandboxId"`
+}
+
+// FabroSandboxV1AttachProcessRequest AttachProcessRequest is one message from the client: open first, then
+// stdin bytes and at most one close_stdin, in any number.
+type FabroSandboxV1AttachProcessRequest struct {
+	// CloseStdin Closes the process's stdin (it reads end of file; on a terminal, the
+	// end-of-file character is sent).
+	CloseStdin *bool `json:"closeStdin,omitempty"`
+
+	// Open AttachOpen is the first message of AttachProcess: which process, and from
+	// which output offset to replay.
+	Open *FabroSandboxV1AttachOpen `json:"open,omitempty"`
+
+	// Resize TerminalSize is a terminal's size in character cells.
+	Resize *FabroSandboxV1TerminalSize `json:"resize,omitempty"`
+
+	// Stdin Bytes to write to the process's stdin, in order.
+	Stdin *[]byte `json:"stdin,omitempty"`
+}
+
+// FabroSandboxV1AttachProcessResponse AttachProcessResponse is one message of AttachProcess.
+type FabroSandboxV1AttachProcessResponse struct {
+	// Attached Process describes one process of a sandbox.
+	Attached *FabroSandboxV1Process `json:"attached,omitempty"`
+
+	// Exited Process describes one process of a sandbox.
+	Exited *FabroSandboxV1Process `json:"exited,omitempty"`
+
+	// Gap OutputGap is output that was dropped before this client received it.
+	Gap *FabroSandboxV1OutputGap `json:"gap,omitempty"`
+
+	// Output ProcessOutput is one chunk of a process's output.
+	Output *FabroSandboxV1ProcessOutput `json:"output,omitempty"`
+}
+
+// FabroSandboxV1AttachProcessResponseStreamResult One line of the application/x-ndjson stream: result for each message, or error once when the stream fails.
+type FabroSandboxV1AttachProcessResponseStreamResult struct {
+	Error *GoogleRpcStatus `json:"error,omitempty"`
+
+	// Result AttachProcessResponse is one message of AttachProcess.
+	Result *FabroSandboxV1AttachProcessResponse `json:"result,omitempty"`
+}
+
 // FabroSandboxV1CancelExecResponse CancelExecResponse reports whether a command was being stopped.
 type FabroSandboxV1CancelExecResponse struct {
 	// Stopping True when a running command had that id and is being stopped; false
@@ -4712,11 +4815,19 @@ type FabroSandboxV1Capabilities struct {
 	// may all arrive when it ends.
 	LiveStreaming *bool `json:"liveStreaming,omitempty"`
 
+	// Processes The processes facet: StartProcess, AttachProcess (interactive stdin),
+	// SignalProcess, WaitProcess, ListProcesses.
+	Processes *bool `json:"processes,omitempty"`
+
 	// Stdin A command can be given stdin bytes.
 	Stdin *bool `json:"stdin,omitempty"`
 
 	// StreamsSeparated stdout and stderr are kept apart; false means both arrive as stdout.
 	StreamsSeparated *bool `json:"streamsSeparated,omitempty"`
+
+	// Terminals Processes can run on a terminal (ProcessSpec.terminal), resized by
+	// AttachProcess: what `fabro sandbox shell` needs.
+	Terminals *bool `json:"terminals,omitempty"`
 }
 
 // FabroSandboxV1CaptureStats CaptureStats accounts for one output stream.
@@ -5071,6 +5182,13 @@ type FabroSandboxV1ListDriversResponse struct {
 	NextPageToken *string `json:"nextPageToken,omitempty"`
 }
 
+// FabroSandboxV1ListProcessesResponse ListProcessesResponse is the caller's processes of a sandbox, oldest
+// first.
+type FabroSandboxV1ListProcessesResponse struct {
+	// Processes The processes, running and ended (the service keeps the 256 newest).
+	Processes *[]FabroSandboxV1Process `json:"processes,omitempty"`
+}
+
 // FabroSandboxV1ListSandboxesResponse ListSandboxesResponse is the list of sandboxes.
 type FabroSandboxV1ListSandboxesResponse struct {
 	// NextPageToken The token of the next page; empty after the last page.
@@ -5095,12 +5213,152 @@ type FabroSandboxV1MakeDirectoryResponse struct {
 //   - NETWORK_POLICY_ALLOW: The host's networks (docker: the default bridge).
 type FabroSandboxV1NetworkPolicy string
 
+// FabroSandboxV1OutputGap OutputGap is output that was dropped before this client received it.
+type FabroSandboxV1OutputGap struct {
+	// FromOffset The offset the dropped output starts at.
+	FromOffset *string `json:"fromOffset,omitempty"`
+
+	// ToOffset The offset after it, where the next chunk sent starts.
+	ToOffset *string `json:"toOffset,omitempty"`
+}
+
 // FabroSandboxV1OutputStream OutputStream names a command's output stream.
 //
 //   - OUTPUT_STREAM_UNSPECIFIED: Not stated.
 //   - OUTPUT_STREAM_STDOUT: Standard output (and standard error when streams are not separated).
 //   - OUTPUT_STREAM_STDERR: Standard error.
 type FabroSandboxV1OutputStream string
+
+// FabroSandboxV1Process Process describes one process of a sandbox.
+type FabroSandboxV1Process struct {
+	// DroppedBytes Output only. Bytes of output dropped from the retained log (the oldest,
+	// past retained_output_limit_bytes).
+	DroppedBytes *string `json:"droppedBytes,omitempty"`
+
+	// OutputBytes Output only. Bytes of output written so far, stdout and stderr together:
+	// the offset the next chunk starts at.
+	OutputBytes *string `json:"outputBytes,omitempty"`
+
+	// Owner Output only. The principal that started it; only it and admins reach it.
+	Owner *string `json:"owner,omitempty"`
+
+	// ProcessId Output only. The process's id, assigned by the service; opaque.
+	ProcessId *string `json:"processId,omitempty"`
+
+	// ReadinessMessage Output only. Why the readiness probe gave up, if it did.
+	ReadinessMessage *string `json:"readinessMessage,omitempty"`
+
+	// Ready Output only. The readiness probe has passed since the last start.
+	Ready *bool `json:"ready,omitempty"`
+
+	// Restarts Output only. How many times the service was started again.
+	Restarts *int32 `json:"restarts,omitempty"`
+
+	// Result ExecResult is how a command ended and what it wrote.
+	Result *FabroSandboxV1ExecResult `json:"result,omitempty"`
+
+	// SandboxId Output only. The sandbox it runs in.
+	SandboxId *string `json:"sandboxId,omitempty"`
+
+	// Spec ProcessSpec is one long-lived process: a stdio MCP server, a dev server,
+	// a shell. Give exactly one of command and args.
+	Spec *FabroSandboxV1ProcessSpec `json:"spec,omitempty"`
+
+	// StartTime Output only. When it started.
+	StartTime *time.Time `json:"startTime,omitempty"`
+
+	// State ProcessState is where a process is in its life.
+	//
+	//  - PROCESS_STATE_UNSPECIFIED: Not stated.
+	//  - PROCESS_STATE_RUNNING: It runs.
+	//  - PROCESS_STATE_EXITED: It has ended; Process.result says how.
+	State *FabroSandboxV1ProcessState `json:"state,omitempty"`
+}
+
+// FabroSandboxV1ProcessOutput ProcessOutput is one chunk of a process's output.
+type FabroSandboxV1ProcessOutput struct {
+	// Data The bytes, not necessarily whole lines nor valid UTF-8.
+	Data *[]byte `json:"data,omitempty"`
+
+	// Offset The output offset of data's first byte, stdout and stderr counted
+	// together.
+	Offset *string `json:"offset,omitempty"`
+
+	// Seq The chunk's sequence number: 1 for the first chunk the process wrote,
+	// then one more for each.
+	Seq *string `json:"seq,omitempty"`
+
+	// Stream OutputStream names a command's output stream.
+	//
+	//  - OUTPUT_STREAM_UNSPECIFIED: Not stated.
+	//  - OUTPUT_STREAM_STDOUT: Standard output (and standard error when streams are not separated).
+	//  - OUTPUT_STREAM_STDERR: Standard error.
+	Stream *FabroSandboxV1OutputStream `json:"stream,omitempty"`
+}
+
+// FabroSandboxV1ProcessSpec ProcessSpec is one long-lived process: a stdio MCP server, a dev server,
+// a shell. Give exactly one of command and args.
+type FabroSandboxV1ProcessSpec struct {
+	// Args Optional. A program and its arguments, run without a shell (the program
+	// is looked up in PATH).
+	Args *[]string `json:"args,omitempty"`
+
+	// Command Optional. Bash source, run as `bash -c <command>`.
+	Command *string `json:"command,omitempty"`
+
+	// Env Optional. Environment variables over the sandbox's, as ExecSpec.env.
+	Env *map[string]string `json:"env,omitempty"`
+
+	// MaxRestarts Optional. The most restarts; 0 means 5, values above 100 are lowered
+	// to 100.
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
+
+	// Name Optional. The service's name: 1 to 64 characters from [A-Za-z0-9._-],
+	// unique among the sandbox's running services; any process call takes it
+	// in place of the process_id. Required with service.
+	Name *string `json:"name,omitempty"`
+
+	// Readiness ReadinessProbe tells when a process is up: a port that listens on the
+	// sandbox's loopback, or a command that succeeds; give one.
+	Readiness *FabroSandboxV1ReadinessProbe `json:"readiness,omitempty"`
+
+	// Restart RestartPolicy says when a service is started again.
+	//
+	//  - RESTART_POLICY_UNSPECIFIED: Never.
+	//  - RESTART_POLICY_NEVER: Never.
+	//  - RESTART_POLICY_ON_FAILURE: When it ends with a non-zero exit code or a signal it was not sent by
+	// SignalProcess or DeleteSandbox, after a backoff (100 ms, doubling, at
+	// most 5 s). Its log goes on.
+	Restart *FabroSandboxV1RestartPolicy `json:"restart,omitempty"`
+
+	// RetainedOutputLimitBytes Optional. The most output bytes (stdout and stderr together) the service
+	// keeps for AttachProcess to replay: the newest are kept, older chunks are
+	// dropped and counted. 0 means 1 MiB; values above 16 MiB are lowered to
+	// 16 MiB.
+	RetainedOutputLimitBytes *string `json:"retainedOutputLimitBytes,omitempty"`
+
+	// Service Optional. A background service: it needs a name, and its output is kept
+	// as its log (followed with AttachProcess from an offset).
+	Service *bool `json:"service,omitempty"`
+
+	// Terminal TerminalSize is a terminal's size in character cells.
+	Terminal *FabroSandboxV1TerminalSize `json:"terminal,omitempty"`
+
+	// Timeout Optional. How long the process may run; unset or zero means until it
+	// ends, is signalled, or its sandbox is deleted. Past it the process is
+	// stopped (TERM, 2 s, KILL) with termination TIMED_OUT.
+	Timeout *string `json:"timeout,omitempty"`
+
+	// WorkingDir Optional. The directory to start in, as ExecSpec.working_dir.
+	WorkingDir *string `json:"workingDir,omitempty"`
+}
+
+// FabroSandboxV1ProcessState ProcessState is where a process is in its life.
+//
+//   - PROCESS_STATE_UNSPECIFIED: Not stated.
+//   - PROCESS_STATE_RUNNING: It runs.
+//   - PROCESS_STATE_EXITED: It has ended; Process.result says how.
+type FabroSandboxV1ProcessState string
 
 // FabroSandboxV1ReadFileBytesResponse ReadFileBytesResponse is one chunk of the file.
 type FabroSandboxV1ReadFileBytesResponse struct {
@@ -5143,6 +5401,22 @@ type FabroSandboxV1ReadFileResponse struct {
 	Truncated *bool `json:"truncated,omitempty"`
 }
 
+// FabroSandboxV1ReadinessProbe ReadinessProbe tells when a process is up: a port that listens on the
+// sandbox's loopback, or a command that succeeds; give one.
+type FabroSandboxV1ReadinessProbe struct {
+	// Command Optional. Bash source that exits 0 once the process is up.
+	Command *string `json:"command,omitempty"`
+
+	// Interval Optional. Between attempts; 0 means 200 ms.
+	Interval *string `json:"interval,omitempty"`
+
+	// Port Optional. A TCP port that accepts a connection inside the sandbox.
+	Port *int32 `json:"port,omitempty"`
+
+	// Timeout Optional. How long to keep trying after each start; 0 means 60 s.
+	Timeout *string `json:"timeout,omitempty"`
+}
+
 // FabroSandboxV1RenameFileResponse RenameFileResponse is empty: success means the move is done.
 type FabroSandboxV1RenameFileResponse = map[string]interface{}
 
@@ -5178,6 +5452,16 @@ type FabroSandboxV1ResourceLimits struct {
 	//  - NETWORK_POLICY_ALLOW: The host's networks (docker: the default bridge).
 	Network *FabroSandboxV1NetworkPolicy `json:"network,omitempty"`
 }
+
+// FabroSandboxV1RestartPolicy RestartPolicy says when a service is started again.
+//
+//   - RESTART_POLICY_UNSPECIFIED: Never.
+//   - RESTART_POLICY_NEVER: Never.
+//   - RESTART_POLICY_ON_FAILURE: When it ends with a non-zero exit code or a signal it was not sent by
+//
+// SignalProcess or DeleteSandbox, after a backoff (100 ms, doubling, at
+// most 5 s). Its log goes on.
+type FabroSandboxV1RestartPolicy string
 
 // FabroSandboxV1Sandbox Sandbox describes one sandbox.
 type FabroSandboxV1Sandbox struct {
@@ -5356,10 +5640,33 @@ type FabroSandboxV1SandboxServiceRenameFileBody struct {
 	ToPath string `json:"toPath"`
 }
 
+// FabroSandboxV1SandboxServiceSignalProcessBody SignalProcessRequest sends a signal to a process.
+type FabroSandboxV1SandboxServiceSignalProcessBody struct {
+	// Signal Required. The signal's name, with or without "SIG": HUP, INT, QUIT,
+	// KILL, USR1, USR2, TERM, CONT, STOP. It goes to the process's whole
+	// tree.
+	Signal string `json:"signal"`
+}
+
+// FabroSandboxV1SandboxServiceStartProcessBody StartProcessRequest starts a process.
+type FabroSandboxV1SandboxServiceStartProcessBody struct {
+	// Spec ProcessSpec is one long-lived process: a stdio MCP server, a dev server,
+	// a shell. Give exactly one of command and args.
+	Spec FabroSandboxV1ProcessSpec `json:"spec"`
+}
+
 // FabroSandboxV1SandboxServiceStatFileBody StatFileRequest asks about a path.
 type FabroSandboxV1SandboxServiceStatFileBody struct {
 	// Path Required. The path.
 	Path string `json:"path"`
+}
+
+// FabroSandboxV1SandboxServiceWaitProcessBody WaitProcessRequest waits for a process to end (or to be ready).
+type FabroSandboxV1SandboxServiceWaitProcessBody struct {
+	// UntilReady Optional. Return once the readiness probe passes (or the process ends,
+	// or the probe gives up) instead of at the end. FAILED_PRECONDITION for a
+	// process without a probe.
+	UntilReady *bool `json:"untilReady,omitempty"`
 }
 
 // FabroSandboxV1SandboxServiceWalkBody WalkRequest lists files below a directory.
@@ -5432,6 +5739,18 @@ type FabroSandboxV1SandboxSpec struct {
 //   - SANDBOX_STATE_DELETING: Being deleted.
 type FabroSandboxV1SandboxState string
 
+// FabroSandboxV1SignalProcessResponse SignalProcessResponse says whether the signal was sent.
+type FabroSandboxV1SignalProcessResponse struct {
+	// Delivered False when the process had already ended.
+	Delivered *bool `json:"delivered,omitempty"`
+}
+
+// FabroSandboxV1StartProcessResponse StartProcessResponse holds the started process.
+type FabroSandboxV1StartProcessResponse struct {
+	// Process Process describes one process of a sandbox.
+	Process *FabroSandboxV1Process `json:"process,omitempty"`
+}
+
 // FabroSandboxV1StatFileResponse StatFileResponse says whether the path exists and what it is.
 type FabroSandboxV1StatFileResponse struct {
 	// Exists Whether the path exists.
@@ -5439,6 +5758,15 @@ type FabroSandboxV1StatFileResponse struct {
 
 	// Info FileInfo describes one filesystem entry.
 	Info *FabroSandboxV1FileInfo `json:"info,omitempty"`
+}
+
+// FabroSandboxV1TerminalSize TerminalSize is a terminal's size in character cells.
+type FabroSandboxV1TerminalSize struct {
+	// Cols Required. Columns, 1 to 1,000.
+	Cols int32 `json:"cols"`
+
+	// Rows Required. Rows, 1 to 1,000.
+	Rows int32 `json:"rows"`
 }
 
 // FabroSandboxV1Termination Termination says how a command ended.
@@ -5453,6 +5781,12 @@ type FabroSandboxV1StatFileResponse struct {
 // cancelled RPC.
 //   - TERMINATION_KILLED: The service sent KILL at once: CancelExec with kill, or DeleteSandbox.
 type FabroSandboxV1Termination string
+
+// FabroSandboxV1WaitProcessResponse WaitProcessResponse holds the ended (or ready) process.
+type FabroSandboxV1WaitProcessResponse struct {
+	// Process Process describes one process of a sandbox.
+	Process *FabroSandboxV1Process `json:"process,omitempty"`
+}
 
 // FabroSandboxV1WalkResponse WalkResponse holds the files.
 type FabroSandboxV1WalkResponse struct {
@@ -5739,6 +6073,9 @@ type LLMGatewayServiceStreamJSONRequestBody = FabroLlmV1StreamRequest
 // LLMGatewayServiceProbeJSONRequestBody defines body for LLMGatewayServiceProbe for application/json ContentType.
 type LLMGatewayServiceProbeJSONRequestBody = FabroLlmV1ProbeRequest
 
+// SandboxServiceAttachProcessJSONRequestBody defines body for SandboxServiceAttachProcess for application/json ContentType.
+type SandboxServiceAttachProcessJSONRequestBody = FabroSandboxV1AttachProcessRequest
+
 // SandboxServiceCreateSandboxJSONRequestBody defines body for SandboxServiceCreateSandbox for application/json ContentType.
 type SandboxServiceCreateSandboxJSONRequestBody = FabroSandboxV1CreateSandboxRequest
 
@@ -5768,6 +6105,15 @@ type SandboxServiceStatFileJSONRequestBody = FabroSandboxV1SandboxServiceStatFil
 
 // SandboxServiceWriteFileJSONRequestBody defines body for SandboxServiceWriteFile for application/json ContentType.
 type SandboxServiceWriteFileJSONRequestBody = FabroSandboxV1SandboxServiceWriteFileBody
+
+// SandboxServiceStartProcessJSONRequestBody defines body for SandboxServiceStartProcess for application/json ContentType.
+type SandboxServiceStartProcessJSONRequestBody = FabroSandboxV1SandboxServiceStartProcessBody
+
+// SandboxServiceSignalProcessJSONRequestBody defines body for SandboxServiceSignalProcess for application/json ContentType.
+type SandboxServiceSignalProcessJSONRequestBody = FabroSandboxV1SandboxServiceSignalProcessBody
+
+// SandboxServiceWaitProcessJSONRequestBody defines body for SandboxServiceWaitProcess for application/json ContentType.
+type SandboxServiceWaitProcessJSONRequestBody = FabroSandboxV1SandboxServiceWaitProcessBody
 
 // SandboxServiceExecJSONRequestBody defines body for SandboxServiceExec for application/json ContentType.
 type SandboxServiceExecJSONRequestBody = FabroSandboxV1SandboxServiceExecBody
@@ -6075,6 +6421,34 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/models:resolve (the `LLMGatewayServiceResolveModel` operationId).
 	LLMGatewayServiceResolveModel(ctx context.Context, params *LLMGatewayServiceResolveModelParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SandboxServiceAttachProcessWithBody AttachProcess connects to a process: the client's first message names it
+	// (and the output offset to replay from), later ones carry stdin; the
+	// server sends the process, then its output chunks with sequence numbers
+	// and offsets (a gap for output dropped from the log), then the process
+	// once it has ended. Any number of clients may attach at once, and again
+	// later. A slow client never slows the process: it gets a gap instead.
+	// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+	// principal's; INVALID_ARGUMENT when the first message is not open.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+	SandboxServiceAttachProcessWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceAttachProcess AttachProcess connects to a process: the client's first message names it
+	// (and the output offset to replay from), later ones carry stdin; the
+	// server sends the process, then its output chunks with sequence numbers
+	// and offsets (a gap for output dropped from the log), then the process
+	// once it has ended. Any number of clients may attach at once, and again
+	// later. A slow client never slows the process: it gets a gap instead.
+	// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+	// principal's; INVALID_ARGUMENT when the first message is not open.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+	SandboxServiceAttachProcess(ctx context.Context, body SandboxServiceAttachProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// LLMGatewayServiceListProviders ListProviders lists the catalog's providers with their readiness,
 	// sorted by provider_id, a page at a time (a probe runs for the page's
 	// providers only). Credential names are listed, never values.
@@ -6376,6 +6750,74 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{sandboxId}/files:write (the `SandboxServiceWriteFile` operationId).
 	SandboxServiceWriteFile(ctx context.Context, sandboxId string, body SandboxServiceWriteFileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceListProcesses ListProcesses lists the caller's processes of a sandbox (an admin's: all
+	// of them), oldest first.
+	//
+	// Corresponds with GET /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceListProcesses` operationId).
+	SandboxServiceListProcesses(ctx context.Context, sandboxId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceStartProcessWithBody StartProcess starts a long-lived process and returns at
+	// once with its id. Its stdin stays open for AttachProcess; its output is
+	// kept in a bounded log. It ends by itself, by SignalProcess, by its
+	// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+	// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+	// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+	// both of command and args, a bad env name, a negative timeout or limit;
+	// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+	// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+	SandboxServiceStartProcessWithBody(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceStartProcess StartProcess starts a long-lived process and returns at
+	// once with its id. Its stdin stays open for AttachProcess; its output is
+	// kept in a bounded log. It ends by itself, by SignalProcess, by its
+	// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+	// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+	// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+	// both of command and args, a bad env name, a negative timeout or limit;
+	// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+	// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+	SandboxServiceStartProcess(ctx context.Context, sandboxId string, body SandboxServiceStartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceSignalProcessWithBody SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+	// for an unknown signal name; NOT_FOUND as AttachProcess.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+	SandboxServiceSignalProcessWithBody(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceSignalProcess SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+	// for an unknown signal name; NOT_FOUND as AttachProcess.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+	SandboxServiceSignalProcess(ctx context.Context, sandboxId string, processId string, body SandboxServiceSignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceWaitProcessWithBody WaitProcess returns once the process has ended (or the RPC's deadline
+	// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+	SandboxServiceWaitProcessWithBody(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceWaitProcess WaitProcess returns once the process has ended (or the RPC's deadline
+	// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+	SandboxServiceWaitProcess(ctx context.Context, sandboxId string, processId string, body SandboxServiceWaitProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxServiceExecWithBody Exec runs a command and returns its result when it ends. A command that
 	// fails, times out, is cancelled or is not found (exit code 127) is a
@@ -7165,6 +7607,54 @@ func (c *Client) LLMGatewayServiceResolveModel(ctx context.Context, params *LLMG
 	return c.Client.Do(req)
 }
 
+// SandboxServiceAttachProcessWithBody AttachProcess connects to a process: the client's first message names it
+// (and the output offset to replay from), later ones carry stdin; the
+// server sends the process, then its output chunks with sequence numbers
+// and offsets (a gap for output dropped from the log), then the process
+// once it has ended. Any number of clients may attach at once, and again
+// later. A slow client never slows the process: it gets a gap instead.
+// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+// principal's; INVALID_ARGUMENT when the first message is not open.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+func (c *Client) SandboxServiceAttachProcessWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceAttachProcessRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceAttachProcess AttachProcess connects to a process: the client's first message names it
+// (and the output offset to replay from), later ones carry stdin; the
+// server sends the process, then its output chunks with sequence numbers
+// and offsets (a gap for output dropped from the log), then the process
+// once it has ended. Any number of clients may attach at once, and again
+// later. A slow client never slows the process: it gets a gap instead.
+// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+// principal's; INVALID_ARGUMENT when the first message is not open.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+func (c *Client) SandboxServiceAttachProcess(ctx context.Context, body SandboxServiceAttachProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceAttachProcessRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // LLMGatewayServiceListProviders ListProviders lists the catalog's providers with their readiness,
 // sorted by provider_id, a page at a time (a probe runs for the page's
 // providers only). Credential names are listed, never values.
@@ -7737,6 +8227,144 @@ func (c *Client) SandboxServiceWriteFileWithBody(ctx context.Context, sandboxId 
 // Corresponds with POST /v1/sandboxes/{sandboxId}/files:write (the `SandboxServiceWriteFile` operationId).
 func (c *Client) SandboxServiceWriteFile(ctx context.Context, sandboxId string, body SandboxServiceWriteFileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSandboxServiceWriteFileRequest(c.Server, sandboxId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceListProcesses ListProcesses lists the caller's processes of a sandbox (an admin's: all
+// of them), oldest first.
+//
+// Corresponds with GET /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceListProcesses` operationId).
+func (c *Client) SandboxServiceListProcesses(ctx context.Context, sandboxId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceListProcessesRequest(c.Server, sandboxId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceStartProcessWithBody StartProcess starts a long-lived process and returns at
+// once with its id. Its stdin stays open for AttachProcess; its output is
+// kept in a bounded log. It ends by itself, by SignalProcess, by its
+// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+// both of command and args, a bad env name, a negative timeout or limit;
+// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+func (c *Client) SandboxServiceStartProcessWithBody(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceStartProcessRequestWithBody(c.Server, sandboxId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceStartProcess StartProcess starts a long-lived process and returns at
+// once with its id. Its stdin stays open for AttachProcess; its output is
+// kept in a bounded log. It ends by itself, by SignalProcess, by its
+// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+// both of command and args, a bad env name, a negative timeout or limit;
+// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+func (c *Client) SandboxServiceStartProcess(ctx context.Context, sandboxId string, body SandboxServiceStartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceStartProcessRequest(c.Server, sandboxId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceSignalProcessWithBody SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+// for an unknown signal name; NOT_FOUND as AttachProcess.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+func (c *Client) SandboxServiceSignalProcessWithBody(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceSignalProcessRequestWithBody(c.Server, sandboxId, processId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceSignalProcess SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+// for an unknown signal name; NOT_FOUND as AttachProcess.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+func (c *Client) SandboxServiceSignalProcess(ctx context.Context, sandboxId string, processId string, body SandboxServiceSignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceSignalProcessRequest(c.Server, sandboxId, processId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceWaitProcessWithBody WaitProcess returns once the process has ended (or the RPC's deadline
+// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+func (c *Client) SandboxServiceWaitProcessWithBody(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceWaitProcessRequestWithBody(c.Server, sandboxId, processId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceWaitProcess WaitProcess returns once the process has ended (or the RPC's deadline
+// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+func (c *Client) SandboxServiceWaitProcess(ctx context.Context, sandboxId string, processId string, body SandboxServiceWaitProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceWaitProcessRequest(c.Server, sandboxId, processId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -9104,6 +9732,46 @@ func NewLLMGatewayServiceResolveModelRequest(server string, params *LLMGatewaySe
 	return req, nil
 }
 
+// NewSandboxServiceAttachProcessRequest calls the generic SandboxServiceAttachProcess builder with application/json body
+func NewSandboxServiceAttachProcessRequest(server string, body SandboxServiceAttachProcessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxServiceAttachProcessRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSandboxServiceAttachProcessRequestWithBody constructs an http.Request for the SandboxServiceAttachProcess method, with any body, and a specified content type
+func NewSandboxServiceAttachProcessRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/processes:attach")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewLLMGatewayServiceListProvidersRequest constructs an http.Request for the LLMGatewayServiceListProviders method
 func NewLLMGatewayServiceListProvidersRequest(server string, params *LLMGatewayServiceListProvidersParams) (*http.Request, error) {
 	var err error
@@ -9966,6 +10634,195 @@ func NewSandboxServiceWriteFileRequestWithBody(server string, sandboxId string, 
 	}
 
 	operationPath := fmt.Sprintf("/v1/sandboxes/%s/files:write", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSandboxServiceListProcessesRequest constructs an http.Request for the SandboxServiceListProcesses method
+func NewSandboxServiceListProcessesRequest(server string, sandboxId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxId", sandboxId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSandboxServiceStartProcessRequest calls the generic SandboxServiceStartProcess builder with application/json body
+func NewSandboxServiceStartProcessRequest(server string, sandboxId string, body SandboxServiceStartProcessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxServiceStartProcessRequestWithBody(server, sandboxId, "application/json", bodyReader)
+}
+
+// NewSandboxServiceStartProcessRequestWithBody constructs an http.Request for the SandboxServiceStartProcess method, with any body, and a specified content type
+func NewSandboxServiceStartProcessRequestWithBody(server string, sandboxId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxId", sandboxId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSandboxServiceSignalProcessRequest calls the generic SandboxServiceSignalProcess builder with application/json body
+func NewSandboxServiceSignalProcessRequest(server string, sandboxId string, processId string, body SandboxServiceSignalProcessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxServiceSignalProcessRequestWithBody(server, sandboxId, processId, "application/json", bodyReader)
+}
+
+// NewSandboxServiceSignalProcessRequestWithBody constructs an http.Request for the SandboxServiceSignalProcess method, with any body, and a specified content type
+func NewSandboxServiceSignalProcessRequestWithBody(server string, sandboxId string, processId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxId", sandboxId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "processId", processId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s:signal", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSandboxServiceWaitProcessRequest calls the generic SandboxServiceWaitProcess builder with application/json body
+func NewSandboxServiceWaitProcessRequest(server string, sandboxId string, processId string, body SandboxServiceWaitProcessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxServiceWaitProcessRequestWithBody(server, sandboxId, processId, "application/json", bodyReader)
+}
+
+// NewSandboxServiceWaitProcessRequestWithBody constructs an http.Request for the SandboxServiceWaitProcess method, with any body, and a specified content type
+func NewSandboxServiceWaitProcessRequestWithBody(server string, sandboxId string, processId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxId", sandboxId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "processId", processId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s:wait", pathParam0, pathParam1)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -11643,6 +12500,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/models:resolve (the `LLMGatewayServiceResolveModel` operationId).
 	LLMGatewayServiceResolveModelWithResponse(ctx context.Context, params *LLMGatewayServiceResolveModelParams, reqEditors ...RequestEditorFn) (*LLMGatewayServiceResolveModelResponse, error)
 
+	// SandboxServiceAttachProcessWithBodyWithResponse AttachProcess connects to a process: the client's first message names it
+	// (and the output offset to replay from), later ones carry stdin; the
+	// server sends the process, then its output chunks with sequence numbers
+	// and offsets (a gap for output dropped from the log), then the process
+	// once it has ended. Any number of clients may attach at once, and again
+	// later. A slow client never slows the process: it gets a gap instead.
+	// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+	// principal's; INVALID_ARGUMENT when the first message is not open.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+	SandboxServiceAttachProcessWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceAttachProcessResponse, error)
+
+	// SandboxServiceAttachProcessWithResponse AttachProcess connects to a process: the client's first message names it
+	// (and the output offset to replay from), later ones carry stdin; the
+	// server sends the process, then its output chunks with sequence numbers
+	// and offsets (a gap for output dropped from the log), then the process
+	// once it has ended. Any number of clients may attach at once, and again
+	// later. A slow client never slows the process: it gets a gap instead.
+	// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+	// principal's; INVALID_ARGUMENT when the first message is not open.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+	SandboxServiceAttachProcessWithResponse(ctx context.Context, body SandboxServiceAttachProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceAttachProcessResponse, error)
+
 	// LLMGatewayServiceListProvidersWithResponse ListProviders lists the catalog's providers with their readiness,
 	// sorted by provider_id, a page at a time (a probe runs for the page's
 	// providers only). Credential names are listed, never values.
@@ -11960,6 +12845,76 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{sandboxId}/files:write (the `SandboxServiceWriteFile` operationId).
 	SandboxServiceWriteFileWithResponse(ctx context.Context, sandboxId string, body SandboxServiceWriteFileJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceWriteFileResponse, error)
+
+	// SandboxServiceListProcessesWithResponse ListProcesses lists the caller's processes of a sandbox (an admin's: all
+	// of them), oldest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceListProcesses` operationId).
+	SandboxServiceListProcessesWithResponse(ctx context.Context, sandboxId string, reqEditors ...RequestEditorFn) (*SandboxServiceListProcessesResponse, error)
+
+	// SandboxServiceStartProcessWithBodyWithResponse StartProcess starts a long-lived process and returns at
+	// once with its id. Its stdin stays open for AttachProcess; its output is
+	// kept in a bounded log. It ends by itself, by SignalProcess, by its
+	// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+	// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+	// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+	// both of command and args, a bad env name, a negative timeout or limit;
+	// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+	// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+	SandboxServiceStartProcessWithBodyWithResponse(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceStartProcessResponse, error)
+
+	// SandboxServiceStartProcessWithResponse StartProcess starts a long-lived process and returns at
+	// once with its id. Its stdin stays open for AttachProcess; its output is
+	// kept in a bounded log. It ends by itself, by SignalProcess, by its
+	// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+	// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+	// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+	// both of command and args, a bad env name, a negative timeout or limit;
+	// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+	// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+	SandboxServiceStartProcessWithResponse(ctx context.Context, sandboxId string, body SandboxServiceStartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceStartProcessResponse, error)
+
+	// SandboxServiceSignalProcessWithBodyWithResponse SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+	// for an unknown signal name; NOT_FOUND as AttachProcess.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+	SandboxServiceSignalProcessWithBodyWithResponse(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceSignalProcessResponse, error)
+
+	// SandboxServiceSignalProcessWithResponse SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+	// for an unknown signal name; NOT_FOUND as AttachProcess.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+	SandboxServiceSignalProcessWithResponse(ctx context.Context, sandboxId string, processId string, body SandboxServiceSignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceSignalProcessResponse, error)
+
+	// SandboxServiceWaitProcessWithBodyWithResponse WaitProcess returns once the process has ended (or the RPC's deadline
+	// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+	SandboxServiceWaitProcessWithBodyWithResponse(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceWaitProcessResponse, error)
+
+	// SandboxServiceWaitProcessWithResponse WaitProcess returns once the process has ended (or the RPC's deadline
+	// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+	SandboxServiceWaitProcessWithResponse(ctx context.Context, sandboxId string, processId string, body SandboxServiceWaitProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceWaitProcessResponse, error)
 
 	// SandboxServiceExecWithBodyWithResponse Exec runs a command and returns its result when it ends. A command that
 	// fails, times out, is cancelled or is not found (exit code 127) is a
@@ -12844,6 +13799,47 @@ func (r LLMGatewayServiceResolveModelResponse) ContentType() string {
 	return ""
 }
 
+type SandboxServiceAttachProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServiceAttachProcessResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServiceAttachProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServiceAttachProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServiceAttachProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServiceAttachProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type LLMGatewayServiceListProvidersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13695,6 +14691,198 @@ func (r SandboxServiceWriteFileResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SandboxServiceWriteFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SandboxServiceListProcessesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroSandboxV1ListProcessesResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxServiceListProcessesResponse) GetJSON200() *FabroSandboxV1ListProcessesResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServiceListProcessesResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServiceListProcessesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServiceListProcessesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServiceListProcessesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServiceListProcessesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SandboxServiceStartProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroSandboxV1StartProcessResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxServiceStartProcessResponse) GetJSON200() *FabroSandboxV1StartProcessResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServiceStartProcessResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServiceStartProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServiceStartProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServiceStartProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServiceStartProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SandboxServiceSignalProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroSandboxV1SignalProcessResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxServiceSignalProcessResponse) GetJSON200() *FabroSandboxV1SignalProcessResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServiceSignalProcessResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServiceSignalProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServiceSignalProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServiceSignalProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServiceSignalProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SandboxServiceWaitProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroSandboxV1WaitProcessResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxServiceWaitProcessResponse) GetJSON200() *FabroSandboxV1WaitProcessResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServiceWaitProcessResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServiceWaitProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServiceWaitProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServiceWaitProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServiceWaitProcessResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15294,6 +16482,46 @@ func (c *ClientWithResponses) LLMGatewayServiceResolveModelWithResponse(ctx cont
 	return ParseLLMGatewayServiceResolveModelResponse(rsp)
 }
 
+// SandboxServiceAttachProcessWithBodyWithResponse AttachProcess connects to a process: the client's first message names it
+// (and the output offset to replay from), later ones carry stdin; the
+// server sends the process, then its output chunks with sequence numbers
+// and offsets (a gap for output dropped from the log), then the process
+// once it has ended. Any number of clients may attach at once, and again
+// later. A slow client never slows the process: it gets a gap instead.
+// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+// principal's; INVALID_ARGUMENT when the first message is not open.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceAttachProcessWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceAttachProcessResponse, error) {
+	rsp, err := c.SandboxServiceAttachProcessWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceAttachProcessResponse(rsp)
+}
+
+// SandboxServiceAttachProcessWithResponse AttachProcess connects to a process: the client's first message names it
+// (and the output offset to replay from), later ones carry stdin; the
+// server sends the process, then its output chunks with sequence numbers
+// and offsets (a gap for output dropped from the log), then the process
+// once it has ended. Any number of clients may attach at once, and again
+// later. A slow client never slows the process: it gets a gap instead.
+// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+// principal's; INVALID_ARGUMENT when the first message is not open.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/processes:attach (the `SandboxServiceAttachProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceAttachProcessWithResponse(ctx context.Context, body SandboxServiceAttachProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceAttachProcessResponse, error) {
+	rsp, err := c.SandboxServiceAttachProcess(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceAttachProcessResponse(rsp)
+}
+
 // LLMGatewayServiceListProvidersWithResponse ListProviders lists the catalog's providers with their readiness,
 // sorted by provider_id, a page at a time (a probe runs for the page's
 // providers only). Credential names are listed, never values.
@@ -15778,6 +17006,118 @@ func (c *ClientWithResponses) SandboxServiceWriteFileWithResponse(ctx context.Co
 		return nil, err
 	}
 	return ParseSandboxServiceWriteFileResponse(rsp)
+}
+
+// SandboxServiceListProcessesWithResponse ListProcesses lists the caller's processes of a sandbox (an admin's: all
+// of them), oldest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceListProcesses` operationId).
+func (c *ClientWithResponses) SandboxServiceListProcessesWithResponse(ctx context.Context, sandboxId string, reqEditors ...RequestEditorFn) (*SandboxServiceListProcessesResponse, error) {
+	rsp, err := c.SandboxServiceListProcesses(ctx, sandboxId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceListProcessesResponse(rsp)
+}
+
+// SandboxServiceStartProcessWithBodyWithResponse StartProcess starts a long-lived process and returns at
+// once with its id. Its stdin stays open for AttachProcess; its output is
+// kept in a bounded log. It ends by itself, by SignalProcess, by its
+// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+// both of command and args, a bad env name, a negative timeout or limit;
+// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceStartProcessWithBodyWithResponse(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceStartProcessResponse, error) {
+	rsp, err := c.SandboxServiceStartProcessWithBody(ctx, sandboxId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceStartProcessResponse(rsp)
+}
+
+// SandboxServiceStartProcessWithResponse StartProcess starts a long-lived process and returns at
+// once with its id. Its stdin stays open for AttachProcess; its output is
+// kept in a bounded log. It ends by itself, by SignalProcess, by its
+// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+// both of command and args, a bad env name, a negative timeout or limit;
+// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes (the `SandboxServiceStartProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceStartProcessWithResponse(ctx context.Context, sandboxId string, body SandboxServiceStartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceStartProcessResponse, error) {
+	rsp, err := c.SandboxServiceStartProcess(ctx, sandboxId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceStartProcessResponse(rsp)
+}
+
+// SandboxServiceSignalProcessWithBodyWithResponse SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+// for an unknown signal name; NOT_FOUND as AttachProcess.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceSignalProcessWithBodyWithResponse(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceSignalProcessResponse, error) {
+	rsp, err := c.SandboxServiceSignalProcessWithBody(ctx, sandboxId, processId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceSignalProcessResponse(rsp)
+}
+
+// SandboxServiceSignalProcessWithResponse SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+// for an unknown signal name; NOT_FOUND as AttachProcess.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:signal (the `SandboxServiceSignalProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceSignalProcessWithResponse(ctx context.Context, sandboxId string, processId string, body SandboxServiceSignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceSignalProcessResponse, error) {
+	rsp, err := c.SandboxServiceSignalProcess(ctx, sandboxId, processId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceSignalProcessResponse(rsp)
+}
+
+// SandboxServiceWaitProcessWithBodyWithResponse WaitProcess returns once the process has ended (or the RPC's deadline
+// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceWaitProcessWithBodyWithResponse(ctx context.Context, sandboxId string, processId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceWaitProcessResponse, error) {
+	rsp, err := c.SandboxServiceWaitProcessWithBody(ctx, sandboxId, processId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceWaitProcessResponse(rsp)
+}
+
+// SandboxServiceWaitProcessWithResponse WaitProcess returns once the process has ended (or the RPC's deadline
+// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}/processes/{processId}:wait (the `SandboxServiceWaitProcess` operationId).
+func (c *ClientWithResponses) SandboxServiceWaitProcessWithResponse(ctx context.Context, sandboxId string, processId string, body SandboxServiceWaitProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceWaitProcessResponse, error) {
+	rsp, err := c.SandboxServiceWaitProcess(ctx, sandboxId, processId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceWaitProcessResponse(rsp)
 }
 
 // SandboxServiceExecWithBodyWithResponse Exec runs a command and returns its result when it ends. A command that
@@ -16860,6 +18200,32 @@ func ParseLLMGatewayServiceResolveModelResponse(rsp *http.Response) (*LLMGateway
 	return response, nil
 }
 
+// ParseSandboxServiceAttachProcessResponse parses an HTTP response from a SandboxServiceAttachProcessWithResponse call
+func ParseSandboxServiceAttachProcessResponse(rsp *http.Response) (*SandboxServiceAttachProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServiceAttachProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseLLMGatewayServiceListProvidersResponse parses an HTTP response from a LLMGatewayServiceListProvidersWithResponse call
 func ParseLLMGatewayServiceListProvidersResponse(rsp *http.Response) (*LLMGatewayServiceListProvidersResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17430,6 +18796,138 @@ func ParseSandboxServiceWriteFileResponse(rsp *http.Response) (*SandboxServiceWr
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest FabroSandboxV1WriteFileResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSandboxServiceListProcessesResponse parses an HTTP response from a SandboxServiceListProcessesWithResponse call
+func ParseSandboxServiceListProcessesResponse(rsp *http.Response) (*SandboxServiceListProcessesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServiceListProcessesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroSandboxV1ListProcessesResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSandboxServiceStartProcessResponse parses an HTTP response from a SandboxServiceStartProcessWithResponse call
+func ParseSandboxServiceStartProcessResponse(rsp *http.Response) (*SandboxServiceStartProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServiceStartProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroSandboxV1StartProcessResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSandboxServiceSignalProcessResponse parses an HTTP response from a SandboxServiceSignalProcessWithResponse call
+func ParseSandboxServiceSignalProcessResponse(rsp *http.Response) (*SandboxServiceSignalProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServiceSignalProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroSandboxV1SignalProcessResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSandboxServiceWaitProcessResponse parses an HTTP response from a SandboxServiceWaitProcessWithResponse call
+func ParseSandboxServiceWaitProcessResponse(rsp *http.Response) (*SandboxServiceWaitProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServiceWaitProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroSandboxV1WaitProcessResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -46,6 +46,11 @@ type Capabilities struct {
 	// results are scripted (the fake); drivertest then skips what needs a
 	// real command. It is not part of the RPC contract.
 	Commands bool
+	// Processes: sandboxes implement [ProcessStarter] (long-lived
+	// processes with interactive stdin).
+	Processes bool
+	// Terminals: ProcessSpec.Terminal is honoured (a pty).
+	Terminals bool
 	// Limits says which of [Limits] this driver enforces. A spec asking for
 	// one it does not enforce is refused, unless the spec says BestEffort.
 	Limits LimitSupport

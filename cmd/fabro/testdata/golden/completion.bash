@@ -5,7 +5,7 @@ _fabro_subs() {
     "sessions") echo "list show resume rm" ;;
     "secret") echo "set list rm" ;;
     "token") echo "create list revoke" ;;
-    "sandbox") echo "conformance" ;;
+    "sandbox") echo "ps logs shell conformance" ;;
   esac
 }
 _fabro_flags() {
@@ -29,6 +29,9 @@ _fabro_flags() {
     "models") echo "--help --all --config --data-dir --o --output --provider --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "providers") echo "--help --all --config --data-dir --o --output --probe --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sandbox") echo "--help" ;;
+    "sandbox ps") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sandbox logs") echo "--help --config --data-dir --f --reattach-timeout --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sandbox shell") echo "--help --command --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sandbox conformance") echo "--help --plugin-env --run --v" ;;
     "completion") echo "--help" ;;
     "version") echo "--help" ;;

@@ -489,6 +489,114 @@ func (GrepBackend) EnumDescriptor() ([]byte, []int) {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
+// RestartPolicy says when a service is started again.
+type RestartPolicy int32
+
+const (
+	// Never.
+	RestartPolicy_RESTART_POLICY_UNSPECIFIED RestartPolicy = 0
+	// Never.
+	RestartPolicy_RESTART_POLICY_NEVER RestartPolicy = 1
+	// When it ends with a non-zero exit code or a signal it was not sent by
+	// SignalProcess or DeleteSandbox, after a backoff (100 ms, doubling, at
+	// most 5 s). Its log goes on.
+	RestartPolicy_RESTART_POLICY_ON_FAILURE RestartPolicy = 2
+)
+
+// Enum value maps for RestartPolicy.
+var (
+	RestartPolicy_name = map[int32]string{
+		0: "RESTART_POLICY_UNSPECIFIED",
+		1: "RESTART_POLICY_NEVER",
+		2: "RESTART_POLICY_ON_FAILURE",
+	}
+	RestartPolicy_value = map[string]int32{
+		"RESTART_POLICY_UNSPECIFIED": 0,
+		"RESTART_POLICY_NEVER":       1,
+		"RESTART_POLICY_ON_FAILURE":  2,
+	}
+)
+
+func (x RestartPolicy) Enum() *RestartPolicy {
+	p := new(RestartPolicy)
+	*p = x
+	return p
+}
+
+func (x RestartPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestartPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[8].Descriptor()
+}
+
+func (RestartPolicy) Type() protoreflect.EnumType {
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[8]
+}
+
+func (x RestartPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestartPolicy.Descriptor instead.
+func (RestartPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+}
+
+// ProcessState is where a process is in its life.
+type ProcessState int32
+
+const (
+	// Not stated.
+	ProcessState_PROCESS_STATE_UNSPECIFIED ProcessState = 0
+	// It runs.
+	ProcessState_PROCESS_STATE_RUNNING ProcessState = 1
+	// It has ended; Process.result says how.
+	ProcessState_PROCESS_STATE_EXITED ProcessState = 2
+)
+
+// Enum value maps for ProcessState.
+var (
+	ProcessState_name = map[int32]string{
+		0: "PROCESS_STATE_UNSPECIFIED",
+		1: "PROCESS_STATE_RUNNING",
+		2: "PROCESS_STATE_EXITED",
+	}
+	ProcessState_value = map[string]int32{
+		"PROCESS_STATE_UNSPECIFIED": 0,
+		"PROCESS_STATE_RUNNING":     1,
+		"PROCESS_STATE_EXITED":      2,
+	}
+)
+
+func (x ProcessState) Enum() *ProcessState {
+	p := new(ProcessState)
+	*p = x
+	return p
+}
+
+func (x ProcessState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProcessState) Descriptor() protoreflect.EnumDescriptor {
+	return file_fabro_sandbox_v1_sandbox_proto_enumTypes[9].Descriptor()
+}
+
+func (ProcessState) Type() protoreflect.EnumType {
+	return &file_fabro_sandbox_v1_sandbox_proto_enumTypes[9]
+}
+
+func (x ProcessState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProcessState.Descriptor instead.
+func (ProcessState) EnumDescriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+}
+
 // SandboxSpec is what a sandbox is created from. Other contracts (the agent
 // service) embed it to say where their tools run.
 type SandboxSpec struct {
@@ -610,7 +718,13 @@ type Capabilities struct {
 	Cancel bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	// The resource limits this driver enforces. A spec asking for one not
 	// enforced is refused with FAILED_PRECONDITION, unless it is best effort.
-	Limits        *LimitSupport `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *LimitSupport `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The processes facet: StartProcess, AttachProcess (interactive stdin),
+	// SignalProcess, WaitProcess, ListProcesses.
+	Processes bool `protobuf:"varint,7,opt,name=processes,proto3" json:"processes,omitempty"`
+	// Processes can run on a terminal (ProcessSpec.terminal), resized by
+	// AttachProcess: what `fabro sandbox shell` needs.
+	Terminals     bool `protobuf:"varint,8,opt,name=terminals,proto3" json:"terminals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -685,6 +799,20 @@ func (x *Capabilities) GetLimits() *LimitSupport {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *Capabilities) GetProcesses() bool {
+	if x != nil {
+		return x.Processes
+	}
+	return false
+}
+
+func (x *Capabilities) GetTerminals() bool {
+	if x != nil {
+		return x.Terminals
+	}
+	return false
 }
 
 // LimitSupport names the resource limits a driver really enforces.
@@ -4118,6 +4246,1313 @@ func (x *WalkResponse) GetFiles() []*WalkedFile {
 	return nil
 }
 
+// ProcessSpec is one long-lived process: a stdio MCP server, a dev server,
+// a shell. Give exactly one of command and args.
+type ProcessSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. Bash source, run as `bash -c <command>`.
+	Command string `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	// Optional. A program and its arguments, run without a shell (the program
+	// is looked up in PATH).
+	Args []string `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	// Optional. The directory to start in, as ExecSpec.working_dir.
+	WorkingDir string `protobuf:"bytes,3,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	// Optional. Environment variables over the sandbox's, as ExecSpec.env.
+	Env map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Optional. How long the process may run; unset or zero means until it
+	// ends, is signalled, or its sandbox is deleted. Past it the process is
+	// stopped (TERM, 2 s, KILL) with termination TIMED_OUT.
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Optional. The most output bytes (stdout and stderr together) the service
+	// keeps for AttachProcess to replay: the newest are kept, older chunks are
+	// dropped and counted. 0 means 1 MiB; values above 16 MiB are lowered to
+	// 16 MiB.
+	RetainedOutputLimitBytes int64 `protobuf:"varint,6,opt,name=retained_output_limit_bytes,json=retainedOutputLimitBytes,proto3" json:"retained_output_limit_bytes,omitempty"`
+	// Optional. A background service: it needs a name, and its output is kept
+	// as its log (followed with AttachProcess from an offset).
+	Service bool `protobuf:"varint,7,opt,name=service,proto3" json:"service,omitempty"`
+	// Optional. The service's name: 1 to 64 characters from [A-Za-z0-9._-],
+	// unique among the sandbox's running services; any process call takes it
+	// in place of the process_id. Required with service.
+	Name string `protobuf:"bytes,8,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional. Whether the service is started again when it fails.
+	Restart RestartPolicy `protobuf:"varint,9,opt,name=restart,proto3,enum=fabro.sandbox.v1.RestartPolicy" json:"restart,omitempty"`
+	// Optional. The most restarts; 0 means 5, values above 100 are lowered
+	// to 100.
+	MaxRestarts int32 `protobuf:"varint,10,opt,name=max_restarts,json=maxRestarts,proto3" json:"max_restarts,omitempty"`
+	// Optional. How to tell the service is up (Process.ready).
+	Readiness *ReadinessProbe `protobuf:"bytes,11,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	// Optional. Run it on a terminal (a pty) of this size: stdin, stdout and
+	// stderr are the terminal, so all output arrives as stdout, and
+	// AttachProcess's resize changes the size. Needs the terminals capability.
+	Terminal      *TerminalSize `protobuf:"bytes,12,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessSpec) Reset() {
+	*x = ProcessSpec{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessSpec) ProtoMessage() {}
+
+func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
+func (*ProcessSpec) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ProcessSpec) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetWorkingDir() string {
+	if x != nil {
+		return x.WorkingDir
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetRetainedOutputLimitBytes() int64 {
+	if x != nil {
+		return x.RetainedOutputLimitBytes
+	}
+	return 0
+}
+
+func (x *ProcessSpec) GetService() bool {
+	if x != nil {
+		return x.Service
+	}
+	return false
+}
+
+func (x *ProcessSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProcessSpec) GetRestart() RestartPolicy {
+	if x != nil {
+		return x.Restart
+	}
+	return RestartPolicy_RESTART_POLICY_UNSPECIFIED
+}
+
+func (x *ProcessSpec) GetMaxRestarts() int32 {
+	if x != nil {
+		return x.MaxRestarts
+	}
+	return 0
+}
+
+func (x *ProcessSpec) GetReadiness() *ReadinessProbe {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+func (x *ProcessSpec) GetTerminal() *TerminalSize {
+	if x != nil {
+		return x.Terminal
+	}
+	return nil
+}
+
+// TerminalSize is a terminal's size in character cells.
+type TerminalSize struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Rows, 1 to 1,000.
+	Rows int32 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Required. Columns, 1 to 1,000.
+	Cols          int32 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSize) Reset() {
+	*x = TerminalSize{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSize) ProtoMessage() {}
+
+func (x *TerminalSize) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
+func (*TerminalSize) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *TerminalSize) GetRows() int32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TerminalSize) GetCols() int32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+// ReadinessProbe tells when a process is up: a port that listens on the
+// sandbox's loopback, or a command that succeeds; give one.
+type ReadinessProbe struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. A TCP port that accepts a connection inside the sandbox.
+	Port int32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// Optional. Bash source that exits 0 once the process is up.
+	Command string `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	// Optional. Between attempts; 0 means 200 ms.
+	Interval *durationpb.Duration `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Optional. How long to keep trying after each start; 0 means 60 s.
+	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadinessProbe) Reset() {
+	*x = ReadinessProbe{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadinessProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadinessProbe) ProtoMessage() {}
+
+func (x *ReadinessProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadinessProbe.ProtoReflect.Descriptor instead.
+func (*ReadinessProbe) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ReadinessProbe) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ReadinessProbe) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *ReadinessProbe) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *ReadinessProbe) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// Process describes one process of a sandbox.
+type Process struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The process's id, assigned by the service; opaque.
+	ProcessId string `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Output only. The sandbox it runs in.
+	SandboxId string `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Output only. The principal that started it; only it and admins reach it.
+	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The spec it was started with.
+	Spec *ProcessSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Where it is in its life.
+	State ProcessState `protobuf:"varint,5,opt,name=state,proto3,enum=fabro.sandbox.v1.ProcessState" json:"state,omitempty"`
+	// Output only. When it started.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// Output only. How it ended, once EXITED: termination, exit code or
+	// signal, duration (stdout and stderr are empty: output is in the log).
+	Result *ExecResult `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// Output only. Bytes of output written so far, stdout and stderr together:
+	// the offset the next chunk starts at.
+	OutputBytes int64 `protobuf:"varint,8,opt,name=output_bytes,json=outputBytes,proto3" json:"output_bytes,omitempty"`
+	// Output only. Bytes of output dropped from the retained log (the oldest,
+	// past retained_output_limit_bytes).
+	DroppedBytes int64 `protobuf:"varint,9,opt,name=dropped_bytes,json=droppedBytes,proto3" json:"dropped_bytes,omitempty"`
+	// Output only. The readiness probe has passed since the last start.
+	Ready bool `protobuf:"varint,10,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Output only. How many times the service was started again.
+	Restarts int32 `protobuf:"varint,11,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// Output only. Why the readiness probe gave up, if it did.
+	ReadinessMessage string `protobuf:"bytes,12,opt,name=readiness_message,json=readinessMessage,proto3" json:"readiness_message,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Process) Reset() {
+	*x = Process{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Process) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Process) ProtoMessage() {}
+
+func (x *Process) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Process.ProtoReflect.Descriptor instead.
+func (*Process) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *Process) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *Process) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *Process) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Process) GetSpec() *ProcessSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Process) GetState() ProcessState {
+	if x != nil {
+		return x.State
+	}
+	return ProcessState_PROCESS_STATE_UNSPECIFIED
+}
+
+func (x *Process) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *Process) GetResult() *ExecResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Process) GetOutputBytes() int64 {
+	if x != nil {
+		return x.OutputBytes
+	}
+	return 0
+}
+
+func (x *Process) GetDroppedBytes() int64 {
+	if x != nil {
+		return x.DroppedBytes
+	}
+	return 0
+}
+
+func (x *Process) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *Process) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *Process) GetReadinessMessage() string {
+	if x != nil {
+		return x.ReadinessMessage
+	}
+	return ""
+}
+
+// StartProcessRequest starts a process.
+type StartProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. What to run.
+	Spec          *ProcessSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartProcessRequest) Reset() {
+	*x = StartProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartProcessRequest) ProtoMessage() {}
+
+func (x *StartProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartProcessRequest.ProtoReflect.Descriptor instead.
+func (*StartProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *StartProcessRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *StartProcessRequest) GetSpec() *ProcessSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// StartProcessResponse holds the started process.
+type StartProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process, RUNNING (or already EXITED, for a very short one).
+	Process       *Process `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartProcessResponse) Reset() {
+	*x = StartProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartProcessResponse) ProtoMessage() {}
+
+func (x *StartProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartProcessResponse.ProtoReflect.Descriptor instead.
+func (*StartProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *StartProcessResponse) GetProcess() *Process {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+// AttachOpen is the first message of AttachProcess: which process, and from
+// which output offset to replay.
+type AttachOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. The process's id.
+	ProcessId string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Optional. The output offset to start from: 0 replays everything still
+	// retained; a reattaching client gives the offset after the last byte it
+	// has. Output before it is not sent; output after it that was dropped is
+	// reported as a gap.
+	FromOffset int64 `protobuf:"varint,3,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
+	// Optional. Send only output written after the attach (from_offset is
+	// then ignored).
+	LiveOnly      bool `protobuf:"varint,4,opt,name=live_only,json=liveOnly,proto3" json:"live_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachOpen) Reset() {
+	*x = AttachOpen{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachOpen) ProtoMessage() {}
+
+func (x *AttachOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachOpen.ProtoReflect.Descriptor instead.
+func (*AttachOpen) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *AttachOpen) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *AttachOpen) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *AttachOpen) GetFromOffset() int64 {
+	if x != nil {
+		return x.FromOffset
+	}
+	return 0
+}
+
+func (x *AttachOpen) GetLiveOnly() bool {
+	if x != nil {
+		return x.LiveOnly
+	}
+	return false
+}
+
+// AttachProcessRequest is one message from the client: open first, then
+// stdin bytes and at most one close_stdin, in any number.
+type AttachProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of the client's messages.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*AttachProcessRequest_Open
+	//	*AttachProcessRequest_Stdin
+	//	*AttachProcessRequest_CloseStdin
+	//	*AttachProcessRequest_Resize
+	Event         isAttachProcessRequest_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachProcessRequest) Reset() {
+	*x = AttachProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachProcessRequest) ProtoMessage() {}
+
+func (x *AttachProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachProcessRequest.ProtoReflect.Descriptor instead.
+func (*AttachProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *AttachProcessRequest) GetEvent() isAttachProcessRequest_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *AttachProcessRequest) GetOpen() *AttachOpen {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessRequest) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessRequest) GetCloseStdin() bool {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_CloseStdin); ok {
+			return x.CloseStdin
+		}
+	}
+	return false
+}
+
+func (x *AttachProcessRequest) GetResize() *TerminalSize {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessRequest_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+type isAttachProcessRequest_Event interface {
+	isAttachProcessRequest_Event()
+}
+
+type AttachProcessRequest_Open struct {
+	// Names the process; must be the first message, and only that one.
+	Open *AttachOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"`
+}
+
+type AttachProcessRequest_Stdin struct {
+	// Bytes to write to the process's stdin, in order.
+	Stdin []byte `protobuf:"bytes,2,opt,name=stdin,proto3,oneof"`
+}
+
+type AttachProcessRequest_CloseStdin struct {
+	// Closes the process's stdin (it reads end of file; on a terminal, the
+	// end-of-file character is sent).
+	CloseStdin bool `protobuf:"varint,3,opt,name=close_stdin,json=closeStdin,proto3,oneof"`
+}
+
+type AttachProcessRequest_Resize struct {
+	// Changes the size of the process's terminal (it gets SIGWINCH).
+	// FAILED_PRECONDITION for a process without a terminal.
+	Resize *TerminalSize `protobuf:"bytes,4,opt,name=resize,proto3,oneof"`
+}
+
+func (*AttachProcessRequest_Open) isAttachProcessRequest_Event() {}
+
+func (*AttachProcessRequest_Stdin) isAttachProcessRequest_Event() {}
+
+func (*AttachProcessRequest_CloseStdin) isAttachProcessRequest_Event() {}
+
+func (*AttachProcessRequest_Resize) isAttachProcessRequest_Event() {}
+
+// ProcessOutput is one chunk of a process's output.
+type ProcessOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chunk's sequence number: 1 for the first chunk the process wrote,
+	// then one more for each.
+	Seq int64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Which stream it came from.
+	Stream OutputStream `protobuf:"varint,2,opt,name=stream,proto3,enum=fabro.sandbox.v1.OutputStream" json:"stream,omitempty"`
+	// The output offset of data's first byte, stdout and stderr counted
+	// together.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The bytes, not necessarily whole lines nor valid UTF-8.
+	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessOutput) Reset() {
+	*x = ProcessOutput{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessOutput) ProtoMessage() {}
+
+func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessOutput.ProtoReflect.Descriptor instead.
+func (*ProcessOutput) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ProcessOutput) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProcessOutput) GetStream() OutputStream {
+	if x != nil {
+		return x.Stream
+	}
+	return OutputStream_OUTPUT_STREAM_UNSPECIFIED
+}
+
+func (x *ProcessOutput) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ProcessOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// OutputGap is output that was dropped before this client received it.
+type OutputGap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The offset the dropped output starts at.
+	FromOffset int64 `protobuf:"varint,1,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
+	// The offset after it, where the next chunk sent starts.
+	ToOffset      int64 `protobuf:"varint,2,opt,name=to_offset,json=toOffset,proto3" json:"to_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputGap) Reset() {
+	*x = OutputGap{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputGap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputGap) ProtoMessage() {}
+
+func (x *OutputGap) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputGap.ProtoReflect.Descriptor instead.
+func (*OutputGap) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *OutputGap) GetFromOffset() int64 {
+	if x != nil {
+		return x.FromOffset
+	}
+	return 0
+}
+
+func (x *OutputGap) GetToOffset() int64 {
+	if x != nil {
+		return x.ToOffset
+	}
+	return 0
+}
+
+// AttachProcessResponse is one message of AttachProcess.
+type AttachProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of: attached first, then output and gaps in order, exited last.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*AttachProcessResponse_Attached
+	//	*AttachProcessResponse_Output
+	//	*AttachProcessResponse_Gap
+	//	*AttachProcessResponse_Exited
+	Event         isAttachProcessResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachProcessResponse) Reset() {
+	*x = AttachProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachProcessResponse) ProtoMessage() {}
+
+func (x *AttachProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachProcessResponse.ProtoReflect.Descriptor instead.
+func (*AttachProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *AttachProcessResponse) GetEvent() isAttachProcessResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetAttached() *Process {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Attached); ok {
+			return x.Attached
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetOutput() *ProcessOutput {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetGap() *OutputGap {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Gap); ok {
+			return x.Gap
+		}
+	}
+	return nil
+}
+
+func (x *AttachProcessResponse) GetExited() *Process {
+	if x != nil {
+		if x, ok := x.Event.(*AttachProcessResponse_Exited); ok {
+			return x.Exited
+		}
+	}
+	return nil
+}
+
+type isAttachProcessResponse_Event interface {
+	isAttachProcessResponse_Event()
+}
+
+type AttachProcessResponse_Attached struct {
+	// The process as it was when attached.
+	Attached *Process `protobuf:"bytes,1,opt,name=attached,proto3,oneof"`
+}
+
+type AttachProcessResponse_Output struct {
+	// A chunk of output.
+	Output *ProcessOutput `protobuf:"bytes,2,opt,name=output,proto3,oneof"`
+}
+
+type AttachProcessResponse_Gap struct {
+	// Output dropped before it could be sent.
+	Gap *OutputGap `protobuf:"bytes,3,opt,name=gap,proto3,oneof"`
+}
+
+type AttachProcessResponse_Exited struct {
+	// The process ended and all its retained output was sent; the last
+	// message.
+	Exited *Process `protobuf:"bytes,4,opt,name=exited,proto3,oneof"`
+}
+
+func (*AttachProcessResponse_Attached) isAttachProcessResponse_Event() {}
+
+func (*AttachProcessResponse_Output) isAttachProcessResponse_Event() {}
+
+func (*AttachProcessResponse_Gap) isAttachProcessResponse_Event() {}
+
+func (*AttachProcessResponse_Exited) isAttachProcessResponse_Event() {}
+
+// SignalProcessRequest sends a signal to a process.
+type SignalProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. The process's id.
+	ProcessId string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Required. The signal's name, with or without "SIG": HUP, INT, QUIT,
+	// KILL, USR1, USR2, TERM, CONT, STOP. It goes to the process's whole
+	// tree.
+	Signal        string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalProcessRequest) Reset() {
+	*x = SignalProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalProcessRequest) ProtoMessage() {}
+
+func (x *SignalProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalProcessRequest.ProtoReflect.Descriptor instead.
+func (*SignalProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *SignalProcessRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *SignalProcessRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *SignalProcessRequest) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+// SignalProcessResponse says whether the signal was sent.
+type SignalProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the process had already ended.
+	Delivered     bool `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalProcessResponse) Reset() {
+	*x = SignalProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalProcessResponse) ProtoMessage() {}
+
+func (x *SignalProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalProcessResponse.ProtoReflect.Descriptor instead.
+func (*SignalProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *SignalProcessResponse) GetDelivered() bool {
+	if x != nil {
+		return x.Delivered
+	}
+	return false
+}
+
+// WaitProcessRequest waits for a process to end (or to be ready).
+type WaitProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Required. The process's id.
+	ProcessId string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// Optional. Return once the readiness probe passes (or the process ends,
+	// or the probe gives up) instead of at the end. FAILED_PRECONDITION for a
+	// process without a probe.
+	UntilReady    bool `protobuf:"varint,3,opt,name=until_ready,json=untilReady,proto3" json:"until_ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitProcessRequest) Reset() {
+	*x = WaitProcessRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitProcessRequest) ProtoMessage() {}
+
+func (x *WaitProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitProcessRequest.ProtoReflect.Descriptor instead.
+func (*WaitProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *WaitProcessRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *WaitProcessRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *WaitProcessRequest) GetUntilReady() bool {
+	if x != nil {
+		return x.UntilReady
+	}
+	return false
+}
+
+// WaitProcessResponse holds the ended (or ready) process.
+type WaitProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process: EXITED, or ready with until_ready.
+	Process       *Process `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitProcessResponse) Reset() {
+	*x = WaitProcessResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitProcessResponse) ProtoMessage() {}
+
+func (x *WaitProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitProcessResponse.ProtoReflect.Descriptor instead.
+func (*WaitProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *WaitProcessResponse) GetProcess() *Process {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+// ListProcessesRequest lists a sandbox's processes.
+type ListProcessesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesRequest) Reset() {
+	*x = ListProcessesRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesRequest) ProtoMessage() {}
+
+func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
+func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ListProcessesRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+// ListProcessesResponse is the caller's processes of a sandbox, oldest
+// first.
+type ListProcessesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The processes, running and ended (the service keeps the 256 newest).
+	Processes     []*Process `protobuf:"bytes,1,rep,name=processes,proto3" json:"processes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesResponse) Reset() {
+	*x = ListProcessesResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesResponse) ProtoMessage() {}
+
+func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
+func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *ListProcessesResponse) GetProcesses() []*Process {
+	if x != nil {
+		return x.Processes
+	}
+	return nil
+}
+
 var File_fabro_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
@@ -4138,14 +5573,16 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12DriverOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x02\n" +
 	"\fCapabilities\x129\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\x1b.fabro.sandbox.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
 	"\x11streams_separated\x18\x03 \x01(\bR\x10streamsSeparated\x12\x14\n" +
 	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x126\n" +
-	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\"\x8d\x01\n" +
+	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\x12\x1c\n" +
+	"\tprocesses\x18\a \x01(\bR\tprocesses\x12\x1c\n" +
+	"\tterminals\x18\b \x01(\bR\tterminals\"\x8d\x01\n" +
 	"\fLimitSupport\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
@@ -4409,7 +5846,109 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"B\n" +
 	"\fWalkResponse\x122\n" +
-	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files*~\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.fabro.sandbox.v1.WalkedFileR\x05files\"\xca\x04\n" +
+	"\vProcessSpec\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x02 \x03(\tR\x04args\x12\x1f\n" +
+	"\vworking_dir\x18\x03 \x01(\tR\n" +
+	"workingDir\x128\n" +
+	"\x03env\x18\x04 \x03(\v2&.fabro.sandbox.v1.ProcessSpec.EnvEntryR\x03env\x123\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12=\n" +
+	"\x1bretained_output_limit_bytes\x18\x06 \x01(\x03R\x18retainedOutputLimitBytes\x12\x18\n" +
+	"\aservice\x18\a \x01(\bR\aservice\x12\x12\n" +
+	"\x04name\x18\b \x01(\tR\x04name\x129\n" +
+	"\arestart\x18\t \x01(\x0e2\x1f.fabro.sandbox.v1.RestartPolicyR\arestart\x12!\n" +
+	"\fmax_restarts\x18\n" +
+	" \x01(\x05R\vmaxRestarts\x12>\n" +
+	"\treadiness\x18\v \x01(\v2 .fabro.sandbox.v1.ReadinessProbeR\treadiness\x12:\n" +
+	"\bterminal\x18\f \x01(\v2\x1e.fabro.sandbox.v1.TerminalSizeR\bterminal\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\fTerminalSize\x12\x17\n" +
+	"\x04rows\x18\x01 \x01(\x05B\x03\xe0A\x02R\x04rows\x12\x17\n" +
+	"\x04cols\x18\x02 \x01(\x05B\x03\xe0A\x02R\x04cols\"\xaa\x01\n" +
+	"\x0eReadinessProbe\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x125\n" +
+	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x90\x04\n" +
+	"\aProcess\x12\"\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\tB\x03\xe0A\x03R\tprocessId\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x02 \x01(\tB\x03\xe0A\x03R\tsandboxId\x12\x19\n" +
+	"\x05owner\x18\x03 \x01(\tB\x03\xe0A\x03R\x05owner\x121\n" +
+	"\x04spec\x18\x04 \x01(\v2\x1d.fabro.sandbox.v1.ProcessSpecR\x04spec\x124\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x1e.fabro.sandbox.v1.ProcessStateR\x05state\x12>\n" +
+	"\n" +
+	"start_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampB\x03\xe0A\x03R\tstartTime\x129\n" +
+	"\x06result\x18\a \x01(\v2\x1c.fabro.sandbox.v1.ExecResultB\x03\xe0A\x03R\x06result\x12&\n" +
+	"\foutput_bytes\x18\b \x01(\x03B\x03\xe0A\x03R\voutputBytes\x12(\n" +
+	"\rdropped_bytes\x18\t \x01(\x03B\x03\xe0A\x03R\fdroppedBytes\x12\x19\n" +
+	"\x05ready\x18\n" +
+	" \x01(\bB\x03\xe0A\x03R\x05ready\x12\x1f\n" +
+	"\brestarts\x18\v \x01(\x05B\x03\xe0A\x03R\brestarts\x120\n" +
+	"\x11readiness_message\x18\f \x01(\tB\x03\xe0A\x03R\x10readinessMessage\"q\n" +
+	"\x13StartProcessRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x126\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1d.fabro.sandbox.v1.ProcessSpecB\x03\xe0A\x02R\x04spec\"K\n" +
+	"\x14StartProcessResponse\x123\n" +
+	"\aprocess\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.ProcessR\aprocess\"\x92\x01\n" +
+	"\n" +
+	"AttachOpen\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\"\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1f\n" +
+	"\vfrom_offset\x18\x03 \x01(\x03R\n" +
+	"fromOffset\x12\x1b\n" +
+	"\tlive_only\x18\x04 \x01(\bR\bliveOnly\"\xc8\x01\n" +
+	"\x14AttachProcessRequest\x122\n" +
+	"\x04open\x18\x01 \x01(\v2\x1c.fabro.sandbox.v1.AttachOpenH\x00R\x04open\x12\x16\n" +
+	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
+	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
+	"closeStdin\x128\n" +
+	"\x06resize\x18\x04 \x01(\v2\x1e.fabro.sandbox.v1.TerminalSizeH\x00R\x06resizeB\a\n" +
+	"\x05event\"\x85\x01\n" +
+	"\rProcessOutput\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x126\n" +
+	"\x06stream\x18\x02 \x01(\x0e2\x1e.fabro.sandbox.v1.OutputStreamR\x06stream\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"I\n" +
+	"\tOutputGap\x12\x1f\n" +
+	"\vfrom_offset\x18\x01 \x01(\x03R\n" +
+	"fromOffset\x12\x1b\n" +
+	"\tto_offset\x18\x02 \x01(\x03R\btoOffset\"\xfa\x01\n" +
+	"\x15AttachProcessResponse\x127\n" +
+	"\battached\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.ProcessH\x00R\battached\x129\n" +
+	"\x06output\x18\x02 \x01(\v2\x1f.fabro.sandbox.v1.ProcessOutputH\x00R\x06output\x12/\n" +
+	"\x03gap\x18\x03 \x01(\v2\x1b.fabro.sandbox.v1.OutputGapH\x00R\x03gap\x123\n" +
+	"\x06exited\x18\x04 \x01(\v2\x19.fabro.sandbox.v1.ProcessH\x00R\x06exitedB\a\n" +
+	"\x05event\"{\n" +
+	"\x14SignalProcessRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\"\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1b\n" +
+	"\x06signal\x18\x03 \x01(\tB\x03\xe0A\x02R\x06signal\"5\n" +
+	"\x15SignalProcessResponse\x12\x1c\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered\"}\n" +
+	"\x12WaitProcessRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\x12\"\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tB\x03\xe0A\x02R\tprocessId\x12\x1f\n" +
+	"\vuntil_ready\x18\x03 \x01(\bR\n" +
+	"untilReady\"J\n" +
+	"\x13WaitProcessResponse\x123\n" +
+	"\aprocess\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.ProcessR\aprocess\":\n" +
+	"\x14ListProcessesRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\"P\n" +
+	"\x15ListProcessesResponse\x127\n" +
+	"\tprocesses\x18\x01 \x03(\v2\x19.fabro.sandbox.v1.ProcessR\tprocesses*~\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_NONE\x10\x01\x12\x17\n" +
@@ -4450,7 +5989,15 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\vGrepBackend\x12\x1c\n" +
 	"\x18GREP_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GREP_BACKEND_RIPGREP\x10\x01\x12\x1b\n" +
-	"\x17GREP_BACKEND_POSIX_GREP\x10\x022\xe7\r\n" +
+	"\x17GREP_BACKEND_POSIX_GREP\x10\x02*h\n" +
+	"\rRestartPolicy\x12\x1e\n" +
+	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RESTART_POLICY_NEVER\x10\x01\x12\x1d\n" +
+	"\x19RESTART_POLICY_ON_FAILURE\x10\x02*b\n" +
+	"\fProcessState\x12\x1d\n" +
+	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
+	"\x14PROCESS_STATE_EXITED\x10\x022\xcc\x11\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\vListDrivers\x12$.fabro.sandbox.v1.ListDriversRequest\x1a%.fabro.sandbox.v1.ListDriversResponse\x12T\n" +
 	"\tGetDriver\x12\".fabro.sandbox.v1.GetDriverRequest\x1a#.fabro.sandbox.v1.GetDriverResponse\x12`\n" +
@@ -4476,7 +6023,12 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"CancelExec\x12#.fabro.sandbox.v1.CancelExecRequest\x1a$.fabro.sandbox.v1.CancelExecResponse\x12E\n" +
 	"\x04Grep\x12\x1d.fabro.sandbox.v1.GrepRequest\x1a\x1e.fabro.sandbox.v1.GrepResponse\x12E\n" +
 	"\x04Glob\x12\x1d.fabro.sandbox.v1.GlobRequest\x1a\x1e.fabro.sandbox.v1.GlobResponse\x12E\n" +
-	"\x04Walk\x12\x1d.fabro.sandbox.v1.WalkRequest\x1a\x1e.fabro.sandbox.v1.WalkResponseB\xc3\x01\n" +
+	"\x04Walk\x12\x1d.fabro.sandbox.v1.WalkRequest\x1a\x1e.fabro.sandbox.v1.WalkResponse\x12]\n" +
+	"\fStartProcess\x12%.fabro.sandbox.v1.StartProcessRequest\x1a&.fabro.sandbox.v1.StartProcessResponse\x12d\n" +
+	"\rAttachProcess\x12&.fabro.sandbox.v1.AttachProcessRequest\x1a'.fabro.sandbox.v1.AttachProcessResponse(\x010\x01\x12`\n" +
+	"\rSignalProcess\x12&.fabro.sandbox.v1.SignalProcessRequest\x1a'.fabro.sandbox.v1.SignalProcessResponse\x12Z\n" +
+	"\vWaitProcess\x12$.fabro.sandbox.v1.WaitProcessRequest\x1a%.fabro.sandbox.v1.WaitProcessResponse\x12`\n" +
+	"\rListProcesses\x12&.fabro.sandbox.v1.ListProcessesRequest\x1a'.fabro.sandbox.v1.ListProcessesResponseB\xc3\x01\n" +
 	"\x14com.fabro.sandbox.v1B\fSandboxProtoP\x01Z;github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1;sandboxv1\xa2\x02\x03FSX\xaa\x02\x10Fabro.Sandbox.V1\xca\x02\x10Fabro\\Sandbox\\V1\xe2\x02\x1cFabro\\Sandbox\\V1\\GPBMetadata\xea\x02\x12Fabro::Sandbox::V1b\x06proto3"
 
 var (
@@ -4491,8 +6043,8 @@ func file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_fabro_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Isolation)(0),                // 0: fabro.sandbox.v1.Isolation
 	(NetworkPolicy)(0),            // 1: fabro.sandbox.v1.NetworkPolicy
@@ -4502,157 +6054,209 @@ var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Termination)(0),              // 5: fabro.sandbox.v1.Termination
 	(OutputStream)(0),             // 6: fabro.sandbox.v1.OutputStream
 	(GrepBackend)(0),              // 7: fabro.sandbox.v1.GrepBackend
-	(*SandboxSpec)(nil),           // 8: fabro.sandbox.v1.SandboxSpec
-	(*Capabilities)(nil),          // 9: fabro.sandbox.v1.Capabilities
-	(*LimitSupport)(nil),          // 10: fabro.sandbox.v1.LimitSupport
-	(*ResourceLimits)(nil),        // 11: fabro.sandbox.v1.ResourceLimits
-	(*Driver)(nil),                // 12: fabro.sandbox.v1.Driver
-	(*Sandbox)(nil),               // 13: fabro.sandbox.v1.Sandbox
-	(*ListDriversRequest)(nil),    // 14: fabro.sandbox.v1.ListDriversRequest
-	(*ListDriversResponse)(nil),   // 15: fabro.sandbox.v1.ListDriversResponse
-	(*GetDriverRequest)(nil),      // 16: fabro.sandbox.v1.GetDriverRequest
-	(*GetDriverResponse)(nil),     // 17: fabro.sandbox.v1.GetDriverResponse
-	(*CreateSandboxRequest)(nil),  // 18: fabro.sandbox.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 19: fabro.sandbox.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 20: fabro.sandbox.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 21: fabro.sandbox.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 22: fabro.sandbox.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 23: fabro.sandbox.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 24: fabro.sandbox.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 25: fabro.sandbox.v1.DeleteSandboxResponse
-	(*FileInfo)(nil),              // 26: fabro.sandbox.v1.FileInfo
-	(*ReadFileRequest)(nil),       // 27: fabro.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 28: fabro.sandbox.v1.ReadFileResponse
-	(*ReadFileBytesRequest)(nil),  // 29: fabro.sandbox.v1.ReadFileBytesRequest
-	(*ReadFileBytesResponse)(nil), // 30: fabro.sandbox.v1.ReadFileBytesResponse
-	(*WriteFileRequest)(nil),      // 31: fabro.sandbox.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 32: fabro.sandbox.v1.WriteFileResponse
-	(*DeleteFileRequest)(nil),     // 33: fabro.sandbox.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),    // 34: fabro.sandbox.v1.DeleteFileResponse
-	(*StatFileRequest)(nil),       // 35: fabro.sandbox.v1.StatFileRequest
-	(*StatFileResponse)(nil),      // 36: fabro.sandbox.v1.StatFileResponse
-	(*ListDirectoryRequest)(nil),  // 37: fabro.sandbox.v1.ListDirectoryRequest
-	(*ListDirectoryResponse)(nil), // 38: fabro.sandbox.v1.ListDirectoryResponse
-	(*RenameFileRequest)(nil),     // 39: fabro.sandbox.v1.RenameFileRequest
-	(*RenameFileResponse)(nil),    // 40: fabro.sandbox.v1.RenameFileResponse
-	(*MakeDirectoryRequest)(nil),  // 41: fabro.sandbox.v1.MakeDirectoryRequest
-	(*MakeDirectoryResponse)(nil), // 42: fabro.sandbox.v1.MakeDirectoryResponse
-	(*ExecSpec)(nil),              // 43: fabro.sandbox.v1.ExecSpec
-	(*CaptureStats)(nil),          // 44: fabro.sandbox.v1.CaptureStats
-	(*ExecResult)(nil),            // 45: fabro.sandbox.v1.ExecResult
-	(*ExecRequest)(nil),           // 46: fabro.sandbox.v1.ExecRequest
-	(*ExecResponse)(nil),          // 47: fabro.sandbox.v1.ExecResponse
-	(*ExecStreamRequest)(nil),     // 48: fabro.sandbox.v1.ExecStreamRequest
-	(*ExecStarted)(nil),           // 49: fabro.sandbox.v1.ExecStarted
-	(*ExecOutput)(nil),            // 50: fabro.sandbox.v1.ExecOutput
-	(*ExecStreamResponse)(nil),    // 51: fabro.sandbox.v1.ExecStreamResponse
-	(*CancelExecRequest)(nil),     // 52: fabro.sandbox.v1.CancelExecRequest
-	(*CancelExecResponse)(nil),    // 53: fabro.sandbox.v1.CancelExecResponse
-	(*GrepRequest)(nil),           // 54: fabro.sandbox.v1.GrepRequest
-	(*GrepMatch)(nil),             // 55: fabro.sandbox.v1.GrepMatch
-	(*GrepResponse)(nil),          // 56: fabro.sandbox.v1.GrepResponse
-	(*GlobRequest)(nil),           // 57: fabro.sandbox.v1.GlobRequest
-	(*GlobResponse)(nil),          // 58: fabro.sandbox.v1.GlobResponse
-	(*WalkRequest)(nil),           // 59: fabro.sandbox.v1.WalkRequest
-	(*WalkedFile)(nil),            // 60: fabro.sandbox.v1.WalkedFile
-	(*WalkResponse)(nil),          // 61: fabro.sandbox.v1.WalkResponse
-	nil,                           // 62: fabro.sandbox.v1.SandboxSpec.EnvEntry
-	nil,                           // 63: fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	nil,                           // 64: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	nil,                           // 65: fabro.sandbox.v1.Sandbox.LabelsEntry
-	nil,                           // 66: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	nil,                           // 67: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 68: fabro.sandbox.v1.ExecSpec.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 70: google.protobuf.Duration
+	(RestartPolicy)(0),            // 8: fabro.sandbox.v1.RestartPolicy
+	(ProcessState)(0),             // 9: fabro.sandbox.v1.ProcessState
+	(*SandboxSpec)(nil),           // 10: fabro.sandbox.v1.SandboxSpec
+	(*Capabilities)(nil),          // 11: fabro.sandbox.v1.Capabilities
+	(*LimitSupport)(nil),          // 12: fabro.sandbox.v1.LimitSupport
+	(*ResourceLimits)(nil),        // 13: fabro.sandbox.v1.ResourceLimits
+	(*Driver)(nil),                // 14: fabro.sandbox.v1.Driver
+	(*Sandbox)(nil),               // 15: fabro.sandbox.v1.Sandbox
+	(*ListDriversRequest)(nil),    // 16: fabro.sandbox.v1.ListDriversRequest
+	(*ListDriversResponse)(nil),   // 17: fabro.sandbox.v1.ListDriversResponse
+	(*GetDriverRequest)(nil),      // 18: fabro.sandbox.v1.GetDriverRequest
+	(*GetDriverResponse)(nil),     // 19: fabro.sandbox.v1.GetDriverResponse
+	(*CreateSandboxRequest)(nil),  // 20: fabro.sandbox.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 21: fabro.sandbox.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 22: fabro.sandbox.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 23: fabro.sandbox.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 24: fabro.sandbox.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 25: fabro.sandbox.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 26: fabro.sandbox.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 27: fabro.sandbox.v1.DeleteSandboxResponse
+	(*FileInfo)(nil),              // 28: fabro.sandbox.v1.FileInfo
+	(*ReadFileRequest)(nil),       // 29: fabro.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 30: fabro.sandbox.v1.ReadFileResponse
+	(*ReadFileBytesRequest)(nil),  // 31: fabro.sandbox.v1.ReadFileBytesRequest
+	(*ReadFileBytesResponse)(nil), // 32: fabro.sandbox.v1.ReadFileBytesResponse
+	(*WriteFileRequest)(nil),      // 33: fabro.sandbox.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 34: fabro.sandbox.v1.WriteFileResponse
+	(*DeleteFileRequest)(nil),     // 35: fabro.sandbox.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),    // 36: fabro.sandbox.v1.DeleteFileResponse
+	(*StatFileRequest)(nil),       // 37: fabro.sandbox.v1.StatFileRequest
+	(*StatFileResponse)(nil),      // 38: fabro.sandbox.v1.StatFileResponse
+	(*ListDirectoryRequest)(nil),  // 39: fabro.sandbox.v1.ListDirectoryRequest
+	(*ListDirectoryResponse)(nil), // 40: fabro.sandbox.v1.ListDirectoryResponse
+	(*RenameFileRequest)(nil),     // 41: fabro.sandbox.v1.RenameFileRequest
+	(*RenameFileResponse)(nil),    // 42: fabro.sandbox.v1.RenameFileResponse
+	(*MakeDirectoryRequest)(nil),  // 43: fabro.sandbox.v1.MakeDirectoryRequest
+	(*MakeDirectoryResponse)(nil), // 44: fabro.sandbox.v1.MakeDirectoryResponse
+	(*ExecSpec)(nil),              // 45: fabro.sandbox.v1.ExecSpec
+	(*CaptureStats)(nil),          // 46: fabro.sandbox.v1.CaptureStats
+	(*ExecResult)(nil),            // 47: fabro.sandbox.v1.ExecResult
+	(*ExecRequest)(nil),           // 48: fabro.sandbox.v1.ExecRequest
+	(*ExecResponse)(nil),          // 49: fabro.sandbox.v1.ExecResponse
+	(*ExecStreamRequest)(nil),     // 50: fabro.sandbox.v1.ExecStreamRequest
+	(*ExecStarted)(nil),           // 51: fabro.sandbox.v1.ExecStarted
+	(*ExecOutput)(nil),            // 52: fabro.sandbox.v1.ExecOutput
+	(*ExecStreamResponse)(nil),    // 53: fabro.sandbox.v1.ExecStreamResponse
+	(*CancelExecRequest)(nil),     // 54: fabro.sandbox.v1.CancelExecRequest
+	(*CancelExecResponse)(nil),    // 55: fabro.sandbox.v1.CancelExecResponse
+	(*GrepRequest)(nil),           // 56: fabro.sandbox.v1.GrepRequest
+	(*GrepMatch)(nil),             // 57: fabro.sandbox.v1.GrepMatch
+	(*GrepResponse)(nil),          // 58: fabro.sandbox.v1.GrepResponse
+	(*GlobRequest)(nil),           // 59: fabro.sandbox.v1.GlobRequest
+	(*GlobResponse)(nil),          // 60: fabro.sandbox.v1.GlobResponse
+	(*WalkRequest)(nil),           // 61: fabro.sandbox.v1.WalkRequest
+	(*WalkedFile)(nil),            // 62: fabro.sandbox.v1.WalkedFile
+	(*WalkResponse)(nil),          // 63: fabro.sandbox.v1.WalkResponse
+	(*ProcessSpec)(nil),           // 64: fabro.sandbox.v1.ProcessSpec
+	(*TerminalSize)(nil),          // 65: fabro.sandbox.v1.TerminalSize
+	(*ReadinessProbe)(nil),        // 66: fabro.sandbox.v1.ReadinessProbe
+	(*Process)(nil),               // 67: fabro.sandbox.v1.Process
+	(*StartProcessRequest)(nil),   // 68: fabro.sandbox.v1.StartProcessRequest
+	(*StartProcessResponse)(nil),  // 69: fabro.sandbox.v1.StartProcessResponse
+	(*AttachOpen)(nil),            // 70: fabro.sandbox.v1.AttachOpen
+	(*AttachProcessRequest)(nil),  // 71: fabro.sandbox.v1.AttachProcessRequest
+	(*ProcessOutput)(nil),         // 72: fabro.sandbox.v1.ProcessOutput
+	(*OutputGap)(nil),             // 73: fabro.sandbox.v1.OutputGap
+	(*AttachProcessResponse)(nil), // 74: fabro.sandbox.v1.AttachProcessResponse
+	(*SignalProcessRequest)(nil),  // 75: fabro.sandbox.v1.SignalProcessRequest
+	(*SignalProcessResponse)(nil), // 76: fabro.sandbox.v1.SignalProcessResponse
+	(*WaitProcessRequest)(nil),    // 77: fabro.sandbox.v1.WaitProcessRequest
+	(*WaitProcessResponse)(nil),   // 78: fabro.sandbox.v1.WaitProcessResponse
+	(*ListProcessesRequest)(nil),  // 79: fabro.sandbox.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 80: fabro.sandbox.v1.ListProcessesResponse
+	nil,                           // 81: fabro.sandbox.v1.SandboxSpec.EnvEntry
+	nil,                           // 82: fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	nil,                           // 83: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	nil,                           // 84: fabro.sandbox.v1.Sandbox.LabelsEntry
+	nil,                           // 85: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	nil,                           // 86: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 87: fabro.sandbox.v1.ExecSpec.EnvEntry
+	nil,                           // 88: fabro.sandbox.v1.ProcessSpec.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 89: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 90: google.protobuf.Duration
 }
 var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	62, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
-	63, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	64, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	11, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
+	81, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
+	82, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	83, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	13, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
 	0,  // 4: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
-	10, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
+	12, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
 	1,  // 6: fabro.sandbox.v1.ResourceLimits.network:type_name -> fabro.sandbox.v1.NetworkPolicy
-	9,  // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	11, // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
 	3,  // 8: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
-	9,  // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	65, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
-	66, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	69, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	12, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
-	12, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
-	8,  // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
-	13, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	13, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	67, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	13, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
+	11, // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
+	84, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
+	85, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	89, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	14, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
+	14, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
+	10, // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
+	15, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	15, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	86, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	15, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
 	4,  // 20: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
-	69, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
-	26, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
-	26, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
-	68, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
-	70, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
+	89, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	28, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
+	28, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
+	87, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
+	90, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
 	5,  // 26: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
-	70, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	44, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
-	44, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	90, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	46, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
+	46, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
 	2,  // 30: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
-	43, // 31: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
-	45, // 32: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
-	43, // 33: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	45, // 31: fabro.sandbox.v1.ExecRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
+	47, // 32: fabro.sandbox.v1.ExecResponse.result:type_name -> fabro.sandbox.v1.ExecResult
+	45, // 33: fabro.sandbox.v1.ExecStreamRequest.spec:type_name -> fabro.sandbox.v1.ExecSpec
 	6,  // 34: fabro.sandbox.v1.ExecOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
-	49, // 35: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
-	50, // 36: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
-	45, // 37: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
-	55, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
+	51, // 35: fabro.sandbox.v1.ExecStreamResponse.started:type_name -> fabro.sandbox.v1.ExecStarted
+	52, // 36: fabro.sandbox.v1.ExecStreamResponse.output:type_name -> fabro.sandbox.v1.ExecOutput
+	47, // 37: fabro.sandbox.v1.ExecStreamResponse.finished:type_name -> fabro.sandbox.v1.ExecResult
+	57, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
 	7,  // 39: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
-	60, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
-	14, // 41: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
-	16, // 42: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
-	18, // 43: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
-	20, // 44: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
-	22, // 45: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
-	24, // 46: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
-	27, // 47: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
-	29, // 48: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
-	31, // 49: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
-	33, // 50: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
-	35, // 51: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
-	37, // 52: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
-	39, // 53: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
-	41, // 54: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
-	46, // 55: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
-	48, // 56: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
-	52, // 57: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
-	54, // 58: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
-	57, // 59: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
-	59, // 60: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
-	15, // 61: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
-	17, // 62: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
-	19, // 63: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
-	21, // 64: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
-	23, // 65: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
-	25, // 66: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
-	28, // 67: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
-	30, // 68: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
-	32, // 69: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
-	34, // 70: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
-	36, // 71: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
-	38, // 72: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
-	40, // 73: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
-	42, // 74: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
-	47, // 75: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
-	51, // 76: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
-	53, // 77: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
-	56, // 78: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
-	58, // 79: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
-	61, // 80: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
-	61, // [61:81] is the sub-list for method output_type
-	41, // [41:61] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	62, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
+	88, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
+	90, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	8,  // 43: fabro.sandbox.v1.ProcessSpec.restart:type_name -> fabro.sandbox.v1.RestartPolicy
+	66, // 44: fabro.sandbox.v1.ProcessSpec.readiness:type_name -> fabro.sandbox.v1.ReadinessProbe
+	65, // 45: fabro.sandbox.v1.ProcessSpec.terminal:type_name -> fabro.sandbox.v1.TerminalSize
+	90, // 46: fabro.sandbox.v1.ReadinessProbe.interval:type_name -> google.protobuf.Duration
+	90, // 47: fabro.sandbox.v1.ReadinessProbe.timeout:type_name -> google.protobuf.Duration
+	64, // 48: fabro.sandbox.v1.Process.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	9,  // 49: fabro.sandbox.v1.Process.state:type_name -> fabro.sandbox.v1.ProcessState
+	89, // 50: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
+	47, // 51: fabro.sandbox.v1.Process.result:type_name -> fabro.sandbox.v1.ExecResult
+	64, // 52: fabro.sandbox.v1.StartProcessRequest.spec:type_name -> fabro.sandbox.v1.ProcessSpec
+	67, // 53: fabro.sandbox.v1.StartProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	70, // 54: fabro.sandbox.v1.AttachProcessRequest.open:type_name -> fabro.sandbox.v1.AttachOpen
+	65, // 55: fabro.sandbox.v1.AttachProcessRequest.resize:type_name -> fabro.sandbox.v1.TerminalSize
+	6,  // 56: fabro.sandbox.v1.ProcessOutput.stream:type_name -> fabro.sandbox.v1.OutputStream
+	67, // 57: fabro.sandbox.v1.AttachProcessResponse.attached:type_name -> fabro.sandbox.v1.Process
+	72, // 58: fabro.sandbox.v1.AttachProcessResponse.output:type_name -> fabro.sandbox.v1.ProcessOutput
+	73, // 59: fabro.sandbox.v1.AttachProcessResponse.gap:type_name -> fabro.sandbox.v1.OutputGap
+	67, // 60: fabro.sandbox.v1.AttachProcessResponse.exited:type_name -> fabro.sandbox.v1.Process
+	67, // 61: fabro.sandbox.v1.WaitProcessResponse.process:type_name -> fabro.sandbox.v1.Process
+	67, // 62: fabro.sandbox.v1.ListProcessesResponse.processes:type_name -> fabro.sandbox.v1.Process
+	16, // 63: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
+	18, // 64: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
+	20, // 65: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
+	22, // 66: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
+	24, // 67: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
+	26, // 68: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
+	29, // 69: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
+	31, // 70: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
+	33, // 71: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
+	35, // 72: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
+	37, // 73: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
+	39, // 74: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
+	41, // 75: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
+	43, // 76: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
+	48, // 77: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
+	50, // 78: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
+	54, // 79: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
+	56, // 80: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
+	59, // 81: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
+	61, // 82: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
+	68, // 83: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
+	71, // 84: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
+	75, // 85: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
+	77, // 86: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
+	79, // 87: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
+	17, // 88: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
+	19, // 89: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
+	21, // 90: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
+	23, // 91: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
+	25, // 92: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
+	27, // 93: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
+	30, // 94: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
+	32, // 95: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
+	34, // 96: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
+	36, // 97: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
+	38, // 98: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
+	40, // 99: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
+	42, // 100: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
+	44, // 101: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
+	49, // 102: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
+	53, // 103: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
+	55, // 104: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
+	58, // 105: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
+	60, // 106: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
+	63, // 107: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
+	69, // 108: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
+	74, // 109: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
+	76, // 110: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
+	78, // 111: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
+	80, // 112: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
+	88, // [88:113] is the sub-list for method output_type
+	63, // [63:88] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_v1_sandbox_proto_init() }
@@ -4666,13 +6270,25 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 		(*ExecStreamResponse_Output)(nil),
 		(*ExecStreamResponse_Finished)(nil),
 	}
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[61].OneofWrappers = []any{
+		(*AttachProcessRequest_Open)(nil),
+		(*AttachProcessRequest_Stdin)(nil),
+		(*AttachProcessRequest_CloseStdin)(nil),
+		(*AttachProcessRequest_Resize)(nil),
+	}
+	file_fabro_sandbox_v1_sandbox_proto_msgTypes[64].OneofWrappers = []any{
+		(*AttachProcessResponse_Attached)(nil),
+		(*AttachProcessResponse_Output)(nil),
+		(*AttachProcessResponse_Gap)(nil),
+		(*AttachProcessResponse_Exited)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_v1_sandbox_proto_rawDesc), len(file_fabro_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   61,
+			NumEnums:      10,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

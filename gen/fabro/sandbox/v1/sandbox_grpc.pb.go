@@ -39,6 +39,11 @@ const (
 	SandboxService_Grep_FullMethodName          = "/fabro.sandbox.v1.SandboxService/Grep"
 	SandboxService_Glob_FullMethodName          = "/fabro.sandbox.v1.SandboxService/Glob"
 	SandboxService_Walk_FullMethodName          = "/fabro.sandbox.v1.SandboxService/Walk"
+	SandboxService_StartProcess_FullMethodName  = "/fabro.sandbox.v1.SandboxService/StartProcess"
+	SandboxService_AttachProcess_FullMethodName = "/fabro.sandbox.v1.SandboxService/AttachProcess"
+	SandboxService_SignalProcess_FullMethodName = "/fabro.sandbox.v1.SandboxService/SignalProcess"
+	SandboxService_WaitProcess_FullMethodName   = "/fabro.sandbox.v1.SandboxService/WaitProcess"
+	SandboxService_ListProcesses_FullMethodName = "/fabro.sandbox.v1.SandboxService/ListProcesses"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -211,6 +216,34 @@ type SandboxServiceClient interface {
 	// max_depth; DEADLINE_EXCEEDED past 30 s. A missing directory gives no
 	// files.
 	Walk(ctx context.Context, in *WalkRequest, opts ...grpc.CallOption) (*WalkResponse, error)
+	// StartProcess starts a long-lived process and returns at
+	// once with its id. Its stdin stays open for AttachProcess; its output is
+	// kept in a bounded log. It ends by itself, by SignalProcess, by its
+	// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+	// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+	// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+	// both of command and args, a bad env name, a negative timeout or limit;
+	// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+	// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+	StartProcess(ctx context.Context, in *StartProcessRequest, opts ...grpc.CallOption) (*StartProcessResponse, error)
+	// AttachProcess connects to a process: the client's first message names it
+	// (and the output offset to replay from), later ones carry stdin; the
+	// server sends the process, then its output chunks with sequence numbers
+	// and offsets (a gap for output dropped from the log), then the process
+	// once it has ended. Any number of clients may attach at once, and again
+	// later. A slow client never slows the process: it gets a gap instead.
+	// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+	// principal's; INVALID_ARGUMENT when the first message is not open.
+	AttachProcess(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachProcessRequest, AttachProcessResponse], error)
+	// SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+	// for an unknown signal name; NOT_FOUND as AttachProcess.
+	SignalProcess(ctx context.Context, in *SignalProcessRequest, opts ...grpc.CallOption) (*SignalProcessResponse, error)
+	// WaitProcess returns once the process has ended (or the RPC's deadline
+	// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+	WaitProcess(ctx context.Context, in *WaitProcessRequest, opts ...grpc.CallOption) (*WaitProcessResponse, error)
+	// ListProcesses lists the caller's processes of a sandbox (an admin's: all
+	// of them), oldest first.
+	ListProcesses(ctx context.Context, in *ListProcessesRequest, opts ...grpc.CallOption) (*ListProcessesResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -439,6 +472,59 @@ func (c *sandboxServiceClient) Walk(ctx context.Context, in *WalkRequest, opts .
 	return out, nil
 }
 
+func (c *sandboxServiceClient) StartProcess(ctx context.Context, in *StartProcessRequest, opts ...grpc.CallOption) (*StartProcessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartProcessResponse)
+	err := c.cc.Invoke(ctx, SandboxService_StartProcess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) AttachProcess(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachProcessRequest, AttachProcessResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[2], SandboxService_AttachProcess_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AttachProcessRequest, AttachProcessResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_AttachProcessClient = grpc.BidiStreamingClient[AttachProcessRequest, AttachProcessResponse]
+
+func (c *sandboxServiceClient) SignalProcess(ctx context.Context, in *SignalProcessRequest, opts ...grpc.CallOption) (*SignalProcessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignalProcessResponse)
+	err := c.cc.Invoke(ctx, SandboxService_SignalProcess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) WaitProcess(ctx context.Context, in *WaitProcessRequest, opts ...grpc.CallOption) (*WaitProcessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitProcessResponse)
+	err := c.cc.Invoke(ctx, SandboxService_WaitProcess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) ListProcesses(ctx context.Context, in *ListProcessesRequest, opts ...grpc.CallOption) (*ListProcessesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProcessesResponse)
+	err := c.cc.Invoke(ctx, SandboxService_ListProcesses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -609,6 +695,34 @@ type SandboxServiceServer interface {
 	// max_depth; DEADLINE_EXCEEDED past 30 s. A missing directory gives no
 	// files.
 	Walk(context.Context, *WalkRequest) (*WalkResponse, error)
+	// StartProcess starts a long-lived process and returns at
+	// once with its id. Its stdin stays open for AttachProcess; its output is
+	// kept in a bounded log. It ends by itself, by SignalProcess, by its
+	// timeout, or with its sandbox (its whole tree killed). FAILED_PRECONDITION
+	// (reason CAPABILITY_UNSUPPORTED, facet "processes") when the sandbox's
+	// driver lacks the processes capability; INVALID_ARGUMENT for neither or
+	// both of command and args, a bad env name, a negative timeout or limit;
+	// PERMISSION_DENIED and NOT_FOUND for working_dir as Exec;
+	// RESOURCE_EXHAUSTED when the sandbox already runs 64 processes.
+	StartProcess(context.Context, *StartProcessRequest) (*StartProcessResponse, error)
+	// AttachProcess connects to a process: the client's first message names it
+	// (and the output offset to replay from), later ones carry stdin; the
+	// server sends the process, then its output chunks with sequence numbers
+	// and offsets (a gap for output dropped from the log), then the process
+	// once it has ended. Any number of clients may attach at once, and again
+	// later. A slow client never slows the process: it gets a gap instead.
+	// NOT_FOUND (reason PROCESS_NOT_FOUND) for an unknown process or another
+	// principal's; INVALID_ARGUMENT when the first message is not open.
+	AttachProcess(grpc.BidiStreamingServer[AttachProcessRequest, AttachProcessResponse]) error
+	// SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT
+	// for an unknown signal name; NOT_FOUND as AttachProcess.
+	SignalProcess(context.Context, *SignalProcessRequest) (*SignalProcessResponse, error)
+	// WaitProcess returns once the process has ended (or the RPC's deadline
+	// passes: DEADLINE_EXCEEDED). NOT_FOUND as AttachProcess.
+	WaitProcess(context.Context, *WaitProcessRequest) (*WaitProcessResponse, error)
+	// ListProcesses lists the caller's processes of a sandbox (an admin's: all
+	// of them), oldest first.
+	ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -678,6 +792,21 @@ func (UnimplementedSandboxServiceServer) Glob(context.Context, *GlobRequest) (*G
 }
 func (UnimplementedSandboxServiceServer) Walk(context.Context, *WalkRequest) (*WalkResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Walk not implemented")
+}
+func (UnimplementedSandboxServiceServer) StartProcess(context.Context, *StartProcessRequest) (*StartProcessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartProcess not implemented")
+}
+func (UnimplementedSandboxServiceServer) AttachProcess(grpc.BidiStreamingServer[AttachProcessRequest, AttachProcessResponse]) error {
+	return status.Error(codes.Unimplemented, "method AttachProcess not implemented")
+}
+func (UnimplementedSandboxServiceServer) SignalProcess(context.Context, *SignalProcessRequest) (*SignalProcessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SignalProcess not implemented")
+}
+func (UnimplementedSandboxServiceServer) WaitProcess(context.Context, *WaitProcessRequest) (*WaitProcessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitProcess not implemented")
+}
+func (UnimplementedSandboxServiceServer) ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProcesses not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -1046,6 +1175,85 @@ func _SandboxService_Walk_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_StartProcess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).StartProcess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_StartProcess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).StartProcess(ctx, req.(*StartProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_AttachProcess_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SandboxServiceServer).AttachProcess(&grpc.GenericServerStream[AttachProcessRequest, AttachProcessResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_AttachProcessServer = grpc.BidiStreamingServer[AttachProcessRequest, AttachProcessResponse]
+
+func _SandboxService_SignalProcess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignalProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).SignalProcess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_SignalProcess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).SignalProcess(ctx, req.(*SignalProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_WaitProcess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).WaitProcess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_WaitProcess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).WaitProcess(ctx, req.(*WaitProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_ListProcesses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProcessesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).ListProcesses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_ListProcesses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).ListProcesses(ctx, req.(*ListProcessesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1125,6 +1333,22 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Walk",
 			Handler:    _SandboxService_Walk_Handler,
 		},
+		{
+			MethodName: "StartProcess",
+			Handler:    _SandboxService_StartProcess_Handler,
+		},
+		{
+			MethodName: "SignalProcess",
+			Handler:    _SandboxService_SignalProcess_Handler,
+		},
+		{
+			MethodName: "WaitProcess",
+			Handler:    _SandboxService_WaitProcess_Handler,
+		},
+		{
+			MethodName: "ListProcesses",
+			Handler:    _SandboxService_ListProcesses_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -1136,6 +1360,12 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "ExecStream",
 			Handler:       _SandboxService_ExecStream_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "AttachProcess",
+			Handler:       _SandboxService_AttachProcess_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "fabro/sandbox/v1/sandbox.proto",

@@ -50,8 +50,8 @@ func Validate(s *agentv1.McpServer) error {
 	if (s.GetCommand() == "") == (s.GetUrl() == "") {
 		return fmt.Errorf("MCP server %q: give exactly one of command (stdio) and url (streamable HTTP)", s.GetName())
 	}
-	if s.GetPlace() == agentv1.HookPlace_HOOK_PLACE_SANDBOX {
-		return fmt.Errorf("MCP server %q: place sandbox is not supported (the sandbox service has no interactive stdin); run it on the host or over HTTP", s.GetName())
+	if s.GetPlace() == agentv1.HookPlace_HOOK_PLACE_SANDBOX && s.GetUrl() != "" {
+		return fmt.Errorf("MCP server %q: place sandbox is for stdio servers (a command); an HTTP server is reached at its url", s.GetName())
 	}
 	if d := s.GetStartupTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() <= 0) {
 		return fmt.Errorf("MCP server %q: startup_timeout must be a positive duration", s.GetName())
@@ -66,15 +66,18 @@ type Manager struct {
 }
 
 // Server is one server to start; HTTPClient, when set, is what a
-// streamable HTTP server is dialled with.
+// streamable HTTP server is dialled with; Sandbox, for a stdio server with
+// place sandbox, is where it runs (sandbox.go).
 type Server struct {
 	Spec       *agentv1.McpServer
 	HTTPClient *http.Client
+	Sandbox    *SandboxTarget
 }
 
 type server struct {
 	spec   *agentv1.McpServer
 	hc     *http.Client
+	sb     *SandboxTarget
 	client *mcp.Client
 
 	mu       sync.Mutex
@@ -91,7 +94,7 @@ func Start(ctx context.Context, servers []Server, warn func(*agentv1.ExtensionFa
 	var extras []tools.Extra
 	for _, srv := range servers {
 		spec := srv.Spec
-		s := &server{spec: spec, hc: srv.HTTPClient, client: mcp.NewClient(&mcp.Implementation{Name: "fabro-agent", Version: "v1"}, nil)}
+		s := &server{spec: spec, hc: srv.HTTPClient, sb: srv.Sandbox, client: mcp.NewClient(&mcp.Implementation{Name: "fabro-agent", Version: "v1"}, nil)}
 		if err := s.connect(ctx); err != nil {
 			logger.Warn("mcp server", "server", spec.GetName(), "error", err)
 			warn(&agentv1.ExtensionFailed{Server: spec.GetName(), Reason: fmt.Sprintf("MCP server %q did not start and its tools are left out: %v", spec.GetName(), err)})
@@ -143,9 +146,15 @@ func (s *server) connect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var t mcp.Transport
-	if s.spec.GetUrl() != "" {
+	switch {
+	case s.spec.GetUrl() != "":
 		t = &mcp.StreamableClientTransport{Endpoint: s.spec.GetUrl(), HTTPClient: s.hc, MaxRetries: 1}
-	} else {
+	case s.spec.GetPlace() == agentv1.HookPlace_HOOK_PLACE_SANDBOX:
+		if s.sb == nil {
+			return fmt.Errorf("place sandbox, but the session has no sandbox to run it in")
+		}
+		t = &sandboxTransport{target: s.sb, spec: &ServerSpec{Command: s.spec.GetCommand(), Args: s.spec.GetArgs(), Env: s.spec.GetEnv()}}
+	default:
 		cmd := exec.Command(s.spec.GetCommand(), s.spec.GetArgs()...)
 		cmd.Env = os.Environ()
 		keys := make([]string, 0, len(s.spec.GetEnv()))

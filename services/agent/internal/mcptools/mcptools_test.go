@@ -151,14 +151,16 @@ func TestValidate(t *testing.T) {
 		{Name: "bad name", Command: "x"},
 		{Name: "a"},
 		{Name: "a", Command: "x", Url: "http://x"},
-		{Name: "a", Command: "x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX},
+		{Name: "a", Url: "http://x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX},
 	} {
 		if Validate(s) == nil {
 			t.Errorf("Validate(%v) = nil", s)
 		}
 	}
-	if err := Validate(&agentv1.McpServer{Name: "ok-1", Url: "http://x"}); err != nil {
-		t.Error(err)
+	for _, s := range []*agentv1.McpServer{{Name: "ok-1", Url: "http://x"}, {Name: "boxed", Command: "x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX}} {
+		if err := Validate(s); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

@@ -179,7 +179,9 @@ func Build(layers ...Layer) (*Policy, error) {
 			if err := mcptools.Validate(m); err != nil {
 				return nil, l.fail(lineOf(l.Data, m.GetName()), m.GetName(), fmt.Sprintf("mcp_servers[%d]: %v", i, err))
 			}
-			if l.Untrusted && m.GetCommand() != "" {
+			// A stdio server in the sandbox runs where the agent's commands
+			// do, so any settings may name one.
+			if l.Untrusted && m.GetCommand() != "" && m.GetPlace() != agentv1.HookPlace_HOOK_PLACE_SANDBOX {
 				e := l.fail(lineOf(l.Data, m.GetName()), m.GetName(), fmt.Sprintf("mcp_servers[%d]: a stdio MCP server runs on the agent's host and may only come from the operator's settings file or an approved project file", i))
 				e.Forbidden = true
 				return nil, e

@@ -108,7 +108,7 @@ func (d *Driver) Name() string { return Name }
 func (d *Driver) Capabilities() driver.Capabilities {
 	l := d.cg.limits
 	l.Disk = diskimage.Supported() == nil
-	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
+	return driver.Capabilities{Isolation: driver.IsolationNone, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true, Processes: true, Terminals: true,
 		Limits: l}
 }
 

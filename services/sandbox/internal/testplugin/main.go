@@ -60,6 +60,12 @@ func (s testSandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.
 	return s.Sandbox.Exec(ctx, spec, out)
 }
 
+// StartProcess passes the processes facet through to the local sandbox,
+// so that the conformance kit checks it across the protocol.
+func (s testSandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out driver.Output) (driver.Process, error) {
+	return s.Sandbox.(driver.ProcessStarter).StartProcess(ctx, spec, out)
+}
+
 func main() {
 	var opts []plugin.Option
 	if v, err := strconv.Atoi(os.Getenv("TESTPLUGIN_PROTOCOL")); err == nil {

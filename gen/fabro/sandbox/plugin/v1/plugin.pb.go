@@ -545,7 +545,9 @@ type Capabilities struct {
 	// Commands really run (false only for scripted drivers).
 	Commands bool `protobuf:"varint,6,opt,name=commands,proto3" json:"commands,omitempty"`
 	// The limits enforced.
-	Limits        *LimitSupport `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *LimitSupport `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The processes facet: the Process RPC.
+	Processes     bool `protobuf:"varint,8,opt,name=processes,proto3" json:"processes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -627,6 +629,13 @@ func (x *Capabilities) GetLimits() *LimitSupport {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *Capabilities) GetProcesses() bool {
+	if x != nil {
+		return x.Processes
+	}
+	return false
 }
 
 // Limits bound what a sandbox's commands may use; zero sets no limit.
@@ -3474,6 +3483,377 @@ func (x *WalkResponse) GetFiles() []*WalkedFile {
 	return nil
 }
 
+// ProcessRequest is one message from the host on a Process stream.
+type ProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the message is.
+	//
+	// Types that are valid to be assigned to Request:
+	//
+	//	*ProcessRequest_Start
+	//	*ProcessRequest_Stdin
+	//	*ProcessRequest_CloseStdin
+	//	*ProcessRequest_Signal
+	Request       isProcessRequest_Request `protobuf_oneof:"request"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessRequest) Reset() {
+	*x = ProcessRequest{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessRequest) ProtoMessage() {}
+
+func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessRequest.ProtoReflect.Descriptor instead.
+func (*ProcessRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ProcessRequest) GetRequest() isProcessRequest_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ProcessRequest) GetStart() *ProcessStart {
+	if x != nil {
+		if x, ok := x.Request.(*ProcessRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *ProcessRequest) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Request.(*ProcessRequest_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *ProcessRequest) GetCloseStdin() bool {
+	if x != nil {
+		if x, ok := x.Request.(*ProcessRequest_CloseStdin); ok {
+			return x.CloseStdin
+		}
+	}
+	return false
+}
+
+func (x *ProcessRequest) GetSignal() int32 {
+	if x != nil {
+		if x, ok := x.Request.(*ProcessRequest_Signal); ok {
+			return x.Signal
+		}
+	}
+	return 0
+}
+
+type isProcessRequest_Request interface {
+	isProcessRequest_Request()
+}
+
+type ProcessRequest_Start struct {
+	// The process; the first message and only that one.
+	Start *ProcessStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type ProcessRequest_Stdin struct {
+	// Bytes for the process's stdin, in order.
+	Stdin []byte `protobuf:"bytes,2,opt,name=stdin,proto3,oneof"`
+}
+
+type ProcessRequest_CloseStdin struct {
+	// Close the process's stdin.
+	CloseStdin bool `protobuf:"varint,3,opt,name=close_stdin,json=closeStdin,proto3,oneof"`
+}
+
+type ProcessRequest_Signal struct {
+	// Send this Linux signal number to the process's whole tree; the
+	// plugin answers with signalled.
+	Signal int32 `protobuf:"varint,4,opt,name=signal,proto3,oneof"`
+}
+
+func (*ProcessRequest_Start) isProcessRequest_Request() {}
+
+func (*ProcessRequest_Stdin) isProcessRequest_Request() {}
+
+func (*ProcessRequest_CloseStdin) isProcessRequest_Request() {}
+
+func (*ProcessRequest_Signal) isProcessRequest_Request() {}
+
+// ProcessStart is a process to start.
+type ProcessStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox handle.
+	Sandbox string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// Bash source, run as `bash -c`.
+	Command string `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	// The working directory; empty for the sandbox's.
+	Dir string `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`
+	// Environment over the sandbox's.
+	Env           map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessStart) Reset() {
+	*x = ProcessStart{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessStart) ProtoMessage() {}
+
+func (x *ProcessStart) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessStart.ProtoReflect.Descriptor instead.
+func (*ProcessStart) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ProcessStart) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *ProcessStart) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *ProcessStart) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *ProcessStart) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+// ProcessSignalled answers one signal message, in order.
+type ProcessSignalled struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the process had already ended.
+	Delivered bool `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	// Why the signal could not be sent, if it could not.
+	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessSignalled) Reset() {
+	*x = ProcessSignalled{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessSignalled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessSignalled) ProtoMessage() {}
+
+func (x *ProcessSignalled) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessSignalled.ProtoReflect.Descriptor instead.
+func (*ProcessSignalled) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ProcessSignalled) GetDelivered() bool {
+	if x != nil {
+		return x.Delivered
+	}
+	return false
+}
+
+func (x *ProcessSignalled) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// ProcessResponse is one message from the plugin on a Process stream.
+type ProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the message is.
+	//
+	// Types that are valid to be assigned to Response:
+	//
+	//	*ProcessResponse_Started
+	//	*ProcessResponse_Output
+	//	*ProcessResponse_Result
+	//	*ProcessResponse_Signalled
+	Response      isProcessResponse_Response `protobuf_oneof:"response"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessResponse) Reset() {
+	*x = ProcessResponse{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessResponse) ProtoMessage() {}
+
+func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessResponse.ProtoReflect.Descriptor instead.
+func (*ProcessResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ProcessResponse) GetResponse() isProcessResponse_Response {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ProcessResponse) GetStarted() *ExecStarted {
+	if x != nil {
+		if x, ok := x.Response.(*ProcessResponse_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
+func (x *ProcessResponse) GetOutput() *ExecOutput {
+	if x != nil {
+		if x, ok := x.Response.(*ProcessResponse_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+func (x *ProcessResponse) GetResult() *ExecResult {
+	if x != nil {
+		if x, ok := x.Response.(*ProcessResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *ProcessResponse) GetSignalled() *ProcessSignalled {
+	if x != nil {
+		if x, ok := x.Response.(*ProcessResponse_Signalled); ok {
+			return x.Signalled
+		}
+	}
+	return nil
+}
+
+type isProcessResponse_Response interface {
+	isProcessResponse_Response()
+}
+
+type ProcessResponse_Started struct {
+	// The process runs.
+	Started *ExecStarted `protobuf:"bytes,1,opt,name=started,proto3,oneof"`
+}
+
+type ProcessResponse_Output struct {
+	// A piece of output.
+	Output *ExecOutput `protobuf:"bytes,2,opt,name=output,proto3,oneof"`
+}
+
+type ProcessResponse_Result struct {
+	// How the process ended; the last message (stdout and stderr empty).
+	Result *ExecResult `protobuf:"bytes,3,opt,name=result,proto3,oneof"`
+}
+
+type ProcessResponse_Signalled struct {
+	// The answer to a signal message.
+	Signalled *ProcessSignalled `protobuf:"bytes,4,opt,name=signalled,proto3,oneof"`
+}
+
+func (*ProcessResponse_Started) isProcessResponse_Response() {}
+
+func (*ProcessResponse_Output) isProcessResponse_Response() {}
+
+func (*ProcessResponse_Result) isProcessResponse_Response() {}
+
+func (*ProcessResponse_Signalled) isProcessResponse_Response() {}
+
 var File_fabro_sandbox_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
@@ -3484,7 +3864,7 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
 	"\x03cpu\x18\x03 \x01(\bR\x03cpu\x12!\n" +
 	"\fnetwork_none\x18\x04 \x01(\bR\vnetworkNone\x12\x12\n" +
-	"\x04disk\x18\x05 \x01(\bR\x04disk\"\xad\x02\n" +
+	"\x04disk\x18\x05 \x01(\bR\x04disk\"\xcb\x02\n" +
 	"\fCapabilities\x12@\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\".fabro.sandbox.plugin.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
@@ -3492,7 +3872,8 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12\x1a\n" +
 	"\bcommands\x18\x06 \x01(\bR\bcommands\x12=\n" +
-	"\x06limits\x18\a \x01(\v2%.fabro.sandbox.plugin.v1.LimitSupportR\x06limits\"\xd7\x01\n" +
+	"\x06limits\x18\a \x01(\v2%.fabro.sandbox.plugin.v1.LimitSupportR\x06limits\x12\x1c\n" +
+	"\tprocesses\x18\b \x01(\bR\tprocesses\"\xd7\x01\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\x03R\tprocesses\x12\x10\n" +
@@ -3683,7 +4064,32 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\"I\n" +
 	"\fWalkResponse\x129\n" +
-	"\x05files\x18\x01 \x03(\v2#.fabro.sandbox.plugin.v1.WalkedFileR\x05files*~\n" +
+	"\x05files\x18\x01 \x03(\v2#.fabro.sandbox.plugin.v1.WalkedFileR\x05files\"\xaf\x01\n" +
+	"\x0eProcessRequest\x12=\n" +
+	"\x05start\x18\x01 \x01(\v2%.fabro.sandbox.plugin.v1.ProcessStartH\x00R\x05start\x12\x16\n" +
+	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
+	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
+	"closeStdin\x12\x18\n" +
+	"\x06signal\x18\x04 \x01(\x05H\x00R\x06signalB\t\n" +
+	"\arequest\"\xce\x01\n" +
+	"\fProcessStart\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\tR\x03dir\x12@\n" +
+	"\x03env\x18\x04 \x03(\v2..fabro.sandbox.plugin.v1.ProcessStart.EnvEntryR\x03env\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x10ProcessSignalled\x12\x1c\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xa8\x02\n" +
+	"\x0fProcessResponse\x12@\n" +
+	"\astarted\x18\x01 \x01(\v2$.fabro.sandbox.plugin.v1.ExecStartedH\x00R\astarted\x12=\n" +
+	"\x06output\x18\x02 \x01(\v2#.fabro.sandbox.plugin.v1.ExecOutputH\x00R\x06output\x12=\n" +
+	"\x06result\x18\x03 \x01(\v2#.fabro.sandbox.plugin.v1.ExecResultH\x00R\x06result\x12I\n" +
+	"\tsignalled\x18\x04 \x01(\v2).fabro.sandbox.plugin.v1.ProcessSignalledH\x00R\tsignalledB\n" +
+	"\n" +
+	"\bresponse*~\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_NONE\x10\x01\x12\x17\n" +
@@ -3718,7 +4124,7 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vGrepBackend\x12\x1c\n" +
 	"\x18GREP_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GREP_BACKEND_RIPGREP\x10\x01\x12\x16\n" +
-	"\x12GREP_BACKEND_POSIX\x10\x022\x97\f\n" +
+	"\x12GREP_BACKEND_POSIX\x10\x022\xf9\f\n" +
 	"\x13DriverPluginService\x12_\n" +
 	"\bDescribe\x12(.fabro.sandbox.plugin.v1.DescribeRequest\x1a).fabro.sandbox.plugin.v1.DescribeResponse\x12b\n" +
 	"\tAvailable\x12).fabro.sandbox.plugin.v1.AvailableRequest\x1a*.fabro.sandbox.plugin.v1.AvailableResponse\x12Y\n" +
@@ -3733,7 +4139,8 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\aListDir\x12'.fabro.sandbox.plugin.v1.ListDirRequest\x1a(.fabro.sandbox.plugin.v1.ListDirResponse\x12Y\n" +
 	"\x06Rename\x12&.fabro.sandbox.plugin.v1.RenameRequest\x1a'.fabro.sandbox.plugin.v1.RenameResponse\x12V\n" +
 	"\x05Mkdir\x12%.fabro.sandbox.plugin.v1.MkdirRequest\x1a&.fabro.sandbox.plugin.v1.MkdirResponse\x12W\n" +
-	"\x04Exec\x12$.fabro.sandbox.plugin.v1.ExecRequest\x1a%.fabro.sandbox.plugin.v1.ExecResponse(\x010\x01\x12S\n" +
+	"\x04Exec\x12$.fabro.sandbox.plugin.v1.ExecRequest\x1a%.fabro.sandbox.plugin.v1.ExecResponse(\x010\x01\x12`\n" +
+	"\aProcess\x12'.fabro.sandbox.plugin.v1.ProcessRequest\x1a(.fabro.sandbox.plugin.v1.ProcessResponse(\x010\x01\x12S\n" +
 	"\x04Grep\x12$.fabro.sandbox.plugin.v1.GrepRequest\x1a%.fabro.sandbox.plugin.v1.GrepResponse\x12S\n" +
 	"\x04Glob\x12$.fabro.sandbox.plugin.v1.GlobRequest\x1a%.fabro.sandbox.plugin.v1.GlobResponse\x12S\n" +
 	"\x04Walk\x12$.fabro.sandbox.plugin.v1.WalkRequest\x1a%.fabro.sandbox.plugin.v1.WalkResponseB\xec\x01\n" +
@@ -3752,7 +4159,7 @@ func file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_sandbox_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_fabro_sandbox_plugin_v1_plugin_proto_goTypes = []any{
 	(Isolation)(0),              // 0: fabro.sandbox.plugin.v1.Isolation
 	(Network)(0),                // 1: fabro.sandbox.plugin.v1.Network
@@ -3809,19 +4216,24 @@ var file_fabro_sandbox_plugin_v1_plugin_proto_goTypes = []any{
 	(*WalkRequest)(nil),         // 52: fabro.sandbox.plugin.v1.WalkRequest
 	(*WalkedFile)(nil),          // 53: fabro.sandbox.plugin.v1.WalkedFile
 	(*WalkResponse)(nil),        // 54: fabro.sandbox.plugin.v1.WalkResponse
-	nil,                         // 55: fabro.sandbox.plugin.v1.Spec.EnvEntry
-	nil,                         // 56: fabro.sandbox.plugin.v1.Spec.LabelsEntry
-	nil,                         // 57: fabro.sandbox.plugin.v1.Spec.OptionsEntry
-	nil,                         // 58: fabro.sandbox.plugin.v1.ExecStart.EnvEntry
-	(*durationpb.Duration)(nil), // 59: google.protobuf.Duration
+	(*ProcessRequest)(nil),      // 55: fabro.sandbox.plugin.v1.ProcessRequest
+	(*ProcessStart)(nil),        // 56: fabro.sandbox.plugin.v1.ProcessStart
+	(*ProcessSignalled)(nil),    // 57: fabro.sandbox.plugin.v1.ProcessSignalled
+	(*ProcessResponse)(nil),     // 58: fabro.sandbox.plugin.v1.ProcessResponse
+	nil,                         // 59: fabro.sandbox.plugin.v1.Spec.EnvEntry
+	nil,                         // 60: fabro.sandbox.plugin.v1.Spec.LabelsEntry
+	nil,                         // 61: fabro.sandbox.plugin.v1.Spec.OptionsEntry
+	nil,                         // 62: fabro.sandbox.plugin.v1.ExecStart.EnvEntry
+	nil,                         // 63: fabro.sandbox.plugin.v1.ProcessStart.EnvEntry
+	(*durationpb.Duration)(nil), // 64: google.protobuf.Duration
 }
 var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: fabro.sandbox.plugin.v1.Capabilities.isolation:type_name -> fabro.sandbox.plugin.v1.Isolation
 	7,  // 1: fabro.sandbox.plugin.v1.Capabilities.limits:type_name -> fabro.sandbox.plugin.v1.LimitSupport
 	1,  // 2: fabro.sandbox.plugin.v1.Limits.network:type_name -> fabro.sandbox.plugin.v1.Network
-	55, // 3: fabro.sandbox.plugin.v1.Spec.env:type_name -> fabro.sandbox.plugin.v1.Spec.EnvEntry
-	56, // 4: fabro.sandbox.plugin.v1.Spec.labels:type_name -> fabro.sandbox.plugin.v1.Spec.LabelsEntry
-	57, // 5: fabro.sandbox.plugin.v1.Spec.options:type_name -> fabro.sandbox.plugin.v1.Spec.OptionsEntry
+	59, // 3: fabro.sandbox.plugin.v1.Spec.env:type_name -> fabro.sandbox.plugin.v1.Spec.EnvEntry
+	60, // 4: fabro.sandbox.plugin.v1.Spec.labels:type_name -> fabro.sandbox.plugin.v1.Spec.LabelsEntry
+	61, // 5: fabro.sandbox.plugin.v1.Spec.options:type_name -> fabro.sandbox.plugin.v1.Spec.OptionsEntry
 	9,  // 6: fabro.sandbox.plugin.v1.Spec.limits:type_name -> fabro.sandbox.plugin.v1.Limits
 	8,  // 7: fabro.sandbox.plugin.v1.Info.capabilities:type_name -> fabro.sandbox.plugin.v1.Capabilities
 	8,  // 8: fabro.sandbox.plugin.v1.DescribeResponse.capabilities:type_name -> fabro.sandbox.plugin.v1.Capabilities
@@ -3835,14 +4247,14 @@ var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	30, // 16: fabro.sandbox.plugin.v1.ListDirResponse.entries:type_name -> fabro.sandbox.plugin.v1.FileInfo
 	40, // 17: fabro.sandbox.plugin.v1.ExecRequest.start:type_name -> fabro.sandbox.plugin.v1.ExecStart
 	41, // 18: fabro.sandbox.plugin.v1.ExecRequest.stop:type_name -> fabro.sandbox.plugin.v1.ExecStop
-	58, // 19: fabro.sandbox.plugin.v1.ExecStart.env:type_name -> fabro.sandbox.plugin.v1.ExecStart.EnvEntry
-	59, // 20: fabro.sandbox.plugin.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	62, // 19: fabro.sandbox.plugin.v1.ExecStart.env:type_name -> fabro.sandbox.plugin.v1.ExecStart.EnvEntry
+	64, // 20: fabro.sandbox.plugin.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
 	43, // 21: fabro.sandbox.plugin.v1.ExecResponse.started:type_name -> fabro.sandbox.plugin.v1.ExecStarted
 	44, // 22: fabro.sandbox.plugin.v1.ExecResponse.output:type_name -> fabro.sandbox.plugin.v1.ExecOutput
 	46, // 23: fabro.sandbox.plugin.v1.ExecResponse.result:type_name -> fabro.sandbox.plugin.v1.ExecResult
 	3,  // 24: fabro.sandbox.plugin.v1.ExecOutput.stream:type_name -> fabro.sandbox.plugin.v1.Stream
 	4,  // 25: fabro.sandbox.plugin.v1.ExecResult.termination:type_name -> fabro.sandbox.plugin.v1.Termination
-	59, // 26: fabro.sandbox.plugin.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	64, // 26: fabro.sandbox.plugin.v1.ExecResult.duration:type_name -> google.protobuf.Duration
 	45, // 27: fabro.sandbox.plugin.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
 	45, // 28: fabro.sandbox.plugin.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
 	5,  // 29: fabro.sandbox.plugin.v1.ExecResult.limit_hit:type_name -> fabro.sandbox.plugin.v1.LimitHit
@@ -3850,45 +4262,53 @@ var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	48, // 31: fabro.sandbox.plugin.v1.GrepResponse.matches:type_name -> fabro.sandbox.plugin.v1.GrepMatch
 	6,  // 32: fabro.sandbox.plugin.v1.GrepResponse.backend:type_name -> fabro.sandbox.plugin.v1.GrepBackend
 	53, // 33: fabro.sandbox.plugin.v1.WalkResponse.files:type_name -> fabro.sandbox.plugin.v1.WalkedFile
-	12, // 34: fabro.sandbox.plugin.v1.DriverPluginService.Describe:input_type -> fabro.sandbox.plugin.v1.DescribeRequest
-	14, // 35: fabro.sandbox.plugin.v1.DriverPluginService.Available:input_type -> fabro.sandbox.plugin.v1.AvailableRequest
-	16, // 36: fabro.sandbox.plugin.v1.DriverPluginService.Create:input_type -> fabro.sandbox.plugin.v1.CreateRequest
-	18, // 37: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:input_type -> fabro.sandbox.plugin.v1.ReopenRequest
-	20, // 38: fabro.sandbox.plugin.v1.DriverPluginService.Check:input_type -> fabro.sandbox.plugin.v1.CheckRequest
-	22, // 39: fabro.sandbox.plugin.v1.DriverPluginService.Delete:input_type -> fabro.sandbox.plugin.v1.DeleteRequest
-	24, // 40: fabro.sandbox.plugin.v1.DriverPluginService.Open:input_type -> fabro.sandbox.plugin.v1.OpenRequest
-	26, // 41: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:input_type -> fabro.sandbox.plugin.v1.WriteFileRequest
-	28, // 42: fabro.sandbox.plugin.v1.DriverPluginService.Remove:input_type -> fabro.sandbox.plugin.v1.RemoveRequest
-	31, // 43: fabro.sandbox.plugin.v1.DriverPluginService.Stat:input_type -> fabro.sandbox.plugin.v1.StatRequest
-	33, // 44: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:input_type -> fabro.sandbox.plugin.v1.ListDirRequest
-	35, // 45: fabro.sandbox.plugin.v1.DriverPluginService.Rename:input_type -> fabro.sandbox.plugin.v1.RenameRequest
-	37, // 46: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:input_type -> fabro.sandbox.plugin.v1.MkdirRequest
-	39, // 47: fabro.sandbox.plugin.v1.DriverPluginService.Exec:input_type -> fabro.sandbox.plugin.v1.ExecRequest
-	47, // 48: fabro.sandbox.plugin.v1.DriverPluginService.Grep:input_type -> fabro.sandbox.plugin.v1.GrepRequest
-	50, // 49: fabro.sandbox.plugin.v1.DriverPluginService.Glob:input_type -> fabro.sandbox.plugin.v1.GlobRequest
-	52, // 50: fabro.sandbox.plugin.v1.DriverPluginService.Walk:input_type -> fabro.sandbox.plugin.v1.WalkRequest
-	13, // 51: fabro.sandbox.plugin.v1.DriverPluginService.Describe:output_type -> fabro.sandbox.plugin.v1.DescribeResponse
-	15, // 52: fabro.sandbox.plugin.v1.DriverPluginService.Available:output_type -> fabro.sandbox.plugin.v1.AvailableResponse
-	17, // 53: fabro.sandbox.plugin.v1.DriverPluginService.Create:output_type -> fabro.sandbox.plugin.v1.CreateResponse
-	19, // 54: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:output_type -> fabro.sandbox.plugin.v1.ReopenResponse
-	21, // 55: fabro.sandbox.plugin.v1.DriverPluginService.Check:output_type -> fabro.sandbox.plugin.v1.CheckResponse
-	23, // 56: fabro.sandbox.plugin.v1.DriverPluginService.Delete:output_type -> fabro.sandbox.plugin.v1.DeleteResponse
-	25, // 57: fabro.sandbox.plugin.v1.DriverPluginService.Open:output_type -> fabro.sandbox.plugin.v1.OpenResponse
-	27, // 58: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:output_type -> fabro.sandbox.plugin.v1.WriteFileResponse
-	29, // 59: fabro.sandbox.plugin.v1.DriverPluginService.Remove:output_type -> fabro.sandbox.plugin.v1.RemoveResponse
-	32, // 60: fabro.sandbox.plugin.v1.DriverPluginService.Stat:output_type -> fabro.sandbox.plugin.v1.StatResponse
-	34, // 61: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:output_type -> fabro.sandbox.plugin.v1.ListDirResponse
-	36, // 62: fabro.sandbox.plugin.v1.DriverPluginService.Rename:output_type -> fabro.sandbox.plugin.v1.RenameResponse
-	38, // 63: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:output_type -> fabro.sandbox.plugin.v1.MkdirResponse
-	42, // 64: fabro.sandbox.plugin.v1.DriverPluginService.Exec:output_type -> fabro.sandbox.plugin.v1.ExecResponse
-	49, // 65: fabro.sandbox.plugin.v1.DriverPluginService.Grep:output_type -> fabro.sandbox.plugin.v1.GrepResponse
-	51, // 66: fabro.sandbox.plugin.v1.DriverPluginService.Glob:output_type -> fabro.sandbox.plugin.v1.GlobResponse
-	54, // 67: fabro.sandbox.plugin.v1.DriverPluginService.Walk:output_type -> fabro.sandbox.plugin.v1.WalkResponse
-	51, // [51:68] is the sub-list for method output_type
-	34, // [34:51] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	56, // 34: fabro.sandbox.plugin.v1.ProcessRequest.start:type_name -> fabro.sandbox.plugin.v1.ProcessStart
+	63, // 35: fabro.sandbox.plugin.v1.ProcessStart.env:type_name -> fabro.sandbox.plugin.v1.ProcessStart.EnvEntry
+	43, // 36: fabro.sandbox.plugin.v1.ProcessResponse.started:type_name -> fabro.sandbox.plugin.v1.ExecStarted
+	44, // 37: fabro.sandbox.plugin.v1.ProcessResponse.output:type_name -> fabro.sandbox.plugin.v1.ExecOutput
+	46, // 38: fabro.sandbox.plugin.v1.ProcessResponse.result:type_name -> fabro.sandbox.plugin.v1.ExecResult
+	57, // 39: fabro.sandbox.plugin.v1.ProcessResponse.signalled:type_name -> fabro.sandbox.plugin.v1.ProcessSignalled
+	12, // 40: fabro.sandbox.plugin.v1.DriverPluginService.Describe:input_type -> fabro.sandbox.plugin.v1.DescribeRequest
+	14, // 41: fabro.sandbox.plugin.v1.DriverPluginService.Available:input_type -> fabro.sandbox.plugin.v1.AvailableRequest
+	16, // 42: fabro.sandbox.plugin.v1.DriverPluginService.Create:input_type -> fabro.sandbox.plugin.v1.CreateRequest
+	18, // 43: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:input_type -> fabro.sandbox.plugin.v1.ReopenRequest
+	20, // 44: fabro.sandbox.plugin.v1.DriverPluginService.Check:input_type -> fabro.sandbox.plugin.v1.CheckRequest
+	22, // 45: fabro.sandbox.plugin.v1.DriverPluginService.Delete:input_type -> fabro.sandbox.plugin.v1.DeleteRequest
+	24, // 46: fabro.sandbox.plugin.v1.DriverPluginService.Open:input_type -> fabro.sandbox.plugin.v1.OpenRequest
+	26, // 47: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:input_type -> fabro.sandbox.plugin.v1.WriteFileRequest
+	28, // 48: fabro.sandbox.plugin.v1.DriverPluginService.Remove:input_type -> fabro.sandbox.plugin.v1.RemoveRequest
+	31, // 49: fabro.sandbox.plugin.v1.DriverPluginService.Stat:input_type -> fabro.sandbox.plugin.v1.StatRequest
+	33, // 50: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:input_type -> fabro.sandbox.plugin.v1.ListDirRequest
+	35, // 51: fabro.sandbox.plugin.v1.DriverPluginService.Rename:input_type -> fabro.sandbox.plugin.v1.RenameRequest
+	37, // 52: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:input_type -> fabro.sandbox.plugin.v1.MkdirRequest
+	39, // 53: fabro.sandbox.plugin.v1.DriverPluginService.Exec:input_type -> fabro.sandbox.plugin.v1.ExecRequest
+	55, // 54: fabro.sandbox.plugin.v1.DriverPluginService.Process:input_type -> fabro.sandbox.plugin.v1.ProcessRequest
+	47, // 55: fabro.sandbox.plugin.v1.DriverPluginService.Grep:input_type -> fabro.sandbox.plugin.v1.GrepRequest
+	50, // 56: fabro.sandbox.plugin.v1.DriverPluginService.Glob:input_type -> fabro.sandbox.plugin.v1.GlobRequest
+	52, // 57: fabro.sandbox.plugin.v1.DriverPluginService.Walk:input_type -> fabro.sandbox.plugin.v1.WalkRequest
+	13, // 58: fabro.sandbox.plugin.v1.DriverPluginService.Describe:output_type -> fabro.sandbox.plugin.v1.DescribeResponse
+	15, // 59: fabro.sandbox.plugin.v1.DriverPluginService.Available:output_type -> fabro.sandbox.plugin.v1.AvailableResponse
+	17, // 60: fabro.sandbox.plugin.v1.DriverPluginService.Create:output_type -> fabro.sandbox.plugin.v1.CreateResponse
+	19, // 61: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:output_type -> fabro.sandbox.plugin.v1.ReopenResponse
+	21, // 62: fabro.sandbox.plugin.v1.DriverPluginService.Check:output_type -> fabro.sandbox.plugin.v1.CheckResponse
+	23, // 63: fabro.sandbox.plugin.v1.DriverPluginService.Delete:output_type -> fabro.sandbox.plugin.v1.DeleteResponse
+	25, // 64: fabro.sandbox.plugin.v1.DriverPluginService.Open:output_type -> fabro.sandbox.plugin.v1.OpenResponse
+	27, // 65: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:output_type -> fabro.sandbox.plugin.v1.WriteFileResponse
+	29, // 66: fabro.sandbox.plugin.v1.DriverPluginService.Remove:output_type -> fabro.sandbox.plugin.v1.RemoveResponse
+	32, // 67: fabro.sandbox.plugin.v1.DriverPluginService.Stat:output_type -> fabro.sandbox.plugin.v1.StatResponse
+	34, // 68: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:output_type -> fabro.sandbox.plugin.v1.ListDirResponse
+	36, // 69: fabro.sandbox.plugin.v1.DriverPluginService.Rename:output_type -> fabro.sandbox.plugin.v1.RenameResponse
+	38, // 70: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:output_type -> fabro.sandbox.plugin.v1.MkdirResponse
+	42, // 71: fabro.sandbox.plugin.v1.DriverPluginService.Exec:output_type -> fabro.sandbox.plugin.v1.ExecResponse
+	58, // 72: fabro.sandbox.plugin.v1.DriverPluginService.Process:output_type -> fabro.sandbox.plugin.v1.ProcessResponse
+	49, // 73: fabro.sandbox.plugin.v1.DriverPluginService.Grep:output_type -> fabro.sandbox.plugin.v1.GrepResponse
+	51, // 74: fabro.sandbox.plugin.v1.DriverPluginService.Glob:output_type -> fabro.sandbox.plugin.v1.GlobResponse
+	54, // 75: fabro.sandbox.plugin.v1.DriverPluginService.Walk:output_type -> fabro.sandbox.plugin.v1.WalkResponse
+	58, // [58:76] is the sub-list for method output_type
+	40, // [40:58] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_plugin_v1_plugin_proto_init() }
@@ -3906,13 +4326,25 @@ func file_fabro_sandbox_plugin_v1_plugin_proto_init() {
 		(*ExecResponse_Result)(nil),
 	}
 	file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[39].OneofWrappers = []any{}
+	file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[48].OneofWrappers = []any{
+		(*ProcessRequest_Start)(nil),
+		(*ProcessRequest_Stdin)(nil),
+		(*ProcessRequest_CloseStdin)(nil),
+		(*ProcessRequest_Signal)(nil),
+	}
+	file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51].OneofWrappers = []any{
+		(*ProcessResponse_Started)(nil),
+		(*ProcessResponse_Output)(nil),
+		(*ProcessResponse_Result)(nil),
+		(*ProcessResponse_Signalled)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc), len(file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   52,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

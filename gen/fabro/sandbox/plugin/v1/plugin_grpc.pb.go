@@ -59,6 +59,7 @@ const (
 	DriverPluginService_Rename_FullMethodName    = "/fabro.sandbox.plugin.v1.DriverPluginService/Rename"
 	DriverPluginService_Mkdir_FullMethodName     = "/fabro.sandbox.plugin.v1.DriverPluginService/Mkdir"
 	DriverPluginService_Exec_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Exec"
+	DriverPluginService_Process_FullMethodName   = "/fabro.sandbox.plugin.v1.DriverPluginService/Process"
 	DriverPluginService_Grep_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Grep"
 	DriverPluginService_Glob_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Glob"
 	DriverPluginService_Walk_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Walk"
@@ -108,6 +109,13 @@ type DriverPluginServiceClient interface {
 	// stopped; the plugin sends started, output chunks in order, and the
 	// result last. Closing the stream from the host kills the command.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
+	// Process runs one long-lived process (the processes facet), streamed
+	// both ways: the host sends start first, then stdin, close_stdin and
+	// signal messages; the plugin sends started, output chunks in order, a
+	// signalled answer for each signal, and the result last. Closing the
+	// stream from the host kills the process's whole tree. Only for a plugin
+	// whose Capabilities state processes.
+	Process(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProcessRequest, ProcessResponse], error)
 	// Grep searches file contents.
 	Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (*GrepResponse, error)
 	// Glob lists the files below a directory matching a pattern.
@@ -276,6 +284,19 @@ func (c *driverPluginServiceClient) Exec(ctx context.Context, opts ...grpc.CallO
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DriverPluginService_ExecClient = grpc.BidiStreamingClient[ExecRequest, ExecResponse]
 
+func (c *driverPluginServiceClient) Process(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProcessRequest, ProcessResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DriverPluginService_ServiceDesc.Streams[2], DriverPluginService_Process_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProcessRequest, ProcessResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DriverPluginService_ProcessClient = grpc.BidiStreamingClient[ProcessRequest, ProcessResponse]
+
 func (c *driverPluginServiceClient) Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (*GrepResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GrepResponse)
@@ -350,6 +371,13 @@ type DriverPluginServiceServer interface {
 	// stopped; the plugin sends started, output chunks in order, and the
 	// result last. Closing the stream from the host kills the command.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
+	// Process runs one long-lived process (the processes facet), streamed
+	// both ways: the host sends start first, then stdin, close_stdin and
+	// signal messages; the plugin sends started, output chunks in order, a
+	// signalled answer for each signal, and the result last. Closing the
+	// stream from the host kills the process's whole tree. Only for a plugin
+	// whose Capabilities state processes.
+	Process(grpc.BidiStreamingServer[ProcessRequest, ProcessResponse]) error
 	// Grep searches file contents.
 	Grep(context.Context, *GrepRequest) (*GrepResponse, error)
 	// Glob lists the files below a directory matching a pattern.
@@ -407,6 +435,9 @@ func (UnimplementedDriverPluginServiceServer) Mkdir(context.Context, *MkdirReque
 }
 func (UnimplementedDriverPluginServiceServer) Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error {
 	return status.Error(codes.Unimplemented, "method Exec not implemented")
+}
+func (UnimplementedDriverPluginServiceServer) Process(grpc.BidiStreamingServer[ProcessRequest, ProcessResponse]) error {
+	return status.Error(codes.Unimplemented, "method Process not implemented")
 }
 func (UnimplementedDriverPluginServiceServer) Grep(context.Context, *GrepRequest) (*GrepResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Grep not implemented")
@@ -672,6 +703,13 @@ func _DriverPluginService_Exec_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DriverPluginService_ExecServer = grpc.BidiStreamingServer[ExecRequest, ExecResponse]
 
+func _DriverPluginService_Process_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DriverPluginServiceServer).Process(&grpc.GenericServerStream[ProcessRequest, ProcessResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DriverPluginService_ProcessServer = grpc.BidiStreamingServer[ProcessRequest, ProcessResponse]
+
 func _DriverPluginService_Grep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GrepRequest)
 	if err := dec(in); err != nil {
@@ -803,6 +841,12 @@ var DriverPluginService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Exec",
 			Handler:       _DriverPluginService_Exec_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Process",
+			Handler:       _DriverPluginService_Process_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
