@@ -120,7 +120,7 @@ func TestUsageErrors(t *testing.T) {
 		{"exec-bad-permissions", []string{"exec", "--permissions", "root", "hi"}, `fabro exec: --permissions must be read-only, read-write or full, not "root"`},
 		{"token-create-without-name", []string{"token", "create"}, "fabro token create: token create needs --name NAME"},
 		{"sessions-show-without-id", []string{"sessions", "show"}, "fabro sessions show: sessions show takes one session ID (see fabro sessions list)"},
-		{"completion-unknown-shell", []string{"completion", "tcsh"}, `fabro completion: unknown shell "tcsh": want bash, zsh or fish`},
+		{"completion-unknown-shell", []string{"completion", "tcsh"}, `fabro completion: unknown shell "tcsh": want bash, zsh, fish or powershell`},
 		{"help-unknown-command", []string{"help", "frob"}, `fabro help: no command "frob" in fabro`},
 	}
 	for _, tt := range tests {
