@@ -103,12 +103,15 @@ generate: tools ## Regenerate gen/ from proto/
 	@# OpenAPI 3 (merged and per service) from the v2 document, then the Go REST client from it.
 	cd gen && GOWORK=off go run ./openapi/internal/openapigen -dir openapi
 	$(BIN)/oapi-codegen -config gen/openapi/client/oapi-codegen.yaml gen/openapi/fabro.openapi.json
+	@# The Python stubs of sdk/python, with Debian's protoc and grpc_python_plugin.
+	find sdk/python/fabro sdk/python/google -name '*_pb2*.py' -delete 2>/dev/null || true
+	$(BUF) generate --template sdk/python/buf.gen.yaml
 
 .PHONY: checkgenerate
-checkgenerate: generate ## Fail when gen/ differs from what proto/ generates
-	@git add --intent-to-add gen
-	@if ! git diff --quiet -- gen; then \
-	  echo "gen/ is stale: run 'make generate' and commit the result"; git diff --stat -- gen; exit 1; fi
+checkgenerate: generate ## Fail when gen/ or sdk/python's stubs differ from what proto/ generates
+	@git add --intent-to-add gen sdk/python
+	@if ! git diff --quiet -- gen sdk/python; then \
+	  echo "gen/ or sdk/python is stale: run 'make generate' and commit the result"; git diff --stat -- gen sdk/python; exit 1; fi
 
 # The contracts of the last release, as a buf image committed in the tree
 # (CI's fresh clone has no tags to compare with). `make release-contracts`
@@ -326,7 +329,9 @@ $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION):
 # bubblewrap for the bwrap sandbox plugin and slirp4netns for its network
 # (a namespace of its own, no host loopback), python3-grpcio and
 # python3-protobuf (for Debian's /usr/bin/python3: the agent's client-tool
-# test drives it from Python). scripts/apt-install waits for a dpkg lock
+# test and sdk/python's tests drive them), protobuf-compiler and
+# protobuf-compiler-grpc (protoc and grpc_python_plugin: make generate
+# writes sdk/python's stubs with them). scripts/apt-install waits for a dpkg lock
 # another apt holds (a fresh VM's unattended upgrades), saying so.
 .PHONY: deps
 deps: ## Install the Debian packages the tests need (apt-get, when missing)
@@ -336,6 +341,8 @@ deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	  command -v slirp4netns >/dev/null || missing="$$missing slirp4netns"; \
 	  [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing="$$missing iproute2"; \
 	  /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || missing="$$missing python3-grpcio python3-protobuf"; \
+	  [ -x /usr/bin/protoc ] || missing="$$missing protobuf-compiler"; \
+	  [ -x /usr/bin/grpc_python_plugin ] || missing="$$missing protobuf-compiler-grpc"; \
 	  [ -z "$$missing" ] || scripts/apt-install $$missing
 
 .PHONY: clean
