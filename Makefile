@@ -49,8 +49,8 @@ run: ## Run every service and the REST gateway in one process on embedded defaul
 .PHONY: demo
 demo: ## Run an agent offline: fabro exec against the fake provider on a scratch project
 	@rm -rf $(TMP)/demo && mkdir -p $(TMP)/demo/ws && printf 'hello\n' > $(TMP)/demo/ws/hello.txt
-	go build -o $(BIN)/fakeprovider ./services/llmgateway/cmd/fakeprovider
-	go build -o $(BIN)/fabro ./cmd/fabro
+	@scripts/build $(BIN)/fakeprovider ./services/llmgateway/cmd/fakeprovider
+	@scripts/build $(BIN)/fabro ./cmd/fabro -ldflags '$(FABRO_LDFLAGS)'
 	@$(BIN)/fakeprovider -addr 127.0.0.1:7790 -script deploy/demo-script.json -print-overlay > $(TMP)/demo/overlay.json & \
 	  pid=$$!; trap "kill $$pid" EXIT; \
 	  for i in $$(seq 50); do [ -s $(TMP)/demo/overlay.json ] && break; sleep 0.1; done; \
