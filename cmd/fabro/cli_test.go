@@ -165,6 +165,7 @@ func TestTypos(t *testing.T) {
 			if diff := cmp.Diff(tt.want, errOut); diff != "" {
 				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
+			checkGolden(t, "typo-"+tt.name+".txt", errOut)
 		})
 	}
 }
@@ -178,6 +179,9 @@ func TestServerWithoutPort(t *testing.T) {
 			want := "missing port in --server " + addr + ": use "
 			if code != exitUsage || out != "" || !strings.Contains(errOut, want) || strings.Contains(errOut, "plaintext") {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+			}
+			if addr == "127.0.0.1" {
+				checkGolden(t, "usage-server-without-port.txt", errOut)
 			}
 		})
 	}
