@@ -6,7 +6,7 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 # Every Go module in the workspace (go.work), tested one by one with GOWORK=off
 # so that a missing require cannot hide behind the workspace.
-MODULES := gen gen/openapi/ogen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin e2e
+MODULES := gen gen/openapi/ogen gen/openapi/goswagger platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin e2e
 # Modules that hold Go code yet (go test fails on a module with no packages).
 GO_MODULES = $(foreach m,$(MODULES),$(if $(shell find $(m) -name '*.go' -print -quit),$(m)))
 
@@ -17,6 +17,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPC_GATEWAY_VERSION := v2.33.0
 OAPI_CODEGEN_VERSION := v2.8.2
 OGEN_VERSION := v1.25.0
+SWAGGER_VERSION := v0.36.7
 
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -106,6 +107,9 @@ generate: tools ## Regenerate gen/ from proto/
 	$(BIN)/oapi-codegen -config gen/openapi/client/oapi-codegen.yaml gen/openapi/fabro.openapi.json
 	@# A second strict generator's client (a module of its own: gen/openapi/ogen).
 	$(BIN)/ogen --target gen/openapi/ogen --package ogenclient --clean --config gen/openapi/ogen/ogen.yml gen/openapi/fabro.openapi.json 2>$(TMP)/ogen.log || { cat $(TMP)/ogen.log; exit 1; }
+	@# A third, go-swagger, strict on the OpenAPI v2 document (a module of its own: gen/openapi/goswagger).
+	rm -rf gen/openapi/goswagger/client gen/openapi/goswagger/models
+	$(BIN)/swagger generate client -q -f gen/openapi/fabro.swagger.json -t gen/openapi/goswagger -A fabro
 	@# The Python stubs of sdk/python, with Debian's protoc and grpc_python_plugin.
 	find sdk/python/fabro sdk/python/google -name '*_pb2*.py' -delete 2>/dev/null || true
 	$(BUF) generate --template sdk/python/buf.gen.yaml
@@ -303,7 +307,7 @@ bench: ## Run the benchmarks of every module
 	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
 
 .PHONY: tools
-tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen $(BIN)/ogen ## Install pinned tools into .tmp/bin
+tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen $(BIN)/ogen $(BIN)/swagger ## Install pinned tools into .tmp/bin
 
 # Each tool is rebuilt when its pinned version changes: the stamp file names the version.
 $(BUF): $(TMP)/stamps/buf-$(BUF_VERSION)
@@ -321,6 +325,11 @@ $(TMP)/stamps/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2: $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION)
 $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION):
 	GOBIN=$(BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
+	@mkdir -p $(@D) && touch $@
+
+$(BIN)/swagger: $(TMP)/stamps/swagger-$(SWAGGER_VERSION)
+$(TMP)/stamps/swagger-$(SWAGGER_VERSION):
+	GOBIN=$(BIN) go install github.com/go-swagger/go-swagger/cmd/swagger@$(SWAGGER_VERSION)
 	@mkdir -p $(@D) && touch $@
 
 $(BIN)/ogen: $(TMP)/stamps/ogen-$(OGEN_VERSION)
