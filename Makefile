@@ -6,7 +6,7 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 # Every Go module in the workspace (go.work), tested one by one with GOWORK=off
 # so that a missing require cannot hide behind the workspace.
-MODULES := gen platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin e2e
+MODULES := gen gen/openapi/ogen gen/openapi/goswagger platform sdk services/vault services/llmgateway services/sandbox services/agent cmd/fabro examples/sandbox-plugin e2e
 # Modules that hold Go code yet (go test fails on a module with no packages).
 GO_MODULES = $(foreach m,$(MODULES),$(if $(shell find $(m) -name '*.go' -print -quit),$(m)))
 
@@ -16,6 +16,8 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPC_GATEWAY_VERSION := v2.33.0
 OAPI_CODEGEN_VERSION := v2.8.2
+OGEN_VERSION := v1.25.0
+SWAGGER_VERSION := v0.36.7
 
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -48,8 +50,8 @@ run: ## Run every service and the REST gateway in one process on embedded defaul
 .PHONY: demo
 demo: ## Run an agent offline: fabro exec against the fake provider on a scratch project
 	@rm -rf $(TMP)/demo && mkdir -p $(TMP)/demo/ws && printf 'hello\n' > $(TMP)/demo/ws/hello.txt
-	go build -o $(BIN)/fakeprovider ./services/llmgateway/cmd/fakeprovider
-	go build -o $(BIN)/fabro ./cmd/fabro
+	@scripts/build $(BIN)/fakeprovider ./services/llmgateway/cmd/fakeprovider
+	@scripts/build $(BIN)/fabro ./cmd/fabro -ldflags '$(FABRO_LDFLAGS)'
 	@$(BIN)/fakeprovider -addr 127.0.0.1:7790 -script deploy/demo-script.json -print-overlay > $(TMP)/demo/overlay.json & \
 	  pid=$$!; trap "kill $$pid" EXIT; \
 	  for i in $$(seq 50); do [ -s $(TMP)/demo/overlay.json ] && break; sleep 0.1; done; \
@@ -103,12 +105,20 @@ generate: tools ## Regenerate gen/ from proto/
 	@# OpenAPI 3 (merged and per service) from the v2 document, then the Go REST client from it.
 	cd gen && GOWORK=off go run ./openapi/internal/openapigen -dir openapi
 	$(BIN)/oapi-codegen -config gen/openapi/client/oapi-codegen.yaml gen/openapi/fabro.openapi.json
+	@# A second strict generator's client (a module of its own: gen/openapi/ogen).
+	$(BIN)/ogen --target gen/openapi/ogen --package ogenclient --clean --config gen/openapi/ogen/ogen.yml gen/openapi/fabro.openapi.json 2>$(TMP)/ogen.log || { cat $(TMP)/ogen.log; exit 1; }
+	@# A third, go-swagger, strict on the OpenAPI v2 document (a module of its own: gen/openapi/goswagger).
+	rm -rf gen/openapi/goswagger/client gen/openapi/goswagger/models
+	$(BIN)/swagger generate client -q -f gen/openapi/fabro.swagger.json -t gen/openapi/goswagger -A fabro
+	@# The Python stubs of sdk/python, with Debian's protoc and grpc_python_plugin.
+	find sdk/python/fabro sdk/python/google -name '*_pb2*.py' -delete 2>/dev/null || true
+	$(BUF) generate --template sdk/python/buf.gen.yaml
 
 .PHONY: checkgenerate
-checkgenerate: generate ## Fail when gen/ differs from what proto/ generates
-	@git add --intent-to-add gen
-	@if ! git diff --quiet -- gen; then \
-	  echo "gen/ is stale: run 'make generate' and commit the result"; git diff --stat -- gen; exit 1; fi
+checkgenerate: generate ## Fail when gen/ or sdk/python's stubs differ from what proto/ generates
+	@git add --intent-to-add gen sdk/python
+	@if ! git diff --quiet -- gen sdk/python; then \
+	  echo "gen/ or sdk/python is stale: run 'make generate' and commit the result"; git diff --stat -- gen sdk/python; exit 1; fi
 
 # The contracts of the last release, as a buf image committed in the tree
 # (CI's fresh clone has no tags to compare with). `make release-contracts`
@@ -298,7 +308,7 @@ bench: ## Run the benchmarks of every module
 	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
 
 .PHONY: tools
-tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen ## Install pinned tools into .tmp/bin
+tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen $(BIN)/ogen $(BIN)/swagger ## Install pinned tools into .tmp/bin
 
 # Each tool is rebuilt when its pinned version changes: the stamp file names the version.
 $(BUF): $(TMP)/stamps/buf-$(BUF_VERSION)
@@ -318,6 +328,16 @@ $(TMP)/stamps/grpc-gateway-$(GRPC_GATEWAY_VERSION):
 	GOBIN=$(BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 	@mkdir -p $(@D) && touch $@
 
+$(BIN)/swagger: $(TMP)/stamps/swagger-$(SWAGGER_VERSION)
+$(TMP)/stamps/swagger-$(SWAGGER_VERSION):
+	GOBIN=$(BIN) go install github.com/go-swagger/go-swagger/cmd/swagger@$(SWAGGER_VERSION)
+	@mkdir -p $(@D) && touch $@
+
+$(BIN)/ogen: $(TMP)/stamps/ogen-$(OGEN_VERSION)
+$(TMP)/stamps/ogen-$(OGEN_VERSION):
+	GOBIN=$(BIN) go install github.com/ogen-go/ogen/cmd/ogen@$(OGEN_VERSION)
+	@mkdir -p $(@D) && touch $@
+
 $(BIN)/oapi-codegen: $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION)
 $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION):
 	GOBIN=$(BIN) go install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION)
@@ -327,7 +347,9 @@ $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION):
 # bubblewrap for the bwrap sandbox plugin and slirp4netns for its network
 # (a namespace of its own, no host loopback), python3-grpcio and
 # python3-protobuf (for Debian's /usr/bin/python3: the agent's client-tool
-# test drives it from Python). scripts/apt-install waits for a dpkg lock
+# test and sdk/python's tests drive them), protobuf-compiler and
+# protobuf-compiler-grpc (protoc and grpc_python_plugin: make generate
+# writes sdk/python's stubs with them). scripts/apt-install waits for a dpkg lock
 # another apt holds (a fresh VM's unattended upgrades), saying so.
 .PHONY: deps
 deps: ## Install the Debian packages the tests need (apt-get, when missing)
@@ -337,6 +359,8 @@ deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	  command -v slirp4netns >/dev/null || missing="$$missing slirp4netns"; \
 	  [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing="$$missing iproute2"; \
 	  /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || missing="$$missing python3-grpcio python3-protobuf"; \
+	  [ -x /usr/bin/protoc ] || missing="$$missing protobuf-compiler"; \
+	  [ -x /usr/bin/grpc_python_plugin ] || missing="$$missing protobuf-compiler-grpc"; \
 	  [ -z "$$missing" ] || scripts/apt-install $$missing
 
 .PHONY: clean

@@ -128,7 +128,7 @@ func TestUsageErrors(t *testing.T) {
 		{"token-create-bad-models", []string{"token", "create", "--name", "bot", "--models", "claude"}, `fabro token create: --models: model pattern "claude": want provider/model, '*' as a wildcard (anthropic/*)`},
 		{"token-create-negative-rpm", []string{"token", "create", "--name", "bot", "--rpm", "-1"}, `fabro token create: --rpm must be a number of requests per minute, not -1`},
 		{"sessions-show-without-id", []string{"sessions", "show"}, "fabro sessions show: sessions show takes one session ID (see fabro sessions list)"},
-		{"completion-unknown-shell", []string{"completion", "tcsh"}, `fabro completion: unknown shell "tcsh": want bash, zsh or fish`},
+		{"completion-unknown-shell", []string{"completion", "tcsh"}, `fabro completion: unknown shell "tcsh": want bash, zsh, fish or powershell`},
 		{"help-unknown-command", []string{"help", "frob"}, `fabro help: no command "frob" in fabro`},
 	}
 	for _, tt := range tests {
@@ -173,6 +173,7 @@ func TestTypos(t *testing.T) {
 			if diff := cmp.Diff(tt.want, errOut); diff != "" {
 				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
+			checkGolden(t, "typo-"+tt.name+".txt", errOut)
 		})
 	}
 }
@@ -186,6 +187,9 @@ func TestServerWithoutPort(t *testing.T) {
 			want := "missing port in --server " + addr + ": use "
 			if code != exitUsage || out != "" || !strings.Contains(errOut, want) || strings.Contains(errOut, "plaintext") {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+			}
+			if addr == "127.0.0.1" {
+				checkGolden(t, "usage-server-without-port.txt", errOut)
 			}
 		})
 	}

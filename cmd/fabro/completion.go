@@ -14,17 +14,20 @@ import (
 // the values of flags that take one of a few words.
 func completionCommand() *command {
 	return &command{
-		name: "completion", args: "bash|zsh|fish", summary: "print a shell completion script",
+		name: "completion", args: "bash|zsh|fish|powershell", summary: "print a shell completion script",
 		long: `Prints a script that completes fabro's commands, subcommands and flags
-(and the values of --permissions, --sandbox, --role) in your shell. Load it
-in the shell's start-up file.`,
+(and the values of --permissions, --sandbox, --role) in your shell. Session
+ids, model ids and sandbox drivers come from the server (--server on the
+line, else the configured one) when it answers within a second. Load it in
+the shell's start-up file.`,
 		examples: `  source <(fabro completion bash)                          # in ~/.bashrc
   fabro completion zsh > "${fpath[1]}/_fabro"               # then restart zsh
-  fabro completion fish > ~/.config/fish/completions/fabro.fish`,
+  fabro completion fish > ~/.config/fish/completions/fabro.fish
+  fabro completion powershell | Out-String | Invoke-Expression   # in $PROFILE`,
 		define: func(fs *flag.FlagSet, e env) runner {
 			return func(_ context.Context, args []string) error {
 				if len(args) != 1 {
-					return usagef("completion takes one shell: bash, zsh or fish")
+					return usagef("completion takes one shell: bash, zsh, fish or powershell")
 				}
 				nodes := completionNodes(commands(), e)
 				switch args[0] {
@@ -34,8 +37,10 @@ in the shell's start-up file.`,
 					writeZsh(e.stdout, nodes)
 				case "fish":
 					writeFish(e.stdout, nodes)
+				case "powershell", "pwsh":
+					writePowerShell(e.stdout, nodes)
 				default:
-					return usagef("unknown shell %q: want bash, zsh or fish", args[0])
+					return usagef("unknown shell %q: want bash, zsh, fish or powershell", args[0])
 				}
 				return nil
 			}
@@ -125,8 +130,39 @@ _fabro_values() {
 	fmt.Fprint(w, `    *) return 1 ;;
   esac
 }
+# The kind of word only the server knows that a flag's value or a
+# command's argument is: fabro __complete KIND prints them.
+_fabro_flag_kind() {
+  case "$1" in
+`)
+	for _, name := range sortedKeys(flagKinds) {
+		fmt.Fprintf(w, "    --%s|-%s) echo %s ;;\n", name, name, flagKinds[name])
+	}
+	fmt.Fprint(w, `    *) return 1 ;;
+  esac
+}
+_fabro_arg_kind() {
+  case "$1" in
+`)
+	for _, path := range sortedKeys(argKinds) {
+		fmt.Fprintf(w, "    %q) echo %s ;;\n", path, argKinds[path])
+	}
+	fmt.Fprint(w, `    *) return 1 ;;
+  esac
+}
+# The server's words of kind $1, from the --server typed on the line if
+# any; nothing when it does not answer within a second.
+_fabro_server_words() {
+  local i server=()
+  for (( i = 1; i < COMP_CWORD; i++ )); do
+    case ${COMP_WORDS[i]} in
+      --server|-server) server=(--server "${COMP_WORDS[i+1]}") ;;
+    esac
+  done
+  "${COMP_WORDS[0]}" __complete "$1" "${server[@]}" 2>/dev/null
+}
 _fabro() {
-  local cur=${COMP_WORDS[COMP_CWORD]} prev= path= i w subs values
+  local cur=${COMP_WORDS[COMP_CWORD]} prev= path= i w subs values kind
   (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
   for (( i = 1; i < COMP_CWORD; i++ )); do
     w=${COMP_WORDS[i]}
@@ -135,6 +171,12 @@ _fabro() {
       path=${path:+$path }$w
     fi
   done
+  if kind=$(_fabro_flag_kind "$prev"); then
+    values=$(_fabro_server_words "$kind")
+    [[ -n $values ]] || values=$(_fabro_values "$prev")
+    COMPREPLY=($(compgen -W "$values" -- "$cur"))
+    return
+  fi
   if values=$(_fabro_values "$prev"); then
     COMPREPLY=($(compgen -W "$values" -- "$cur"))
     return
@@ -146,6 +188,8 @@ _fabro() {
   subs=$(_fabro_subs "$path")
   if [[ -n $subs ]]; then
     COMPREPLY=($(compgen -W "$subs" -- "$cur"))
+  elif kind=$(_fabro_arg_kind "$path"); then
+    COMPREPLY=($(compgen -W "$(_fabro_server_words "$kind")" -- "$cur"))
   fi
 }
 complete -o default -F _fabro fabro
@@ -191,8 +235,18 @@ _fabro_flags() {
 	fmt.Fprint(w, `    *) reply=() ;;
   esac
 }
+# The server's words of kind $1 (fabro __complete), from the --server
+# typed on the line if any; none when it does not answer within a second.
+_fabro_server_words() {
+  local i
+  local -a server
+  for (( i = 2; i < CURRENT; i++ )); do
+    [[ ${words[i]} == (--server|-server) ]] && server=(--server ${words[i+1]})
+  done
+  reply=(${(f)"$(${words[1]} __complete $1 $server 2>/dev/null)"})
+}
 _fabro() {
-  local path= i w prev=${words[CURRENT-1]}
+  local path= i w kind= prev=${words[CURRENT-1]}
   local -a reply names
   for (( i = 2; i < CURRENT; i++ )); do
     w=${words[i]}
@@ -203,6 +257,19 @@ _fabro() {
       path=${path:+$path }$w
     fi
   done
+  case $prev in
+`)
+	for _, name := range sortedKeys(flagKinds) {
+		fmt.Fprintf(w, "    --%s|-%s) kind=%s ;;\n", name, name, flagKinds[name])
+	}
+	fmt.Fprint(w, `  esac
+  if [[ -n $kind ]]; then
+    _fabro_server_words $kind
+    if (( ${#reply} )); then
+      compadd -- $reply
+      return
+    fi
+  fi
   case $prev in
 `)
 	for _, name := range sortedKeys(flagWords) {
@@ -217,9 +284,15 @@ _fabro() {
   _fabro_subs "$path"
   if (( ${#reply} )); then
     _describe -t commands 'command' reply
-  else
-    _files
+    return
   fi
+  case $path in
+`)
+	for _, path := range sortedKeys(argKinds) {
+		fmt.Fprintf(w, "    %q) _fabro_server_words %s; compadd -- $reply; return ;;\n", path, argKinds[path])
+	}
+	fmt.Fprint(w, `  esac
+  _files
 }
 # Autoloaded from $fpath, this file is the completion function itself;
 # sourced, it registers the function.
@@ -258,6 +331,18 @@ function __fabro_at
     set -l p (__fabro_path)
     test "$p" = "$argv[1]"
 end
+# The server's words of kind $argv[1] (fabro __complete), from the
+# --server typed on the line if any; none when it does not answer.
+function __fabro_server_words
+    set -l tokens (commandline -opc)
+    set -l server
+    for i in (seq (count $tokens))
+        if contains -- $tokens[$i] --server -server
+            set server --server $tokens[(math $i + 1)]
+        end
+    end
+    $tokens[1] __complete $argv[1] $server 2>/dev/null
+end
 `)
 	var paths []string
 	for _, n := range nodes {
@@ -274,22 +359,110 @@ end
 		}
 		for _, f := range n.flags {
 			line := fmt.Sprintf("complete -c fabro -n %s -l %s -d %s", fishQuote(cond), f.word, fishQuote(f.help))
-			if vals, ok := flagWords[f.word]; ok {
+			if kind, ok := flagKinds[f.word]; ok {
+				// The server's words, else the built-in ones.
+				alt := ""
+				if vals, ok := flagWords[f.word]; ok {
+					alt = "; or string split ' ' " + strings.Join(vals, " ")
+				}
+				line += " -x -a " + fishQuote("(__fabro_server_words "+kind+alt+")")
+			} else if vals, ok := flagWords[f.word]; ok {
 				line += " -x -a " + fishQuote(strings.Join(vals, " "))
 			}
 			fmt.Fprintln(w, line)
 		}
-		if len(n.subs) == 0 {
+		if kind, ok := argKinds[n.path]; ok {
+			fmt.Fprintf(w, "complete -c fabro -n %s -a %s\n", fishQuote(cond), fishQuote("(__fabro_server_words "+kind+")"))
+		} else if len(n.subs) == 0 {
 			fmt.Fprintf(w, "complete -c fabro -n %s -F\n", fishQuote(cond))
 		}
 	}
 }
 
-func sortedKeys(m map[string][]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// psQuote is s as a PowerShell single-quoted string.
+func psQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func psList(ws []string) string {
+	q := make([]string, len(ws))
+	for i, w := range ws {
+		q[i] = psQuote(w)
+	}
+	return "@(" + strings.Join(q, ", ") + ")"
+}
+
+func writePowerShell(w io.Writer, nodes []compNode) {
+	fmt.Fprint(w, `# PowerShell completion for fabro; load it from $PROFILE with:
+#   fabro completion powershell | Out-String | Invoke-Expression
+Register-ArgumentCompleter -Native -CommandName fabro -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+    $subs = @{
+`)
+	for _, n := range nodes {
+		if len(n.subs) > 0 {
+			var ws []string
+			for _, s := range n.subs {
+				ws = append(ws, s.word)
+			}
+			fmt.Fprintf(w, "        %s = %s\n", psQuote(n.path), psList(ws))
+		}
+	}
+	fmt.Fprint(w, "    }\n    $flags = @{\n")
+	for _, n := range nodes {
+		var ws []string
+		for _, f := range n.flags {
+			ws = append(ws, "--"+f.word)
+		}
+		fmt.Fprintf(w, "        %s = %s\n", psQuote(n.path), psList(ws))
+	}
+	fmt.Fprint(w, "    }\n    $values = @{\n")
+	for _, name := range sortedKeys(flagWords) {
+		fmt.Fprintf(w, "        %s = %s\n", psQuote(name), psList(flagWords[name]))
+	}
+	fmt.Fprint(w, "    }\n    # Words only the server knows: fabro __complete KIND prints them.\n    $flagKinds = @{\n")
+	for _, name := range sortedKeys(flagKinds) {
+		fmt.Fprintf(w, "        %s = %s\n", psQuote(name), psQuote(flagKinds[name]))
+	}
+	fmt.Fprint(w, "    }\n    $argKinds = @{\n")
+	for _, path := range sortedKeys(argKinds) {
+		fmt.Fprintf(w, "        %s = %s\n", psQuote(path), psQuote(argKinds[path]))
+	}
+	fmt.Fprint(w, `    }
+    # The words before the one being completed, fabro first.
+    $words = @($commandAst.CommandElements | Where-Object { $_.Extent.EndOffset -lt $cursorPosition -or ($_.Extent.EndOffset -eq $cursorPosition -and $wordToComplete -eq '') } | ForEach-Object { $_.Extent.Text })
+    $path = ''
+    $server = @()
+    for ($i = 1; $i -lt $words.Count; $i++) {
+        $w = $words[$i]
+        if ($w -in '--server', '-server' -and $i + 1 -lt $words.Count) { $server = @('--server', $words[$i + 1]) }
+        if ($w -notlike '-*' -and $subs.ContainsKey($path) -and $subs[$path] -contains $w) { $path = "$path $w".Trim() }
+    }
+    $prev = if ($words.Count -gt 1) { $words[-1] } else { '' }
+    $flag = $prev.TrimStart('-')
+    $candidates = @()
+    if ($prev -like '-*' -and $flagKinds.ContainsKey($flag)) {
+        $candidates = @(& $words[0] __complete $flagKinds[$flag] @server 2>$null)
+        if ($candidates.Count -eq 0 -and $values.ContainsKey($flag)) { $candidates = $values[$flag] }
+    } elseif ($prev -like '-*' -and $values.ContainsKey($flag)) {
+        $candidates = $values[$flag]
+    } elseif ($wordToComplete -like '-*') {
+        $candidates = $flags[$path]
+    } elseif ($subs.ContainsKey($path)) {
+        $candidates = $subs[$path]
+    } elseif ($argKinds.ContainsKey($path)) {
+        $candidates = @(& $words[0] __complete $argKinds[$path] @server 2>$null)
+    }
+    $candidates | Where-Object { $_ -like "$wordToComplete*" } | ForEach-Object {
+        [System.Management.Automation.CompletionResult]::new($_, $_, 'ParameterValue', $_)
+    }
+}
+`)
 }

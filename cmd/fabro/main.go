@@ -28,6 +28,9 @@ type env struct {
 
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, e env) int {
+	if len(args) > 0 && args[0] == completeCommandName {
+		return runLeaf(ctx, completeCommand(), args[1:], e)
+	}
 	return dispatch(ctx, commands(), args, e)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -70,6 +71,17 @@ func TestOutputJSON(t *testing.T) {
 			if len(got) == 0 {
 				t.Errorf("empty document %s", out)
 			}
+			golden, err := json.MarshalIndent(stable(got, s.grpcAddr, l.URL), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var words []string
+			for _, a := range tt.args {
+				if !strings.HasPrefix(a, "-") && a != "json" {
+					words = append(words, a)
+				}
+			}
+			checkGolden(t, "output-json-"+strings.Join(words, "-")+".json", string(golden)+"\n")
 		})
 	}
 
@@ -78,5 +90,40 @@ func TestOutputJSON(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, "want text or json") {
 			t.Errorf("%v: exit %d, %q; want 2 naming text or json", args, code, errOut)
 		}
+		checkGolden(t, "usage-output-"+args[len(args)-1]+".txt", strings.ReplaceAll(errOut, s.grpcAddr, "$SERVER"))
 	}
+}
+
+// rfc3339 matches a protojson timestamp.
+var rfc3339 = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$`)
+
+// stable replaces what differs from run to run in a --output json
+// document (times, generated ids, the test's addresses), so the rest is
+// pinned by a golden file.
+func stable(v any, addrs ...string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && (k == "tokenId" || k == "sessionId") {
+				if s != "" {
+					v[k] = "{" + k + "}"
+				}
+				continue
+			}
+			v[k] = stable(x, addrs...)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = stable(x, addrs...)
+		}
+	case string:
+		if rfc3339.MatchString(v) {
+			return "{time}"
+		}
+		for _, a := range addrs {
+			v = strings.ReplaceAll(v, strings.TrimPrefix(a, "http://"), "{addr}")
+		}
+		return v
+	}
+	return v
 }

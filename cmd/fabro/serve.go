@@ -81,6 +81,11 @@ func serveStack(ctx context.Context, cfg stackConfig, logCfg logging.Config, dat
 	}
 	defer server.ShutdownTelemetry(ctx, tel, logger)
 	cfg.server.Metrics = tel.MetricsHandler()
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	cfg.vault.DataDir, cfg.vault.LookupEnv, cfg.agentDataDir, cfg.sandbox.DataDir = dataDir, e.lookupEnv, dataDir, dataDir
 	if cfg.server.TokensFile == "" {
 		cfg.server.TokensFile = server.DefaultTokensFile(dataDir)

@@ -46,8 +46,36 @@ _fabro_values() {
     *) return 1 ;;
   esac
 }
+# The kind of word only the server knows that a flag's value or a
+# command's argument is: fabro __complete KIND prints them.
+_fabro_flag_kind() {
+  case "$1" in
+    --model|-model) echo models ;;
+    --sandbox|-sandbox) echo drivers ;;
+    *) return 1 ;;
+  esac
+}
+_fabro_arg_kind() {
+  case "$1" in
+    "sessions resume") echo sessions ;;
+    "sessions rm") echo sessions ;;
+    "sessions show") echo sessions ;;
+    *) return 1 ;;
+  esac
+}
+# The server's words of kind $1, from the --server typed on the line if
+# any; nothing when it does not answer within a second.
+_fabro_server_words() {
+  local i server=()
+  for (( i = 1; i < COMP_CWORD; i++ )); do
+    case ${COMP_WORDS[i]} in
+      --server|-server) server=(--server "${COMP_WORDS[i+1]}") ;;
+    esac
+  done
+  "${COMP_WORDS[0]}" __complete "$1" "${server[@]}" 2>/dev/null
+}
 _fabro() {
-  local cur=${COMP_WORDS[COMP_CWORD]} prev= path= i w subs values
+  local cur=${COMP_WORDS[COMP_CWORD]} prev= path= i w subs values kind
   (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
   for (( i = 1; i < COMP_CWORD; i++ )); do
     w=${COMP_WORDS[i]}
@@ -56,6 +84,12 @@ _fabro() {
       path=${path:+$path }$w
     fi
   done
+  if kind=$(_fabro_flag_kind "$prev"); then
+    values=$(_fabro_server_words "$kind")
+    [[ -n $values ]] || values=$(_fabro_values "$prev")
+    COMPREPLY=($(compgen -W "$values" -- "$cur"))
+    return
+  fi
   if values=$(_fabro_values "$prev"); then
     COMPREPLY=($(compgen -W "$values" -- "$cur"))
     return
@@ -67,6 +101,8 @@ _fabro() {
   subs=$(_fabro_subs "$path")
   if [[ -n $subs ]]; then
     COMPREPLY=($(compgen -W "$subs" -- "$cur"))
+  elif kind=$(_fabro_arg_kind "$path"); then
+    COMPREPLY=($(compgen -W "$(_fabro_server_words "$kind")" -- "$cur"))
   fi
 }
 complete -o default -F _fabro fabro

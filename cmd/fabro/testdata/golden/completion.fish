@@ -20,6 +20,18 @@ function __fabro_at
     set -l p (__fabro_path)
     test "$p" = "$argv[1]"
 end
+# The server's words of kind $argv[1] (fabro __complete), from the
+# --server typed on the line if any; none when it does not answer.
+function __fabro_server_words
+    set -l tokens (commandline -opc)
+    set -l server
+    for i in (seq (count $tokens))
+        if contains -- $tokens[$i] --server -server
+            set server --server $tokens[(math $i + 1)]
+        end
+    end
+    $tokens[1] __complete $argv[1] $server 2>/dev/null
+end
 set -g __fabro_paths 'serve' 'exec' 'sessions' 'sessions list' 'sessions show' 'sessions resume' 'sessions rm' 'secret' 'secret set' 'secret list' 'secret rm' 'token' 'token create' 'token list' 'token revoke' 'models' 'providers' 'sandbox' 'sandbox ps' 'sandbox logs' 'sandbox shell' 'sandbox conformance' 'completion' 'version' 'help'
 complete -c fabro -f
 complete -c fabro -n '__fabro_at \'\'' -a 'serve' -d 'run every service and the REST gateway in one process'
@@ -98,13 +110,13 @@ complete -c fabro -n '__fabro_at \'exec\'' -l dir -d 'directory the agent works 
 complete -c fabro -n '__fabro_at \'exec\'' -l llm-catalog-overlay -d 'JSON catalog file merged over the built-in model catalog (in-process stack)'
 complete -c fabro -n '__fabro_at \'exec\'' -l max-cost -d 'most US dollars the prompt may cost: it stops (status BUDGET_EXCEEDED, exit 3) before a turn that would go past it (0: no limit)'
 complete -c fabro -n '__fabro_at \'exec\'' -l max-turns -d 'most model turns (0: unlimited)'
-complete -c fabro -n '__fabro_at \'exec\'' -l model -d 'model selector (provider/model, id or alias); the catalog default when empty'
+complete -c fabro -n '__fabro_at \'exec\'' -l model -d 'model selector (provider/model, id or alias); the catalog default when empty' -x -a '(__fabro_server_words models)'
 complete -c fabro -n '__fabro_at \'exec\'' -l output-format -d 'what stdout gets: text (the answer and tool calls, for people), json (one object at the end: result, status, usage, cost, session id, turns, duration) or stream-json (one JSON line per event, then the result; schema in docs/CLI.md)'
 complete -c fabro -n '__fabro_at \'exec\'' -l permissions -d 'tool permissions: read-only, read-write or full' -x -a 'read-only read-write full'
 complete -c fabro -n '__fabro_at \'exec\'' -l profile -d 'the config file\'s [profile.NAME] section to apply over its top-level keys'
 complete -c fabro -n '__fabro_at \'exec\'' -l reattach-timeout -d 'how long to keep trying to reattach to the server after the connection drops'
 complete -c fabro -n '__fabro_at \'exec\'' -l resume -d 'run the prompt on this session (one of an earlier fabro exec) instead of a new one'
-complete -c fabro -n '__fabro_at \'exec\'' -l sandbox -d 'where the agent\'s tools run: local (this host), docker (a container with the directory mounted at /workspace) or another driver of the stack' -x -a 'local docker'
+complete -c fabro -n '__fabro_at \'exec\'' -l sandbox -d 'where the agent\'s tools run: local (this host), docker (a container with the directory mounted at /workspace) or another driver of the stack' -x -a '(__fabro_server_words drivers; or string split \' \' local docker)'
 complete -c fabro -n '__fabro_at \'exec\'' -l sandbox-plugin-dir -d 'directory of sandbox driver plugins for the in-process stack (docs/plugins.md)'
 complete -c fabro -n '__fabro_at \'exec\'' -l server -d 'address of the fabro server (fabro serve, or the compose stack\'s front door) to run on; empty runs every service in this process'
 complete -c fabro -n '__fabro_at \'exec\'' -l settings -d 'your tool settings file (permission rules, hooks, MCP servers, trusted project settings); missing: none'
@@ -149,15 +161,15 @@ complete -c fabro -n '__fabro_at \'sessions show\'' -l tls-client-cert-file -d '
 complete -c fabro -n '__fabro_at \'sessions show\'' -l tls-client-key-file -d 'key (PEM) of -tls-client-cert-file'
 complete -c fabro -n '__fabro_at \'sessions show\'' -l tls-server-name -d 'name the server\'s certificate must hold (default: the address\'s host)'
 complete -c fabro -n '__fabro_at \'sessions show\'' -l token-file -d 'file holding the token to present; default $FABRO_TOKEN, else <data-dir>/auth/admin.token (written by fabro serve)'
-complete -c fabro -n '__fabro_at \'sessions show\'' -F
+complete -c fabro -n '__fabro_at \'sessions show\'' -a '(__fabro_server_words sessions)'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l help -d 'show the help'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l config -d 'config file (default $XDG_CONFIG_HOME/fabro/config.toml, else ~/.config/fabro/config.toml)'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l continue -d 'finish the prompt that was left unfinished'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l data-dir -d 'data directory of the local fabro serve, where its admin token is'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l dir -d 'directory of the replacement sandbox when the session\'s own is gone (default: the current directory)'
-complete -c fabro -n '__fabro_at \'sessions resume\'' -l model -d 'another model for the resumed session (provider/model, id or alias); its own when empty'
+complete -c fabro -n '__fabro_at \'sessions resume\'' -l model -d 'another model for the resumed session (provider/model, id or alias); its own when empty' -x -a '(__fabro_server_words models)'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l reattach-timeout -d 'how long to keep trying to reattach to the server after the connection drops'
-complete -c fabro -n '__fabro_at \'sessions resume\'' -l sandbox -d 'driver of the replacement sandbox: local, docker or another driver of the server' -x -a 'local docker'
+complete -c fabro -n '__fabro_at \'sessions resume\'' -l sandbox -d 'driver of the replacement sandbox: local, docker or another driver of the server' -x -a '(__fabro_server_words drivers; or string split \' \' local docker)'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l server -d 'address (host:port) of the fabro server: fabro serve, or the compose stack\'s front door'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l timeout -d 'how long to wait for the server'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l tls-ca-file -d 'CA certificates (PEM) to verify the server with; set to dial TLS (empty: plaintext)'
@@ -165,7 +177,7 @@ complete -c fabro -n '__fabro_at \'sessions resume\'' -l tls-client-cert-file -d
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l tls-client-key-file -d 'key (PEM) of -tls-client-cert-file'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l tls-server-name -d 'name the server\'s certificate must hold (default: the address\'s host)'
 complete -c fabro -n '__fabro_at \'sessions resume\'' -l token-file -d 'file holding the token to present; default $FABRO_TOKEN, else <data-dir>/auth/admin.token (written by fabro serve)'
-complete -c fabro -n '__fabro_at \'sessions resume\'' -F
+complete -c fabro -n '__fabro_at \'sessions resume\'' -a '(__fabro_server_words sessions)'
 complete -c fabro -n '__fabro_at \'sessions rm\'' -l help -d 'show the help'
 complete -c fabro -n '__fabro_at \'sessions rm\'' -l config -d 'config file (default $XDG_CONFIG_HOME/fabro/config.toml, else ~/.config/fabro/config.toml)'
 complete -c fabro -n '__fabro_at \'sessions rm\'' -l data-dir -d 'data directory of the local fabro serve, where its admin token is'
@@ -176,7 +188,7 @@ complete -c fabro -n '__fabro_at \'sessions rm\'' -l tls-client-cert-file -d 'cl
 complete -c fabro -n '__fabro_at \'sessions rm\'' -l tls-client-key-file -d 'key (PEM) of -tls-client-cert-file'
 complete -c fabro -n '__fabro_at \'sessions rm\'' -l tls-server-name -d 'name the server\'s certificate must hold (default: the address\'s host)'
 complete -c fabro -n '__fabro_at \'sessions rm\'' -l token-file -d 'file holding the token to present; default $FABRO_TOKEN, else <data-dir>/auth/admin.token (written by fabro serve)'
-complete -c fabro -n '__fabro_at \'sessions rm\'' -F
+complete -c fabro -n '__fabro_at \'sessions rm\'' -a '(__fabro_server_words sessions)'
 complete -c fabro -n '__fabro_at \'secret\'' -a 'set' -d 'store a credential; the value is read from stdin or a prompt'
 complete -c fabro -n '__fabro_at \'secret\'' -a 'list' -d 'list stored credentials (names and metadata, never values)'
 complete -c fabro -n '__fabro_at \'secret\'' -a 'rm' -d 'delete a credential, or one version of it'

@@ -42,8 +42,18 @@ _fabro_flags() {
     *) reply=() ;;
   esac
 }
+# The server's words of kind $1 (fabro __complete), from the --server
+# typed on the line if any; none when it does not answer within a second.
+_fabro_server_words() {
+  local i
+  local -a server
+  for (( i = 2; i < CURRENT; i++ )); do
+    [[ ${words[i]} == (--server|-server) ]] && server=(--server ${words[i+1]})
+  done
+  reply=(${(f)"$(${words[1]} __complete $1 $server 2>/dev/null)"})
+}
 _fabro() {
-  local path= i w prev=${words[CURRENT-1]}
+  local path= i w kind= prev=${words[CURRENT-1]}
   local -a reply names
   for (( i = 2; i < CURRENT; i++ )); do
     w=${words[i]}
@@ -54,6 +64,17 @@ _fabro() {
       path=${path:+$path }$w
     fi
   done
+  case $prev in
+    --model|-model) kind=models ;;
+    --sandbox|-sandbox) kind=drivers ;;
+  esac
+  if [[ -n $kind ]]; then
+    _fabro_server_words $kind
+    if (( ${#reply} )); then
+      compadd -- $reply
+      return
+    fi
+  fi
   case $prev in
     --permissions|-permissions) compadd -- read-only read-write full; return ;;
     --role|-role) compadd -- user admin; return ;;
@@ -67,9 +88,14 @@ _fabro() {
   _fabro_subs "$path"
   if (( ${#reply} )); then
     _describe -t commands 'command' reply
-  else
-    _files
+    return
   fi
+  case $path in
+    "sessions resume") _fabro_server_words sessions; compadd -- $reply; return ;;
+    "sessions rm") _fabro_server_words sessions; compadd -- $reply; return ;;
+    "sessions show") _fabro_server_words sessions; compadd -- $reply; return ;;
+  esac
+  _files
 }
 # Autoloaded from $fpath, this file is the completion function itself;
 # sourced, it registers the function.
