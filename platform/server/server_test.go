@@ -515,12 +515,11 @@ func TestShutdownCompletesInFlight(t *testing.T) {
 	go func() { done <- h.srv.Shutdown(context.Background()) }()
 	// GracefulStop closes the listener first; wait for that.
 	testkit.Eventually(t, 10*time.Second, func() error {
-		c, err := net.Dial("tcp", h.srv.GRPCAddr())
-		if err != nil {
-			return nil
+		if c, err := net.Dial("tcp", h.srv.GRPCAddr()); err == nil {
+			c.Close()
+			return errors.New("the gRPC listener still accepts connections")
 		}
-		c.Close()
-		return errors.New("the gRPC listener still accepts connections")
+		return nil
 	})
 	select {
 	case err := <-done:

@@ -164,7 +164,7 @@ func (s *Service) runLoop(ctx context.Context, sess *session, promptID string, d
 	ctx = logging.With(ctx, slog.String("session_id", sess.info.GetSessionId()), slog.String("prompt_id", promptID))
 	sess.log.SetTraceContext(ctx)
 	report, _ := run(ctx)
-	sess.log.SetTraceContext(nil)
+	sess.log.ClearTraceContext()
 	sess.finishPrompt(report)
 	// The parent hears of the end before a wait on done returns, so its
 	// sub_agent_completed comes before anything the parent does next.
