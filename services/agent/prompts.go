@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -138,7 +139,7 @@ func (s *Service) startPromptAt(sess *session, promptID string, turn int32) (cha
 	}
 	s.mu.Unlock()
 	if closed {
-		return nil, domain.New(codes.Unavailable, reasonShuttingDown, "the agent service is shutting down", grpcerr.RetryAfter(1e9))
+		return nil, domain.New(codes.Unavailable, reasonShuttingDown, "the agent service is shutting down", grpcerr.RetryAfter(time.Second))
 	}
 	done, err := sess.beginPrompt(promptID, turn)
 	if err != nil {
