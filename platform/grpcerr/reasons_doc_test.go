@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 )
 
 // A reason: UPPER_SNAKE_CASE, one word (DENIED) included.
@@ -126,7 +128,7 @@ func TestReasonsDocumented(t *testing.T) {
 	}
 	codeNames := map[string]bool{}
 	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		codeNames[grpcerrCodeName(c)] = true
+		codeNames[grpcerr.CodeReason(c)] = true
 	}
 	for r, where := range used {
 		if !documented[r] {
@@ -140,17 +142,4 @@ func TestReasonsDocumented(t *testing.T) {
 			}
 		}
 	}
-}
-
-// grpcerrCodeName is a code's name as a reason: DEADLINE_EXCEEDED.
-func grpcerrCodeName(c codes.Code) string {
-	s := c.String()
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToUpper(b.String())
 }
