@@ -5,7 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -119,7 +120,7 @@ _fabro_flags() {
 _fabro_values() {
   case "$1" in
 `)
-	for _, name := range sortedKeys(flagWords) {
+	for _, name := range slices.Sorted(maps.Keys(flagWords)) {
 		fmt.Fprintf(w, "    --%s|-%s) echo %q ;;\n", name, name, strings.Join(flagWords[name], " "))
 	}
 	fmt.Fprint(w, `    *) return 1 ;;
@@ -205,7 +206,7 @@ _fabro() {
   done
   case $prev in
 `)
-	for _, name := range sortedKeys(flagWords) {
+	for _, name := range slices.Sorted(maps.Keys(flagWords)) {
 		fmt.Fprintf(w, "    --%s|-%s) compadd -- %s; return ;;\n", name, name, strings.Join(flagWords[name], " "))
 	}
 	fmt.Fprint(w, `  esac
@@ -283,13 +284,4 @@ end
 			fmt.Fprintf(w, "complete -c fabro -n %s -F\n", fishQuote(cond))
 		}
 	}
-}
-
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
