@@ -107,7 +107,7 @@ lint: tools ## gofmt, go vet, staticcheck and golangci-lint in every module, dea
 	@# others (.golangci.yml says which and why). Both exit non-zero on a finding.
 	@rc=0; for m in $(GO_MODULES); do \
 	  (cd $$m && GOWORK=off $(BIN)/staticcheck ./... | sed "s|^|$$m/|") || rc=1; \
-	  (cd $$m && GOWORK=off $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./... | sed "s|^\([^ ].*\.go:\)|$$m/\1|") || rc=1; \
+	  (cd $$m && GOWORK=off $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || rc=1; \
 	  done; exit $$rc
 	@# Whole-program over the workspace (a library's function may be used
 	@# by another module only), tests included.
