@@ -18,6 +18,9 @@ GRPC_GATEWAY_VERSION := v2.33.0
 OAPI_CODEGEN_VERSION := v2.8.2
 OGEN_VERSION := v1.25.0
 SWAGGER_VERSION := v0.36.7
+STATICCHECK_VERSION := v0.8.2
+GOLANGCI_LINT_VERSION := v2.15.0
+DEADCODE_VERSION := v0.52.0
 
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -39,6 +42,7 @@ help: ## Describe the targets
 # FABRO_WORKSPACE names it (make run FABRO_WORKSPACE=~/src/myproject).
 FABRO_WORKSPACE ?=
 comma := ,
+space := $(subst ,, )
 RUN_ROOTS = $(CURDIR)/examples$(if $(FABRO_WORKSPACE),$(comma)$(abspath $(FABRO_WORKSPACE)))
 .PHONY: run
 run: ## Run every service and the REST gateway in one process on embedded defaults (FABRO_WORKSPACE=DIR: sandboxes may use DIR)
@@ -87,11 +91,34 @@ test-go: sandbox-image ## go test -race in every module, each with GOWORK=off
 test-short: ## The inner loop: every module's tests that need no container (go test -short, no -race)
 	@SHORT=1 JOBS=$(TEST_JOBS) scripts/test-modules $(filter $(GO_MODULES),$(TEST_ORDER)) $(filter-out $(TEST_ORDER),$(GO_MODULES))
 
+# What deadcode may report: functions no program or test of the workspace
+# reaches yet that stay on purpose, each with its reason. Anything else
+# it reports fails make lint.
+DEADCODE_ALLOW := \
+  _test.go:.*unreachable.func:.Example \
+  sdk/sandbox/plugin/plugin.go:.*WithLogger \
+  services/agent/natstest/natstest.go:.*Cluster.Node \
+  services/agent/natstest/natstest.go:.*Cluster.NodeURL
+# Example functions without an Output comment: compiled, never run (a
+# plugin's Serve exits). WithLogger: the plugin SDK's public API, for
+# plugins outside this repository (its Example uses it). Cluster.Node,
+# NodeURL: natstest's helpers for tests of a single node of a cluster.
+
 .PHONY: lint
-lint: tools ## gofmt, go vet in every module, buf lint and buf format
+lint: tools ## gofmt, go vet, staticcheck and golangci-lint in every module, deadcode over the workspace, buf lint and buf format
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null || { echo "$$m: go.mod is not tidy: run 'make tidy'"; exit 1; }; GOWORK=off go vet ./...); done
+	@# staticcheck's default checks (its binary, pinned); golangci-lint's
+	@# others (.golangci.yml says which and why). Both exit non-zero on a finding.
+	@rc=0; for m in $(GO_MODULES); do \
+	  (cd $$m && GOWORK=off $(BIN)/staticcheck ./... | sed "s|^|$$m/|") || rc=1; \
+	  (cd $$m && GOWORK=off $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || rc=1; \
+	  done; exit $$rc
+	@# Whole-program over the workspace (a library's function may be used
+	@# by another module only), tests included.
+	@out=$$($(BIN)/deadcode -test $(addsuffix /...,$(addprefix ./,$(GO_MODULES))) | grep -vE '$(subst $(space),|,$(strip $(DEADCODE_ALLOW)))' || true); \
+	  if [ -n "$$out" ]; then echo "deadcode: unreachable functions (remove them, or name one in DEADCODE_ALLOW with a reason):"; echo "$$out"; exit 1; fi
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 
@@ -308,7 +335,7 @@ bench: ## Run the benchmarks of every module
 	@for m in $(GO_MODULES); do (cd $$m && GOWORK=off go test -run '^$$' -bench . -benchmem ./...); done
 
 .PHONY: tools
-tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen $(BIN)/ogen $(BIN)/swagger ## Install pinned tools into .tmp/bin
+tools: deps $(BUF) $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 $(BIN)/oapi-codegen $(BIN)/ogen $(BIN)/swagger $(BIN)/staticcheck $(BIN)/golangci-lint $(BIN)/deadcode ## Install pinned tools into .tmp/bin
 
 # Each tool is rebuilt when its pinned version changes: the stamp file names the version.
 $(BUF): $(TMP)/stamps/buf-$(BUF_VERSION)
@@ -336,6 +363,17 @@ $(TMP)/stamps/swagger-$(SWAGGER_VERSION):
 $(BIN)/ogen: $(TMP)/stamps/ogen-$(OGEN_VERSION)
 $(TMP)/stamps/ogen-$(OGEN_VERSION):
 	GOBIN=$(BIN) go install github.com/ogen-go/ogen/cmd/ogen@$(OGEN_VERSION)
+$(BIN)/staticcheck: $(TMP)/stamps/staticcheck-$(STATICCHECK_VERSION)
+$(TMP)/stamps/staticcheck-$(STATICCHECK_VERSION):
+	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@mkdir -p $(@D) && touch $@
+$(BIN)/golangci-lint: $(TMP)/stamps/golangci-lint-$(GOLANGCI_LINT_VERSION)
+$(TMP)/stamps/golangci-lint-$(GOLANGCI_LINT_VERSION):
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mkdir -p $(@D) && touch $@
+$(BIN)/deadcode: $(TMP)/stamps/deadcode-$(DEADCODE_VERSION)
+$(TMP)/stamps/deadcode-$(DEADCODE_VERSION):
+	GOBIN=$(BIN) go install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
 	@mkdir -p $(@D) && touch $@
 
 $(BIN)/oapi-codegen: $(TMP)/stamps/oapi-codegen-$(OAPI_CODEGEN_VERSION)

@@ -5,7 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -124,7 +125,7 @@ _fabro_flags() {
 _fabro_values() {
   case "$1" in
 `)
-	for _, name := range sortedKeys(flagWords) {
+	for _, name := range slices.Sorted(maps.Keys(flagWords)) {
 		fmt.Fprintf(w, "    --%s|-%s) echo %q ;;\n", name, name, strings.Join(flagWords[name], " "))
 	}
 	fmt.Fprint(w, `    *) return 1 ;;
@@ -135,7 +136,7 @@ _fabro_values() {
 _fabro_flag_kind() {
   case "$1" in
 `)
-	for _, name := range sortedKeys(flagKinds) {
+	for _, name := range slices.Sorted(maps.Keys(flagKinds)) {
 		fmt.Fprintf(w, "    --%s|-%s) echo %s ;;\n", name, name, flagKinds[name])
 	}
 	fmt.Fprint(w, `    *) return 1 ;;
@@ -144,7 +145,7 @@ _fabro_flag_kind() {
 _fabro_arg_kind() {
   case "$1" in
 `)
-	for _, path := range sortedKeys(argKinds) {
+	for _, path := range slices.Sorted(maps.Keys(argKinds)) {
 		fmt.Fprintf(w, "    %q) echo %s ;;\n", path, argKinds[path])
 	}
 	fmt.Fprint(w, `    *) return 1 ;;
@@ -259,7 +260,7 @@ _fabro() {
   done
   case $prev in
 `)
-	for _, name := range sortedKeys(flagKinds) {
+	for _, name := range slices.Sorted(maps.Keys(flagKinds)) {
 		fmt.Fprintf(w, "    --%s|-%s) kind=%s ;;\n", name, name, flagKinds[name])
 	}
 	fmt.Fprint(w, `  esac
@@ -272,7 +273,7 @@ _fabro() {
   fi
   case $prev in
 `)
-	for _, name := range sortedKeys(flagWords) {
+	for _, name := range slices.Sorted(maps.Keys(flagWords)) {
 		fmt.Fprintf(w, "    --%s|-%s) compadd -- %s; return ;;\n", name, name, strings.Join(flagWords[name], " "))
 	}
 	fmt.Fprint(w, `  esac
@@ -288,7 +289,7 @@ _fabro() {
   fi
   case $path in
 `)
-	for _, path := range sortedKeys(argKinds) {
+	for _, path := range slices.Sorted(maps.Keys(argKinds)) {
 		fmt.Fprintf(w, "    %q) _fabro_server_words %s; compadd -- $reply; return ;;\n", path, argKinds[path])
 	}
 	fmt.Fprint(w, `  esac
@@ -379,15 +380,6 @@ end
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // psQuote is s as a PowerShell single-quoted string.
 func psQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
@@ -424,15 +416,15 @@ Register-ArgumentCompleter -Native -CommandName fabro -ScriptBlock {
 		fmt.Fprintf(w, "        %s = %s\n", psQuote(n.path), psList(ws))
 	}
 	fmt.Fprint(w, "    }\n    $values = @{\n")
-	for _, name := range sortedKeys(flagWords) {
+	for _, name := range slices.Sorted(maps.Keys(flagWords)) {
 		fmt.Fprintf(w, "        %s = %s\n", psQuote(name), psList(flagWords[name]))
 	}
 	fmt.Fprint(w, "    }\n    # Words only the server knows: fabro __complete KIND prints them.\n    $flagKinds = @{\n")
-	for _, name := range sortedKeys(flagKinds) {
+	for _, name := range slices.Sorted(maps.Keys(flagKinds)) {
 		fmt.Fprintf(w, "        %s = %s\n", psQuote(name), psQuote(flagKinds[name]))
 	}
 	fmt.Fprint(w, "    }\n    $argKinds = @{\n")
-	for _, path := range sortedKeys(argKinds) {
+	for _, path := range slices.Sorted(maps.Keys(argKinds)) {
 		fmt.Fprintf(w, "        %s = %s\n", psQuote(path), psQuote(argKinds[path]))
 	}
 	fmt.Fprint(w, `    }

@@ -64,7 +64,7 @@ is denied. Ctrl-C aborts the prompt (exit 130).`,
 
 // execOptions are exec's flags.
 type execOptions struct {
-	model, perms, dir, dataDir        string
+	model, perms, dir                 string
 	maxTurns                          int
 	overlay, sandboxDriver, pluginDir string
 	settingsFile                      string

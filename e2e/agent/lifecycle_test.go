@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -166,9 +167,35 @@ func TestStreamEventsLateJoiner(t *testing.T) {
 	}
 
 	// A follower joining mid-session sees the rest, then session_ended.
+	// The second prompt starts only once the follower has had every
+	// committed event, so what it gets next can only come live.
+	follower, err := st.agent.StreamEvents(t.Context(), &agentv1.StreamEventsRequest{SessionId: id, FromSequence: committed - 1, Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caughtUp []*agentv1.AgentEvent
+	for len(caughtUp) == 0 || caughtUp[len(caughtUp)-1].GetSequence() < committed {
+		resp, err := follower.Recv()
+		if err != nil {
+			t.Fatalf("the follower's replay up to %d: %v", committed, err)
+		}
+		caughtUp = append(caughtUp, resp.GetEvent())
+	}
 	got := make(chan []*agentv1.AgentEvent, 1)
-	go func() { got <- st.followEvents(t, id, committed-1) }()
-	time.Sleep(100 * time.Millisecond) // let it catch up and wait live
+	go func() {
+		evs := caughtUp
+		for {
+			resp, err := follower.Recv()
+			if err != nil {
+				if err != io.EOF {
+					t.Errorf("the follower: %v", err)
+				}
+				got <- evs
+				return
+			}
+			evs = append(evs, resp.GetEvent())
+		}
+	}()
 	st.promptText(t, id, "second")
 	if _, err := st.agent.CloseSession(t.Context(), &agentv1.CloseSessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -328,7 +329,7 @@ func TestMalformedInput(t *testing.T) {
 			if info == nil || info.GetDomain() == "" {
 				t.Fatalf("no ErrorInfo: %v", err)
 			}
-			if len(tc.reasons) > 0 && !contains(tc.reasons, info.GetReason()) {
+			if len(tc.reasons) > 0 && !slices.Contains(tc.reasons, info.GetReason()) {
 				t.Errorf("reason %s, want one of %v (%v)", info.GetReason(), tc.reasons, err)
 			}
 			if tc.field == "" {
@@ -342,7 +343,7 @@ func TestMalformedInput(t *testing.T) {
 				for _, v := range grpcerr.ViolationsOf(err) {
 					fields = append(fields, v.GetField())
 				}
-				if !contains(fields, tc.field) {
+				if !slices.Contains(fields, tc.field) {
 					t.Errorf("BadRequest fields %v, want %q", fields, tc.field)
 				}
 			}
@@ -355,15 +356,6 @@ func TestMalformedInput(t *testing.T) {
 			t.Errorf("RPC %s has no malformed-input case", name)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestCreateSubagentThroughTheAPI is the parent_session_id panic: a root

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 	"github.com/fabro-sh/fabro-go/services/agent"
 	"github.com/fabro-sh/fabro-go/services/llmgateway/fakeprovider"
 )
@@ -132,8 +134,11 @@ func TestRunSurvivesNATSRestart(t *testing.T) {
 			np.kill()
 			// The session goes on producing deltas while NATS is down;
 			// the writer holds them, and says so.
-			await(t, "events held while NATS is down", func() bool {
-				return st.logs.logged("session events not acknowledged by NATS; holding them")
+			testkit.Eventually(t, 30*time.Second, func() error {
+				if !st.logs.logged("session events not acknowledged by NATS; holding them") {
+					return errors.New("the writer has not said it holds events while NATS is down")
+				}
+				return nil
 			})
 			np.start()
 			restarted = true
@@ -195,9 +200,15 @@ func TestRunEndsAfterNATSOutageLimit(t *testing.T) {
 			np.kill()
 		}
 	}
-	await(t, "the session to close", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		got, err := st.agent.GetSession(t.Context(), &agentv1.GetSessionRequest{SessionId: id})
-		return err == nil && got.GetSession().GetState() == agentv1.SessionState_SESSION_STATE_CLOSED
+		if err != nil {
+			return err
+		}
+		if s := got.GetSession().GetState(); s != agentv1.SessionState_SESSION_STATE_CLOSED {
+			return fmt.Errorf("the session is %v, want closed", s)
+		}
+		return nil
 	})
 }
 
@@ -225,16 +236,4 @@ func sessionMsgs(t *testing.T, url, id string) uint64 {
 		n += c
 	}
 	return n
-}
-
-// await polls a condition of another goroutine that has no notification.
-func await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -26,13 +26,12 @@ import (
 // vaultProcess is the real vault on a fixed loopback port and data
 // directory, stopped and started again there as a restarted vault binary.
 type vaultProcess struct {
-	t       *testing.T
-	fx      *authtest.Fixture
-	dir     string
-	addr    string
-	svc     *vault.Service
-	gs      *grpc.Server
-	stopped chan struct{}
+	t    *testing.T
+	fx   *authtest.Fixture
+	dir  string
+	addr string
+	svc  *vault.Service
+	gs   *grpc.Server
 }
 
 func startVaultProcess(t *testing.T) *vaultProcess {

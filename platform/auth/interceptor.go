@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
+	"github.com/fabro-sh/fabro-go/platform/logging"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of authentication and
@@ -41,7 +41,7 @@ type Interceptor struct {
 
 	// storeLog rate-limits the log line of an unusable token store, which
 	// every call would otherwise repeat.
-	storeLog logLimiter
+	storeLog logging.Limiter
 }
 
 // The two refusals. Their text is the same whatever the cause, so a caller
@@ -54,27 +54,6 @@ var (
 	errStoreUnavailable = domain.New(codes.Unavailable, "CREDENTIAL_STORE_UNAVAILABLE",
 		"the server cannot check credentials now: its token store is unusable (the operator is told in its log)", grpcerr.RetryAfter(5*time.Second))
 )
-
-// logLimiter lets one line through per interval and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// allow reports whether to log now, and how many lines were held back
-// since the last one.
-func (l *logLimiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < time.Minute {
-		l.suppressed++
-		return false, 0
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	return true, n
-}
 
 func refusal(code codes.Code, msg, reason string) error {
 	return domain.New(code, reason, msg)
@@ -108,7 +87,7 @@ func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Con
 		}
 	}
 	if err != nil && !errors.Is(err, ErrInvalidToken) {
-		if ok, held := a.storeLog.allow(time.Now()); ok {
+		if ok, held := a.storeLog.Allow(); ok {
 			a.Logger.ErrorContext(ctx, "token store unusable: every call is refused", "error", err, "refusals_not_logged", held)
 		}
 		return nil, errStoreUnavailable

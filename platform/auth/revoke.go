@@ -66,10 +66,6 @@ func (a *Interceptor) WatchToken(ctx context.Context, tok string) (_ context.Con
 	return ctx, func() { cancel(nil) }
 }
 
-// Revoked reports whether ctx was cut because its credential was revoked
-// (Watch, WatchToken).
-func Revoked(ctx context.Context) bool { return revoked(ctx) }
-
 // streamToken is the bearer token of a call to method that needs one.
 func (a *Interceptor) streamToken(ctx context.Context, method string) (string, bool) {
 	if g, known := a.table()[method]; known && g&Open != 0 {

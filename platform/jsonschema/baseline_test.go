@@ -38,8 +38,6 @@ func oldObject(required []string, props map[string]*oldSchema) *oldSchema {
 
 func oldStr(desc string) *oldSchema { return &oldSchema{Type: "string", Description: desc} }
 
-func oldBoolean(desc string) *oldSchema { return &oldSchema{Type: "boolean", Description: desc} }
-
 func oldInteger(desc string, minimum float64) *oldSchema {
 	return &oldSchema{Type: "integer", Description: desc, Minimum: &minimum}
 }

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 )
 
 // TestHealthCheckMode checks -healthcheck: 0 (nil) against a SERVING server
@@ -43,7 +46,12 @@ func TestHealthCheckMode(t *testing.T) {
 		defer close(done)
 		_ = d.srv.Shutdown(drain)
 	}()
-	waitFor(t, "NOT_SERVING", func() bool { return check(d.srv.GRPCAddr()) != nil })
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if check(d.srv.GRPCAddr()) == nil {
+			return errors.New("the health check still passes while draining")
+		}
+		return nil
+	})
 	stop()
 	<-done
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -183,10 +182,7 @@ type trailerStream struct {
 
 func (t *trailerStream) SetTrailer(md metadata.MD) {
 	if v := md.Get(StreamErrorTrailer); len(v) > 0 {
-		var c codes.Code
-		if c.UnmarshalJSON([]byte(strconv.Quote(strings.ToUpper(camelToSnake(v[0]))))) != nil {
-			c = codes.Unknown
-		}
+		c := codeNamed(v[0])
 		msg := ""
 		if len(v) > 1 {
 			msg = v[1]
@@ -201,17 +197,15 @@ func (t *trailerStream) SetTrailer(md metadata.MD) {
 	t.ServerStream.SetTrailer(md)
 }
 
-// camelToSnake turns a code name ("DeadlineExceeded") into its constant
-// spelling ("Deadline_Exceeded"), which codes.Code unmarshals once upper-cased.
-func camelToSnake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
+// codeNamed is the code whose String is name ("DeadlineExceeded"); Unknown
+// for a name no code has.
+func codeNamed(name string) codes.Code {
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if c.String() == name {
+			return c
 		}
-		b.WriteRune(r)
 	}
-	return b.String()
+	return codes.Unknown
 }
 
 // sanitize decides what a handler error looks like on the wire:

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 	"github.com/google/go-cmp/cmp"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -174,18 +175,6 @@ func start(t *testing.T, cfg Config) *harness {
 
 func (h *harness) vaultClient() vaultv1.VaultServiceClient {
 	return vaultv1.NewVaultServiceClient(h.conn)
-}
-
-// waitFor polls cond until it holds or the test times out after 10s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestHealth(t *testing.T) {
@@ -525,12 +514,12 @@ func TestShutdownCompletesInFlight(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.srv.Shutdown(context.Background()) }()
 	// GracefulStop closes the listener first; wait for that.
-	waitFor(t, "gRPC listener to close", func() bool {
-		c, err := net.Dial("tcp", h.srv.GRPCAddr())
-		if err == nil {
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if c, err := net.Dial("tcp", h.srv.GRPCAddr()); err == nil {
 			c.Close()
+			return errors.New("the gRPC listener still accepts connections")
 		}
-		return err != nil
+		return nil
 	})
 	select {
 	case err := <-done:

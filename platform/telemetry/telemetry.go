@@ -38,6 +38,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/fabro-sh/fabro-go/platform/logging"
 )
 
 // ErrorLogInterval is the least time between two logged export errors;
@@ -108,7 +110,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Telemetry, err error) {
 	}
 	t.Propagator = propagation.NewCompositeTextMapPropagator(props...)
 	otel.SetTextMapPropagator(t.Propagator)
-	handler := newLimitedHandler(cfg.Logger, ErrorLogInterval, time.Now)
+	handler := newLimitedHandler(cfg.Logger, ErrorLogInterval)
 	otel.SetErrorHandler(handler)
 	// The SDK's own diagnostics: errors only, through our logger.
 	otel.SetLogger(logr.FromSlogHandler(cfg.Logger.Handler()))
@@ -310,29 +312,16 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // limitedHandler logs OpenTelemetry errors (failed exports, mostly) at
 // most once per interval, with how many it kept quiet since.
 type limitedHandler struct {
-	logger   *slog.Logger
-	interval time.Duration
-	now      func() time.Time
-
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
+	logger *slog.Logger
+	limit  logging.Limiter
 }
 
-func newLimitedHandler(logger *slog.Logger, interval time.Duration, now func() time.Time) *limitedHandler {
-	return &limitedHandler{logger: logger, interval: interval, now: now}
+func newLimitedHandler(logger *slog.Logger, interval time.Duration) *limitedHandler {
+	return &limitedHandler{logger: logger, limit: logging.Limiter{Interval: interval}}
 }
 
 func (h *limitedHandler) Handle(err error) {
-	h.mu.Lock()
-	now := h.now()
-	if !h.last.IsZero() && now.Sub(h.last) < h.interval {
-		h.suppressed++
-		h.mu.Unlock()
-		return
+	if ok, n := h.limit.Allow(); ok {
+		h.logger.Warn("telemetry export failed", "error", err, "suppressed_since_last", n)
 	}
-	n := h.suppressed
-	h.last, h.suppressed = now, 0
-	h.mu.Unlock()
-	h.logger.Warn("telemetry export failed", "error", err, "suppressed_since_last", n)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -182,21 +183,22 @@ func (s *syncBuffer) String() string {
 }
 
 func TestLimitedHandlerLogsOncePerInterval(t *testing.T) {
-	var logs bytes.Buffer
-	now := time.Unix(1000, 0)
-	h := newLimitedHandler(slog.New(slog.NewTextHandler(&logs, nil)), time.Minute, func() time.Time { return now })
-	for range 50 {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		h := newLimitedHandler(slog.New(slog.NewTextHandler(&logs, nil)), time.Minute)
+		for range 50 {
+			h.Handle(errors.New("connection refused"))
+			time.Sleep(time.Second)
+		}
+		if n := strings.Count(logs.String(), "telemetry export failed"); n != 1 {
+			t.Fatalf("%d lines in 50 s, want 1:\n%s", n, logs.String())
+		}
+		time.Sleep(time.Minute)
 		h.Handle(errors.New("connection refused"))
-		now = now.Add(time.Second)
-	}
-	if n := strings.Count(logs.String(), "telemetry export failed"); n != 1 {
-		t.Fatalf("%d lines in 50 s, want 1:\n%s", n, logs.String())
-	}
-	now = now.Add(time.Minute)
-	h.Handle(errors.New("connection refused"))
-	if !strings.Contains(logs.String(), "suppressed_since_last=49") {
-		t.Fatalf("the second line should count the suppressed errors:\n%s", logs.String())
-	}
+		if !strings.Contains(logs.String(), "suppressed_since_last=49") {
+			t.Fatalf("the second line should count the suppressed errors:\n%s", logs.String())
+		}
+	})
 }
 
 func TestMetricsHandlerParses(t *testing.T) {

@@ -9,6 +9,7 @@ const domain grpcerr.Domain = "agent.fabro.dev"
 // UPSTREAM_UNAVAILABLE, INTERNAL...) come from grpcerr.
 const (
 	reasonSessionNotFound      = "SESSION_NOT_FOUND"
+	reasonForwardRefused       = "FORWARD_REFUSED"
 	reasonSessionClosed        = "SESSION_CLOSED"
 	reasonSessionSuspended     = "SESSION_SUSPENDED"
 	reasonSessionLoaded        = "SESSION_LOADED"

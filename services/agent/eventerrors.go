@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -40,7 +41,7 @@ func replayStatus(err error) error {
 		return e
 	}
 	if errors.Is(err, bus.ErrNATSUnavailable) {
-		return domain.New(codes.Unavailable, reasonNATSUnavailable, "replay events: "+err.Error(), grpcerr.Meta("service", "nats"), grpcerr.RetryAfter(5e9))
+		return domain.New(codes.Unavailable, reasonNATSUnavailable, "replay events: "+err.Error(), grpcerr.Meta("service", "nats"), grpcerr.RetryAfter(5*time.Second))
 	}
 	return domain.New(codes.Internal, reasonEventLog, "replay events: "+err.Error())
 }

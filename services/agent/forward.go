@@ -136,7 +136,7 @@ func (s *Service) caller(ctx context.Context) (context.Context, error) {
 	if fwd := md.Get(auth.ForwardedPrincipalHeader); len(fwd) == 1 {
 		p, ok := auth.ParsePrincipal(fwd[0])
 		if !ok {
-			return nil, domain.New(codes.PermissionDenied, "FORWARD_REFUSED", "the forwarded principal is not a person's")
+			return nil, domain.New(codes.PermissionDenied, reasonForwardRefused, "the forwarded principal is not a person's")
 		}
 		if ids := md.Get(auth.ForwardedTokenIDHeader); len(ids) == 1 {
 			p.TokenID = ids[0]

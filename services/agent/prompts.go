@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -138,7 +139,7 @@ func (s *Service) startPromptAt(sess *session, promptID string, turn int32) (cha
 	}
 	s.mu.Unlock()
 	if closed {
-		return nil, domain.New(codes.Unavailable, reasonShuttingDown, "the agent service is shutting down", grpcerr.RetryAfter(1e9))
+		return nil, domain.New(codes.Unavailable, reasonShuttingDown, "the agent service is shutting down", grpcerr.RetryAfter(time.Second))
 	}
 	done, err := sess.beginPrompt(promptID, turn)
 	if err != nil {
@@ -167,7 +168,7 @@ func (s *Service) runLoop(ctx context.Context, sess *session, promptID string, d
 	ctx = logging.With(ctx, slog.String("session_id", sess.info.GetSessionId()), slog.String("prompt_id", promptID))
 	sess.log.SetTraceContext(ctx)
 	report, _ := run(ctx)
-	sess.log.SetTraceContext(nil)
+	sess.log.ClearTraceContext()
 	sess.finishPrompt(report)
 	// The parent hears of the end before a wait on done returns, so its
 	// sub_agent_completed comes before anything the parent does next.

@@ -289,7 +289,7 @@ func TestCompatAnthropicSDK(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				fp.Enqueue(toolTurn, answerTurn)
 				params := anthropic.MessageNewParams{
-					Model:     anthropic.Model(model),
+					Model:     model,
 					MaxTokens: 1024,
 					System:    []anthropic.TextBlockParam{{Text: "Be brief."}},
 					Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is in a.go?"))},
@@ -334,7 +334,7 @@ func TestCompatAnthropicSDK(t *testing.T) {
 				if m.StopReason != anthropic.StopReasonToolUse || use == nil || use.Name != "read_file" || string(use.Input) != `{"path":"a.go"}` || use.ID == "" {
 					t.Fatalf("first turn: stop %q content %+v", m.StopReason, m.Content)
 				}
-				if text != "Let me look." || m.Usage.InputTokens != 100 || m.Usage.OutputTokens != 20 || string(m.Model) != model {
+				if text != "Let me look." || m.Usage.InputTokens != 100 || m.Usage.OutputTokens != 20 || m.Model != model {
 					t.Errorf("first turn: text %q usage %+v model %q", text, m.Usage, m.Model)
 				}
 				params.Messages = append(params.Messages, m.ToParam(),

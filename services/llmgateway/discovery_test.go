@@ -51,7 +51,7 @@ func TestDiscovery(t *testing.T) {
 			r.URL.Path = strings.TrimPrefix(r.URL.Path, "")
 			resp, err := http.Post(l.URL+r.URL.Path, "application/json", r.Body)
 			if err != nil {
-				http.Error(w, err.Error(), 502)
+				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}
 			defer resp.Body.Close()
@@ -235,7 +235,7 @@ func TestDiscoveryUnreachable(t *testing.T) {
 	if !gw.cat.Configured("vllm") || gw.cat.Configured("ollama") {
 		t.Errorf("Configured: vllm %v (overlay names it), ollama %v (built in)", gw.cat.Configured("vllm"), gw.cat.Configured("ollama"))
 	}
-	models, warnings := gw.listModels(t.Context(), "vllm", false)
+	_, warnings := gw.listModels(t.Context(), "vllm", false)
 	if !strings.Contains(strings.Join(warnings, "\n"), "provider vllm") {
 		t.Errorf("ListModels of a configured, unreachable provider: no warning in %v", warnings)
 	}
@@ -252,7 +252,7 @@ func TestDiscoveryUnreachable(t *testing.T) {
 	defer srv.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		models, warnings = gw.listModels(t.Context(), "vllm", false)
+		models, warnings := gw.listModels(t.Context(), "vllm", false)
 		if slices.ContainsFunc(models, func(m *llmv1.Model) bool { return m.GetModelId() == "started-late" }) {
 			break
 		}

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 )
 
 // liveWithArg lists the live (not zombie) processes whose command line
@@ -71,34 +73,33 @@ func TestKill9LeavesNoOrphan(t *testing.T) {
 				Command: "sleep " + bg + " & sleep " + fg + "; wait", Timeout: durationpb.New(time.Hour)}})
 			execErr <- err
 		}()
-		waitFor(t, 30*time.Second, func() bool { return len(liveWithArg(bg)) == 1 && len(liveWithArg(fg)) == 1 },
-			func() string {
-				select {
-				case err := <-execErr:
-					return fmt.Sprintf("%s: the command's sleeps did not start: Exec: %v", drv, err)
-				default:
-					return fmt.Sprintf("%s: the command's sleeps did not start: %v %v", drv, liveWithArg(bg), liveWithArg(fg))
-				}
-			})
+		testkit.Eventually(t, 30*time.Second, func() error {
+			if len(liveWithArg(bg)) == 1 && len(liveWithArg(fg)) == 1 {
+				return nil
+			}
+			select {
+			case err := <-execErr:
+				execErr <- err // and again at the next call
+				return fmt.Errorf("%s: the command's sleeps did not start: Exec: %v", drv, err)
+			default:
+				return fmt.Errorf("%s: the command's sleeps did not start: %v %v", drv, liveWithArg(bg), liveWithArg(fg))
+			}
+		})
 	}
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	first.cmd.Wait()
 	startProc(t, bin, dataDir, addr)
-	waitFor(t, 30*time.Second, func() bool {
-		for _, a := range args {
-			if len(liveWithArg(a)) > 0 {
-				return false
-			}
-		}
-		return true
-	}, func() string {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		var left []string
 		for _, a := range args {
 			if pids := liveWithArg(a); len(pids) > 0 {
 				left = append(left, fmt.Sprintf("sleep %s: %v", a, pids))
 			}
 		}
-		return "after the restart the commands' processes live on: " + strings.Join(left, ", ")
+		if len(left) > 0 {
+			return errors.New("after the restart the commands' processes live on: " + strings.Join(left, ", "))
+		}
+		return nil
 	})
 }
 

@@ -21,6 +21,7 @@ import (
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/platform/server"
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin/plugintest"
@@ -181,14 +182,14 @@ func TestPluginLoading(t *testing.T) {
 				}
 			}
 			// Logs arrive from the plugin's stderr asynchronously.
-			waitFor(t, 5*time.Second, func() bool {
+			testkit.Eventually(t, 5*time.Second, func() error {
 				for _, w := range tt.logged {
 					if !strings.Contains(logs.String(), w) {
-						return false
+						return fmt.Errorf("the log lacks %q:\n%s", w, logs.String())
 					}
 				}
-				return true
-			}, func() string { return fmt.Sprintf("the log lacks %q:\n%s", tt.logged, logs.String()) })
+				return nil
+			})
 			// The service keeps serving its other drivers.
 			if d := listedDriver(t, c, "local"); !d.GetAvailable() {
 				t.Errorf("local became unavailable: %s", d.GetUnavailableReason())
@@ -213,18 +214,6 @@ func mustExecOut(t *testing.T, c sandboxv1.SandboxServiceClient, id, command str
 		t.Fatalf("Exec(%q): %v", command, err)
 	}
 	return string(resp.GetResult().GetStdout())
-}
-
-// waitFor awaits cond, polling, for up to d.
-func waitFor(t *testing.T, d time.Duration, cond func() bool, msg func() string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestPluginCrash: a crash mid-exec fails that exec UNAVAILABLE naming the
@@ -298,8 +287,12 @@ func TestPluginHang(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("exec in a hung plugin = %v; want DEADLINE_EXCEEDED", err)
 	}
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "missed its health check") },
-		func() string { return "the hung plugin was not killed:\n" + logs.String() })
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), "missed its health check") {
+			return errors.New("the hung plugin was not killed:\n" + logs.String())
+		}
+		return nil
+	})
 	fresh := createOn(t, c, "test")
 	if out := mustExecOut(t, c, fresh, "echo alive"); out != "alive\n" {
 		t.Errorf("exec after the restart = %q", out)
@@ -319,12 +312,14 @@ func TestPluginCallDeadline(t *testing.T) {
 		defer cancel()
 		c.Exec(ctx, &sandboxv1.ExecRequest{SandboxId: sb, Spec: &sandboxv1.ExecSpec{Command: "__hang__"}})
 	}()
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
-		_, err := c.ListDrivers(ctx, &sandboxv1.ListDriversRequest{})
-		return status.Code(err) == codes.DeadlineExceeded
-	}, func() string { return "ListDrivers kept answering: the plugin never hung" })
+		if _, err := c.ListDrivers(ctx, &sandboxv1.ListDriversRequest{}); status.Code(err) != codes.DeadlineExceeded {
+			return fmt.Errorf("ListDrivers answered %v: the plugin has not hung", err)
+		}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()

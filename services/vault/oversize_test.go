@@ -70,7 +70,7 @@ func startVaultServers(t *testing.T, svc server.Service, fx *authtest.Fixture) (
 
 // putRaw sends a marshalled PutSecretRequest and reports the status and
 // the bytes the process allocated meanwhile.
-func putRaw(t *testing.T, conn *grpc.ClientConn, req []byte) (error, uint64) {
+func putRaw(t *testing.T, conn *grpc.ClientConn, req []byte) (uint64, error) {
 	t.Helper()
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -78,7 +78,7 @@ func putRaw(t *testing.T, conn *grpc.ClientConn, req []byte) (error, uint64) {
 	var reply []byte
 	err := conn.Invoke(t.Context(), vaultv1.VaultService_PutSecret_FullMethodName, req, &reply)
 	runtime.ReadMemStats(&after)
-	return err, after.TotalAlloc - before.TotalAlloc
+	return after.TotalAlloc - before.TotalAlloc, err
 }
 
 // TestOversizedPutRefusedUndecoded: a 63 MiB PutSecret (the cap is 64
@@ -96,13 +96,13 @@ func TestOversizedPutRefusedUndecoded(t *testing.T) {
 	conn := startVaultServer(t, svc, fx)
 
 	atCap, _ := proto.Marshal(&vaultv1.PutSecretRequest{Name: strings.Repeat("K", 128), Value: strings.Repeat("v", 64<<10)})
-	if err, _ := putRaw(t, conn, atCap); err != nil {
+	if _, err := putRaw(t, conn, atCap); err != nil {
 		t.Fatalf("a put at the cap: %v", err)
 	}
 
 	const size = 63 << 20
 	huge, _ := proto.Marshal(&vaultv1.PutSecretRequest{Name: "HUGE", Value: strings.Repeat("x", size)})
-	err, limited := putRaw(t, conn, huge)
+	limited, err := putRaw(t, conn, huge)
 	if status.Code(err) != codes.ResourceExhausted || grpcerr.ReasonOf(err) != server.ReasonRequestTooLarge {
 		t.Fatalf("a 63 MiB put: %v, want RESOURCE_EXHAUSTED %s", err, server.ReasonRequestTooLarge)
 	}
@@ -114,7 +114,7 @@ func TestOversizedPutRefusedUndecoded(t *testing.T) {
 	}
 
 	base := startVaultServer(t, unlimited{svc}, fx)
-	err, unbounded := putRaw(t, base, huge)
+	unbounded, err := putRaw(t, base, huge)
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("the baseline refuses it in the handler: %v, want INVALID_ARGUMENT", err)
 	}

@@ -4,6 +4,7 @@
 package natstest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 )
 
 // Cluster is a JetStream cluster of in-process nodes.
@@ -112,19 +115,22 @@ func (c *Cluster) NodeURL(i int) string { return fmt.Sprintf("nats://127.0.0.1:%
 // leader and every one of them is current.
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
-	Eventually(c.t, 30*time.Second, func() bool {
+	testkit.Eventually(c.t, 30*time.Second, func() error {
 		leader := false
-		for _, ns := range c.nodes {
+		for i, ns := range c.nodes {
 			if ns == nil {
 				continue
 			}
 			if !ns.JetStreamIsCurrent() {
-				return false
+				return fmt.Errorf("node %d's JetStream is not current", i)
 			}
 			leader = leader || ns.JetStreamIsLeader()
 		}
-		return leader
-	}, "the cluster's JetStream meta leader")
+		if !leader {
+			return errors.New("no running node is the JetStream meta leader")
+		}
+		return nil
+	})
 }
 
 // StreamLeader is the index of the node leading stream (account $G); -1
@@ -136,18 +142,6 @@ func (c *Cluster) StreamLeader(stream string) int {
 		}
 	}
 	return -1
-}
-
-// Eventually polls cond until it holds, failing the test after timeout.
-func Eventually(t testing.TB, timeout time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // FreePort is a TCP port free on 127.0.0.1 at the time of the call.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 )
 
 // TestFenceDropsHeldEvents checks that a fenced log (its session now
@@ -39,7 +40,12 @@ func TestFenceDropsHeldEvents(t *testing.T) {
 	if _, err := log.Emit(delta(7)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Emit on a fenced log: %v, want ErrFenced", err)
 	}
-	await(t, "the reconnect", b.connected)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if !b.connected() {
+			return errors.New("the bus has not reconnected")
+		}
+		return nil
+	})
 	// The new owner's events 4.. go in; none of the old owner's did.
 	next := NewLog(b, "s_f", "", "s_f", 3, nil)
 	for i := 4; i <= 5; i++ {

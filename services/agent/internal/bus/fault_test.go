@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 )
 
 // The test binary doubles as an external nats-server: with
@@ -94,19 +95,6 @@ func restartEmbedded(t *testing.T, b *Bus, down func()) {
 	b.inproc.ns = ns
 	b.inproc.mu.Unlock()
 	b.ns = ns
-}
-
-// await polls cond (a state of another goroutine or process that has no
-// notification) until it holds.
-func await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func delta(i int) *agentv1.AgentEvent {
@@ -195,11 +183,21 @@ func runRestart(t *testing.T, b *Bus, n, killAt, buffer int, restart func(down f
 		emitted <- nil
 	}()
 	<-flushed
-	await(t, "events acknowledged before the outage", func() bool { return log.Committed() >= uint64(killAt) })
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if c := log.Committed(); c < uint64(killAt) {
+			return fmt.Errorf("%d events acknowledged before the outage, want %d", c, killAt)
+		}
+		return nil
+	})
 	restart(func() {
 		close(goOn)
 		// While NATS is down the session fills its buffer and waits.
-		await(t, "the writer to hold a full buffer", func() bool { return log.Last()-log.Committed() >= uint64(buffer) })
+		testkit.Eventually(t, 30*time.Second, func() error {
+			if held := log.Last() - log.Committed(); held < uint64(buffer) {
+				return fmt.Errorf("the writer holds %d events, want a full buffer of %d", held, buffer)
+			}
+			return nil
+		})
 		if err := log.Err(); err != nil {
 			t.Fatalf("the log failed during a short outage: %v", err)
 		}

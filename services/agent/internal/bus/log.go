@@ -54,11 +54,19 @@ type Log struct {
 }
 
 // SetTraceContext makes the events emitted from now on carry ctx's trace
-// context (the running prompt's); nil clears it.
+// context (the running prompt's), until ClearTraceContext.
 func (l *Log) SetTraceContext(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.traceCtx = ctx
+}
+
+// ClearTraceContext ends SetTraceContext: the events emitted from now on
+// carry no trace context.
+func (l *Log) ClearTraceContext() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.traceCtx = nil
 }
 
 // traceContext is the context whose trace the next messages carry; the

@@ -16,6 +16,7 @@ import (
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/cluster"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
@@ -354,7 +355,12 @@ func TestNodeLoss(t *testing.T) {
 	// The two nodes left elect a new meta and stream leader (awaited: a
 	// replay's consumer meanwhile has no responder).
 	e.nodes.WaitReady()
-	natstest.Eventually(t, 30*time.Second, func() bool { return e.nodes.StreamLeader(bus.StreamName) >= 0 }, "a new stream leader")
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if e.nodes.StreamLeader(bus.StreamName) < 0 {
+			return errors.New("no node leads the stream")
+		}
+		return nil
+	})
 	// Each step has its own deadline: on a loaded machine the flush and
 	// the election can use most of one shared minute.
 	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)

@@ -268,7 +268,7 @@ func TestLoop(t *testing.T) {
 		},
 		status: agentv1.PromptStatus_PROMPT_STATUS_COMPLETED,
 		checkHist: func(t *testing.T, h []*llmv1.Message) {
-			if len(h) == 0 || h[0].GetRole() != llmv1.Role_ROLE_USER || !contains(h[0].GetParts()[0].GetText().GetText(), "Goal: test") {
+			if len(h) == 0 || h[0].GetRole() != llmv1.Role_ROLE_USER || !strings.Contains(h[0].GetParts()[0].GetText().GetText(), "Goal: test") {
 				t.Errorf("history does not open with the summary: %v", h)
 			}
 			for i, m := range h {
@@ -308,8 +308,6 @@ func TestLoop(t *testing.T) {
 		})
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // TestControls checks interrupt (park, then resume by steering), abort and
 // follow-ups against a model whose stream blocks until released.

@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 	"github.com/fabro-sh/fabro-go/services/agent/mcptest"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 func TestMain(m *testing.M) {
@@ -147,19 +149,32 @@ func TestGuardedHTTP(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, s := range []*agentv1.McpServer{
-		{Name: "bad name", Command: "x"},
-		{Name: "a"},
-		{Name: "a", Command: "x", Url: "http://x"},
-		{Name: "a", Url: "http://x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX},
+	// Each bad spec breaks one rule and must be refused for that rule,
+	// not for another (a spec refused for its name would pass any case).
+	for _, tt := range []struct {
+		spec *agentv1.McpServer
+		want string
+	}{
+		{&agentv1.McpServer{Name: "bad name", Command: "x"}, "letters, digits"},
+		{&agentv1.McpServer{Name: strings.Repeat("a", 33), Command: "x"}, "letters, digits"},
+		{&agentv1.McpServer{Name: "a"}, "exactly one of command"},
+		{&agentv1.McpServer{Name: "a", Command: "x", Url: "http://x"}, "exactly one of command"},
+		{&agentv1.McpServer{Name: "a", Url: "http://x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX}, "place sandbox is for stdio servers"},
+		{&agentv1.McpServer{Name: "a", Command: "x", StartupTimeout: durationpb.New(0)}, "startup_timeout"},
+		{&agentv1.McpServer{Name: "a", Command: "x", StartupTimeout: durationpb.New(-time.Second)}, "startup_timeout"},
 	} {
-		if Validate(s) == nil {
-			t.Errorf("Validate(%v) = nil", s)
+		err := Validate(tt.spec)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(%v) = %v, want an error saying %q", tt.spec, err, tt.want)
 		}
 	}
-	for _, s := range []*agentv1.McpServer{{Name: "ok-1", Url: "http://x"}, {Name: "boxed", Command: "x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX}} {
-		if err := Validate(s); err != nil {
-			t.Error(err)
+	for _, ok := range []*agentv1.McpServer{
+		{Name: "ok-1", Url: "http://x"},
+		{Name: strings.Repeat("a", 32), Command: "x", StartupTimeout: durationpb.New(time.Second)},
+		{Name: "boxed", Command: "x", Place: agentv1.HookPlace_HOOK_PLACE_SANDBOX},
+	} {
+		if err := Validate(ok); err != nil {
+			t.Errorf("Validate(%v): %v", ok, err)
 		}
 	}
 }

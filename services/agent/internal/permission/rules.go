@@ -226,10 +226,6 @@ var (
 	writeTools = map[string]bool{"write_file": true, "edit_file": true, "apply_patch": true}
 )
 
-// ReadsFiles and WritesFiles report a tool of the reading or writing kind.
-func ReadsFiles(tool string) bool  { return readTools[tool] }
-func WritesFiles(tool string) bool { return writeTools[tool] }
-
 // applies reports whether the rule is about the tool: by its name, or by
 // the kind of tool it names.
 func (r *Rule) applies(tool string) bool {

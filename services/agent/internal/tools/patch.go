@@ -290,6 +290,7 @@ func applyChunks(path, content string, chunks []chunk) (string, error) {
 		for _, ctx := range c.contexts {
 			i := seek(lines, []string{ctx}, idx, false)
 			if i < 0 {
+				//lint:ignore ST1005 apply_patch's own words, which models know
 				return "", fmt.Errorf("Failed to find context '%s' in %s", ctx, path)
 			}
 			idx = i + 1
@@ -312,6 +313,7 @@ func applyChunks(path, content string, chunks []chunk) (string, error) {
 			i = seek(lines, pat, idx, c.eof)
 		}
 		if i < 0 {
+			//lint:ignore ST1005 apply_patch's own words, which models know
 			return "", fmt.Errorf("Failed to find expected lines in %s:\n%s%s", path, strings.Join(c.old, "\n"), nearby(lines, c.old))
 		}
 		kept := make([]string, len(repl))

@@ -32,9 +32,6 @@ import (
 //go:embed catalog.json
 var builtin []byte
 
-// Builtin returns the embedded catalog file.
-func Builtin() []byte { return slices.Clone(builtin) }
-
 // Catalog is an immutable, validated set of providers and models.
 type Catalog struct {
 	providers map[string]*llmv1.Provider

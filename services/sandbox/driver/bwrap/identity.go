@@ -39,13 +39,6 @@ type ident struct {
 	cred *syscall.Credential
 }
 
-func (i ident) uid() int {
-	if i.cred == nil {
-		return os.Geteuid()
-	}
-	return int(i.cred.Uid)
-}
-
 // allocUID picks an unused uid of the range for a new sandbox: one no live
 // sandbox of this plugin holds, no account has and owns no entry of the
 // workspace root (a sandbox of another plugin process, or of an earlier
@@ -136,7 +129,7 @@ func (d *Driver) identity(dir string, managed, reopen bool) (id ident, claimed b
 		}
 	}
 	if managed {
-		if err := os.Lchown(dir, int(uid), int(gid)); err == nil {
+		if err = os.Lchown(dir, int(uid), int(gid)); err == nil {
 			err = os.Chmod(dir, 0o700)
 		}
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fabro-sh/fabro-go/platform/testkit"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/drivertest"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
@@ -286,25 +287,21 @@ func TestPluginKilled(t *testing.T) {
 		go sb.Exec(t.Context(), driver.ExecSpec{Command: "sleep 60", Timeout: time.Minute, RetainLimit: 1 << 10}, nil)
 	}
 	// The plant: the plugin's bwraps (and slirp4netns) are running.
-	if !waitFor(func() bool { return len(session(pid)) >= 6 }) {
-		t.Fatalf("3 bwraps and their slirp4netns do not run in the plugin's session: %q", session(pid))
-	}
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if s := session(pid); len(s) < 6 {
+			return fmt.Errorf("3 bwraps and their slirp4netns do not run in the plugin's session: %q", s)
+		}
+		return nil
+	})
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(func() bool { return len(session(pid)) == 0 }) {
-		t.Errorf("the killed plugin left survivors or zombies (pid state): %q", session(pid))
-	}
-}
-
-// waitFor polls cond for up to 20 s.
-func waitFor(cond func() bool) bool {
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if s := session(pid); len(s) > 0 {
+			return fmt.Errorf("the killed plugin left survivors or zombies (pid state): %q", s)
 		}
-	}
-	return true
+		return nil
+	})
 }
 
 // pluginPID is the pid of this process's child running bin.

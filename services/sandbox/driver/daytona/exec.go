@@ -130,7 +130,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	if r.Exit != nil {
 		res.ExitCode = r.Exit
 	} else {
-		res.Signal = driver.SignalName(int(r.Signal))
+		res.Signal = driver.SignalName(r.Signal)
 	}
 	switch {
 	case r.OOM > 0:

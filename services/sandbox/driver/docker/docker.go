@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -325,7 +326,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		return nil, err
 	}
 	if _, err := d.cli.ImageInspect(ctx, p.image); err != nil {
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("%w: image %s is not on the Docker engine; %s (no pull is tried)", driver.ErrImageMissing, p.image, d.cfg.BuildHint)
 		}
 		return nil, fmt.Errorf("inspect image %s: %w", p.image, err)
@@ -592,7 +593,7 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, _ driver.Info) (d
 func (d *Driver) check(ctx context.Context, p plan, start bool) error {
 	ci, err := d.cli.ContainerInspect(ctx, p.name)
 	switch {
-	case client.IsErrNotFound(err):
+	case cerrdefs.IsNotFound(err):
 		return fmt.Errorf("%w: its container %s was removed", driver.ErrGone, p.name)
 	case err != nil:
 		return fmt.Errorf("%w: the Docker engine: %v", driver.ErrUnavailable, err)
@@ -642,7 +643,7 @@ func (d *Driver) Sweep(ctx context.Context, keep func(id string) bool, dead ...f
 		} else if keep(id) {
 			continue
 		}
-		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
+		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 			continue
 		}
@@ -717,7 +718,7 @@ func (d *Driver) Purge(ctx context.Context, spec driver.Spec) error {
 		return err
 	}
 	var errs []error
-	if err := d.cli.ContainerRemove(ctx, p.name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
+	if err := d.cli.ContainerRemove(ctx, p.name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("remove container %s: %w", p.name, err))
 	}
 	if p.managed {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
@@ -137,7 +138,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	}
 	st := tr.status
 	if st.signal != 0 {
-		res.Signal = driver.SignalName(int(st.signal))
+		res.Signal = driver.SignalName(st.signal)
 	} else {
 		code := st.exit
 		res.ExitCode = &code
@@ -260,7 +261,7 @@ func (s *sandbox) run(ctx context.Context, argv []string) (string, int, error) {
 
 // engineErr names a failed engine call, or the sandbox's disappearance.
 func (s *sandbox) engineErr(ctx context.Context, what string, err error) error {
-	if client.IsErrNotFound(err) || strings.Contains(err.Error(), "is not running") {
+	if cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "is not running") {
 		if cerr := s.Check(context.WithoutCancel(ctx)); cerr != nil {
 			return cerr
 		}

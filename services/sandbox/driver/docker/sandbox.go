@@ -11,8 +11,8 @@ import (
 	"sync"
 	"syscall"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 
@@ -77,7 +77,7 @@ func (s *sandbox) Delete(ctx context.Context) error {
 	s.deleted = true
 	s.mu.Unlock()
 	err := s.d.cli.ContainerRemove(ctx, s.p.name, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !client.IsErrNotFound(err) {
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", s.p.name, err)
 	}
 	s.closeFiles(ctx)

@@ -61,12 +61,6 @@ func readACL(fd int, attr string) ([]aclEntry, error) {
 	return out, nil
 }
 
-// withUser returns acl with uid given at least perm, and the mask widened
-// so that the grant takes effect.
-func withUser(acl []aclEntry, uid uint32, perm uint16) []aclEntry {
-	return withEntry(acl, aclUser, uid, perm)
-}
-
 // withEntry returns acl with the user or group id (tag aclUser or
 // aclGroup) given at least perm, and the mask widened so that the grant
 // takes effect.

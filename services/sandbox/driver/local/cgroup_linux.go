@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,7 +178,7 @@ func discoverCgroups() *cgroupHost {
 			continue
 		}
 		for _, m := range mounts {
-			if m.fstype != "cgroup" || !contains(m.opts, ctrl) {
+			if m.fstype != "cgroup" || !slices.Contains(m.opts, ctrl) {
 				continue
 			}
 			self := dirOf(m, p)
@@ -230,7 +231,7 @@ func (h *cgroupHost) discoverV2(self, inst string) error {
 	}
 	avail, _ := os.ReadFile(filepath.Join(self, "cgroup.controllers"))
 	for _, c := range []string{"memory", "pids", "cpu"} {
-		if !contains(strings.Fields(string(avail)), c) {
+		if !slices.Contains(strings.Fields(string(avail)), c) {
 			continue
 		}
 		// Every level must pass the controller down.
@@ -313,15 +314,6 @@ func (h *cgroupHost) instanceDirs() map[string]string {
 		return map[string]string{"": h.v2}
 	}
 	return h.v1
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // cmdGroup is one command's cgroup.

@@ -3,7 +3,9 @@ package local
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,7 +295,7 @@ const unsureRetries = 8
 // expand adds the descendants of every held process (and of the processes
 // in from) to held.
 func (t *tree) expand(from ...int) {
-	queue := append(from, mapKeys(t.held)...)
+	queue := append(from, slices.Collect(maps.Keys(t.held))...)
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -422,12 +424,4 @@ func retryLeftovers() {
 	}
 	clear(leftovers.hs[len(kept):])
 	leftovers.hs = kept
-}
-
-func mapKeys(m map[int]*handle) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -162,7 +162,7 @@ func TestRoundTripFaults(t *testing.T) {
 // fromSDK converts the SDK's view of a message into a result, so the
 // oracle and our decoder are compared on the same terms.
 func fromSDK(m *anthropic.Message) result {
-	r := result{ID: m.ID, Model: string(m.Model), RawFinish: string(m.StopReason), Finish: finishReason(string(m.StopReason)),
+	r := result{ID: m.ID, Model: m.Model, RawFinish: string(m.StopReason), Finish: finishReason(string(m.StopReason)),
 		Usage: codec.Usage{Input: m.Usage.InputTokens, Output: m.Usage.OutputTokens, CacheRead: m.Usage.CacheReadInputTokens, CacheWrite: m.Usage.CacheCreationInputTokens}}
 	for _, c := range m.Content {
 		switch c.Type {

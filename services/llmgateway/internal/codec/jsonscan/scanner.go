@@ -254,11 +254,10 @@ func (s *Scanner) unescape(start int) []byte {
 			if utf16.IsSurrogate(r) {
 				// A high surrogate pairs with a following \u low surrogate;
 				// an unpaired one decodes to U+FFFD, as encoding/json does.
-				r2 := rune(-1)
 				if s.pos+1 < len(s.data) && s.data[s.pos] == '\\' && s.data[s.pos+1] == 'u' {
 					save := s.pos
 					s.pos += 2
-					r2 = s.hex4()
+					r2 := s.hex4()
 					if r2 < 0 {
 						return nil
 					}
