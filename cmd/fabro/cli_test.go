@@ -124,6 +124,7 @@ func TestUsageErrors(t *testing.T) {
 		{"exec-bad-permissions", []string{"exec", "--permissions", "root", "hi"}, `fabro exec: --permissions must be read-only, read-write or full, not "root"`},
 		{"token-create-without-name", []string{"token", "create"}, "fabro token create: token create needs --name NAME"},
 		{"sessions-show-without-id", []string{"sessions", "show"}, "fabro sessions show: sessions show takes one session ID (see fabro sessions list)"},
+		{"sessions-rewind-without-to", []string{"sessions", "rewind", "s_1"}, "fabro sessions rewind: --to is required: the turn to go back to (see fabro sessions checkpoints)"},
 		{"completion-unknown-shell", []string{"completion", "tcsh"}, `fabro completion: unknown shell "tcsh": want bash, zsh or fish`},
 		{"help-unknown-command", []string{"help", "frob"}, `fabro help: no command "frob" in fabro`},
 	}

@@ -265,7 +265,7 @@ func TestMalformedInput(t *testing.T) {
 			return err
 		}, codes.NotFound, []string{"CHECKPOINT_NOT_FOUND"}, ""},
 		{"RestoreCheckpoint", "closed session", func(ctx context.Context) error {
-			_, err := a.RestoreCheckpoint(ctx, &agentv1.RestoreCheckpointRequest{SessionId: closed})
+			_, err := a.RestoreCheckpoint(ctx, &agentv1.RestoreCheckpointRequest{SessionId: closed, Conversation: true})
 			return err
 		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 	}

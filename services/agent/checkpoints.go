@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -60,8 +61,8 @@ func (r sandboxRunner) Run(ctx context.Context, script string) ([]byte, []byte, 
 	return res.GetStdout(), res.GetStderr(), int(res.GetExitCode()), nil
 }
 
-// ckStateOf is the checkpoint state of a session, created on first use;
-// nil for a subagent, whose workspace is its root's (the root's
+// ckStateOf is the checkpoint state of a loaded session, created on first
+// use; nil for a subagent, whose workspace is its root's (the root's
 // checkpoints record what it changed).
 func (s *Service) ckStateOf(sess *session) *ckState {
 	if sess.info.GetParentSessionId() != "" {
@@ -76,12 +77,17 @@ func (s *Service) ckStateOf(sess *session) *ckState {
 	if s.ckStates == nil {
 		s.ckStates = map[string]*ckState{}
 	}
-	// Outside the workspace, in the sandbox's temporary directory, one
-	// repository per session.
-	dir := "/tmp/fabro-checkpoints/" + id
-	st := &ckState{store: checkpoint.New(sandboxRunner{svc: s, sandboxID: sess.info.GetSandboxId(), owner: sess.info.GetPrincipal()}, dir)}
+	st := s.newCkState(sess.info)
 	s.ckStates[id] = st
 	return st
+}
+
+// newCkState is the checkpoint state of a session, loaded or on record.
+func (s *Service) newCkState(info *agentv1.Session) *ckState {
+	// Outside the workspace, in the sandbox's temporary directory, one
+	// repository per session.
+	dir := "/tmp/fabro-checkpoints/" + info.GetSessionId()
+	return &ckState{store: checkpoint.New(sandboxRunner{svc: s, sandboxID: info.GetSandboxId(), owner: info.GetPrincipal()}, dir)}
 }
 
 // forgetCheckpoints drops a deleted session's state.
@@ -174,24 +180,38 @@ func cpProto(c checkpoint.Checkpoint) *agentv1.Checkpoint {
 	return p
 }
 
-// checkpointSession is the loaded session and checkpoint state a
-// checkpoint RPC acts on.
+// checkpointSession is the session and checkpoint state a checkpoint RPC
+// acts on: a loaded session's, or (loaded false) a closed or suspended
+// one's, whose sandbox may still be there (a restore of its history then
+// needs ResumeSession first).
 func (s *Service) checkpointSession(ctx context.Context, id string) (*session, *ckState, error) {
-	sess, err := s.lookup(ctx, id)
+	sess, rec, err := s.find(ctx, "session_id", id)
 	if err != nil {
 		return nil, nil, err
 	}
-	st := s.ckStateOf(sess)
-	if st == nil {
+	info := rec.GetSession()
+	if sess != nil {
+		info = sess.info
+	}
+	if info.GetParentSessionId() != "" {
 		return nil, nil, domain.New(codes.FailedPrecondition, reasonCheckpointUnavailable,
 			fmt.Sprintf("session %q is a subagent: its root session's checkpoints hold its changes", id), grpcerr.Meta("session_id", id))
 	}
-	return sess, st, nil
+	if sess == nil {
+		return nil, s.newCkState(info), nil
+	}
+	return sess, s.ckStateOf(sess), nil
 }
 
 func (s *Service) checkpointError(id string, err error) error {
 	var uc *checkpoint.UserChangesError
 	switch {
+	case status.Code(err) == codes.NotFound && !errors.Is(err, checkpoint.ErrNotFound):
+		// The sandbox is gone: a session that owned it deleted it when it
+		// closed. Its checkpoints are where the sandbox's files were.
+		return domain.New(codes.FailedPrecondition, reasonCheckpointUnavailable,
+			fmt.Sprintf("session %q: its sandbox is gone; resume the session (fabro sessions resume %s) in a sandbox on the same directory first", id, id),
+			grpcerr.Meta("session_id", id))
 	case errors.Is(err, checkpoint.ErrNotFound):
 		return domain.New(codes.NotFound, reasonCheckpointNotFound, fmt.Sprintf("session %q: %v", id, err), grpcerr.Meta("session_id", id))
 	case errors.As(err, &uc):
@@ -254,6 +274,16 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, req *agentv1.RestoreChe
 	if err != nil {
 		return nil, err
 	}
+	if sess == nil {
+		if req.GetConversation() {
+			if _, err := s.loaded(ctx, "session_id", id); err != nil {
+				return nil, err
+			}
+		}
+		// Not loaded: no prompt can start before a ResumeSession, which
+		// the record store serializes with nothing here; the files only.
+		return s.restore(ctx, nil, st, req)
+	}
 	// The session is busy for the restore: no prompt starts meanwhile.
 	done, err := sess.beginPrompt("", 0)
 	if err != nil {
@@ -290,7 +320,7 @@ func (s *Service) restore(ctx context.Context, sess *session, st *ckState, req *
 	if target == nil {
 		return nil, s.checkpointError(id, fmt.Errorf("%w: turn %d", checkpoint.ErrNotFound, req.GetTurn()))
 	}
-	if req.GetConversation() && (target.GetHistoryLength() < 0 || int(target.GetHistoryLength()) > len(sess.agent.History())) {
+	if req.GetConversation() && (target.GetHistoryLength() < 0 || int(target.GetHistoryLength()) > len(sess.agent.History())) { // sess is loaded with conversation
 		return nil, domain.New(codes.FailedPrecondition, reasonCheckpointUnavailable,
 			fmt.Sprintf("session %q: the history at turn %d is not known; rewind without conversation", id, req.GetTurn()), grpcerr.Meta("session_id", id))
 	}
@@ -298,12 +328,18 @@ func (s *Service) restore(ctx context.Context, sess *session, st *ckState, req *
 	if err != nil {
 		return nil, s.checkpointError(id, err)
 	}
+	ev := &agentv1.AgentEvent{Event: &agentv1.AgentEvent_CheckpointRestored{CheckpointRestored: &agentv1.CheckpointRestored{
+		Turn: req.GetTurn(), Files: files, Conversation: req.GetConversation(), Forced: req.GetForce()}}}
+	if sess == nil {
+		// Its log is not loaded: the event is not emitted (the files are
+		// the only change; the next load sees them).
+		return &agentv1.RestoreCheckpointResponse{Files: files, HistoryLength: -1}, nil
+	}
 	n := len(sess.agent.History())
 	if req.GetConversation() {
 		h, _ := sess.agent.Truncate(int(target.GetHistoryLength()))
 		n = len(h)
 	}
-	sess.emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_CheckpointRestored{CheckpointRestored: &agentv1.CheckpointRestored{
-		Turn: req.GetTurn(), Files: files, Conversation: req.GetConversation(), Forced: req.GetForce()}}})
+	sess.emit(ev)
 	return &agentv1.RestoreCheckpointResponse{Files: files, HistoryLength: int32(n)}, nil
 }

@@ -6645,8 +6645,10 @@ type ClientInterface interface {
 	// the workspace before its first turn (turn 0) and one after each turn
 	// that changed the workspace (turns are counted over the whole session).
 	// Checkpoints live in a shadow git repository in the sandbox, outside
-	// the workspace. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
-	// sandbox has no git, or the session is not loaded.
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
 	//
 	// Corresponds with GET /v1/sessions/{sessionId}/checkpoints (the `AgentServiceListCheckpoints` operationId).
 	AgentServiceListCheckpoints(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6663,8 +6665,10 @@ type ClientInterface interface {
 	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 	// outside the agent since its last checkpoint would be overwritten (the
-	// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-	// while a prompt runs.
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -6676,8 +6680,10 @@ type ClientInterface interface {
 	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 	// outside the agent since its last checkpoint would be overwritten (the
-	// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-	// while a prompt runs.
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -8278,8 +8284,10 @@ func (c *Client) AgentServiceApprove(ctx context.Context, sessionId string, appr
 // the workspace before its first turn (turn 0) and one after each turn
 // that changed the workspace (turns are counted over the whole session).
 // Checkpoints live in a shadow git repository in the sandbox, outside
-// the workspace. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
-// sandbox has no git, or the session is not loaded.
+// the workspace. Works on closed and suspended sessions while their
+// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+// sandbox has no git or the session is a subagent (its root's
+// checkpoints hold its changes).
 //
 // Corresponds with GET /v1/sessions/{sessionId}/checkpoints (the `AgentServiceListCheckpoints` operationId).
 func (c *Client) AgentServiceListCheckpoints(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8316,8 +8324,10 @@ func (c *Client) AgentServiceDiffCheckpoint(ctx context.Context, sessionId strin
 // NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 // FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 // outside the agent since its last checkpoint would be overwritten (the
-// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-// while a prompt runs.
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
 //
 // Takes any type of body and a specified content type.
 //
@@ -8339,8 +8349,10 @@ func (c *Client) AgentServiceRestoreCheckpointWithBody(ctx context.Context, sess
 // NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 // FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 // outside the agent since its last checkpoint would be overwritten (the
-// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-// while a prompt runs.
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -12509,8 +12521,10 @@ type ClientWithResponsesInterface interface {
 	// the workspace before its first turn (turn 0) and one after each turn
 	// that changed the workspace (turns are counted over the whole session).
 	// Checkpoints live in a shadow git repository in the sandbox, outside
-	// the workspace. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
-	// sandbox has no git, or the session is not loaded.
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12531,8 +12545,10 @@ type ClientWithResponsesInterface interface {
 	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 	// outside the agent since its last checkpoint would be overwritten (the
-	// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-	// while a prompt runs.
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12544,8 +12560,10 @@ type ClientWithResponsesInterface interface {
 	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 	// outside the agent since its last checkpoint would be overwritten (the
-	// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-	// while a prompt runs.
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16651,8 +16669,10 @@ func (c *ClientWithResponses) AgentServiceApproveWithResponse(ctx context.Contex
 // the workspace before its first turn (turn 0) and one after each turn
 // that changed the workspace (turns are counted over the whole session).
 // Checkpoints live in a shadow git repository in the sandbox, outside
-// the workspace. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
-// sandbox has no git, or the session is not loaded.
+// the workspace. Works on closed and suspended sessions while their
+// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+// sandbox has no git or the session is a subagent (its root's
+// checkpoints hold its changes).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16685,8 +16705,10 @@ func (c *ClientWithResponses) AgentServiceDiffCheckpointWithResponse(ctx context
 // NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 // FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 // outside the agent since its last checkpoint would be overwritten (the
-// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-// while a prompt runs.
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16704,8 +16726,10 @@ func (c *ClientWithResponses) AgentServiceRestoreCheckpointWithBodyWithResponse(
 // NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 // FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 // outside the agent since its last checkpoint would be overwritten (the
-// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-// while a prompt runs.
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

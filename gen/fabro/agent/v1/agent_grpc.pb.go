@@ -241,8 +241,10 @@ type AgentServiceClient interface {
 	// the workspace before its first turn (turn 0) and one after each turn
 	// that changed the workspace (turns are counted over the whole session).
 	// Checkpoints live in a shadow git repository in the sandbox, outside
-	// the workspace. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
-	// sandbox has no git, or the session is not loaded.
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
 	ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
 	// DiffCheckpoint returns the unified diff of what a turn changed, or of
 	// everything since the first checkpoint when turn is unset. NOT_FOUND
@@ -253,8 +255,10 @@ type AgentServiceClient interface {
 	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 	// outside the agent since its last checkpoint would be overwritten (the
-	// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-	// while a prompt runs.
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
 	RestoreCheckpoint(ctx context.Context, in *RestoreCheckpointRequest, opts ...grpc.CallOption) (*RestoreCheckpointResponse, error)
 }
 
@@ -693,8 +697,10 @@ type AgentServiceServer interface {
 	// the workspace before its first turn (turn 0) and one after each turn
 	// that changed the workspace (turns are counted over the whole session).
 	// Checkpoints live in a shadow git repository in the sandbox, outside
-	// the workspace. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
-	// sandbox has no git, or the session is not loaded.
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
 	ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
 	// DiffCheckpoint returns the unified diff of what a turn changed, or of
 	// everything since the first checkpoint when turn is unset. NOT_FOUND
@@ -705,8 +711,10 @@ type AgentServiceServer interface {
 	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
 	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
 	// outside the agent since its last checkpoint would be overwritten (the
-	// error lists them), unless force; FAILED_PRECONDITION (SESSION_BUSY)
-	// while a prompt runs.
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
 	RestoreCheckpoint(context.Context, *RestoreCheckpointRequest) (*RestoreCheckpointResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
