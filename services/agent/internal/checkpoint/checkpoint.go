@@ -12,8 +12,10 @@
 // output and dependencies are not checkpointed).
 //
 // It needs git where the runner runs: the docker driver's base image
-// (fabro/sandbox-base) has none yet, so there a Record fails with git's
-// "not found" until the image gains it (ErrNoGit). The agent records a
+// (fabro/sandbox-base) gains it from `make sandbox-base`; one built before
+// has none, and there a Record fails with ErrNoGit. safe.directory is set
+// on the command line (protected configuration): a container's user may
+// not own the mounted workspace. The agent records a
 // checkpoint after each turn (services/agent/checkpoints.go).
 package checkpoint
 
@@ -76,7 +78,7 @@ func (s *Store) prelude() string {
 export GIT_DIR=` + quote(s.gitDir) + ` GIT_WORK_TREE=. GIT_INDEX_FILE=` + quote(s.gitDir+"/index") + `
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
 export GIT_AUTHOR_NAME=fabro GIT_AUTHOR_EMAIL=checkpoint@fabro GIT_COMMITTER_NAME=fabro GIT_COMMITTER_EMAIL=checkpoint@fabro
-g() { git -c core.autocrlf=false -c core.safecrlf=false -c core.fsmonitor=false -c core.untrackedCache=true -c gc.auto=0 -c core.quotepath=false "$@"; }
+g() { git -c safe.directory='*' -c core.autocrlf=false -c core.safecrlf=false -c core.fsmonitor=false -c core.untrackedCache=true -c gc.auto=0 -c core.quotepath=false "$@"; }
 `
 }
 
