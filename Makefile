@@ -241,14 +241,14 @@ images: ## Build the service images offline (FROM scratch) for compose.yaml
 	@docker image inspect fabro/sandbox-base:dev >/dev/null 2>&1 || $(MAKE) sandbox-base
 	FABRO_IMAGE_TAG=$(FABRO_IMAGE_TAG) COMPOSE_PROFILES=offline $(COMPOSE) build
 
-# The sandbox image's base: a minimal Debian root filesystem with bash and
-# ripgrep, made with debootstrap from Debian's mirror and imported, since no
+# The sandbox image's base: a minimal Debian root filesystem with bash,
+# ripgrep and git (the agent's workspace checkpoints), made with debootstrap from Debian's mirror and imported, since no
 # image registry is reachable.
 DEBIAN_MIRROR ?= http://deb.debian.org/debian
 .PHONY: sandbox-base
 sandbox-base: ## Build fabro/sandbox-base:dev with debootstrap (needs root)
 	@command -v debootstrap >/dev/null || scripts/apt-install debootstrap
-	rm -rf $(TMP)/rootfs && debootstrap --variant=minbase --include=ripgrep bookworm $(TMP)/rootfs $(DEBIAN_MIRROR)
+	rm -rf $(TMP)/rootfs && debootstrap --variant=minbase --include=ripgrep,git bookworm $(TMP)/rootfs $(DEBIAN_MIRROR)
 	tar -C $(TMP)/rootfs -c . | docker import - fabro/sandbox-base:dev
 	rm -rf $(TMP)/rootfs
 

@@ -128,6 +128,7 @@ func TestUsageErrors(t *testing.T) {
 		{"token-create-bad-models", []string{"token", "create", "--name", "bot", "--models", "claude"}, `fabro token create: --models: model pattern "claude": want provider/model, '*' as a wildcard (anthropic/*)`},
 		{"token-create-negative-rpm", []string{"token", "create", "--name", "bot", "--rpm", "-1"}, `fabro token create: --rpm must be a number of requests per minute, not -1`},
 		{"sessions-show-without-id", []string{"sessions", "show"}, "fabro sessions show: sessions show takes one session ID (see fabro sessions list)"},
+		{"sessions-rewind-without-to", []string{"sessions", "rewind", "s_1"}, "fabro sessions rewind: --to is required: the turn to go back to (see fabro sessions checkpoints)"},
 		{"completion-unknown-shell", []string{"completion", "tcsh"}, `fabro completion: unknown shell "tcsh": want bash, zsh, fish or powershell`},
 		{"help-unknown-command", []string{"help", "frob"}, `fabro help: no command "frob" in fabro`},
 	}

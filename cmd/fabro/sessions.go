@@ -16,7 +16,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 )
 
-// sessionsCommand is `fabro sessions list|show|resume|rm`, against the
+// sessionsCommand is `fabro sessions list|show|resume|rm|checkpoints|diff|rewind`, against the
 // agent of the server at --server.
 func sessionsCommand() *command {
 	return &command{
@@ -27,8 +27,10 @@ started (it prints their ids), and any other client's of yours.`,
   fabro sessions show s_0123abcd
   fabro sessions resume s_0123abcd "now add the docs"
   fabro sessions resume s_0123abcd --continue
-  fabro sessions rm s_0123abcd`,
-		subs: []*command{{
+  fabro sessions rm s_0123abcd
+  fabro sessions diff s_0123abcd --turn 2
+  fabro sessions rewind s_0123abcd --to 1 --conversation`,
+		subs: append([]*command{{
 			name: "list", aliases: []string{"ls"}, summary: "list sessions, newest first",
 			examples: "  fabro sessions list\n  fabro sessions list --state running --subagents",
 			define:   sessionsList,
@@ -48,7 +50,7 @@ unfinished. A session that is already loaded is used as it is.`,
 			name: "rm", aliases: []string{"delete"}, args: "ID...", summary: "delete sessions for good: their records, events and subagents",
 			examples: "  fabro sessions rm s_0123abcd\n  fabro sessions rm s_0123abcd s_4567efgh",
 			define:   sessionsRm,
-		}},
+		}}, checkpointCommands()...),
 	}
 }
 

@@ -249,6 +249,26 @@ func TestMalformedInput(t *testing.T) {
 			_, err := a.SubmitToolResult(ctx, &agentv1.SubmitToolResultRequest{SessionId: closed, ToolCallId: "c1"})
 			return err
 		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
+		invalid("DiffCheckpoint", "negative turn", "turn", func(ctx context.Context) error {
+			_, err := a.DiffCheckpoint(ctx, &agentv1.DiffCheckpointRequest{SessionId: open, Turn: proto.Int32(-1)})
+			return err
+		}),
+		{"DiffCheckpoint", "no such turn", func(ctx context.Context) error {
+			_, err := a.DiffCheckpoint(ctx, &agentv1.DiffCheckpointRequest{SessionId: open, Turn: proto.Int32(7)})
+			return err
+		}, codes.NotFound, []string{"CHECKPOINT_NOT_FOUND"}, ""},
+		invalid("RestoreCheckpoint", "negative turn", "turn", func(ctx context.Context) error {
+			_, err := a.RestoreCheckpoint(ctx, &agentv1.RestoreCheckpointRequest{SessionId: open, Turn: -3})
+			return err
+		}),
+		{"RestoreCheckpoint", "no such turn", func(ctx context.Context) error {
+			_, err := a.RestoreCheckpoint(ctx, &agentv1.RestoreCheckpointRequest{SessionId: open, Turn: 9})
+			return err
+		}, codes.NotFound, []string{"CHECKPOINT_NOT_FOUND"}, ""},
+		{"RestoreCheckpoint", "closed session", func(ctx context.Context) error {
+			_, err := a.RestoreCheckpoint(ctx, &agentv1.RestoreCheckpointRequest{SessionId: closed, Conversation: true})
+			return err
+		}, codes.FailedPrecondition, []string{"SESSION_CLOSED"}, ""},
 	}
 	// Every RPC naming a session: bad ids, and an unknown one.
 	bySession := map[string]func(ctx context.Context, id string) error{
@@ -277,6 +297,18 @@ func TestMalformedInput(t *testing.T) {
 		},
 		"GetHistory": func(ctx context.Context, id string) error {
 			_, err := a.GetHistory(ctx, &agentv1.GetHistoryRequest{SessionId: id})
+			return err
+		},
+		"ListCheckpoints": func(ctx context.Context, id string) error {
+			_, err := a.ListCheckpoints(ctx, &agentv1.ListCheckpointsRequest{SessionId: id})
+			return err
+		},
+		"DiffCheckpoint": func(ctx context.Context, id string) error {
+			_, err := a.DiffCheckpoint(ctx, &agentv1.DiffCheckpointRequest{SessionId: id})
+			return err
+		},
+		"RestoreCheckpoint": func(ctx context.Context, id string) error {
+			_, err := a.RestoreCheckpoint(ctx, &agentv1.RestoreCheckpointRequest{SessionId: id})
 			return err
 		},
 		"GetSnapshot": func(ctx context.Context, id string) error {

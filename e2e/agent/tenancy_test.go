@@ -137,6 +137,18 @@ var sessionCalls = map[string]sessionCall{
 		_, err := c.SubmitToolResult(ctx, &agentv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_1", Output: "forged"})
 		return err
 	},
+	"ListCheckpoints": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.ListCheckpoints(ctx, &agentv1.ListCheckpointsRequest{SessionId: id})
+		return err
+	},
+	"DiffCheckpoint": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.DiffCheckpoint(ctx, &agentv1.DiffCheckpointRequest{SessionId: id})
+		return err
+	},
+	"RestoreCheckpoint": func(ctx context.Context, c agentv1.AgentServiceClient, id string) error {
+		_, err := c.RestoreCheckpoint(ctx, &agentv1.RestoreCheckpointRequest{SessionId: id, Turn: 0, Force: true, Conversation: true})
+		return err
+	},
 }
 
 // unscopedAgent are the methods naming no session (their own tests).

@@ -124,6 +124,9 @@ type Config struct {
 	// cost; a crash then continues a prompt from its start at best. No
 	// flag sets it.
 	NoTurnCheckpoint bool
+	// NoWorkspaceCheckpoints turns off the workspace checkpoints after
+	// each turn (checkpoints.go), for the benchmark that measures them.
+	NoWorkspaceCheckpoints bool
 }
 
 // RegisterFlags binds -llm-addr, -sandbox-addr, -nats-url and -nats-listen
@@ -188,6 +191,10 @@ type Service struct {
 	replica               *replica // nil outside a cluster (cluster.go)
 	resumesUnfinished     bool     // Config.ResumeOnStart
 	noTurnCheckpoint      bool     // Config.NoTurnCheckpoint
+	noCheckpoints         bool     // Config.NoWorkspaceCheckpoints
+
+	ckMu     sync.Mutex
+	ckStates map[string]*ckState // loaded root sessions' workspace checkpoints (checkpoints.go)
 
 	mu       sync.Mutex
 	sessions map[string]*session // the loaded (open) sessions only
@@ -229,6 +236,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 		stop:             make(chan struct{}),
 		replays:          newReplayLimiter(cfg.Sessions.MaxReplaysPerPrincipal),
 		noTurnCheckpoint: cfg.NoTurnCheckpoint,
+		noCheckpoints:    cfg.NoWorkspaceCheckpoints,
 	}
 	s.approvals = map[string]*approval{}
 	defer func() {

@@ -222,6 +222,7 @@ type sessionEmitter struct {
 }
 
 func (e sessionEmitter) Emit(ev *agentv1.AgentEvent) (uint64, error) {
+	e.svc.checkpointEvent(e.sess, ev) // the workspace checkpoint of the turn before
 	if ev.GetPromptCompleted() != nil {
 		// Whoever sees the prompt end finds a record that no longer names
 		// it as unfinished.

@@ -208,6 +208,7 @@ func (s *Service) unload(sess *session) {
 	defer s.mu.Unlock()
 	if s.sessions[sess.info.GetSessionId()] == sess {
 		delete(s.sessions, sess.info.GetSessionId())
+		defer s.forgetCheckpoints(sess.info.GetSessionId()) // after s.mu
 	}
 }
 

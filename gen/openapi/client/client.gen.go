@@ -1388,6 +1388,8 @@ type FabroAgentV1AgentEvent struct {
 	ApprovalResolved       *FabroAgentV1ApprovalResolved       `json:"approvalResolved,omitempty"`
 	AssistantMessage       *FabroAgentV1AssistantMessage       `json:"assistantMessage,omitempty"`
 	AssistantOutputReplace *FabroAgentV1AssistantOutputReplace `json:"assistantOutputReplace,omitempty"`
+	CheckpointCreated      *FabroAgentV1CheckpointCreated      `json:"checkpointCreated,omitempty"`
+	CheckpointRestored     *FabroAgentV1CheckpointRestored     `json:"checkpointRestored,omitempty"`
 	ClientToolRequested    *FabroAgentV1ClientToolRequested    `json:"clientToolRequested,omitempty"`
 	CompactionCancelled    *FabroAgentV1CompactionCancelled    `json:"compactionCancelled,omitempty"`
 	CompactionCompleted    *FabroAgentV1CompactionCompleted    `json:"compactionCompleted,omitempty"`
@@ -1598,6 +1600,19 @@ type FabroAgentV1AgentServicePromptBody struct {
 	Text *string `json:"text,omitempty"`
 }
 
+// FabroAgentV1AgentServiceRestoreCheckpointBody RestoreCheckpointRequest names the turn to go back to.
+type FabroAgentV1AgentServiceRestoreCheckpointBody struct {
+	// Conversation Optional. Also cut the history back to where it was after that turn.
+	Conversation *bool `json:"conversation,omitempty"`
+
+	// Force Optional. Overwrite files changed outside the agent since its last
+	// checkpoint.
+	Force *bool `json:"force,omitempty"`
+
+	// Turn Required. The turn whose checkpoint to restore (0: before the first).
+	Turn *int32 `json:"turn,omitempty"`
+}
+
 // FabroAgentV1AgentServiceResumeSessionBody ResumeSessionRequest reloads a session from its record, optionally on a
 // new model, sandbox or options.
 type FabroAgentV1AgentServiceResumeSessionBody struct {
@@ -1772,6 +1787,45 @@ type FabroAgentV1AssistantOutputReplace struct {
 	Attempt *int32 `json:"attempt,omitempty"`
 
 	// Turn The turn being replayed.
+	Turn *int32 `json:"turn,omitempty"`
+}
+
+// FabroAgentV1Checkpoint Checkpoint is the workspace as it was after one turn of a session.
+type FabroAgentV1Checkpoint struct {
+	// Commit The commit of the shadow repository holding it.
+	Commit *string `json:"commit,omitempty"`
+
+	// Files The files the turn changed, relative to the workspace (only in
+	// checkpoint_created events).
+	Files *[]string `json:"files,omitempty"`
+
+	// HistoryLength The number of history messages after the turn, where a rewind with
+	// conversation cuts the history.
+	HistoryLength *int32 `json:"historyLength,omitempty"`
+
+	// Turn The turn, counted over the whole session from 1; 0 is the workspace
+	// before the first turn.
+	Turn *int32 `json:"turn,omitempty"`
+}
+
+// FabroAgentV1CheckpointCreated defines model for fabro.agent.v1.CheckpointCreated.
+type FabroAgentV1CheckpointCreated struct {
+	// Checkpoint Checkpoint is the workspace as it was after one turn of a session.
+	Checkpoint *FabroAgentV1Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// FabroAgentV1CheckpointRestored defines model for fabro.agent.v1.CheckpointRestored.
+type FabroAgentV1CheckpointRestored struct {
+	// Conversation True when the history was rewound too.
+	Conversation *bool `json:"conversation,omitempty"`
+
+	// Files The files the restore changed, relative to the workspace.
+	Files *[]string `json:"files,omitempty"`
+
+	// Forced True when files changed outside the agent were overwritten (force).
+	Forced *bool `json:"forced,omitempty"`
+
+	// Turn The turn restored.
 	Turn *int32 `json:"turn,omitempty"`
 }
 
@@ -1970,6 +2024,12 @@ type FabroAgentV1CreateSessionResponse struct {
 // FabroAgentV1DeleteSessionResponse DeleteSessionResponse confirms the deletion.
 type FabroAgentV1DeleteSessionResponse = map[string]interface{}
 
+// FabroAgentV1DiffCheckpointResponse DiffCheckpointResponse is a unified diff.
+type FabroAgentV1DiffCheckpointResponse struct {
+	// Diff git's unified diff, paths relative to the workspace.
+	Diff *string `json:"diff,omitempty"`
+}
+
 // FabroAgentV1EnvironmentInfo EnvironmentInfo is what the session learnt about its sandbox when it was
 // built (the system prompt's environment block).
 type FabroAgentV1EnvironmentInfo struct {
@@ -2147,6 +2207,12 @@ type FabroAgentV1InterruptResponse struct {
 	// Interrupted False when no prompt was running (nothing happened) or it was already
 	// parked.
 	Interrupted *bool `json:"interrupted,omitempty"`
+}
+
+// FabroAgentV1ListCheckpointsResponse ListCheckpointsResponse is a session's checkpoints.
+type FabroAgentV1ListCheckpointsResponse struct {
+	// Checkpoints Oldest first.
+	Checkpoints *[]FabroAgentV1Checkpoint `json:"checkpoints,omitempty"`
 }
 
 // FabroAgentV1ListSessionsResponse ListSessionsResponse is one page of sessions.
@@ -2549,6 +2615,15 @@ type FabroAgentV1PromptTiming struct {
 type FabroAgentV1ReasoningDelta struct {
 	// Delta The new reasoning text.
 	Delta *string `json:"delta,omitempty"`
+}
+
+// FabroAgentV1RestoreCheckpointResponse RestoreCheckpointResponse says what the restore did.
+type FabroAgentV1RestoreCheckpointResponse struct {
+	// Files The files changed, relative to the workspace.
+	Files *[]string `json:"files,omitempty"`
+
+	// HistoryLength The number of history messages after the restore.
+	HistoryLength *int32 `json:"historyLength,omitempty"`
 }
 
 // FabroAgentV1ResumeSessionResponse ResumeSessionResponse is the reloaded session.
@@ -6026,6 +6101,13 @@ type AgentServiceListSessionsParams struct {
 // AgentServiceListSessionsParamsStates defines parameters for AgentServiceListSessions.
 type AgentServiceListSessionsParamsStates string
 
+// AgentServiceDiffCheckpointParams defines parameters for AgentServiceDiffCheckpoint.
+type AgentServiceDiffCheckpointParams struct {
+	// Turn Optional. The turn whose changes to show; unset: every change since the
+	// first checkpoint.
+	Turn *int32 `form:"turn,omitempty" json:"turn,omitempty"`
+}
+
 // AgentServiceStreamEventsParams defines parameters for AgentServiceStreamEvents.
 type AgentServiceStreamEventsParams struct {
 	// FromSequence Optional. First sequence number to send; 0 or 1 means from the start.
@@ -6138,6 +6220,9 @@ type AgentServiceCreateSessionJSONRequestBody = FabroAgentV1CreateSessionRequest
 
 // AgentServiceApproveJSONRequestBody defines body for AgentServiceApprove for application/json ContentType.
 type AgentServiceApproveJSONRequestBody = FabroAgentV1AgentServiceApproveBody
+
+// AgentServiceRestoreCheckpointJSONRequestBody defines body for AgentServiceRestoreCheckpoint for application/json ContentType.
+type AgentServiceRestoreCheckpointJSONRequestBody = FabroAgentV1AgentServiceRestoreCheckpointBody
 
 // AgentServiceSubmitToolResultJSONRequestBody defines body for AgentServiceSubmitToolResult for application/json ContentType.
 type AgentServiceSubmitToolResultJSONRequestBody = FabroAgentV1AgentServiceSubmitToolResultBody
@@ -7103,6 +7188,55 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{sessionId}/approvals/{approvalId}:approve (the `AgentServiceApprove` operationId).
 	AgentServiceApprove(ctx context.Context, sessionId string, approvalId string, body AgentServiceApproveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceListCheckpoints ListCheckpoints lists the session's checkpoints, oldest first: one for
+	// the workspace before its first turn (turn 0) and one after each turn
+	// that changed the workspace (turns are counted over the whole session).
+	// Checkpoints live in a shadow git repository in the sandbox, outside
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
+	//
+	// Corresponds with GET /v1/sessions/{sessionId}/checkpoints (the `AgentServiceListCheckpoints` operationId).
+	AgentServiceListCheckpoints(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceDiffCheckpoint DiffCheckpoint returns the unified diff of what a turn changed, or of
+	// everything since the first checkpoint when turn is unset. NOT_FOUND
+	// (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+	//
+	// Corresponds with GET /v1/sessions/{sessionId}/checkpoints:diff (the `AgentServiceDiffCheckpoint` operationId).
+	AgentServiceDiffCheckpoint(ctx context.Context, sessionId string, params *AgentServiceDiffCheckpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceRestoreCheckpointWithBody RestoreCheckpoint puts the workspace back as it was after a turn, and
+	// with conversation also the history, then emits checkpoint_restored.
+	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+	// outside the agent since its last checkpoint would be overwritten (the
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+	AgentServiceRestoreCheckpointWithBody(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AgentServiceRestoreCheckpoint RestoreCheckpoint puts the workspace back as it was after a turn, and
+	// with conversation also the history, then emits checkpoint_restored.
+	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+	// outside the agent since its last checkpoint would be overwritten (the
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+	AgentServiceRestoreCheckpoint(ctx context.Context, sessionId string, body AgentServiceRestoreCheckpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AgentServiceStreamEvents StreamEvents replays a session's events from a sequence number from the
 	// durable log, then, with follow, keeps streaming live ones until the
@@ -8870,6 +9004,95 @@ func (c *Client) AgentServiceApproveWithBody(ctx context.Context, sessionId stri
 // Corresponds with POST /v1/sessions/{sessionId}/approvals/{approvalId}:approve (the `AgentServiceApprove` operationId).
 func (c *Client) AgentServiceApprove(ctx context.Context, sessionId string, approvalId string, body AgentServiceApproveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAgentServiceApproveRequest(c.Server, sessionId, approvalId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceListCheckpoints ListCheckpoints lists the session's checkpoints, oldest first: one for
+// the workspace before its first turn (turn 0) and one after each turn
+// that changed the workspace (turns are counted over the whole session).
+// Checkpoints live in a shadow git repository in the sandbox, outside
+// the workspace. Works on closed and suspended sessions while their
+// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+// sandbox has no git or the session is a subagent (its root's
+// checkpoints hold its changes).
+//
+// Corresponds with GET /v1/sessions/{sessionId}/checkpoints (the `AgentServiceListCheckpoints` operationId).
+func (c *Client) AgentServiceListCheckpoints(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceListCheckpointsRequest(c.Server, sessionId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceDiffCheckpoint DiffCheckpoint returns the unified diff of what a turn changed, or of
+// everything since the first checkpoint when turn is unset. NOT_FOUND
+// (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+//
+// Corresponds with GET /v1/sessions/{sessionId}/checkpoints:diff (the `AgentServiceDiffCheckpoint` operationId).
+func (c *Client) AgentServiceDiffCheckpoint(ctx context.Context, sessionId string, params *AgentServiceDiffCheckpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceDiffCheckpointRequest(c.Server, sessionId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceRestoreCheckpointWithBody RestoreCheckpoint puts the workspace back as it was after a turn, and
+// with conversation also the history, then emits checkpoint_restored.
+// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+// outside the agent since its last checkpoint would be overwritten (the
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+func (c *Client) AgentServiceRestoreCheckpointWithBody(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceRestoreCheckpointRequestWithBody(c.Server, sessionId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AgentServiceRestoreCheckpoint RestoreCheckpoint puts the workspace back as it was after a turn, and
+// with conversation also the history, then emits checkpoint_restored.
+// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+// outside the agent since its last checkpoint would be overwritten (the
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+func (c *Client) AgentServiceRestoreCheckpoint(ctx context.Context, sessionId string, body AgentServiceRestoreCheckpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgentServiceRestoreCheckpointRequest(c.Server, sessionId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -11573,6 +11796,148 @@ func NewAgentServiceApproveRequestWithBody(server string, sessionId string, appr
 	return req, nil
 }
 
+// NewAgentServiceListCheckpointsRequest constructs an http.Request for the AgentServiceListCheckpoints method
+func NewAgentServiceListCheckpointsRequest(server string, sessionId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/checkpoints", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAgentServiceDiffCheckpointRequest constructs an http.Request for the AgentServiceDiffCheckpoint method
+func NewAgentServiceDiffCheckpointRequest(server string, sessionId string, params *AgentServiceDiffCheckpointParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/checkpoints:diff", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Turn != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "turn", *params.Turn, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAgentServiceRestoreCheckpointRequest calls the generic AgentServiceRestoreCheckpoint builder with application/json body
+func NewAgentServiceRestoreCheckpointRequest(server string, sessionId string, body AgentServiceRestoreCheckpointJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAgentServiceRestoreCheckpointRequestWithBody(server, sessionId, "application/json", bodyReader)
+}
+
+// NewAgentServiceRestoreCheckpointRequestWithBody constructs an http.Request for the AgentServiceRestoreCheckpoint method, with any body, and a specified content type
+func NewAgentServiceRestoreCheckpointRequestWithBody(server string, sessionId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/checkpoints:restore", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewAgentServiceStreamEventsRequest constructs an http.Request for the AgentServiceStreamEvents method
 func NewAgentServiceStreamEventsRequest(server string, sessionId string, params *AgentServiceStreamEventsParams) (*http.Request, error) {
 	var err error
@@ -13212,6 +13577,59 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{sessionId}/approvals/{approvalId}:approve (the `AgentServiceApprove` operationId).
 	AgentServiceApproveWithResponse(ctx context.Context, sessionId string, approvalId string, body AgentServiceApproveJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceApproveResponse, error)
+
+	// AgentServiceListCheckpointsWithResponse ListCheckpoints lists the session's checkpoints, oldest first: one for
+	// the workspace before its first turn (turn 0) and one after each turn
+	// that changed the workspace (turns are counted over the whole session).
+	// Checkpoints live in a shadow git repository in the sandbox, outside
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{sessionId}/checkpoints (the `AgentServiceListCheckpoints` operationId).
+	AgentServiceListCheckpointsWithResponse(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*AgentServiceListCheckpointsResponse, error)
+
+	// AgentServiceDiffCheckpointWithResponse DiffCheckpoint returns the unified diff of what a turn changed, or of
+	// everything since the first checkpoint when turn is unset. NOT_FOUND
+	// (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{sessionId}/checkpoints:diff (the `AgentServiceDiffCheckpoint` operationId).
+	AgentServiceDiffCheckpointWithResponse(ctx context.Context, sessionId string, params *AgentServiceDiffCheckpointParams, reqEditors ...RequestEditorFn) (*AgentServiceDiffCheckpointResponse, error)
+
+	// AgentServiceRestoreCheckpointWithBodyWithResponse RestoreCheckpoint puts the workspace back as it was after a turn, and
+	// with conversation also the history, then emits checkpoint_restored.
+	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+	// outside the agent since its last checkpoint would be overwritten (the
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+	AgentServiceRestoreCheckpointWithBodyWithResponse(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AgentServiceRestoreCheckpointResponse, error)
+
+	// AgentServiceRestoreCheckpointWithResponse RestoreCheckpoint puts the workspace back as it was after a turn, and
+	// with conversation also the history, then emits checkpoint_restored.
+	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+	// outside the agent since its last checkpoint would be overwritten (the
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+	AgentServiceRestoreCheckpointWithResponse(ctx context.Context, sessionId string, body AgentServiceRestoreCheckpointJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceRestoreCheckpointResponse, error)
 
 	// AgentServiceStreamEventsWithResponse StreamEvents replays a session's events from a sequence number from the
 	// durable log, then, with follow, keeps streaming live ones until the
@@ -15554,6 +15972,150 @@ func (r AgentServiceApproveResponse) ContentType() string {
 	return ""
 }
 
+type AgentServiceListCheckpointsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroAgentV1ListCheckpointsResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AgentServiceListCheckpointsResponse) GetJSON200() *FabroAgentV1ListCheckpointsResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AgentServiceListCheckpointsResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AgentServiceListCheckpointsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AgentServiceListCheckpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AgentServiceListCheckpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AgentServiceListCheckpointsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AgentServiceDiffCheckpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroAgentV1DiffCheckpointResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AgentServiceDiffCheckpointResponse) GetJSON200() *FabroAgentV1DiffCheckpointResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AgentServiceDiffCheckpointResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AgentServiceDiffCheckpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AgentServiceDiffCheckpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AgentServiceDiffCheckpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AgentServiceDiffCheckpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AgentServiceRestoreCheckpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroAgentV1RestoreCheckpointResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AgentServiceRestoreCheckpointResponse) GetJSON200() *FabroAgentV1RestoreCheckpointResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AgentServiceRestoreCheckpointResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AgentServiceRestoreCheckpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AgentServiceRestoreCheckpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AgentServiceRestoreCheckpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AgentServiceRestoreCheckpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type AgentServiceStreamEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17549,6 +18111,83 @@ func (c *ClientWithResponses) AgentServiceApproveWithResponse(ctx context.Contex
 	return ParseAgentServiceApproveResponse(rsp)
 }
 
+// AgentServiceListCheckpointsWithResponse ListCheckpoints lists the session's checkpoints, oldest first: one for
+// the workspace before its first turn (turn 0) and one after each turn
+// that changed the workspace (turns are counted over the whole session).
+// Checkpoints live in a shadow git repository in the sandbox, outside
+// the workspace. Works on closed and suspended sessions while their
+// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+// sandbox has no git or the session is a subagent (its root's
+// checkpoints hold its changes).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{sessionId}/checkpoints (the `AgentServiceListCheckpoints` operationId).
+func (c *ClientWithResponses) AgentServiceListCheckpointsWithResponse(ctx context.Context, sessionId string, reqEditors ...RequestEditorFn) (*AgentServiceListCheckpointsResponse, error) {
+	rsp, err := c.AgentServiceListCheckpoints(ctx, sessionId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceListCheckpointsResponse(rsp)
+}
+
+// AgentServiceDiffCheckpointWithResponse DiffCheckpoint returns the unified diff of what a turn changed, or of
+// everything since the first checkpoint when turn is unset. NOT_FOUND
+// (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{sessionId}/checkpoints:diff (the `AgentServiceDiffCheckpoint` operationId).
+func (c *ClientWithResponses) AgentServiceDiffCheckpointWithResponse(ctx context.Context, sessionId string, params *AgentServiceDiffCheckpointParams, reqEditors ...RequestEditorFn) (*AgentServiceDiffCheckpointResponse, error) {
+	rsp, err := c.AgentServiceDiffCheckpoint(ctx, sessionId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceDiffCheckpointResponse(rsp)
+}
+
+// AgentServiceRestoreCheckpointWithBodyWithResponse RestoreCheckpoint puts the workspace back as it was after a turn, and
+// with conversation also the history, then emits checkpoint_restored.
+// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+// outside the agent since its last checkpoint would be overwritten (the
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+func (c *ClientWithResponses) AgentServiceRestoreCheckpointWithBodyWithResponse(ctx context.Context, sessionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AgentServiceRestoreCheckpointResponse, error) {
+	rsp, err := c.AgentServiceRestoreCheckpointWithBody(ctx, sessionId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceRestoreCheckpointResponse(rsp)
+}
+
+// AgentServiceRestoreCheckpointWithResponse RestoreCheckpoint puts the workspace back as it was after a turn, and
+// with conversation also the history, then emits checkpoint_restored.
+// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+// outside the agent since its last checkpoint would be overwritten (the
+// error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+// a closed or suspended session (the files alone can be restored
+// without loading it).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{sessionId}/checkpoints:restore (the `AgentServiceRestoreCheckpoint` operationId).
+func (c *ClientWithResponses) AgentServiceRestoreCheckpointWithResponse(ctx context.Context, sessionId string, body AgentServiceRestoreCheckpointJSONRequestBody, reqEditors ...RequestEditorFn) (*AgentServiceRestoreCheckpointResponse, error) {
+	rsp, err := c.AgentServiceRestoreCheckpoint(ctx, sessionId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgentServiceRestoreCheckpointResponse(rsp)
+}
+
 // AgentServiceStreamEventsWithResponse StreamEvents replays a session's events from a sequence number from the
 // durable log, then, with follow, keeps streaming live ones until the
 // session ends or the caller cancels. It is how late joiners catch up and
@@ -19383,6 +20022,105 @@ func ParseAgentServiceApproveResponse(rsp *http.Response) (*AgentServiceApproveR
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest FabroAgentV1ApproveResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAgentServiceListCheckpointsResponse parses an HTTP response from a AgentServiceListCheckpointsWithResponse call
+func ParseAgentServiceListCheckpointsResponse(rsp *http.Response) (*AgentServiceListCheckpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AgentServiceListCheckpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroAgentV1ListCheckpointsResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAgentServiceDiffCheckpointResponse parses an HTTP response from a AgentServiceDiffCheckpointWithResponse call
+func ParseAgentServiceDiffCheckpointResponse(rsp *http.Response) (*AgentServiceDiffCheckpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AgentServiceDiffCheckpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroAgentV1DiffCheckpointResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAgentServiceRestoreCheckpointResponse parses an HTTP response from a AgentServiceRestoreCheckpointWithResponse call
+func ParseAgentServiceRestoreCheckpointResponse(rsp *http.Response) (*AgentServiceRestoreCheckpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AgentServiceRestoreCheckpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroAgentV1RestoreCheckpointResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -76,6 +76,13 @@ type Invoker interface {
 	//
 	// DELETE /v1/sessions/{sessionId}
 	AgentServiceDeleteSession(ctx context.Context, params AgentServiceDeleteSessionParams) error
+	// AgentServiceDiffCheckpoint invokes AgentService_DiffCheckpoint operation.
+	//
+	// DiffCheckpoint returns the unified diff of what a turn changed, or of everything since the first
+	// checkpoint when turn is unset. NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+	//
+	// GET /v1/sessions/{sessionId}/checkpoints:diff
+	AgentServiceDiffCheckpoint(ctx context.Context, params AgentServiceDiffCheckpointParams) (*FabroAgentV1DiffCheckpointResponse, error)
 	// AgentServiceFollowUp invokes AgentService_FollowUp operation.
 	//
 	// FollowUp queues another user turn, processed in the same prompt after the current answer completes
@@ -116,6 +123,17 @@ type Invoker interface {
 	//
 	// POST /v1/sessions/{sessionId}:interrupt
 	AgentServiceInterrupt(ctx context.Context, request *FabroAgentV1AgentServiceInterruptBody, params AgentServiceInterruptParams) (*FabroAgentV1InterruptResponse, error)
+	// AgentServiceListCheckpoints invokes AgentService_ListCheckpoints operation.
+	//
+	// ListCheckpoints lists the session's checkpoints, oldest first: one for the workspace before its
+	// first turn (turn 0) and one after each turn that changed the workspace (turns are counted over the
+	// whole session). Checkpoints live in a shadow git repository in the sandbox, outside the workspace.
+	// Works on closed and suspended sessions while their sandbox exists. FAILED_PRECONDITION
+	// (CHECKPOINTS_UNAVAILABLE) when the sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
+	//
+	// GET /v1/sessions/{sessionId}/checkpoints
+	AgentServiceListCheckpoints(ctx context.Context, params AgentServiceListCheckpointsParams) (*FabroAgentV1ListCheckpointsResponse, error)
 	// AgentServiceListSessions invokes AgentService_ListSessions operation.
 	//
 	// ListSessions lists sessions in pages, ordered by session_id descending, which is newest first (a
@@ -125,6 +143,17 @@ type Invoker interface {
 	//
 	// GET /v1/sessions
 	AgentServiceListSessions(ctx context.Context, params AgentServiceListSessionsParams) (*FabroAgentV1ListSessionsResponse, error)
+	// AgentServiceRestoreCheckpoint invokes AgentService_RestoreCheckpoint operation.
+	//
+	// RestoreCheckpoint puts the workspace back as it was after a turn, and with conversation also the
+	// history, then emits checkpoint_restored. NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a
+	// checkpoint; FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed outside the agent since
+	// its last checkpoint would be overwritten (the error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for a closed or suspended session
+	// (the files alone can be restored without loading it).
+	//
+	// POST /v1/sessions/{sessionId}/checkpoints:restore
+	AgentServiceRestoreCheckpoint(ctx context.Context, request *FabroAgentV1AgentServiceRestoreCheckpointBody, params AgentServiceRestoreCheckpointParams) (*FabroAgentV1RestoreCheckpointResponse, error)
 	// AgentServiceResumeSession invokes AgentService_ResumeSession operation.
 	//
 	// ResumeSession loads a session from its durable SessionRecord (a closed one, or a suspended one after
@@ -1048,6 +1077,122 @@ func (c *Client) sendAgentServiceDeleteSession(ctx context.Context, params Agent
 	return result, nil
 }
 
+// AgentServiceDiffCheckpoint invokes AgentService_DiffCheckpoint operation.
+//
+// DiffCheckpoint returns the unified diff of what a turn changed, or of everything since the first
+// checkpoint when turn is unset. NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+//
+// GET /v1/sessions/{sessionId}/checkpoints:diff
+func (c *Client) AgentServiceDiffCheckpoint(ctx context.Context, params AgentServiceDiffCheckpointParams) (*FabroAgentV1DiffCheckpointResponse, error) {
+	res, err := c.sendAgentServiceDiffCheckpoint(ctx, params)
+	return res, err
+}
+
+func (c *Client) sendAgentServiceDiffCheckpoint(ctx context.Context, params AgentServiceDiffCheckpointParams) (res *FabroAgentV1DiffCheckpointResponse, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [3]string
+	pathParts[0] = "/v1/sessions/"
+	{
+		// Encode "sessionId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "sessionId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.SessionId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	pathParts[2] = "/checkpoints:diff"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	q := uri.NewQueryEncoder()
+	{
+		// Encode "turn" parameter.
+		cfg := uri.QueryParameterEncodingConfig{
+			Name:    "turn",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.EncodeParam(cfg, func(e uri.Encoder) error {
+			if val, ok := params.Turn.Get(); ok {
+				return e.EncodeValue(conv.Int32ToString(val))
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode query")
+		}
+	}
+	u.RawQuery = q.Values().Encode()
+
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearer(ctx, AgentServiceDiffCheckpointOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"Bearer\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeAgentServiceDiffCheckpointResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
 // AgentServiceFollowUp invokes AgentService_FollowUp operation.
 //
 // FollowUp queues another user turn, processed in the same prompt after the current answer completes
@@ -1538,6 +1683,106 @@ func (c *Client) sendAgentServiceInterrupt(ctx context.Context, request *FabroAg
 	return result, nil
 }
 
+// AgentServiceListCheckpoints invokes AgentService_ListCheckpoints operation.
+//
+// ListCheckpoints lists the session's checkpoints, oldest first: one for the workspace before its
+// first turn (turn 0) and one after each turn that changed the workspace (turns are counted over the
+// whole session). Checkpoints live in a shadow git repository in the sandbox, outside the workspace.
+// Works on closed and suspended sessions while their sandbox exists. FAILED_PRECONDITION
+// (CHECKPOINTS_UNAVAILABLE) when the sandbox has no git or the session is a subagent (its root's
+// checkpoints hold its changes).
+//
+// GET /v1/sessions/{sessionId}/checkpoints
+func (c *Client) AgentServiceListCheckpoints(ctx context.Context, params AgentServiceListCheckpointsParams) (*FabroAgentV1ListCheckpointsResponse, error) {
+	res, err := c.sendAgentServiceListCheckpoints(ctx, params)
+	return res, err
+}
+
+func (c *Client) sendAgentServiceListCheckpoints(ctx context.Context, params AgentServiceListCheckpointsParams) (res *FabroAgentV1ListCheckpointsResponse, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [3]string
+	pathParts[0] = "/v1/sessions/"
+	{
+		// Encode "sessionId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "sessionId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.SessionId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	pathParts[2] = "/checkpoints"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearer(ctx, AgentServiceListCheckpointsOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"Bearer\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeAgentServiceListCheckpointsResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
 // AgentServiceListSessions invokes AgentService_ListSessions operation.
 //
 // ListSessions lists sessions in pages, ordered by session_id descending, which is newest first (a
@@ -1707,6 +1952,109 @@ func (c *Client) sendAgentServiceListSessions(ctx context.Context, params AgentS
 	}()
 
 	result, err := decodeAgentServiceListSessionsResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// AgentServiceRestoreCheckpoint invokes AgentService_RestoreCheckpoint operation.
+//
+// RestoreCheckpoint puts the workspace back as it was after a turn, and with conversation also the
+// history, then emits checkpoint_restored. NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a
+// checkpoint; FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed outside the agent since
+// its last checkpoint would be overwritten (the error lists them), unless force; FAILED_PRECONDITION
+// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for a closed or suspended session
+// (the files alone can be restored without loading it).
+//
+// POST /v1/sessions/{sessionId}/checkpoints:restore
+func (c *Client) AgentServiceRestoreCheckpoint(ctx context.Context, request *FabroAgentV1AgentServiceRestoreCheckpointBody, params AgentServiceRestoreCheckpointParams) (*FabroAgentV1RestoreCheckpointResponse, error) {
+	res, err := c.sendAgentServiceRestoreCheckpoint(ctx, request, params)
+	return res, err
+}
+
+func (c *Client) sendAgentServiceRestoreCheckpoint(ctx context.Context, request *FabroAgentV1AgentServiceRestoreCheckpointBody, params AgentServiceRestoreCheckpointParams) (res *FabroAgentV1RestoreCheckpointResponse, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [3]string
+	pathParts[0] = "/v1/sessions/"
+	{
+		// Encode "sessionId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "sessionId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.SessionId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	pathParts[2] = "/checkpoints:restore"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "POST", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+	if err := encodeAgentServiceRestoreCheckpointRequest(request, r); err != nil {
+		return res, errors.Wrap(err, "encode request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearer(ctx, AgentServiceRestoreCheckpointOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"Bearer\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeAgentServiceRestoreCheckpointResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}

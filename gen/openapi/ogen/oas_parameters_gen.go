@@ -29,6 +29,14 @@ type AgentServiceDeleteSessionParams struct {
 	SessionId string
 }
 
+// AgentServiceDiffCheckpointParams is parameters of AgentService_DiffCheckpoint operation.
+type AgentServiceDiffCheckpointParams struct {
+	// Required. The session.
+	SessionId string
+	// Optional. The turn whose changes to show; unset: every change since the first checkpoint.
+	Turn OptInt32 `json:",omitempty,omitzero"`
+}
+
 // AgentServiceFollowUpParams is parameters of AgentService_FollowUp operation.
 type AgentServiceFollowUpParams struct {
 	// Required. The session.
@@ -59,6 +67,12 @@ type AgentServiceInterruptParams struct {
 	SessionId string
 }
 
+// AgentServiceListCheckpointsParams is parameters of AgentService_ListCheckpoints operation.
+type AgentServiceListCheckpointsParams struct {
+	// Required. The session.
+	SessionId string
+}
+
 // AgentServiceListSessionsParams is parameters of AgentService_ListSessions operation.
 type AgentServiceListSessionsParams struct {
 	// Optional. Most sessions per page; 100 when 0, at most 1000; negative is INVALID_ARGUMENT.
@@ -81,6 +95,12 @@ type AgentServiceListSessionsParams struct {
 	// Optional. True lists subagent sessions too; root sessions only otherwise (ignored when
 	// parent_session_id is set).
 	IncludeSubagents OptBool `json:",omitempty,omitzero"`
+}
+
+// AgentServiceRestoreCheckpointParams is parameters of AgentService_RestoreCheckpoint operation.
+type AgentServiceRestoreCheckpointParams struct {
+	// Required. The session.
+	SessionId string
 }
 
 // AgentServiceResumeSessionParams is parameters of AgentService_ResumeSession operation.

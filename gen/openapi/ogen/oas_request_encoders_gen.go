@@ -94,6 +94,20 @@ func encodeAgentServiceInterruptRequest(
 	return nil
 }
 
+func encodeAgentServiceRestoreCheckpointRequest(
+	req *FabroAgentV1AgentServiceRestoreCheckpointBody,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
 func encodeAgentServiceResumeSessionRequest(
 	req *FabroAgentV1AgentServiceResumeSessionBody,
 	r *http.Request,

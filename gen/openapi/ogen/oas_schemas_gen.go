@@ -591,6 +591,47 @@ func (s *FabroAgentV1AgentServiceFollowUpBody) SetText(val string) {
 // Ref: #/components/schemas/fabro.agent.v1.AgentService.InterruptBody
 type FabroAgentV1AgentServiceInterruptBody struct{}
 
+// RestoreCheckpointRequest names the turn to go back to.
+// Ref: #/components/schemas/fabro.agent.v1.AgentService.RestoreCheckpointBody
+type FabroAgentV1AgentServiceRestoreCheckpointBody struct {
+	// Optional. Also cut the history back to where it was after that turn.
+	Conversation OptBool `json:"conversation"`
+	// Optional. Overwrite files changed outside the agent since its last checkpoint.
+	Force OptBool `json:"force"`
+	// Required. The turn whose checkpoint to restore (0: before the first).
+	Turn OptInt32 `json:"turn"`
+}
+
+// GetConversation returns the value of Conversation.
+func (s *FabroAgentV1AgentServiceRestoreCheckpointBody) GetConversation() OptBool {
+	return s.Conversation
+}
+
+// GetForce returns the value of Force.
+func (s *FabroAgentV1AgentServiceRestoreCheckpointBody) GetForce() OptBool {
+	return s.Force
+}
+
+// GetTurn returns the value of Turn.
+func (s *FabroAgentV1AgentServiceRestoreCheckpointBody) GetTurn() OptInt32 {
+	return s.Turn
+}
+
+// SetConversation sets the value of Conversation.
+func (s *FabroAgentV1AgentServiceRestoreCheckpointBody) SetConversation(val OptBool) {
+	s.Conversation = val
+}
+
+// SetForce sets the value of Force.
+func (s *FabroAgentV1AgentServiceRestoreCheckpointBody) SetForce(val OptBool) {
+	s.Force = val
+}
+
+// SetTurn sets the value of Turn.
+func (s *FabroAgentV1AgentServiceRestoreCheckpointBody) SetTurn(val OptInt32) {
+	s.Turn = val
+}
+
 // ResumeSessionRequest reloads a session from its record, optionally on a new model, sandbox or
 // options.
 // Ref: #/components/schemas/fabro.agent.v1.AgentService.ResumeSessionBody
@@ -823,6 +864,59 @@ func (s *FabroAgentV1ApproveResponse) SetRequestingSessionId(val OptString) {
 	s.RequestingSessionId = val
 }
 
+// Checkpoint is the workspace as it was after one turn of a session.
+// Ref: #/components/schemas/fabro.agent.v1.Checkpoint
+type FabroAgentV1Checkpoint struct {
+	// The commit of the shadow repository holding it.
+	Commit OptString `json:"commit"`
+	// The files the turn changed, relative to the workspace (only in checkpoint_created events).
+	Files []string `json:"files"`
+	// The number of history messages after the turn, where a rewind with conversation cuts the history.
+	HistoryLength OptInt32 `json:"historyLength"`
+	// The turn, counted over the whole session from 1; 0 is the workspace before the first turn.
+	Turn OptInt32 `json:"turn"`
+}
+
+// GetCommit returns the value of Commit.
+func (s *FabroAgentV1Checkpoint) GetCommit() OptString {
+	return s.Commit
+}
+
+// GetFiles returns the value of Files.
+func (s *FabroAgentV1Checkpoint) GetFiles() []string {
+	return s.Files
+}
+
+// GetHistoryLength returns the value of HistoryLength.
+func (s *FabroAgentV1Checkpoint) GetHistoryLength() OptInt32 {
+	return s.HistoryLength
+}
+
+// GetTurn returns the value of Turn.
+func (s *FabroAgentV1Checkpoint) GetTurn() OptInt32 {
+	return s.Turn
+}
+
+// SetCommit sets the value of Commit.
+func (s *FabroAgentV1Checkpoint) SetCommit(val OptString) {
+	s.Commit = val
+}
+
+// SetFiles sets the value of Files.
+func (s *FabroAgentV1Checkpoint) SetFiles(val []string) {
+	s.Files = val
+}
+
+// SetHistoryLength sets the value of HistoryLength.
+func (s *FabroAgentV1Checkpoint) SetHistoryLength(val OptInt32) {
+	s.HistoryLength = val
+}
+
+// SetTurn sets the value of Turn.
+func (s *FabroAgentV1Checkpoint) SetTurn(val OptInt32) {
+	s.Turn = val
+}
+
 // ClientTool is a tool the caller of CreateSession serves: the model sees it like any other; a call
 // emits client_tool_requested and waits for SubmitToolResult. It is how a client adds a tool, such as
 // one that asks a person (the human-input provider).
@@ -1027,6 +1121,23 @@ func (s *FabroAgentV1CreateSessionResponse) SetSession(val OptFabroAgentV1Sessio
 // DeleteSessionResponse confirms the deletion.
 // Ref: #/components/schemas/fabro.agent.v1.DeleteSessionResponse
 type FabroAgentV1DeleteSessionResponse struct{}
+
+// DiffCheckpointResponse is a unified diff.
+// Ref: #/components/schemas/fabro.agent.v1.DiffCheckpointResponse
+type FabroAgentV1DiffCheckpointResponse struct {
+	// Git's unified diff, paths relative to the workspace.
+	Diff OptString `json:"diff"`
+}
+
+// GetDiff returns the value of Diff.
+func (s *FabroAgentV1DiffCheckpointResponse) GetDiff() OptString {
+	return s.Diff
+}
+
+// SetDiff sets the value of Diff.
+func (s *FabroAgentV1DiffCheckpointResponse) SetDiff(val OptString) {
+	s.Diff = val
+}
 
 // EnvironmentInfo is what the session learnt about its sandbox when it was built (the system prompt's
 // environment block).
@@ -1408,6 +1519,23 @@ func (s *FabroAgentV1InterruptResponse) SetGeneration(val OptStringInt64) {
 // SetInterrupted sets the value of Interrupted.
 func (s *FabroAgentV1InterruptResponse) SetInterrupted(val OptBool) {
 	s.Interrupted = val
+}
+
+// ListCheckpointsResponse is a session's checkpoints.
+// Ref: #/components/schemas/fabro.agent.v1.ListCheckpointsResponse
+type FabroAgentV1ListCheckpointsResponse struct {
+	// Oldest first.
+	Checkpoints []FabroAgentV1Checkpoint `json:"checkpoints"`
+}
+
+// GetCheckpoints returns the value of Checkpoints.
+func (s *FabroAgentV1ListCheckpointsResponse) GetCheckpoints() []FabroAgentV1Checkpoint {
+	return s.Checkpoints
+}
+
+// SetCheckpoints sets the value of Checkpoints.
+func (s *FabroAgentV1ListCheckpointsResponse) SetCheckpoints(val []FabroAgentV1Checkpoint) {
+	s.Checkpoints = val
 }
 
 // ListSessionsResponse is one page of sessions.
@@ -1859,6 +1987,35 @@ func (s *FabroAgentV1PermissionRules) SetDefaultMode(val OptString) {
 // SetDeny sets the value of Deny.
 func (s *FabroAgentV1PermissionRules) SetDeny(val []string) {
 	s.Deny = val
+}
+
+// RestoreCheckpointResponse says what the restore did.
+// Ref: #/components/schemas/fabro.agent.v1.RestoreCheckpointResponse
+type FabroAgentV1RestoreCheckpointResponse struct {
+	// The files changed, relative to the workspace.
+	Files []string `json:"files"`
+	// The number of history messages after the restore.
+	HistoryLength OptInt32 `json:"historyLength"`
+}
+
+// GetFiles returns the value of Files.
+func (s *FabroAgentV1RestoreCheckpointResponse) GetFiles() []string {
+	return s.Files
+}
+
+// GetHistoryLength returns the value of HistoryLength.
+func (s *FabroAgentV1RestoreCheckpointResponse) GetHistoryLength() OptInt32 {
+	return s.HistoryLength
+}
+
+// SetFiles sets the value of Files.
+func (s *FabroAgentV1RestoreCheckpointResponse) SetFiles(val []string) {
+	s.Files = val
+}
+
+// SetHistoryLength sets the value of HistoryLength.
+func (s *FabroAgentV1RestoreCheckpointResponse) SetHistoryLength(val OptInt32) {
+	s.HistoryLength = val
 }
 
 // ResumeSessionResponse is the reloaded session.

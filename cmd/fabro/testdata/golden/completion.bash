@@ -2,7 +2,7 @@
 _fabro_subs() {
   case "$1" in
     "") echo "serve exec sessions secret token models providers sandbox completion version help" ;;
-    "sessions") echo "list show resume rm" ;;
+    "sessions") echo "list show resume rm checkpoints diff rewind" ;;
     "secret") echo "set list rm" ;;
     "token") echo "create list revoke" ;;
     "sandbox") echo "ps logs shell conformance" ;;
@@ -18,6 +18,9 @@ _fabro_flags() {
     "sessions show") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sessions resume") echo "--help --config --continue --data-dir --dir --model --reattach-timeout --sandbox --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sessions rm") echo "--help --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sessions checkpoints") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sessions diff") echo "--help --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file --turn" ;;
+    "sessions rewind") echo "--help --config --conversation --data-dir --force --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --to --token-file" ;;
     "secret") echo "--help" ;;
     "secret set") echo "--help --config --data-dir --expected-version --llm-catalog-overlay --no-probe --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "secret list") echo "--help --config --data-dir --o --output --prefix --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;

@@ -2301,7 +2301,7 @@ var File_fabro_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n" +
+	"\x1afabro/agent/v1/agent.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/checkpoint.proto\x1a\x1bfabro/agent/v1/events.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1f\n" +
 	"\n" +
@@ -2462,7 +2462,7 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\tSteerMode\x12\x1a\n" +
 	"\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STEER_MODE_QUEUE\x10\x01\x12\x12\n" +
-	"\x0eSTEER_MODE_NOW\x10\x022\xb6\f\n" +
+	"\x0eSTEER_MODE_NOW\x10\x022\xe5\x0e\n" +
 	"\fAgentService\x12\\\n" +
 	"\rCreateSession\x12$.fabro.agent.v1.CreateSessionRequest\x1a%.fabro.agent.v1.CreateSessionResponse\x12I\n" +
 	"\x06Prompt\x12\x1d.fabro.agent.v1.PromptRequest\x1a\x1e.fabro.agent.v1.PromptResponse0\x01\x12V\n" +
@@ -2483,7 +2483,10 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\fStreamEvents\x12#.fabro.agent.v1.StreamEventsRequest\x1a$.fabro.agent.v1.StreamEventsResponse0\x01\x12J\n" +
 	"\aApprove\x12\x1e.fabro.agent.v1.ApproveRequest\x1a\x1f.fabro.agent.v1.ApproveResponse\x12e\n" +
 	"\x10SubmitToolResult\x12'.fabro.agent.v1.SubmitToolResultRequest\x1a(.fabro.agent.v1.SubmitToolResultResponse\x12t\n" +
-	"\x15IssueEventsCredential\x12,.fabro.agent.v1.IssueEventsCredentialRequest\x1a-.fabro.agent.v1.IssueEventsCredentialResponseB\xb3\x01\n" +
+	"\x15IssueEventsCredential\x12,.fabro.agent.v1.IssueEventsCredentialRequest\x1a-.fabro.agent.v1.IssueEventsCredentialResponse\x12b\n" +
+	"\x0fListCheckpoints\x12&.fabro.agent.v1.ListCheckpointsRequest\x1a'.fabro.agent.v1.ListCheckpointsResponse\x12_\n" +
+	"\x0eDiffCheckpoint\x12%.fabro.agent.v1.DiffCheckpointRequest\x1a&.fabro.agent.v1.DiffCheckpointResponse\x12h\n" +
+	"\x11RestoreCheckpoint\x12(.fabro.agent.v1.RestoreCheckpointRequest\x1a).fabro.agent.v1.RestoreCheckpointResponseB\xb3\x01\n" +
 	"\x12com.fabro.agent.v1B\n" +
 	"AgentProtoP\x01Z7github.com/fabro-sh/fabro-go/gen/fabro/agent/v1;agentv1\xa2\x02\x03FAX\xaa\x02\x0eFabro.Agent.V1\xca\x02\x0eFabro\\Agent\\V1\xe2\x02\x1aFabro\\Agent\\V1\\GPBMetadata\xea\x02\x10Fabro::Agent::V1b\x06proto3"
 
@@ -2555,8 +2558,14 @@ var file_fabro_agent_v1_agent_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),         // 50: google.protobuf.Timestamp
 	(*ApproveRequest)(nil),                // 51: fabro.agent.v1.ApproveRequest
 	(*SubmitToolResultRequest)(nil),       // 52: fabro.agent.v1.SubmitToolResultRequest
-	(*ApproveResponse)(nil),               // 53: fabro.agent.v1.ApproveResponse
-	(*SubmitToolResultResponse)(nil),      // 54: fabro.agent.v1.SubmitToolResultResponse
+	(*ListCheckpointsRequest)(nil),        // 53: fabro.agent.v1.ListCheckpointsRequest
+	(*DiffCheckpointRequest)(nil),         // 54: fabro.agent.v1.DiffCheckpointRequest
+	(*RestoreCheckpointRequest)(nil),      // 55: fabro.agent.v1.RestoreCheckpointRequest
+	(*ApproveResponse)(nil),               // 56: fabro.agent.v1.ApproveResponse
+	(*SubmitToolResultResponse)(nil),      // 57: fabro.agent.v1.SubmitToolResultResponse
+	(*ListCheckpointsResponse)(nil),       // 58: fabro.agent.v1.ListCheckpointsResponse
+	(*DiffCheckpointResponse)(nil),        // 59: fabro.agent.v1.DiffCheckpointResponse
+	(*RestoreCheckpointResponse)(nil),     // 60: fabro.agent.v1.RestoreCheckpointResponse
 }
 var file_fabro_agent_v1_agent_proto_depIdxs = []int32{
 	35, // 0: fabro.agent.v1.CreateSessionRequest.sandbox_spec:type_name -> fabro.sandbox.v1.SandboxSpec
@@ -2606,26 +2615,32 @@ var file_fabro_agent_v1_agent_proto_depIdxs = []int32{
 	51, // 44: fabro.agent.v1.AgentService.Approve:input_type -> fabro.agent.v1.ApproveRequest
 	52, // 45: fabro.agent.v1.AgentService.SubmitToolResult:input_type -> fabro.agent.v1.SubmitToolResultRequest
 	33, // 46: fabro.agent.v1.AgentService.IssueEventsCredential:input_type -> fabro.agent.v1.IssueEventsCredentialRequest
-	2,  // 47: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
-	4,  // 48: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
-	6,  // 49: fabro.agent.v1.AgentService.StartPrompt:output_type -> fabro.agent.v1.StartPromptResponse
-	8,  // 50: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
-	10, // 51: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
-	12, // 52: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
-	14, // 53: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
-	16, // 54: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
-	20, // 55: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
-	22, // 56: fabro.agent.v1.AgentService.GetSession:output_type -> fabro.agent.v1.GetSessionResponse
-	24, // 57: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
-	26, // 58: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
-	28, // 59: fabro.agent.v1.AgentService.DeleteSession:output_type -> fabro.agent.v1.DeleteSessionResponse
-	30, // 60: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
-	32, // 61: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
-	53, // 62: fabro.agent.v1.AgentService.Approve:output_type -> fabro.agent.v1.ApproveResponse
-	54, // 63: fabro.agent.v1.AgentService.SubmitToolResult:output_type -> fabro.agent.v1.SubmitToolResultResponse
-	34, // 64: fabro.agent.v1.AgentService.IssueEventsCredential:output_type -> fabro.agent.v1.IssueEventsCredentialResponse
-	47, // [47:65] is the sub-list for method output_type
-	29, // [29:47] is the sub-list for method input_type
+	53, // 47: fabro.agent.v1.AgentService.ListCheckpoints:input_type -> fabro.agent.v1.ListCheckpointsRequest
+	54, // 48: fabro.agent.v1.AgentService.DiffCheckpoint:input_type -> fabro.agent.v1.DiffCheckpointRequest
+	55, // 49: fabro.agent.v1.AgentService.RestoreCheckpoint:input_type -> fabro.agent.v1.RestoreCheckpointRequest
+	2,  // 50: fabro.agent.v1.AgentService.CreateSession:output_type -> fabro.agent.v1.CreateSessionResponse
+	4,  // 51: fabro.agent.v1.AgentService.Prompt:output_type -> fabro.agent.v1.PromptResponse
+	6,  // 52: fabro.agent.v1.AgentService.StartPrompt:output_type -> fabro.agent.v1.StartPromptResponse
+	8,  // 53: fabro.agent.v1.AgentService.Steer:output_type -> fabro.agent.v1.SteerResponse
+	10, // 54: fabro.agent.v1.AgentService.FollowUp:output_type -> fabro.agent.v1.FollowUpResponse
+	12, // 55: fabro.agent.v1.AgentService.Interrupt:output_type -> fabro.agent.v1.InterruptResponse
+	14, // 56: fabro.agent.v1.AgentService.Abort:output_type -> fabro.agent.v1.AbortResponse
+	16, // 57: fabro.agent.v1.AgentService.GetHistory:output_type -> fabro.agent.v1.GetHistoryResponse
+	20, // 58: fabro.agent.v1.AgentService.GetSnapshot:output_type -> fabro.agent.v1.GetSnapshotResponse
+	22, // 59: fabro.agent.v1.AgentService.GetSession:output_type -> fabro.agent.v1.GetSessionResponse
+	24, // 60: fabro.agent.v1.AgentService.ListSessions:output_type -> fabro.agent.v1.ListSessionsResponse
+	26, // 61: fabro.agent.v1.AgentService.CloseSession:output_type -> fabro.agent.v1.CloseSessionResponse
+	28, // 62: fabro.agent.v1.AgentService.DeleteSession:output_type -> fabro.agent.v1.DeleteSessionResponse
+	30, // 63: fabro.agent.v1.AgentService.ResumeSession:output_type -> fabro.agent.v1.ResumeSessionResponse
+	32, // 64: fabro.agent.v1.AgentService.StreamEvents:output_type -> fabro.agent.v1.StreamEventsResponse
+	56, // 65: fabro.agent.v1.AgentService.Approve:output_type -> fabro.agent.v1.ApproveResponse
+	57, // 66: fabro.agent.v1.AgentService.SubmitToolResult:output_type -> fabro.agent.v1.SubmitToolResultResponse
+	34, // 67: fabro.agent.v1.AgentService.IssueEventsCredential:output_type -> fabro.agent.v1.IssueEventsCredentialResponse
+	58, // 68: fabro.agent.v1.AgentService.ListCheckpoints:output_type -> fabro.agent.v1.ListCheckpointsResponse
+	59, // 69: fabro.agent.v1.AgentService.DiffCheckpoint:output_type -> fabro.agent.v1.DiffCheckpointResponse
+	60, // 70: fabro.agent.v1.AgentService.RestoreCheckpoint:output_type -> fabro.agent.v1.RestoreCheckpointResponse
+	50, // [50:71] is the sub-list for method output_type
+	29, // [29:50] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2636,6 +2651,7 @@ func file_fabro_agent_v1_agent_proto_init() {
 	if File_fabro_agent_v1_agent_proto != nil {
 		return
 	}
+	file_fabro_agent_v1_checkpoint_proto_init()
 	file_fabro_agent_v1_events_proto_init()
 	file_fabro_agent_v1_extensions_proto_init()
 	file_fabro_agent_v1_types_proto_init()

@@ -37,6 +37,9 @@ const (
 	AgentService_Approve_FullMethodName               = "/fabro.agent.v1.AgentService/Approve"
 	AgentService_SubmitToolResult_FullMethodName      = "/fabro.agent.v1.AgentService/SubmitToolResult"
 	AgentService_IssueEventsCredential_FullMethodName = "/fabro.agent.v1.AgentService/IssueEventsCredential"
+	AgentService_ListCheckpoints_FullMethodName       = "/fabro.agent.v1.AgentService/ListCheckpoints"
+	AgentService_DiffCheckpoint_FullMethodName        = "/fabro.agent.v1.AgentService/DiffCheckpoint"
+	AgentService_RestoreCheckpoint_FullMethodName     = "/fabro.agent.v1.AgentService/RestoreCheckpoint"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -234,6 +237,29 @@ type AgentServiceClient interface {
 	// most unexpired credentials allowed; INVALID_ARGUMENT for no session,
 	// too many, or a ttl out of range.
 	IssueEventsCredential(ctx context.Context, in *IssueEventsCredentialRequest, opts ...grpc.CallOption) (*IssueEventsCredentialResponse, error)
+	// ListCheckpoints lists the session's checkpoints, oldest first: one for
+	// the workspace before its first turn (turn 0) and one after each turn
+	// that changed the workspace (turns are counted over the whole session).
+	// Checkpoints live in a shadow git repository in the sandbox, outside
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
+	ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
+	// DiffCheckpoint returns the unified diff of what a turn changed, or of
+	// everything since the first checkpoint when turn is unset. NOT_FOUND
+	// (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+	DiffCheckpoint(ctx context.Context, in *DiffCheckpointRequest, opts ...grpc.CallOption) (*DiffCheckpointResponse, error)
+	// RestoreCheckpoint puts the workspace back as it was after a turn, and
+	// with conversation also the history, then emits checkpoint_restored.
+	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+	// outside the agent since its last checkpoint would be overwritten (the
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
+	RestoreCheckpoint(ctx context.Context, in *RestoreCheckpointRequest, opts ...grpc.CallOption) (*RestoreCheckpointResponse, error)
 }
 
 type agentServiceClient struct {
@@ -442,6 +468,36 @@ func (c *agentServiceClient) IssueEventsCredential(ctx context.Context, in *Issu
 	return out, nil
 }
 
+func (c *agentServiceClient) ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCheckpointsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListCheckpoints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) DiffCheckpoint(ctx context.Context, in *DiffCheckpointRequest, opts ...grpc.CallOption) (*DiffCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffCheckpointResponse)
+	err := c.cc.Invoke(ctx, AgentService_DiffCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) RestoreCheckpoint(ctx context.Context, in *RestoreCheckpointRequest, opts ...grpc.CallOption) (*RestoreCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreCheckpointResponse)
+	err := c.cc.Invoke(ctx, AgentService_RestoreCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -637,6 +693,29 @@ type AgentServiceServer interface {
 	// most unexpired credentials allowed; INVALID_ARGUMENT for no session,
 	// too many, or a ttl out of range.
 	IssueEventsCredential(context.Context, *IssueEventsCredentialRequest) (*IssueEventsCredentialResponse, error)
+	// ListCheckpoints lists the session's checkpoints, oldest first: one for
+	// the workspace before its first turn (turn 0) and one after each turn
+	// that changed the workspace (turns are counted over the whole session).
+	// Checkpoints live in a shadow git repository in the sandbox, outside
+	// the workspace. Works on closed and suspended sessions while their
+	// sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+	// sandbox has no git or the session is a subagent (its root's
+	// checkpoints hold its changes).
+	ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
+	// DiffCheckpoint returns the unified diff of what a turn changed, or of
+	// everything since the first checkpoint when turn is unset. NOT_FOUND
+	// (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+	DiffCheckpoint(context.Context, *DiffCheckpointRequest) (*DiffCheckpointResponse, error)
+	// RestoreCheckpoint puts the workspace back as it was after a turn, and
+	// with conversation also the history, then emits checkpoint_restored.
+	// NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+	// FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+	// outside the agent since its last checkpoint would be overwritten (the
+	// error lists them), unless force; FAILED_PRECONDITION
+	// while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+	// a closed or suspended session (the files alone can be restored
+	// without loading it).
+	RestoreCheckpoint(context.Context, *RestoreCheckpointRequest) (*RestoreCheckpointResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -700,6 +779,15 @@ func (UnimplementedAgentServiceServer) SubmitToolResult(context.Context, *Submit
 }
 func (UnimplementedAgentServiceServer) IssueEventsCredential(context.Context, *IssueEventsCredentialRequest) (*IssueEventsCredentialResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method IssueEventsCredential not implemented")
+}
+func (UnimplementedAgentServiceServer) ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCheckpoints not implemented")
+}
+func (UnimplementedAgentServiceServer) DiffCheckpoint(context.Context, *DiffCheckpointRequest) (*DiffCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiffCheckpoint not implemented")
+}
+func (UnimplementedAgentServiceServer) RestoreCheckpoint(context.Context, *RestoreCheckpointRequest) (*RestoreCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreCheckpoint not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -1032,6 +1120,60 @@ func _AgentService_IssueEventsCredential_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListCheckpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCheckpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListCheckpoints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListCheckpoints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListCheckpoints(ctx, req.(*ListCheckpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_DiffCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DiffCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DiffCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DiffCheckpoint(ctx, req.(*DiffCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_RestoreCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).RestoreCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_RestoreCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).RestoreCheckpoint(ctx, req.(*RestoreCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1102,6 +1244,18 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IssueEventsCredential",
 			Handler:    _AgentService_IssueEventsCredential_Handler,
+		},
+		{
+			MethodName: "ListCheckpoints",
+			Handler:    _AgentService_ListCheckpoints_Handler,
+		},
+		{
+			MethodName: "DiffCheckpoint",
+			Handler:    _AgentService_DiffCheckpoint_Handler,
+		},
+		{
+			MethodName: "RestoreCheckpoint",
+			Handler:    _AgentService_RestoreCheckpoint_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

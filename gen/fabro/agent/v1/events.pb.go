@@ -569,6 +569,8 @@ type AgentEvent struct {
 	//	*AgentEvent_ClientToolRequested
 	//	*AgentEvent_SettingsIgnored
 	//	*AgentEvent_ExtensionFailed
+	//	*AgentEvent_CheckpointCreated
+	//	*AgentEvent_CheckpointRestored
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1022,6 +1024,24 @@ func (x *AgentEvent) GetExtensionFailed() *ExtensionFailed {
 	return nil
 }
 
+func (x *AgentEvent) GetCheckpointCreated() *CheckpointCreated {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_CheckpointCreated); ok {
+			return x.CheckpointCreated
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetCheckpointRestored() *CheckpointRestored {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_CheckpointRestored); ok {
+			return x.CheckpointRestored
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -1231,6 +1251,16 @@ type AgentEvent_ExtensionFailed struct {
 	ExtensionFailed *ExtensionFailed `protobuf:"bytes,65,opt,name=extension_failed,json=extensionFailed,proto3,oneof"`
 }
 
+type AgentEvent_CheckpointCreated struct {
+	// A turn changed the workspace and its checkpoint was recorded.
+	CheckpointCreated *CheckpointCreated `protobuf:"bytes,80,opt,name=checkpoint_created,json=checkpointCreated,proto3,oneof"`
+}
+
+type AgentEvent_CheckpointRestored struct {
+	// RestoreCheckpoint put the workspace (and maybe the history) back.
+	CheckpointRestored *CheckpointRestored `protobuf:"bytes,81,opt,name=checkpoint_restored,json=checkpointRestored,proto3,oneof"`
+}
+
 func (*AgentEvent_SessionStarted) isAgentEvent_Event() {}
 
 func (*AgentEvent_SessionEnded) isAgentEvent_Event() {}
@@ -1312,6 +1342,10 @@ func (*AgentEvent_ClientToolRequested) isAgentEvent_Event() {}
 func (*AgentEvent_SettingsIgnored) isAgentEvent_Event() {}
 
 func (*AgentEvent_ExtensionFailed) isAgentEvent_Event() {}
+
+func (*AgentEvent_CheckpointCreated) isAgentEvent_Event() {}
+
+func (*AgentEvent_CheckpointRestored) isAgentEvent_Event() {}
 
 // SessionStarted: the session is built (environment probed, memory and skills
 // loaded, system prompt assembled) and takes prompts. Also emitted when
@@ -4067,11 +4101,134 @@ func (x *TodoDeleted) GetItemId() string {
 	return ""
 }
 
+// CheckpointCreated: a turn changed the workspace; its state after the turn
+// was recorded (RestoreCheckpoint goes back to it).
+// NATS: fabro.agent.v1.sessions.<session_id>.events.checkpoint_created
+type CheckpointCreated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The checkpoint.
+	Checkpoint    *Checkpoint `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointCreated) Reset() {
+	*x = CheckpointCreated{}
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointCreated) ProtoMessage() {}
+
+func (x *CheckpointCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointCreated.ProtoReflect.Descriptor instead.
+func (*CheckpointCreated) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CheckpointCreated) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+// CheckpointRestored: RestoreCheckpoint put the workspace back as it was
+// after a turn.
+// NATS: fabro.agent.v1.sessions.<session_id>.events.checkpoint_restored
+type CheckpointRestored struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The turn restored.
+	Turn int32 `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	// The files the restore changed, relative to the workspace.
+	Files []string `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// True when the history was rewound too.
+	Conversation bool `protobuf:"varint,3,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// True when files changed outside the agent were overwritten (force).
+	Forced        bool `protobuf:"varint,4,opt,name=forced,proto3" json:"forced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRestored) Reset() {
+	*x = CheckpointRestored{}
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRestored) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRestored) ProtoMessage() {}
+
+func (x *CheckpointRestored) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_agent_v1_events_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRestored.ProtoReflect.Descriptor instead.
+func (*CheckpointRestored) Descriptor() ([]byte, []int) {
+	return file_fabro_agent_v1_events_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CheckpointRestored) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *CheckpointRestored) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *CheckpointRestored) GetConversation() bool {
+	if x != nil {
+		return x.Conversation
+	}
+	return false
+}
+
+func (x *CheckpointRestored) GetForced() bool {
+	if x != nil {
+		return x.Forced
+	}
+	return false
+}
+
 var File_fabro_agent_v1_events_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x1a\n" +
+	"\x1bfabro/agent/v1/events.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/checkpoint.proto\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1cfabro/agent/v1/profile.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1efabro/sandbox/v1/sandbox.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x1b\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -4125,7 +4282,9 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"hookFailed\x12Y\n" +
 	"\x15client_tool_requested\x18? \x01(\v2#.fabro.agent.v1.ClientToolRequestedH\x00R\x13clientToolRequested\x12L\n" +
 	"\x10settings_ignored\x18@ \x01(\v2\x1f.fabro.agent.v1.SettingsIgnoredH\x00R\x0fsettingsIgnored\x12L\n" +
-	"\x10extension_failed\x18A \x01(\v2\x1f.fabro.agent.v1.ExtensionFailedH\x00R\x0fextensionFailedB\a\n" +
+	"\x10extension_failed\x18A \x01(\v2\x1f.fabro.agent.v1.ExtensionFailedH\x00R\x0fextensionFailed\x12R\n" +
+	"\x12checkpoint_created\x18P \x01(\v2!.fabro.agent.v1.CheckpointCreatedH\x00R\x11checkpointCreated\x12U\n" +
+	"\x13checkpoint_restored\x18Q \x01(\v2\".fabro.agent.v1.CheckpointRestoredH\x00R\x12checkpointRestoredB\a\n" +
 	"\x05event\"\xf4\x01\n" +
 	"\x0eSessionStarted\x120\n" +
 	"\x05route\x18\x01 \x01(\v2\x1a.fabro.agent.v1.ModelRouteR\x05route\x12J\n" +
@@ -4320,7 +4479,16 @@ const file_fabro_agent_v1_events_proto_rawDesc = "" +
 	"\vTodoDeleted\x12\x17\n" +
 	"\alist_id\x18\x01 \x01(\tR\x06listId\x129\n" +
 	"\tlist_kind\x18\x02 \x01(\x0e2\x1c.fabro.agent.v1.TodoListKindR\blistKind\x12\x17\n" +
-	"\aitem_id\x18\x03 \x01(\tR\x06itemId*\x98\x01\n" +
+	"\aitem_id\x18\x03 \x01(\tR\x06itemId\"O\n" +
+	"\x11CheckpointCreated\x12:\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2\x1a.fabro.agent.v1.CheckpointR\n" +
+	"checkpoint\"z\n" +
+	"\x12CheckpointRestored\x12\x12\n" +
+	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x14\n" +
+	"\x05files\x18\x02 \x03(\tR\x05files\x12\"\n" +
+	"\fconversation\x18\x03 \x01(\bR\fconversation\x12\x16\n" +
+	"\x06forced\x18\x04 \x01(\bR\x06forced*\x98\x01\n" +
 	"\x10SessionEndReason\x12\"\n" +
 	"\x1eSESSION_END_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19SESSION_END_REASON_CLOSED\x10\x01\x12\x1c\n" +
@@ -4377,7 +4545,7 @@ func file_fabro_agent_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_agent_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_fabro_agent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_fabro_agent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_fabro_agent_v1_events_proto_goTypes = []any{
 	(SessionEndReason)(0),          // 0: fabro.agent.v1.SessionEndReason
 	(UserInputSource)(0),           // 1: fabro.agent.v1.UserInputSource
@@ -4428,33 +4596,36 @@ var file_fabro_agent_v1_events_proto_goTypes = []any{
 	(*TodoCreated)(nil),            // 46: fabro.agent.v1.TodoCreated
 	(*TodoUpdated)(nil),            // 47: fabro.agent.v1.TodoUpdated
 	(*TodoDeleted)(nil),            // 48: fabro.agent.v1.TodoDeleted
-	nil,                            // 49: fabro.agent.v1.Warning.DetailsEntry
-	(*timestamppb.Timestamp)(nil),  // 50: google.protobuf.Timestamp
-	(*ApprovalRequested)(nil),      // 51: fabro.agent.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),       // 52: fabro.agent.v1.ApprovalResolved
-	(*HookFailed)(nil),             // 53: fabro.agent.v1.HookFailed
-	(*ClientToolRequested)(nil),    // 54: fabro.agent.v1.ClientToolRequested
-	(*ModelRoute)(nil),             // 55: fabro.agent.v1.ModelRoute
-	(PermissionLevel)(0),           // 56: fabro.agent.v1.PermissionLevel
-	(*AgentError)(nil),             // 57: fabro.agent.v1.AgentError
-	(*v1.Usage)(nil),               // 58: fabro.llm.v1.Usage
-	(*v1.Cost)(nil),                // 59: fabro.llm.v1.Cost
-	(*PromptReport)(nil),           // 60: fabro.agent.v1.PromptReport
-	(v1.FinishReason)(0),           // 61: fabro.llm.v1.FinishReason
-	(v11.OutputStream)(0),          // 62: fabro.sandbox.v1.OutputStream
-	(v11.Termination)(0),           // 63: fabro.sandbox.v1.Termination
-	(*durationpb.Duration)(nil),    // 64: google.protobuf.Duration
-	(*v1.ErrorDetail)(nil),         // 65: fabro.llm.v1.ErrorDetail
-	(AgentProfile)(0),              // 66: fabro.agent.v1.AgentProfile
-	(*Memory)(nil),                 // 67: fabro.agent.v1.Memory
-	(*Skill)(nil),                  // 68: fabro.agent.v1.Skill
-	(*SkippedSkill)(nil),           // 69: fabro.agent.v1.SkippedSkill
-	(TodoListKind)(0),              // 70: fabro.agent.v1.TodoListKind
-	(*TodoItem)(nil),               // 71: fabro.agent.v1.TodoItem
-	(TodoStatus)(0),                // 72: fabro.agent.v1.TodoStatus
+	(*CheckpointCreated)(nil),      // 49: fabro.agent.v1.CheckpointCreated
+	(*CheckpointRestored)(nil),     // 50: fabro.agent.v1.CheckpointRestored
+	nil,                            // 51: fabro.agent.v1.Warning.DetailsEntry
+	(*timestamppb.Timestamp)(nil),  // 52: google.protobuf.Timestamp
+	(*ApprovalRequested)(nil),      // 53: fabro.agent.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),       // 54: fabro.agent.v1.ApprovalResolved
+	(*HookFailed)(nil),             // 55: fabro.agent.v1.HookFailed
+	(*ClientToolRequested)(nil),    // 56: fabro.agent.v1.ClientToolRequested
+	(*ModelRoute)(nil),             // 57: fabro.agent.v1.ModelRoute
+	(PermissionLevel)(0),           // 58: fabro.agent.v1.PermissionLevel
+	(*AgentError)(nil),             // 59: fabro.agent.v1.AgentError
+	(*v1.Usage)(nil),               // 60: fabro.llm.v1.Usage
+	(*v1.Cost)(nil),                // 61: fabro.llm.v1.Cost
+	(*PromptReport)(nil),           // 62: fabro.agent.v1.PromptReport
+	(v1.FinishReason)(0),           // 63: fabro.llm.v1.FinishReason
+	(v11.OutputStream)(0),          // 64: fabro.sandbox.v1.OutputStream
+	(v11.Termination)(0),           // 65: fabro.sandbox.v1.Termination
+	(*durationpb.Duration)(nil),    // 66: google.protobuf.Duration
+	(*v1.ErrorDetail)(nil),         // 67: fabro.llm.v1.ErrorDetail
+	(AgentProfile)(0),              // 68: fabro.agent.v1.AgentProfile
+	(*Memory)(nil),                 // 69: fabro.agent.v1.Memory
+	(*Skill)(nil),                  // 70: fabro.agent.v1.Skill
+	(*SkippedSkill)(nil),           // 71: fabro.agent.v1.SkippedSkill
+	(TodoListKind)(0),              // 72: fabro.agent.v1.TodoListKind
+	(*TodoItem)(nil),               // 73: fabro.agent.v1.TodoItem
+	(TodoStatus)(0),                // 74: fabro.agent.v1.TodoStatus
+	(*Checkpoint)(nil),             // 75: fabro.agent.v1.Checkpoint
 }
 var file_fabro_agent_v1_events_proto_depIdxs = []int32{
-	50, // 0: fabro.agent.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	52, // 0: fabro.agent.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
 	9,  // 1: fabro.agent.v1.AgentEvent.session_started:type_name -> fabro.agent.v1.SessionStarted
 	10, // 2: fabro.agent.v1.AgentEvent.session_ended:type_name -> fabro.agent.v1.SessionEnded
 	11, // 3: fabro.agent.v1.AgentEvent.prompt_started:type_name -> fabro.agent.v1.PromptStarted
@@ -4490,67 +4661,70 @@ var file_fabro_agent_v1_events_proto_depIdxs = []int32{
 	46, // 33: fabro.agent.v1.AgentEvent.todo_created:type_name -> fabro.agent.v1.TodoCreated
 	47, // 34: fabro.agent.v1.AgentEvent.todo_updated:type_name -> fabro.agent.v1.TodoUpdated
 	48, // 35: fabro.agent.v1.AgentEvent.todo_deleted:type_name -> fabro.agent.v1.TodoDeleted
-	51, // 36: fabro.agent.v1.AgentEvent.approval_requested:type_name -> fabro.agent.v1.ApprovalRequested
-	52, // 37: fabro.agent.v1.AgentEvent.approval_resolved:type_name -> fabro.agent.v1.ApprovalResolved
-	53, // 38: fabro.agent.v1.AgentEvent.hook_failed:type_name -> fabro.agent.v1.HookFailed
-	54, // 39: fabro.agent.v1.AgentEvent.client_tool_requested:type_name -> fabro.agent.v1.ClientToolRequested
+	53, // 36: fabro.agent.v1.AgentEvent.approval_requested:type_name -> fabro.agent.v1.ApprovalRequested
+	54, // 37: fabro.agent.v1.AgentEvent.approval_resolved:type_name -> fabro.agent.v1.ApprovalResolved
+	55, // 38: fabro.agent.v1.AgentEvent.hook_failed:type_name -> fabro.agent.v1.HookFailed
+	56, // 39: fabro.agent.v1.AgentEvent.client_tool_requested:type_name -> fabro.agent.v1.ClientToolRequested
 	25, // 40: fabro.agent.v1.AgentEvent.settings_ignored:type_name -> fabro.agent.v1.SettingsIgnored
 	26, // 41: fabro.agent.v1.AgentEvent.extension_failed:type_name -> fabro.agent.v1.ExtensionFailed
-	55, // 42: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
-	56, // 43: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
-	0,  // 44: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
-	57, // 45: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
-	58, // 46: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
-	59, // 47: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
-	1,  // 48: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
-	60, // 49: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
-	58, // 50: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
-	59, // 51: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
-	61, // 52: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
-	18, // 53: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	62, // 54: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
-	63, // 55: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
-	64, // 56: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
-	2,  // 57: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
-	64, // 58: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
-	22, // 59: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
-	57, // 60: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
-	3,  // 61: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
-	49, // 62: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
-	64, // 63: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
-	65, // 64: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
-	4,  // 65: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
-	66, // 66: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.agent.v1.AgentProfile
-	67, // 67: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
-	68, // 68: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
-	69, // 69: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
-	5,  // 70: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
-	34, // 71: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
-	6,  // 72: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
-	7,  // 73: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
-	18, // 74: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
-	7,  // 75: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
-	58, // 76: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
-	59, // 77: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
-	64, // 78: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
-	7,  // 79: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
-	57, // 80: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
-	7,  // 81: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
-	55, // 82: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
-	58, // 83: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
-	59, // 84: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
-	57, // 85: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
-	70, // 86: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	71, // 87: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
-	70, // 88: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	71, // 89: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
-	72, // 90: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
-	70, // 91: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
-	92, // [92:92] is the sub-list for method output_type
-	92, // [92:92] is the sub-list for method input_type
-	92, // [92:92] is the sub-list for extension type_name
-	92, // [92:92] is the sub-list for extension extendee
-	0,  // [0:92] is the sub-list for field type_name
+	49, // 42: fabro.agent.v1.AgentEvent.checkpoint_created:type_name -> fabro.agent.v1.CheckpointCreated
+	50, // 43: fabro.agent.v1.AgentEvent.checkpoint_restored:type_name -> fabro.agent.v1.CheckpointRestored
+	57, // 44: fabro.agent.v1.SessionStarted.route:type_name -> fabro.agent.v1.ModelRoute
+	58, // 45: fabro.agent.v1.SessionStarted.permission_level:type_name -> fabro.agent.v1.PermissionLevel
+	0,  // 46: fabro.agent.v1.SessionEnded.reason:type_name -> fabro.agent.v1.SessionEndReason
+	59, // 47: fabro.agent.v1.SessionEnded.error:type_name -> fabro.agent.v1.AgentError
+	60, // 48: fabro.agent.v1.SessionEnded.usage:type_name -> fabro.llm.v1.Usage
+	61, // 49: fabro.agent.v1.SessionEnded.cost:type_name -> fabro.llm.v1.Cost
+	1,  // 50: fabro.agent.v1.UserInput.source:type_name -> fabro.agent.v1.UserInputSource
+	62, // 51: fabro.agent.v1.PromptCompleted.report:type_name -> fabro.agent.v1.PromptReport
+	60, // 52: fabro.agent.v1.AssistantMessage.usage:type_name -> fabro.llm.v1.Usage
+	61, // 53: fabro.agent.v1.AssistantMessage.cost:type_name -> fabro.llm.v1.Cost
+	63, // 54: fabro.agent.v1.AssistantMessage.finish_reason:type_name -> fabro.llm.v1.FinishReason
+	18, // 55: fabro.agent.v1.AssistantMessage.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	64, // 56: fabro.agent.v1.ToolCallOutputDelta.stream:type_name -> fabro.sandbox.v1.OutputStream
+	65, // 57: fabro.agent.v1.ProcessOutcome.termination:type_name -> fabro.sandbox.v1.Termination
+	66, // 58: fabro.agent.v1.ProcessOutcome.duration:type_name -> google.protobuf.Duration
+	2,  // 59: fabro.agent.v1.ToolCallCompleted.error_kind:type_name -> fabro.agent.v1.ToolErrorKind
+	66, // 60: fabro.agent.v1.ToolCallCompleted.duration:type_name -> google.protobuf.Duration
+	22, // 61: fabro.agent.v1.ToolCallCompleted.process:type_name -> fabro.agent.v1.ProcessOutcome
+	59, // 62: fabro.agent.v1.Error.error:type_name -> fabro.agent.v1.AgentError
+	3,  // 63: fabro.agent.v1.Warning.kind:type_name -> fabro.agent.v1.WarningKind
+	51, // 64: fabro.agent.v1.Warning.details:type_name -> fabro.agent.v1.Warning.DetailsEntry
+	66, // 65: fabro.agent.v1.LlmRetry.delay:type_name -> google.protobuf.Duration
+	67, // 66: fabro.agent.v1.LlmRetry.error:type_name -> fabro.llm.v1.ErrorDetail
+	4,  // 67: fabro.agent.v1.LlmRetry.phase:type_name -> fabro.agent.v1.LlmRetryPhase
+	68, // 68: fabro.agent.v1.MemoryLoaded.profile:type_name -> fabro.agent.v1.AgentProfile
+	69, // 69: fabro.agent.v1.MemoryLoaded.memory:type_name -> fabro.agent.v1.Memory
+	70, // 70: fabro.agent.v1.SkillsDiscovered.skills:type_name -> fabro.agent.v1.Skill
+	71, // 71: fabro.agent.v1.SkillsDiscovered.skipped:type_name -> fabro.agent.v1.SkippedSkill
+	5,  // 72: fabro.agent.v1.SkillActivated.source:type_name -> fabro.agent.v1.SkillSource
+	34, // 73: fabro.agent.v1.SteeringInjected.actor:type_name -> fabro.agent.v1.Actor
+	6,  // 74: fabro.agent.v1.RoundInterrupted.cause:type_name -> fabro.agent.v1.InterruptCause
+	7,  // 75: fabro.agent.v1.CompactionStarted.reason:type_name -> fabro.agent.v1.CompactionReason
+	18, // 76: fabro.agent.v1.CompactionStarted.context_window:type_name -> fabro.agent.v1.ContextWindowUsage
+	7,  // 77: fabro.agent.v1.CompactionCompleted.reason:type_name -> fabro.agent.v1.CompactionReason
+	60, // 78: fabro.agent.v1.CompactionCompleted.usage:type_name -> fabro.llm.v1.Usage
+	61, // 79: fabro.agent.v1.CompactionCompleted.cost:type_name -> fabro.llm.v1.Cost
+	66, // 80: fabro.agent.v1.CompactionCompleted.duration:type_name -> google.protobuf.Duration
+	7,  // 81: fabro.agent.v1.CompactionFailed.reason:type_name -> fabro.agent.v1.CompactionReason
+	59, // 82: fabro.agent.v1.CompactionFailed.error:type_name -> fabro.agent.v1.AgentError
+	7,  // 83: fabro.agent.v1.CompactionCancelled.reason:type_name -> fabro.agent.v1.CompactionReason
+	57, // 84: fabro.agent.v1.SubAgentSpawned.route:type_name -> fabro.agent.v1.ModelRoute
+	60, // 85: fabro.agent.v1.SubAgentCompleted.usage:type_name -> fabro.llm.v1.Usage
+	61, // 86: fabro.agent.v1.SubAgentCompleted.cost:type_name -> fabro.llm.v1.Cost
+	59, // 87: fabro.agent.v1.SubAgentFailed.error:type_name -> fabro.agent.v1.AgentError
+	72, // 88: fabro.agent.v1.TodoCreated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	73, // 89: fabro.agent.v1.TodoCreated.item:type_name -> fabro.agent.v1.TodoItem
+	72, // 90: fabro.agent.v1.TodoUpdated.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	73, // 91: fabro.agent.v1.TodoUpdated.item:type_name -> fabro.agent.v1.TodoItem
+	74, // 92: fabro.agent.v1.TodoUpdated.previous_status:type_name -> fabro.agent.v1.TodoStatus
+	72, // 93: fabro.agent.v1.TodoDeleted.list_kind:type_name -> fabro.agent.v1.TodoListKind
+	75, // 94: fabro.agent.v1.CheckpointCreated.checkpoint:type_name -> fabro.agent.v1.Checkpoint
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_fabro_agent_v1_events_proto_init() }
@@ -4558,6 +4732,7 @@ func file_fabro_agent_v1_events_proto_init() {
 	if File_fabro_agent_v1_events_proto != nil {
 		return
 	}
+	file_fabro_agent_v1_checkpoint_proto_init()
 	file_fabro_agent_v1_extensions_proto_init()
 	file_fabro_agent_v1_profile_proto_init()
 	file_fabro_agent_v1_types_proto_init()
@@ -4603,6 +4778,8 @@ func file_fabro_agent_v1_events_proto_init() {
 		(*AgentEvent_ClientToolRequested)(nil),
 		(*AgentEvent_SettingsIgnored)(nil),
 		(*AgentEvent_ExtensionFailed)(nil),
+		(*AgentEvent_CheckpointCreated)(nil),
+		(*AgentEvent_CheckpointRestored)(nil),
 	}
 	file_fabro_agent_v1_events_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
@@ -4611,7 +4788,7 @@ func file_fabro_agent_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_agent_v1_events_proto_rawDesc), len(file_fabro_agent_v1_events_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -47,6 +47,12 @@ type FabroAgentV1AgentEvent struct {
 	// The partial output of a turn is void: the turn is being replayed.
 	AssistantOutputReplace *FabroAgentV1AssistantOutputReplace `json:"assistantOutputReplace,omitempty"`
 
+	// A turn changed the workspace and its checkpoint was recorded.
+	CheckpointCreated *FabroAgentV1CheckpointCreated `json:"checkpointCreated,omitempty"`
+
+	// RestoreCheckpoint put the workspace (and maybe the history) back.
+	CheckpointRestored *FabroAgentV1CheckpointRestored `json:"checkpointRestored,omitempty"`
+
 	// A client tool was called and waits for SubmitToolResult.
 	ClientToolRequested *FabroAgentV1ClientToolRequested `json:"clientToolRequested,omitempty"`
 
@@ -197,6 +203,14 @@ func (m *FabroAgentV1AgentEvent) Validate(formats strfmt.Registry) error {
 	}
 
 	if err := m.validateAssistantOutputReplace(formats); err != nil {
+		res = append(res, err)
+	}
+
+	if err := m.validateCheckpointCreated(formats); err != nil {
+		res = append(res, err)
+	}
+
+	if err := m.validateCheckpointRestored(formats); err != nil {
 		res = append(res, err)
 	}
 
@@ -441,6 +455,52 @@ func (m *FabroAgentV1AgentEvent) validateAssistantOutputReplace(formats strfmt.R
 			ce := new(errors.CompositeError)
 			if stderrors.As(err, &ce) {
 				return ce.ValidateName("assistantOutputReplace")
+			}
+
+			return err
+		}
+	}
+
+	return nil
+}
+
+func (m *FabroAgentV1AgentEvent) validateCheckpointCreated(formats strfmt.Registry) error {
+	if typeutils.IsZero(m.CheckpointCreated) { // not required
+		return nil
+	}
+
+	if m.CheckpointCreated != nil {
+		if err := m.CheckpointCreated.Validate(formats); err != nil {
+			ve := new(errors.Validation)
+			if stderrors.As(err, &ve) {
+				return ve.ValidateName("checkpointCreated")
+			}
+			ce := new(errors.CompositeError)
+			if stderrors.As(err, &ce) {
+				return ce.ValidateName("checkpointCreated")
+			}
+
+			return err
+		}
+	}
+
+	return nil
+}
+
+func (m *FabroAgentV1AgentEvent) validateCheckpointRestored(formats strfmt.Registry) error {
+	if typeutils.IsZero(m.CheckpointRestored) { // not required
+		return nil
+	}
+
+	if m.CheckpointRestored != nil {
+		if err := m.CheckpointRestored.Validate(formats); err != nil {
+			ve := new(errors.Validation)
+			if stderrors.As(err, &ve) {
+				return ve.ValidateName("checkpointRestored")
+			}
+			ce := new(errors.CompositeError)
+			if stderrors.As(err, &ce) {
+				return ce.ValidateName("checkpointRestored")
 			}
 
 			return err
@@ -1333,6 +1393,14 @@ func (m *FabroAgentV1AgentEvent) ContextValidate(ctx context.Context, formats st
 		res = append(res, err)
 	}
 
+	if err := m.contextValidateCheckpointCreated(ctx, formats); err != nil {
+		res = append(res, err)
+	}
+
+	if err := m.contextValidateCheckpointRestored(ctx, formats); err != nil {
+		res = append(res, err)
+	}
+
 	if err := m.contextValidateClientToolRequested(ctx, formats); err != nil {
 		res = append(res, err)
 	}
@@ -1578,6 +1646,56 @@ func (m *FabroAgentV1AgentEvent) contextValidateAssistantOutputReplace(ctx conte
 			ce := new(errors.CompositeError)
 			if stderrors.As(err, &ce) {
 				return ce.ValidateName("assistantOutputReplace")
+			}
+
+			return err
+		}
+	}
+
+	return nil
+}
+
+func (m *FabroAgentV1AgentEvent) contextValidateCheckpointCreated(ctx context.Context, formats strfmt.Registry) error {
+
+	if m.CheckpointCreated != nil {
+
+		if typeutils.IsZero(m.CheckpointCreated) { // not required
+			return nil
+		}
+
+		if err := m.CheckpointCreated.ContextValidate(ctx, formats); err != nil {
+			ve := new(errors.Validation)
+			if stderrors.As(err, &ve) {
+				return ve.ValidateName("checkpointCreated")
+			}
+			ce := new(errors.CompositeError)
+			if stderrors.As(err, &ce) {
+				return ce.ValidateName("checkpointCreated")
+			}
+
+			return err
+		}
+	}
+
+	return nil
+}
+
+func (m *FabroAgentV1AgentEvent) contextValidateCheckpointRestored(ctx context.Context, formats strfmt.Registry) error {
+
+	if m.CheckpointRestored != nil {
+
+		if typeutils.IsZero(m.CheckpointRestored) { // not required
+			return nil
+		}
+
+		if err := m.CheckpointRestored.ContextValidate(ctx, formats); err != nil {
+			ve := new(errors.Validation)
+			if stderrors.As(err, &ve) {
+				return ve.ValidateName("checkpointRestored")
+			}
+			ce := new(errors.CompositeError)
+			if stderrors.As(err, &ce) {
+				return ce.ValidateName("checkpointRestored")
 			}
 
 			return err

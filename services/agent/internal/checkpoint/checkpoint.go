@@ -12,10 +12,11 @@
 // output and dependencies are not checkpointed).
 //
 // It needs git where the runner runs: the docker driver's base image
-// (fabro/sandbox-base) has none yet, so there a Record fails with git's
-// "not found" until the image gains it. The package is not wired into the
-// agent's turns or RPCs yet (see the issue: ListCheckpoints,
-// DiffCheckpoint, RestoreCheckpoint, checkpoint_created/restored).
+// (fabro/sandbox-base) gains it from `make sandbox-base`; one built before
+// has none, and there a Record fails with ErrNoGit. safe.directory is set
+// on the command line (protected configuration): a container's user may
+// not own the mounted workspace. The agent records a
+// checkpoint after each turn (services/agent/checkpoints.go).
 package checkpoint
 
 import (
@@ -48,7 +49,12 @@ type Checkpoint struct {
 	Turn   int
 	Commit string
 	Files  []string // changed since the checkpoint before it
+	// Note is what RecordNote stored with it (List returns it).
+	Note string
 }
+
+// ErrNoGit is a sandbox without git: no checkpoints there.
+var ErrNoGit = errors.New("checkpoint: git is not installed in the sandbox")
 
 // ErrNotFound is a turn with no checkpoint.
 var ErrNotFound = errors.New("no checkpoint for that turn")
@@ -72,7 +78,7 @@ func (s *Store) prelude() string {
 export GIT_DIR=` + quote(s.gitDir) + ` GIT_WORK_TREE=. GIT_INDEX_FILE=` + quote(s.gitDir+"/index") + `
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
 export GIT_AUTHOR_NAME=fabro GIT_AUTHOR_EMAIL=checkpoint@fabro GIT_COMMITTER_NAME=fabro GIT_COMMITTER_EMAIL=checkpoint@fabro
-g() { git -c core.autocrlf=false -c core.safecrlf=false -c core.fsmonitor=false -c core.untrackedCache=true -c gc.auto=0 -c core.quotepath=false "$@"; }
+g() { git -c safe.directory='*' -c core.autocrlf=false -c core.safecrlf=false -c core.fsmonitor=false -c core.untrackedCache=true -c gc.auto=0 -c core.quotepath=false "$@"; }
 `
 }
 
@@ -80,6 +86,9 @@ func (s *Store) script(ctx context.Context, body string) (string, error) {
 	out, errOut, code, err := s.run.Run(ctx, s.prelude()+body)
 	if err != nil {
 		return "", err
+	}
+	if code == 127 {
+		return "", fmt.Errorf("%w: %s", ErrNoGit, strings.TrimSpace(string(errOut)))
 	}
 	if code != 0 {
 		return "", fmt.Errorf("checkpoint: git exited %d: %s", code, strings.TrimSpace(string(errOut)))
@@ -94,6 +103,13 @@ func ref(turn int) string { return "refs/fabro/turn/" + strconv.Itoa(turn) }
 // (ok false): a turn that only read files costs one git command, which
 // finds every file's stat data unchanged.
 func (s *Store) Record(ctx context.Context, turn int) (cp Checkpoint, ok bool, err error) {
+	return s.RecordNote(ctx, turn, "")
+}
+
+// RecordNote is Record keeping a one-line note (such as the history's
+// length) with the checkpoint, in its commit message.
+func (s *Store) RecordNote(ctx context.Context, turn int, note string) (cp Checkpoint, ok bool, err error) {
+	note = strings.ReplaceAll(note, "\n", " ")
 	// The index always holds the last checkpoint's tree (Restore keeps it
 	// so), so what add -A reports is exactly what changed since.
 	out, err := s.script(ctx, `
@@ -102,7 +118,7 @@ changes=$(g add -A -v .)
 p=$(cat "$GIT_DIR/fabro-last" 2>/dev/null || true)
 if [ -z "$changes" ] && [ -n "$p" ]; then echo same; exit 0; fi
 t=$(g write-tree)
-c=$(g commit-tree "$t" ${p:+-p "$p"} -m `+quote("turn "+strconv.Itoa(turn))+`)
+c=$(g commit-tree "$t" ${p:+-p "$p"} -m `+quote("turn "+strconv.Itoa(turn))+` -m `+quote("note "+note)+`)
 printf 'update %s %s\nupdate refs/fabro/last %s\n' `+ref(turn)+` "$c" "$c" | g update-ref --stdin
 echo "$c" > "$GIT_DIR/fabro-last"
 echo "$c"
@@ -115,7 +131,7 @@ printf '%s\n' "$changes"
 	if lines[0] == "same" {
 		return Checkpoint{}, false, nil
 	}
-	cp = Checkpoint{Turn: turn, Commit: lines[0]}
+	cp = Checkpoint{Turn: turn, Commit: lines[0], Note: note}
 	for _, l := range lines[1:] {
 		for _, verb := range []string{"add '", "remove '"} {
 			if f, ok := strings.CutPrefix(l, verb); ok {
@@ -130,19 +146,24 @@ printf '%s\n' "$changes"
 func (s *Store) List(ctx context.Context) ([]Checkpoint, error) {
 	out, err := s.script(ctx, `
 [ -f "$GIT_DIR/HEAD" ] || exit 0
-g for-each-ref --format='%(refname:lstrip=3) %(objectname)' refs/fabro/turn/
+g for-each-ref --format='%(refname:lstrip=3) %(objectname) %(contents:body)' refs/fabro/turn/
 `)
 	if err != nil {
 		return nil, err
 	}
 	var cps []Checkpoint
 	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
-		turn, commit, ok := strings.Cut(line, " ")
+		turn, rest, ok := strings.Cut(line, " ")
 		n, err := strconv.Atoi(turn)
 		if !ok || err != nil {
 			continue
 		}
-		cps = append(cps, Checkpoint{Turn: n, Commit: commit})
+		commit, body, _ := strings.Cut(rest, " ")
+		note, _ := strings.CutPrefix(strings.TrimSpace(body), "note ")
+		if strings.TrimSpace(body) == "note" {
+			note = ""
+		}
+		cps = append(cps, Checkpoint{Turn: n, Commit: commit, Note: note})
 	}
 	// for-each-ref sorts by name: 10 before 2.
 	for i := 1; i < len(cps); i++ {

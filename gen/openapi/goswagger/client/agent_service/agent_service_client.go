@@ -109,6 +109,12 @@ type ClientService interface {
 	// AgentServiceDeleteSessionContext delete session removes a session for good closes it first when it is loaded as close session then deletes its durable record and purges its events from the stream its subagents are deleted with it every call naming it afterwards gets n o t f o u n d delete session included.
 	AgentServiceDeleteSessionContext(ctx context.Context, params *AgentServiceDeleteSessionParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceDeleteSessionOK, error)
 
+	// AgentServiceDiffCheckpoint diff checkpoint returns the unified diff of what a turn changed or of everything since the first checkpoint when turn is unset n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint.
+	AgentServiceDiffCheckpoint(params *AgentServiceDiffCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceDiffCheckpointOK, error)
+
+	// AgentServiceDiffCheckpointContext diff checkpoint returns the unified diff of what a turn changed or of everything since the first checkpoint when turn is unset n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint.
+	AgentServiceDiffCheckpointContext(ctx context.Context, params *AgentServiceDiffCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceDiffCheckpointOK, error)
+
 	// AgentServiceFollowUp follow up queues another user turn processed in the same prompt after the current answer completes user input with source f o l l o w u p f a i l e d p r e c o n d i t i o n when no prompt is running send a prompt instead or the session is closed or suspended i n v a l ID a r g u m e n t for empty text.
 	AgentServiceFollowUp(params *AgentServiceFollowUpParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceFollowUpOK, error)
 
@@ -139,6 +145,12 @@ type ClientService interface {
 	// AgentServiceInterruptContext interrupt cancels the current round and parks the prompt until a steer arrives round interrupted with parked true state p a r k e d the wall clock timeout keeps running while parked on a session with no running prompt it does nothing and says so f a i l e d p r e c o n d i t i o n for a closed or suspended session.
 	AgentServiceInterruptContext(ctx context.Context, params *AgentServiceInterruptParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceInterruptOK, error)
 
+	// AgentServiceListCheckpoints list checkpoints lists the session s checkpoints oldest first one for the workspace before its first turn turn 0 and one after each turn that changed the workspace turns are counted over the whole session checkpoints live in a shadow git repository in the sandbox outside the workspace works on closed and suspended sessions while their sandbox exists f a i l e d p r e c o n d i t i o n c h e c k p o i n t s u n a v a i l a b l e when the sandbox has no git or the session is a subagent its root s checkpoints hold its changes.
+	AgentServiceListCheckpoints(params *AgentServiceListCheckpointsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceListCheckpointsOK, error)
+
+	// AgentServiceListCheckpointsContext list checkpoints lists the session s checkpoints oldest first one for the workspace before its first turn turn 0 and one after each turn that changed the workspace turns are counted over the whole session checkpoints live in a shadow git repository in the sandbox outside the workspace works on closed and suspended sessions while their sandbox exists f a i l e d p r e c o n d i t i o n c h e c k p o i n t s u n a v a i l a b l e when the sandbox has no git or the session is a subagent its root s checkpoints hold its changes.
+	AgentServiceListCheckpointsContext(ctx context.Context, params *AgentServiceListCheckpointsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceListCheckpointsOK, error)
+
 	// AgentServiceListSessions list sessions lists sessions in pages ordered by session id descending which is newest first a session id begins with its creation time so a session created while a client pages never shifts the pages it has not read i n v a l ID a r g u m e n t for a negative page size an unknown state or a page token this service did not issue or issued for other filters.
 	AgentServiceListSessions(params *AgentServiceListSessionsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceListSessionsOK, error)
 
@@ -150,6 +162,12 @@ type ClientService interface {
 
 	// AgentServicePromptContext prompt runs one prompt and streams its events from prompt started to prompt completed whose prompt report status usage cost timing turns error is always the last message events of the session s subagents are included with their own session id and sequence without their text delta reasoning delta and tool call output delta a prompt that fails times out or is aborted still ends the stream with o k status and a report saying so only a prompt that could not start gets an error a client that cancels the call or loses its connection stops watching the prompt goes on reattach with stream events from the last sequence seen 1 with prompt id unless cancel on disconnect asks for it to be aborted f a i l e d p r e c o n d i t i o n for a closed or suspended session or when a prompt is already running queue it with follow up instead or with continue unfinished when there is nothing unfinished i n v a l ID a r g u m e n t for empty text without continue unfinished or text with it i n t e r n a l when the durable event log refuses an event the session then ends.
 	AgentServicePromptContext(ctx context.Context, params *AgentServicePromptParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServicePromptOK, error)
+
+	// AgentServiceRestoreCheckpoint restore checkpoint puts the workspace back as it was after a turn and with conversation also the history then emits checkpoint restored n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint f a i l e d p r e c o n d i t i o n c h e c k p o i n t u s e r c h a n g e s when files changed outside the agent since its last checkpoint would be overwritten the error lists them unless force f a i l e d p r e c o n d i t i o n while a prompt runs p r o m p t r u n n i n g with conversation as prompt for a closed or suspended session the files alone can be restored without loading it.
+	AgentServiceRestoreCheckpoint(params *AgentServiceRestoreCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceRestoreCheckpointOK, error)
+
+	// AgentServiceRestoreCheckpointContext restore checkpoint puts the workspace back as it was after a turn and with conversation also the history then emits checkpoint restored n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint f a i l e d p r e c o n d i t i o n c h e c k p o i n t u s e r c h a n g e s when files changed outside the agent since its last checkpoint would be overwritten the error lists them unless force f a i l e d p r e c o n d i t i o n while a prompt runs p r o m p t r u n n i n g with conversation as prompt for a closed or suspended session the files alone can be restored without loading it.
+	AgentServiceRestoreCheckpointContext(ctx context.Context, params *AgentServiceRestoreCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceRestoreCheckpointOK, error)
 
 	// AgentServiceResumeSession resume session loads a session from its durable session record a closed one or a suspended one after a service restart and emits session started with resumed true continuing the sequence a prompt left unfinished can then be finished with prompt continue unfinished n o t f o u n d for no record of that id an unknown model override or an unknown sandbox id f a i l e d p r e c o n d i t i o n when the session is already loaded idle running or parked or its sandbox is gone and no replacement is given d a t a l o s s when the record is corrupt or of an unknown format version i n v a l ID a r g u m e n t for bad options u n a v a i l a b l e as for create session.
 	AgentServiceResumeSession(params *AgentServiceResumeSessionParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceResumeSessionOK, error)
@@ -494,6 +512,68 @@ func (a *Client) AgentServiceDeleteSessionContext(ctx context.Context, params *A
 	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
 }
 
+// AgentServiceDiffCheckpoint diffs checkpoint returns the unified diff of what a turn changed or of everything since the first checkpoint when turn is unset n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint.
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.AgentServiceDiffCheckpointContext] instead.
+func (a *Client) AgentServiceDiffCheckpoint(params *AgentServiceDiffCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceDiffCheckpointOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.AgentServiceDiffCheckpointContext(ctx, params, authInfo, opts...)
+}
+
+// AgentServiceDiffCheckpointContext diffs checkpoint returns the unified diff of what a turn changed or of everything since the first checkpoint when turn is unset n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint.
+//
+// Do not use the deprecated [AgentServiceDiffCheckpointParams.Context] with this method: it would be ignored.
+func (a *Client) AgentServiceDiffCheckpointContext(ctx context.Context, params *AgentServiceDiffCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceDiffCheckpointOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewAgentServiceDiffCheckpointParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "AgentService_DiffCheckpoint",
+		Method:             "GET",
+		PathPattern:        "/v1/sessions/{sessionId}/checkpoints:diff",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &AgentServiceDiffCheckpointReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*AgentServiceDiffCheckpointOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+	//
+	// a default response is provided: fill this and return an error
+	unexpectedSuccess := result.(*AgentServiceDiffCheckpointDefault)
+
+	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
+}
+
 // AgentServiceFollowUp follows up queues another user turn processed in the same prompt after the current answer completes user input with source f o l l o w u p f a i l e d p r e c o n d i t i o n when no prompt is running send a prompt instead or the session is closed or suspended i n v a l ID a r g u m e n t for empty text.
 //
 // This method does not support injected context.
@@ -804,6 +884,68 @@ func (a *Client) AgentServiceInterruptContext(ctx context.Context, params *Agent
 	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
 }
 
+// AgentServiceListCheckpoints lists checkpoints lists the session s checkpoints oldest first one for the workspace before its first turn turn 0 and one after each turn that changed the workspace turns are counted over the whole session checkpoints live in a shadow git repository in the sandbox outside the workspace works on closed and suspended sessions while their sandbox exists f a i l e d p r e c o n d i t i o n c h e c k p o i n t s u n a v a i l a b l e when the sandbox has no git or the session is a subagent its root s checkpoints hold its changes.
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.AgentServiceListCheckpointsContext] instead.
+func (a *Client) AgentServiceListCheckpoints(params *AgentServiceListCheckpointsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceListCheckpointsOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.AgentServiceListCheckpointsContext(ctx, params, authInfo, opts...)
+}
+
+// AgentServiceListCheckpointsContext lists checkpoints lists the session s checkpoints oldest first one for the workspace before its first turn turn 0 and one after each turn that changed the workspace turns are counted over the whole session checkpoints live in a shadow git repository in the sandbox outside the workspace works on closed and suspended sessions while their sandbox exists f a i l e d p r e c o n d i t i o n c h e c k p o i n t s u n a v a i l a b l e when the sandbox has no git or the session is a subagent its root s checkpoints hold its changes.
+//
+// Do not use the deprecated [AgentServiceListCheckpointsParams.Context] with this method: it would be ignored.
+func (a *Client) AgentServiceListCheckpointsContext(ctx context.Context, params *AgentServiceListCheckpointsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceListCheckpointsOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewAgentServiceListCheckpointsParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "AgentService_ListCheckpoints",
+		Method:             "GET",
+		PathPattern:        "/v1/sessions/{sessionId}/checkpoints",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &AgentServiceListCheckpointsReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*AgentServiceListCheckpointsOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+	//
+	// a default response is provided: fill this and return an error
+	unexpectedSuccess := result.(*AgentServiceListCheckpointsDefault)
+
+	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
+}
+
 // AgentServiceListSessions lists sessions lists sessions in pages ordered by session id descending which is newest first a session id begins with its creation time so a session created while a client pages never shifts the pages it has not read i n v a l ID a r g u m e n t for a negative page size an unknown state or a page token this service did not issue or issued for other filters.
 //
 // This method does not support injected context.
@@ -924,6 +1066,68 @@ func (a *Client) AgentServicePromptContext(ctx context.Context, params *AgentSer
 	//
 	// a default response is provided: fill this and return an error
 	unexpectedSuccess := result.(*AgentServicePromptDefault)
+
+	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
+}
+
+// AgentServiceRestoreCheckpoint restores checkpoint puts the workspace back as it was after a turn and with conversation also the history then emits checkpoint restored n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint f a i l e d p r e c o n d i t i o n c h e c k p o i n t u s e r c h a n g e s when files changed outside the agent since its last checkpoint would be overwritten the error lists them unless force f a i l e d p r e c o n d i t i o n while a prompt runs p r o m p t r u n n i n g with conversation as prompt for a closed or suspended session the files alone can be restored without loading it.
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.AgentServiceRestoreCheckpointContext] instead.
+func (a *Client) AgentServiceRestoreCheckpoint(params *AgentServiceRestoreCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceRestoreCheckpointOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.AgentServiceRestoreCheckpointContext(ctx, params, authInfo, opts...)
+}
+
+// AgentServiceRestoreCheckpointContext restores checkpoint puts the workspace back as it was after a turn and with conversation also the history then emits checkpoint restored n o t f o u n d c h e c k p o i n t n o t f o u n d for a turn without a checkpoint f a i l e d p r e c o n d i t i o n c h e c k p o i n t u s e r c h a n g e s when files changed outside the agent since its last checkpoint would be overwritten the error lists them unless force f a i l e d p r e c o n d i t i o n while a prompt runs p r o m p t r u n n i n g with conversation as prompt for a closed or suspended session the files alone can be restored without loading it.
+//
+// Do not use the deprecated [AgentServiceRestoreCheckpointParams.Context] with this method: it would be ignored.
+func (a *Client) AgentServiceRestoreCheckpointContext(ctx context.Context, params *AgentServiceRestoreCheckpointParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AgentServiceRestoreCheckpointOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewAgentServiceRestoreCheckpointParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "AgentService_RestoreCheckpoint",
+		Method:             "POST",
+		PathPattern:        "/v1/sessions/{sessionId}/checkpoints:restore",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &AgentServiceRestoreCheckpointReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*AgentServiceRestoreCheckpointOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+	//
+	// a default response is provided: fill this and return an error
+	unexpectedSuccess := result.(*AgentServiceRestoreCheckpointDefault)
 
 	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
 }

@@ -11,6 +11,7 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from fabro.agent.v1 import checkpoint_pb2 as fabro_dot_agent_dot_v1_dot_checkpoint__pb2
 from fabro.agent.v1 import events_pb2 as fabro_dot_agent_dot_v1_dot_events__pb2
 from fabro.agent.v1 import extensions_pb2 as fabro_dot_agent_dot_v1_dot_extensions__pb2
 from fabro.agent.v1 import types_pb2 as fabro_dot_agent_dot_v1_dot_types__pb2
@@ -21,7 +22,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x61\x62ro/agent/v1/agent.proto\x12\x0e\x66\x61\x62ro.agent.v1\x1a\x1b\x66\x61\x62ro/agent/v1/events.proto\x1a\x1f\x66\x61\x62ro/agent/v1/extensions.proto\x1a\x1a\x66\x61\x62ro/agent/v1/types.proto\x1a\x18\x66\x61\x62ro/llm/v1/types.proto\x1a\x1e\x66\x61\x62ro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n\x14\x43reateSessionRequest\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x1f\n\nsandbox_id\x18\x02 \x01(\tH\x00R\tsandboxId\x12\x42\n\x0csandbox_spec\x18\x03 \x01(\x0b\x32\x1d.fabro.sandbox.v1.SandboxSpecH\x00R\x0bsandboxSpec\x12J\n\x10permission_level\x18\x04 \x01(\x0e\x32\x1f.fabro.agent.v1.PermissionLevelR\x0fpermissionLevel\x12\x36\n\x07options\x18\x05 \x01(\x0b\x32\x1c.fabro.agent.v1.AgentOptionsR\x07options\x12*\n\x11parent_session_id\x18\x06 \x01(\tR\x0fparentSessionId\x12\x38\n\x08settings\x18\x14 \x01(\x0b\x32\x1c.fabro.agent.v1.ToolSettingsR\x08settings\x12G\n approved_project_settings_sha256\x18\x15 \x01(\tR\x1d\x61pprovedProjectSettingsSha256\x12=\n\x0c\x63lient_tools\x18\x16 \x03(\x0b\x32\x1a.fabro.agent.v1.ClientToolR\x0b\x63lientToolsB\t\n\x07sandbox\"J\n\x15\x43reateSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\"\xaa\x01\n\rPromptRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12/\n\x13\x63ontinue_unfinished\x18\x03 \x01(\x08R\x12\x63ontinueUnfinished\x12\x30\n\x14\x63\x61ncel_on_disconnect\x18\x04 \x01(\x08R\x12\x63\x61ncelOnDisconnect\"B\n\x0ePromptResponse\x12\x30\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1a.fabro.agent.v1.AgentEventR\x05\x65vent\"}\n\x12StartPromptRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12/\n\x13\x63ontinue_unfinished\x18\x03 \x01(\x08R\x12\x63ontinueUnfinished\"a\n\x13StartPromptResponse\x12 \n\tprompt_id\x18\x01 \x01(\tB\x03\xe0\x41\x03R\x08promptId\x12(\n\rfrom_sequence\x18\x02 \x01(\x04\x42\x03\xe0\x41\x03R\x0c\x66romSequence\"\xa7\x01\n\x0cSteerRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x17\n\x04text\x18\x02 \x01(\tB\x03\xe0\x41\x02R\x04text\x12-\n\x04mode\x18\x03 \x01(\x0e\x32\x19.fabro.agent.v1.SteerModeR\x04mode\x12+\n\x05\x61\x63tor\x18\x04 \x01(\x0b\x32\x15.fabro.agent.v1.ActorR\x05\x61\x63tor\"x\n\rSteerResponse\x12\x1f\n\x0bsteering_id\x18\x01 \x01(\tR\nsteeringId\x12\x1f\n\x0bqueue_depth\x18\x02 \x01(\x05R\nqueueDepth\x12%\n\x0e\x65victed_oldest\x18\x03 \x01(\x08R\revictedOldest\"{\n\x0f\x46ollowUpRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x17\n\x04text\x18\x02 \x01(\tB\x03\xe0\x41\x02R\x04text\x12+\n\x05\x61\x63tor\x18\x03 \x01(\x0b\x32\x15.fabro.agent.v1.ActorR\x05\x61\x63tor\"U\n\x10\x46ollowUpResponse\x12 \n\x0c\x66ollow_up_id\x18\x01 \x01(\tR\nfollowUpId\x12\x1f\n\x0bqueue_depth\x18\x02 \x01(\x05R\nqueueDepth\"6\n\x10InterruptRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"U\n\x11InterruptResponse\x12 \n\x0binterrupted\x18\x01 \x01(\x08R\x0binterrupted\x12\x1e\n\ngeneration\x18\x02 \x01(\x03R\ngeneration\"J\n\x0c\x41\x62ortRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"F\n\rAbortResponse\x12\x18\n\x07\x61\x62orted\x18\x01 \x01(\x08R\x07\x61\x62orted\x12\x1b\n\tprompt_id\x18\x02 \x01(\tR\x08promptId\"7\n\x11GetHistoryRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"c\n\x12GetHistoryResponse\x12\x31\n\x08messages\x18\x01 \x03(\x0b\x32\x15.fabro.llm.v1.MessageR\x08messages\x12\x1a\n\x08sequence\x18\x02 \x01(\x04R\x08sequence\"8\n\x12GetSnapshotRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"\xb8\x01\n\x0f\x45nvironmentInfo\x12+\n\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x1a\n\x08platform\x18\x02 \x01(\tR\x08platform\x12\x1d\n\nos_version\x18\x03 \x01(\tR\tosVersion\x12\x1e\n\x0bis_git_repo\x18\x04 \x01(\x08R\tisGitRepo\x12\x1d\n\ngit_branch\x18\x05 \x01(\tR\tgitBranch\"\xf7\x03\n\x0fSessionSnapshot\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\x12\x36\n\x07options\x18\x02 \x01(\x0b\x32\x1c.fabro.agent.v1.AgentOptionsR\x07options\x12\x31\n\x05tools\x18\x03 \x03(\x0b\x32\x1b.fabro.agent.v1.SessionToolR\x05tools\x12.\n\x06memory\x18\x04 \x01(\x0b\x32\x16.fabro.agent.v1.MemoryR\x06memory\x12-\n\x06skills\x18\x05 \x03(\x0b\x32\x15.fabro.agent.v1.SkillR\x06skills\x12\x37\n\ntodo_lists\x18\x06 \x03(\x0b\x32\x18.fabro.agent.v1.TodoListR\ttodoLists\x12\x41\n\x0b\x65nvironment\x18\x07 \x01(\x0b\x32\x1f.fabro.agent.v1.EnvironmentInfoR\x0b\x65nvironment\x12#\n\rsystem_prompt\x18\x08 \x01(\tR\x0csystemPrompt\x12*\n\x11open_subagent_ids\x18\t \x03(\tR\x0fopenSubagentIds\x12\x1a\n\x08sequence\x18\n \x01(\x04R\x08sequence\"R\n\x13GetSnapshotResponse\x12;\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1f.fabro.agent.v1.SessionSnapshotR\x08snapshot\"7\n\x11GetSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"L\n\x12GetSessionResponse\x12\x36\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionB\x03\xe0\x41\x03R\x07session\"\xe0\x01\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x34\n\x06states\x18\x03 \x03(\x0e\x32\x1c.fabro.agent.v1.SessionStateR\x06states\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12+\n\x11include_subagents\x18\x05 \x01(\x08R\x10includeSubagents\"s\n\x14ListSessionsResponse\x12\x33\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.fabro.agent.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"9\n\x13\x43loseSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"I\n\x14\x43loseSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\":\n\x14\x44\x65leteSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"\x17\n\x15\x44\x65leteSessionResponse\"\xf8\x01\n\x14ResumeSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n\nsandbox_id\x18\x03 \x01(\tH\x00R\tsandboxId\x12\x42\n\x0csandbox_spec\x18\x04 \x01(\x0b\x32\x1d.fabro.sandbox.v1.SandboxSpecH\x00R\x0bsandboxSpec\x12\x36\n\x07options\x18\x05 \x01(\x0b\x32\x1c.fabro.agent.v1.AgentOptionsR\x07optionsB\t\n\x07sandbox\"J\n\x15ResumeSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\"\xc0\x01\n\x13StreamEventsRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12#\n\rfrom_sequence\x18\x02 \x01(\x04R\x0c\x66romSequence\x12\x16\n\x06\x66ollow\x18\x03 \x01(\x08R\x06\x66ollow\x12+\n\x11include_subagents\x18\x04 \x01(\x08R\x10includeSubagents\x12\x1b\n\tprompt_id\x18\x05 \x01(\tR\x08promptId\"H\n\x14StreamEventsResponse\x12\x30\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1a.fabro.agent.v1.AgentEventR\x05\x65vent\"q\n\x1cIssueEventsCredentialRequest\x12$\n\x0bsession_ids\x18\x01 \x03(\tB\x03\xe0\x41\x02R\nsessionIds\x12+\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03ttl\"\xa5\x02\n\x1dIssueEventsCredentialResponse\x12\x19\n\x08nats_url\x18\x01 \x01(\tR\x07natsUrl\x12\x12\n\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n\x08password\x18\x03 \x01(\tR\x08password\x12!\n\x0cinbox_prefix\x18\x04 \x01(\tR\x0binboxPrefix\x12\x1a\n\x08subjects\x18\x05 \x03(\tR\x08subjects\x12%\n\x0e\x63onsumer_names\x18\x06 \x03(\tR\rconsumerNames\x12\x16\n\x06stream\x18\x07 \x01(\tR\x06stream\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime*Q\n\tSteerMode\x12\x1a\n\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10STEER_MODE_QUEUE\x10\x01\x12\x12\n\x0eSTEER_MODE_NOW\x10\x02\x32\xb6\x0c\n\x0c\x41gentService\x12\\\n\rCreateSession\x12$.fabro.agent.v1.CreateSessionRequest\x1a%.fabro.agent.v1.CreateSessionResponse\x12I\n\x06Prompt\x12\x1d.fabro.agent.v1.PromptRequest\x1a\x1e.fabro.agent.v1.PromptResponse0\x01\x12V\n\x0bStartPrompt\x12\".fabro.agent.v1.StartPromptRequest\x1a#.fabro.agent.v1.StartPromptResponse\x12\x44\n\x05Steer\x12\x1c.fabro.agent.v1.SteerRequest\x1a\x1d.fabro.agent.v1.SteerResponse\x12M\n\x08\x46ollowUp\x12\x1f.fabro.agent.v1.FollowUpRequest\x1a .fabro.agent.v1.FollowUpResponse\x12P\n\tInterrupt\x12 .fabro.agent.v1.InterruptRequest\x1a!.fabro.agent.v1.InterruptResponse\x12\x44\n\x05\x41\x62ort\x12\x1c.fabro.agent.v1.AbortRequest\x1a\x1d.fabro.agent.v1.AbortResponse\x12S\n\nGetHistory\x12!.fabro.agent.v1.GetHistoryRequest\x1a\".fabro.agent.v1.GetHistoryResponse\x12V\n\x0bGetSnapshot\x12\".fabro.agent.v1.GetSnapshotRequest\x1a#.fabro.agent.v1.GetSnapshotResponse\x12S\n\nGetSession\x12!.fabro.agent.v1.GetSessionRequest\x1a\".fabro.agent.v1.GetSessionResponse\x12Y\n\x0cListSessions\x12#.fabro.agent.v1.ListSessionsRequest\x1a$.fabro.agent.v1.ListSessionsResponse\x12Y\n\x0c\x43loseSession\x12#.fabro.agent.v1.CloseSessionRequest\x1a$.fabro.agent.v1.CloseSessionResponse\x12\\\n\rDeleteSession\x12$.fabro.agent.v1.DeleteSessionRequest\x1a%.fabro.agent.v1.DeleteSessionResponse\x12\\\n\rResumeSession\x12$.fabro.agent.v1.ResumeSessionRequest\x1a%.fabro.agent.v1.ResumeSessionResponse\x12[\n\x0cStreamEvents\x12#.fabro.agent.v1.StreamEventsRequest\x1a$.fabro.agent.v1.StreamEventsResponse0\x01\x12J\n\x07\x41pprove\x12\x1e.fabro.agent.v1.ApproveRequest\x1a\x1f.fabro.agent.v1.ApproveResponse\x12\x65\n\x10SubmitToolResult\x12\'.fabro.agent.v1.SubmitToolResultRequest\x1a(.fabro.agent.v1.SubmitToolResultResponse\x12t\n\x15IssueEventsCredential\x12,.fabro.agent.v1.IssueEventsCredentialRequest\x1a-.fabro.agent.v1.IssueEventsCredentialResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x61\x62ro/agent/v1/agent.proto\x12\x0e\x66\x61\x62ro.agent.v1\x1a\x1f\x66\x61\x62ro/agent/v1/checkpoint.proto\x1a\x1b\x66\x61\x62ro/agent/v1/events.proto\x1a\x1f\x66\x61\x62ro/agent/v1/extensions.proto\x1a\x1a\x66\x61\x62ro/agent/v1/types.proto\x1a\x18\x66\x61\x62ro/llm/v1/types.proto\x1a\x1e\x66\x61\x62ro/sandbox/v1/sandbox.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n\x14\x43reateSessionRequest\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x1f\n\nsandbox_id\x18\x02 \x01(\tH\x00R\tsandboxId\x12\x42\n\x0csandbox_spec\x18\x03 \x01(\x0b\x32\x1d.fabro.sandbox.v1.SandboxSpecH\x00R\x0bsandboxSpec\x12J\n\x10permission_level\x18\x04 \x01(\x0e\x32\x1f.fabro.agent.v1.PermissionLevelR\x0fpermissionLevel\x12\x36\n\x07options\x18\x05 \x01(\x0b\x32\x1c.fabro.agent.v1.AgentOptionsR\x07options\x12*\n\x11parent_session_id\x18\x06 \x01(\tR\x0fparentSessionId\x12\x38\n\x08settings\x18\x14 \x01(\x0b\x32\x1c.fabro.agent.v1.ToolSettingsR\x08settings\x12G\n approved_project_settings_sha256\x18\x15 \x01(\tR\x1d\x61pprovedProjectSettingsSha256\x12=\n\x0c\x63lient_tools\x18\x16 \x03(\x0b\x32\x1a.fabro.agent.v1.ClientToolR\x0b\x63lientToolsB\t\n\x07sandbox\"J\n\x15\x43reateSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\"\xaa\x01\n\rPromptRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12/\n\x13\x63ontinue_unfinished\x18\x03 \x01(\x08R\x12\x63ontinueUnfinished\x12\x30\n\x14\x63\x61ncel_on_disconnect\x18\x04 \x01(\x08R\x12\x63\x61ncelOnDisconnect\"B\n\x0ePromptResponse\x12\x30\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1a.fabro.agent.v1.AgentEventR\x05\x65vent\"}\n\x12StartPromptRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12/\n\x13\x63ontinue_unfinished\x18\x03 \x01(\x08R\x12\x63ontinueUnfinished\"a\n\x13StartPromptResponse\x12 \n\tprompt_id\x18\x01 \x01(\tB\x03\xe0\x41\x03R\x08promptId\x12(\n\rfrom_sequence\x18\x02 \x01(\x04\x42\x03\xe0\x41\x03R\x0c\x66romSequence\"\xa7\x01\n\x0cSteerRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x17\n\x04text\x18\x02 \x01(\tB\x03\xe0\x41\x02R\x04text\x12-\n\x04mode\x18\x03 \x01(\x0e\x32\x19.fabro.agent.v1.SteerModeR\x04mode\x12+\n\x05\x61\x63tor\x18\x04 \x01(\x0b\x32\x15.fabro.agent.v1.ActorR\x05\x61\x63tor\"x\n\rSteerResponse\x12\x1f\n\x0bsteering_id\x18\x01 \x01(\tR\nsteeringId\x12\x1f\n\x0bqueue_depth\x18\x02 \x01(\x05R\nqueueDepth\x12%\n\x0e\x65victed_oldest\x18\x03 \x01(\x08R\revictedOldest\"{\n\x0f\x46ollowUpRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x17\n\x04text\x18\x02 \x01(\tB\x03\xe0\x41\x02R\x04text\x12+\n\x05\x61\x63tor\x18\x03 \x01(\x0b\x32\x15.fabro.agent.v1.ActorR\x05\x61\x63tor\"U\n\x10\x46ollowUpResponse\x12 \n\x0c\x66ollow_up_id\x18\x01 \x01(\tR\nfollowUpId\x12\x1f\n\x0bqueue_depth\x18\x02 \x01(\x05R\nqueueDepth\"6\n\x10InterruptRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"U\n\x11InterruptResponse\x12 \n\x0binterrupted\x18\x01 \x01(\x08R\x0binterrupted\x12\x1e\n\ngeneration\x18\x02 \x01(\x03R\ngeneration\"J\n\x0c\x41\x62ortRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"F\n\rAbortResponse\x12\x18\n\x07\x61\x62orted\x18\x01 \x01(\x08R\x07\x61\x62orted\x12\x1b\n\tprompt_id\x18\x02 \x01(\tR\x08promptId\"7\n\x11GetHistoryRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"c\n\x12GetHistoryResponse\x12\x31\n\x08messages\x18\x01 \x03(\x0b\x32\x15.fabro.llm.v1.MessageR\x08messages\x12\x1a\n\x08sequence\x18\x02 \x01(\x04R\x08sequence\"8\n\x12GetSnapshotRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"\xb8\x01\n\x0f\x45nvironmentInfo\x12+\n\x11working_directory\x18\x01 \x01(\tR\x10workingDirectory\x12\x1a\n\x08platform\x18\x02 \x01(\tR\x08platform\x12\x1d\n\nos_version\x18\x03 \x01(\tR\tosVersion\x12\x1e\n\x0bis_git_repo\x18\x04 \x01(\x08R\tisGitRepo\x12\x1d\n\ngit_branch\x18\x05 \x01(\tR\tgitBranch\"\xf7\x03\n\x0fSessionSnapshot\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\x12\x36\n\x07options\x18\x02 \x01(\x0b\x32\x1c.fabro.agent.v1.AgentOptionsR\x07options\x12\x31\n\x05tools\x18\x03 \x03(\x0b\x32\x1b.fabro.agent.v1.SessionToolR\x05tools\x12.\n\x06memory\x18\x04 \x01(\x0b\x32\x16.fabro.agent.v1.MemoryR\x06memory\x12-\n\x06skills\x18\x05 \x03(\x0b\x32\x15.fabro.agent.v1.SkillR\x06skills\x12\x37\n\ntodo_lists\x18\x06 \x03(\x0b\x32\x18.fabro.agent.v1.TodoListR\ttodoLists\x12\x41\n\x0b\x65nvironment\x18\x07 \x01(\x0b\x32\x1f.fabro.agent.v1.EnvironmentInfoR\x0b\x65nvironment\x12#\n\rsystem_prompt\x18\x08 \x01(\tR\x0csystemPrompt\x12*\n\x11open_subagent_ids\x18\t \x03(\tR\x0fopenSubagentIds\x12\x1a\n\x08sequence\x18\n \x01(\x04R\x08sequence\"R\n\x13GetSnapshotResponse\x12;\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1f.fabro.agent.v1.SessionSnapshotR\x08snapshot\"7\n\x11GetSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"L\n\x12GetSessionResponse\x12\x36\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionB\x03\xe0\x41\x03R\x07session\"\xe0\x01\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x34\n\x06states\x18\x03 \x03(\x0e\x32\x1c.fabro.agent.v1.SessionStateR\x06states\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12+\n\x11include_subagents\x18\x05 \x01(\x08R\x10includeSubagents\"s\n\x14ListSessionsResponse\x12\x33\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.fabro.agent.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"9\n\x13\x43loseSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"I\n\x14\x43loseSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\":\n\x14\x44\x65leteSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\"\x17\n\x15\x44\x65leteSessionResponse\"\xf8\x01\n\x14ResumeSessionRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n\nsandbox_id\x18\x03 \x01(\tH\x00R\tsandboxId\x12\x42\n\x0csandbox_spec\x18\x04 \x01(\x0b\x32\x1d.fabro.sandbox.v1.SandboxSpecH\x00R\x0bsandboxSpec\x12\x36\n\x07options\x18\x05 \x01(\x0b\x32\x1c.fabro.agent.v1.AgentOptionsR\x07optionsB\t\n\x07sandbox\"J\n\x15ResumeSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.fabro.agent.v1.SessionR\x07session\"\xc0\x01\n\x13StreamEventsRequest\x12\"\n\nsession_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\tsessionId\x12#\n\rfrom_sequence\x18\x02 \x01(\x04R\x0c\x66romSequence\x12\x16\n\x06\x66ollow\x18\x03 \x01(\x08R\x06\x66ollow\x12+\n\x11include_subagents\x18\x04 \x01(\x08R\x10includeSubagents\x12\x1b\n\tprompt_id\x18\x05 \x01(\tR\x08promptId\"H\n\x14StreamEventsResponse\x12\x30\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1a.fabro.agent.v1.AgentEventR\x05\x65vent\"q\n\x1cIssueEventsCredentialRequest\x12$\n\x0bsession_ids\x18\x01 \x03(\tB\x03\xe0\x41\x02R\nsessionIds\x12+\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03ttl\"\xa5\x02\n\x1dIssueEventsCredentialResponse\x12\x19\n\x08nats_url\x18\x01 \x01(\tR\x07natsUrl\x12\x12\n\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n\x08password\x18\x03 \x01(\tR\x08password\x12!\n\x0cinbox_prefix\x18\x04 \x01(\tR\x0binboxPrefix\x12\x1a\n\x08subjects\x18\x05 \x03(\tR\x08subjects\x12%\n\x0e\x63onsumer_names\x18\x06 \x03(\tR\rconsumerNames\x12\x16\n\x06stream\x18\x07 \x01(\tR\x06stream\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime*Q\n\tSteerMode\x12\x1a\n\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10STEER_MODE_QUEUE\x10\x01\x12\x12\n\x0eSTEER_MODE_NOW\x10\x02\x32\xe5\x0e\n\x0c\x41gentService\x12\\\n\rCreateSession\x12$.fabro.agent.v1.CreateSessionRequest\x1a%.fabro.agent.v1.CreateSessionResponse\x12I\n\x06Prompt\x12\x1d.fabro.agent.v1.PromptRequest\x1a\x1e.fabro.agent.v1.PromptResponse0\x01\x12V\n\x0bStartPrompt\x12\".fabro.agent.v1.StartPromptRequest\x1a#.fabro.agent.v1.StartPromptResponse\x12\x44\n\x05Steer\x12\x1c.fabro.agent.v1.SteerRequest\x1a\x1d.fabro.agent.v1.SteerResponse\x12M\n\x08\x46ollowUp\x12\x1f.fabro.agent.v1.FollowUpRequest\x1a .fabro.agent.v1.FollowUpResponse\x12P\n\tInterrupt\x12 .fabro.agent.v1.InterruptRequest\x1a!.fabro.agent.v1.InterruptResponse\x12\x44\n\x05\x41\x62ort\x12\x1c.fabro.agent.v1.AbortRequest\x1a\x1d.fabro.agent.v1.AbortResponse\x12S\n\nGetHistory\x12!.fabro.agent.v1.GetHistoryRequest\x1a\".fabro.agent.v1.GetHistoryResponse\x12V\n\x0bGetSnapshot\x12\".fabro.agent.v1.GetSnapshotRequest\x1a#.fabro.agent.v1.GetSnapshotResponse\x12S\n\nGetSession\x12!.fabro.agent.v1.GetSessionRequest\x1a\".fabro.agent.v1.GetSessionResponse\x12Y\n\x0cListSessions\x12#.fabro.agent.v1.ListSessionsRequest\x1a$.fabro.agent.v1.ListSessionsResponse\x12Y\n\x0c\x43loseSession\x12#.fabro.agent.v1.CloseSessionRequest\x1a$.fabro.agent.v1.CloseSessionResponse\x12\\\n\rDeleteSession\x12$.fabro.agent.v1.DeleteSessionRequest\x1a%.fabro.agent.v1.DeleteSessionResponse\x12\\\n\rResumeSession\x12$.fabro.agent.v1.ResumeSessionRequest\x1a%.fabro.agent.v1.ResumeSessionResponse\x12[\n\x0cStreamEvents\x12#.fabro.agent.v1.StreamEventsRequest\x1a$.fabro.agent.v1.StreamEventsResponse0\x01\x12J\n\x07\x41pprove\x12\x1e.fabro.agent.v1.ApproveRequest\x1a\x1f.fabro.agent.v1.ApproveResponse\x12\x65\n\x10SubmitToolResult\x12\'.fabro.agent.v1.SubmitToolResultRequest\x1a(.fabro.agent.v1.SubmitToolResultResponse\x12t\n\x15IssueEventsCredential\x12,.fabro.agent.v1.IssueEventsCredentialRequest\x1a-.fabro.agent.v1.IssueEventsCredentialResponse\x12\x62\n\x0fListCheckpoints\x12&.fabro.agent.v1.ListCheckpointsRequest\x1a\'.fabro.agent.v1.ListCheckpointsResponse\x12_\n\x0e\x44iffCheckpoint\x12%.fabro.agent.v1.DiffCheckpointRequest\x1a&.fabro.agent.v1.DiffCheckpointResponse\x12h\n\x11RestoreCheckpoint\x12(.fabro.agent.v1.RestoreCheckpointRequest\x1a).fabro.agent.v1.RestoreCheckpointResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'fabro.agent.v1.agent_pb2', globals())
@@ -66,76 +67,76 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _STREAMEVENTSREQUEST.fields_by_name['session_id']._serialized_options = b'\340A\002'
   _ISSUEEVENTSCREDENTIALREQUEST.fields_by_name['session_ids']._options = None
   _ISSUEEVENTSCREDENTIALREQUEST.fields_by_name['session_ids']._serialized_options = b'\340A\002'
-  _STEERMODE._serialized_start=4857
-  _STEERMODE._serialized_end=4938
-  _CREATESESSIONREQUEST._serialized_start=293
-  _CREATESESSIONREQUEST._serialized_end=819
-  _CREATESESSIONRESPONSE._serialized_start=821
-  _CREATESESSIONRESPONSE._serialized_end=895
-  _PROMPTREQUEST._serialized_start=898
-  _PROMPTREQUEST._serialized_end=1068
-  _PROMPTRESPONSE._serialized_start=1070
-  _PROMPTRESPONSE._serialized_end=1136
-  _STARTPROMPTREQUEST._serialized_start=1138
-  _STARTPROMPTREQUEST._serialized_end=1263
-  _STARTPROMPTRESPONSE._serialized_start=1265
-  _STARTPROMPTRESPONSE._serialized_end=1362
-  _STEERREQUEST._serialized_start=1365
-  _STEERREQUEST._serialized_end=1532
-  _STEERRESPONSE._serialized_start=1534
-  _STEERRESPONSE._serialized_end=1654
-  _FOLLOWUPREQUEST._serialized_start=1656
-  _FOLLOWUPREQUEST._serialized_end=1779
-  _FOLLOWUPRESPONSE._serialized_start=1781
-  _FOLLOWUPRESPONSE._serialized_end=1866
-  _INTERRUPTREQUEST._serialized_start=1868
-  _INTERRUPTREQUEST._serialized_end=1922
-  _INTERRUPTRESPONSE._serialized_start=1924
-  _INTERRUPTRESPONSE._serialized_end=2009
-  _ABORTREQUEST._serialized_start=2011
-  _ABORTREQUEST._serialized_end=2085
-  _ABORTRESPONSE._serialized_start=2087
-  _ABORTRESPONSE._serialized_end=2157
-  _GETHISTORYREQUEST._serialized_start=2159
-  _GETHISTORYREQUEST._serialized_end=2214
-  _GETHISTORYRESPONSE._serialized_start=2216
-  _GETHISTORYRESPONSE._serialized_end=2315
-  _GETSNAPSHOTREQUEST._serialized_start=2317
-  _GETSNAPSHOTREQUEST._serialized_end=2373
-  _ENVIRONMENTINFO._serialized_start=2376
-  _ENVIRONMENTINFO._serialized_end=2560
-  _SESSIONSNAPSHOT._serialized_start=2563
-  _SESSIONSNAPSHOT._serialized_end=3066
-  _GETSNAPSHOTRESPONSE._serialized_start=3068
-  _GETSNAPSHOTRESPONSE._serialized_end=3150
-  _GETSESSIONREQUEST._serialized_start=3152
-  _GETSESSIONREQUEST._serialized_end=3207
-  _GETSESSIONRESPONSE._serialized_start=3209
-  _GETSESSIONRESPONSE._serialized_end=3285
-  _LISTSESSIONSREQUEST._serialized_start=3288
-  _LISTSESSIONSREQUEST._serialized_end=3512
-  _LISTSESSIONSRESPONSE._serialized_start=3514
-  _LISTSESSIONSRESPONSE._serialized_end=3629
-  _CLOSESESSIONREQUEST._serialized_start=3631
-  _CLOSESESSIONREQUEST._serialized_end=3688
-  _CLOSESESSIONRESPONSE._serialized_start=3690
-  _CLOSESESSIONRESPONSE._serialized_end=3763
-  _DELETESESSIONREQUEST._serialized_start=3765
-  _DELETESESSIONREQUEST._serialized_end=3823
-  _DELETESESSIONRESPONSE._serialized_start=3825
-  _DELETESESSIONRESPONSE._serialized_end=3848
-  _RESUMESESSIONREQUEST._serialized_start=3851
-  _RESUMESESSIONREQUEST._serialized_end=4099
-  _RESUMESESSIONRESPONSE._serialized_start=4101
-  _RESUMESESSIONRESPONSE._serialized_end=4175
-  _STREAMEVENTSREQUEST._serialized_start=4178
-  _STREAMEVENTSREQUEST._serialized_end=4370
-  _STREAMEVENTSRESPONSE._serialized_start=4372
-  _STREAMEVENTSRESPONSE._serialized_end=4444
-  _ISSUEEVENTSCREDENTIALREQUEST._serialized_start=4446
-  _ISSUEEVENTSCREDENTIALREQUEST._serialized_end=4559
-  _ISSUEEVENTSCREDENTIALRESPONSE._serialized_start=4562
-  _ISSUEEVENTSCREDENTIALRESPONSE._serialized_end=4855
-  _AGENTSERVICE._serialized_start=4941
-  _AGENTSERVICE._serialized_end=6531
+  _STEERMODE._serialized_start=4890
+  _STEERMODE._serialized_end=4971
+  _CREATESESSIONREQUEST._serialized_start=326
+  _CREATESESSIONREQUEST._serialized_end=852
+  _CREATESESSIONRESPONSE._serialized_start=854
+  _CREATESESSIONRESPONSE._serialized_end=928
+  _PROMPTREQUEST._serialized_start=931
+  _PROMPTREQUEST._serialized_end=1101
+  _PROMPTRESPONSE._serialized_start=1103
+  _PROMPTRESPONSE._serialized_end=1169
+  _STARTPROMPTREQUEST._serialized_start=1171
+  _STARTPROMPTREQUEST._serialized_end=1296
+  _STARTPROMPTRESPONSE._serialized_start=1298
+  _STARTPROMPTRESPONSE._serialized_end=1395
+  _STEERREQUEST._serialized_start=1398
+  _STEERREQUEST._serialized_end=1565
+  _STEERRESPONSE._serialized_start=1567
+  _STEERRESPONSE._serialized_end=1687
+  _FOLLOWUPREQUEST._serialized_start=1689
+  _FOLLOWUPREQUEST._serialized_end=1812
+  _FOLLOWUPRESPONSE._serialized_start=1814
+  _FOLLOWUPRESPONSE._serialized_end=1899
+  _INTERRUPTREQUEST._serialized_start=1901
+  _INTERRUPTREQUEST._serialized_end=1955
+  _INTERRUPTRESPONSE._serialized_start=1957
+  _INTERRUPTRESPONSE._serialized_end=2042
+  _ABORTREQUEST._serialized_start=2044
+  _ABORTREQUEST._serialized_end=2118
+  _ABORTRESPONSE._serialized_start=2120
+  _ABORTRESPONSE._serialized_end=2190
+  _GETHISTORYREQUEST._serialized_start=2192
+  _GETHISTORYREQUEST._serialized_end=2247
+  _GETHISTORYRESPONSE._serialized_start=2249
+  _GETHISTORYRESPONSE._serialized_end=2348
+  _GETSNAPSHOTREQUEST._serialized_start=2350
+  _GETSNAPSHOTREQUEST._serialized_end=2406
+  _ENVIRONMENTINFO._serialized_start=2409
+  _ENVIRONMENTINFO._serialized_end=2593
+  _SESSIONSNAPSHOT._serialized_start=2596
+  _SESSIONSNAPSHOT._serialized_end=3099
+  _GETSNAPSHOTRESPONSE._serialized_start=3101
+  _GETSNAPSHOTRESPONSE._serialized_end=3183
+  _GETSESSIONREQUEST._serialized_start=3185
+  _GETSESSIONREQUEST._serialized_end=3240
+  _GETSESSIONRESPONSE._serialized_start=3242
+  _GETSESSIONRESPONSE._serialized_end=3318
+  _LISTSESSIONSREQUEST._serialized_start=3321
+  _LISTSESSIONSREQUEST._serialized_end=3545
+  _LISTSESSIONSRESPONSE._serialized_start=3547
+  _LISTSESSIONSRESPONSE._serialized_end=3662
+  _CLOSESESSIONREQUEST._serialized_start=3664
+  _CLOSESESSIONREQUEST._serialized_end=3721
+  _CLOSESESSIONRESPONSE._serialized_start=3723
+  _CLOSESESSIONRESPONSE._serialized_end=3796
+  _DELETESESSIONREQUEST._serialized_start=3798
+  _DELETESESSIONREQUEST._serialized_end=3856
+  _DELETESESSIONRESPONSE._serialized_start=3858
+  _DELETESESSIONRESPONSE._serialized_end=3881
+  _RESUMESESSIONREQUEST._serialized_start=3884
+  _RESUMESESSIONREQUEST._serialized_end=4132
+  _RESUMESESSIONRESPONSE._serialized_start=4134
+  _RESUMESESSIONRESPONSE._serialized_end=4208
+  _STREAMEVENTSREQUEST._serialized_start=4211
+  _STREAMEVENTSREQUEST._serialized_end=4403
+  _STREAMEVENTSRESPONSE._serialized_start=4405
+  _STREAMEVENTSRESPONSE._serialized_end=4477
+  _ISSUEEVENTSCREDENTIALREQUEST._serialized_start=4479
+  _ISSUEEVENTSCREDENTIALREQUEST._serialized_end=4592
+  _ISSUEEVENTSCREDENTIALRESPONSE._serialized_start=4595
+  _ISSUEEVENTSCREDENTIALRESPONSE._serialized_end=4888
+  _AGENTSERVICE._serialized_start=4974
+  _AGENTSERVICE._serialized_end=6867
 # @@protoc_insertion_point(module_scope)

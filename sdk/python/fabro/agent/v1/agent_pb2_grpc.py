@@ -3,6 +3,7 @@
 import grpc
 
 from fabro.agent.v1 import agent_pb2 as fabro_dot_agent_dot_v1_dot_agent__pb2
+from fabro.agent.v1 import checkpoint_pb2 as fabro_dot_agent_dot_v1_dot_checkpoint__pb2
 from fabro.agent.v1 import extensions_pb2 as fabro_dot_agent_dot_v1_dot_extensions__pb2
 
 
@@ -149,6 +150,21 @@ class AgentServiceStub(object):
                 '/fabro.agent.v1.AgentService/IssueEventsCredential',
                 request_serializer=fabro_dot_agent_dot_v1_dot_agent__pb2.IssueEventsCredentialRequest.SerializeToString,
                 response_deserializer=fabro_dot_agent_dot_v1_dot_agent__pb2.IssueEventsCredentialResponse.FromString,
+                )
+        self.ListCheckpoints = channel.unary_unary(
+                '/fabro.agent.v1.AgentService/ListCheckpoints',
+                request_serializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.ListCheckpointsRequest.SerializeToString,
+                response_deserializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.ListCheckpointsResponse.FromString,
+                )
+        self.DiffCheckpoint = channel.unary_unary(
+                '/fabro.agent.v1.AgentService/DiffCheckpoint',
+                request_serializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.DiffCheckpointRequest.SerializeToString,
+                response_deserializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.DiffCheckpointResponse.FromString,
+                )
+        self.RestoreCheckpoint = channel.unary_unary(
+                '/fabro.agent.v1.AgentService/RestoreCheckpoint',
+                request_serializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.RestoreCheckpointRequest.SerializeToString,
+                response_deserializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.RestoreCheckpointResponse.FromString,
                 )
 
 
@@ -435,6 +451,44 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCheckpoints(self, request, context):
+        """ListCheckpoints lists the session's checkpoints, oldest first: one for
+        the workspace before its first turn (turn 0) and one after each turn
+        that changed the workspace (turns are counted over the whole session).
+        Checkpoints live in a shadow git repository in the sandbox, outside
+        the workspace. Works on closed and suspended sessions while their
+        sandbox exists. FAILED_PRECONDITION (CHECKPOINTS_UNAVAILABLE) when the
+        sandbox has no git or the session is a subagent (its root's
+        checkpoints hold its changes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DiffCheckpoint(self, request, context):
+        """DiffCheckpoint returns the unified diff of what a turn changed, or of
+        everything since the first checkpoint when turn is unset. NOT_FOUND
+        (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreCheckpoint(self, request, context):
+        """RestoreCheckpoint puts the workspace back as it was after a turn, and
+        with conversation also the history, then emits checkpoint_restored.
+        NOT_FOUND (CHECKPOINT_NOT_FOUND) for a turn without a checkpoint;
+        FAILED_PRECONDITION (CHECKPOINT_USER_CHANGES) when files changed
+        outside the agent since its last checkpoint would be overwritten (the
+        error lists them), unless force; FAILED_PRECONDITION
+        while a prompt runs (PROMPT_RUNNING); with conversation, as Prompt for
+        a closed or suspended session (the files alone can be restored
+        without loading it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -527,6 +581,21 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.IssueEventsCredential,
                     request_deserializer=fabro_dot_agent_dot_v1_dot_agent__pb2.IssueEventsCredentialRequest.FromString,
                     response_serializer=fabro_dot_agent_dot_v1_dot_agent__pb2.IssueEventsCredentialResponse.SerializeToString,
+            ),
+            'ListCheckpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCheckpoints,
+                    request_deserializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.ListCheckpointsRequest.FromString,
+                    response_serializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.ListCheckpointsResponse.SerializeToString,
+            ),
+            'DiffCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffCheckpoint,
+                    request_deserializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.DiffCheckpointRequest.FromString,
+                    response_serializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.DiffCheckpointResponse.SerializeToString,
+            ),
+            'RestoreCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreCheckpoint,
+                    request_deserializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.RestoreCheckpointRequest.FromString,
+                    response_serializer=fabro_dot_agent_dot_v1_dot_checkpoint__pb2.RestoreCheckpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -886,5 +955,56 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/fabro.agent.v1.AgentService/IssueEventsCredential',
             fabro_dot_agent_dot_v1_dot_agent__pb2.IssueEventsCredentialRequest.SerializeToString,
             fabro_dot_agent_dot_v1_dot_agent__pb2.IssueEventsCredentialResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fabro.agent.v1.AgentService/ListCheckpoints',
+            fabro_dot_agent_dot_v1_dot_checkpoint__pb2.ListCheckpointsRequest.SerializeToString,
+            fabro_dot_agent_dot_v1_dot_checkpoint__pb2.ListCheckpointsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DiffCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fabro.agent.v1.AgentService/DiffCheckpoint',
+            fabro_dot_agent_dot_v1_dot_checkpoint__pb2.DiffCheckpointRequest.SerializeToString,
+            fabro_dot_agent_dot_v1_dot_checkpoint__pb2.DiffCheckpointResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RestoreCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fabro.agent.v1.AgentService/RestoreCheckpoint',
+            fabro_dot_agent_dot_v1_dot_checkpoint__pb2.RestoreCheckpointRequest.SerializeToString,
+            fabro_dot_agent_dot_v1_dot_checkpoint__pb2.RestoreCheckpointResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
