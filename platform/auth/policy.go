@@ -162,25 +162,23 @@ func (p *Policy) AllowsModel(canonical string) bool {
 
 // globMatch matches s against pattern, where '*' matches any run.
 func globMatch(pattern, s string) bool {
-	for {
-		star := strings.IndexByte(pattern, '*')
-		if star < 0 {
-			return pattern == s
-		}
-		if !strings.HasPrefix(s, pattern[:star]) {
-			return false
-		}
-		s, pattern = s[star:], pattern[star+1:]
-		if pattern == "" {
-			return true
-		}
-		for i := 0; i <= len(s); i++ {
-			if globMatch(pattern, s[i:]) {
-				return true
-			}
-		}
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, pattern[:star]) {
 		return false
 	}
+	s, pattern = s[star:], pattern[star+1:]
+	if pattern == "" {
+		return true
+	}
+	for i := 0; i <= len(s); i++ {
+		if globMatch(pattern, s[i:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Limited reports whether p limits anything.
