@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -458,5 +459,84 @@ func TestTenancyForwarded(t *testing.T) {
 	}
 	if _, err := a.client.GetSession(as("user:alice"), &agentv1.GetSessionRequest{SessionId: id}); err != nil {
 		t.Errorf("alice's session after bob's delete: %v", err)
+	}
+}
+
+// TestTenancyNATS: through the whole stack, each person's events
+// credential (IssueEventsCredential over gRPC with their own token) reads
+// their own session's live events; Bob's subscriptions to Alice's
+// subjects and his JetStream consumer are refused by the server, and
+// Alice's subscription receives only her own session's events.
+func TestTenancyNATS(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	aliceID, _ := st.createAs(t, who.alice)
+	bobID, _ := st.createAs(t, who.bob)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	connect := func(token, id string) (*nats.Conn, *agentv1.IssueEventsCredentialResponse) {
+		t.Helper()
+		res, err := st.agent.IssueEventsCredential(bearer(ctx, token), &agentv1.IssueEventsCredentialRequest{SessionIds: []string{id}})
+		if err != nil {
+			t.Fatalf("events credential of %s: %v", id, err)
+		}
+		nc, err := nats.Connect(res.GetNatsUrl(), nats.UserInfo(res.GetUser(), res.GetPassword()), nats.CustomInboxPrefix(res.GetInboxPrefix()),
+			nats.MaxReconnects(0), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc, res
+	}
+	anc, ares := connect(who.alice, aliceID)
+	bnc, bres := connect(who.bob, bobID)
+	aliceJSON := "fabro.agent.v1.json.sessions." + aliceID + ".events.>"
+	hers, err := anc.SubscribeSync(aliceJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := anc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, subject := range []string{aliceJSON, "fabro.agent.v1.sessions." + aliceID + ".events.>", ares.GetInboxPrefix() + ".>", "fabro.agent.v1.json.sessions.>"} {
+		if _, err := bnc.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+		if err := bnc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := bnc.LastError(); err == nil || !strings.Contains(err.Error(), `Permissions Violation for Subscription to "`+subject+`"`) {
+			t.Errorf("Bob subscribing to %s: %v, want the server's permissions violation", subject, err)
+		}
+	}
+	// Nothing to set a reply subject on: any publish, JetStream's API
+	// included, is refused. The consumer name is one the credentials used
+	// to be granted, whose pull requests the server answered on any reply
+	// subject: here Alice's.
+	next := "$JS.API.CONSUMER.MSG.NEXT.FABRO_AGENT_EVENTS." + bres.GetUser() + "-1"
+	if err := bnc.PublishRequest(next, "fabro.agent.v1.json.sessions."+aliceID+".events.text_delta", []byte(`{"batch":10}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bnc.LastError(); err == nil || !strings.Contains(err.Error(), `Permissions Violation for Publish to "`+next+`"`) {
+		t.Errorf("Bob's pull request replying into Alice's subject: %v, want the server's permissions violation", err)
+	}
+
+	st.promptAs(t, who.bob, bobID)
+	evs := st.promptAs(t, who.alice, aliceID)
+	if len(evs) == 0 {
+		t.Fatal("Alice's prompt had no events")
+	}
+	for range evs {
+		m, err := hers.NextMsgWithContext(ctx)
+		if err != nil {
+			t.Fatalf("Alice's live events: %v", err)
+		}
+		if !strings.HasPrefix(m.Subject, "fabro.agent.v1.json.sessions."+aliceID+".") || !strings.HasPrefix(m.Header.Get("Fabro-Event-Msg-Id"), aliceID+":") {
+			t.Errorf("Alice received %s (%s), not of her session", m.Subject, m.Header.Get("Fabro-Event-Msg-Id"))
+		}
 	}
 }

@@ -92,7 +92,8 @@ const (
 )
 
 // IssueEventsCredential implements agentv1.AgentServiceServer: a user of
-// the embedded NATS server that reads the named sessions' events only. A
+// the embedded NATS server that subscribes to the named sessions' live
+// events only (no publish, so no JetStream API: replay is StreamEvents). A
 // session of another principal is NOT_FOUND, as an unknown one is, so ids
 // are no oracle.
 func (s *Service) IssueEventsCredential(ctx context.Context, req *agentv1.IssueEventsCredentialRequest) (*agentv1.IssueEventsCredentialResponse, error) {
@@ -149,8 +150,7 @@ func (s *Service) IssueEventsCredential(ctx context.Context, req *agentv1.IssueE
 		"session_ids", ids, "expires", cred.Expires)
 	return &agentv1.IssueEventsCredentialResponse{
 		NatsUrl: s.bus.ClientURL(), User: cred.User, Password: cred.Password, InboxPrefix: cred.InboxPrefix,
-		Subjects: cred.Subjects, ConsumerNames: cred.Consumers, Stream: bus.StreamName,
-		ExpireTime: timestamppb.New(cred.Expires),
+		Subjects: cred.Subjects, ExpireTime: timestamppb.New(cred.Expires),
 	}, nil
 }
 

@@ -56,7 +56,8 @@ func as(name string, role auth.Role) context.Context {
 // TestIssueEventsCredential: a user gets a credential for their own
 // sessions only (another's is NOT_FOUND, exactly as an unknown one, and a
 // list with one of another's issues nothing); an admin for anyone's; the
-// credential works against the server as its response describes; bad
+// credential works against the server as its response describes (its
+// sessions' live subjects, no JetStream: replay is StreamEvents); bad
 // requests are INVALID_ARGUMENT naming the field; the per-principal
 // limit is RESOURCE_EXHAUSTED.
 func TestIssueEventsCredential(t *testing.T) {
@@ -70,8 +71,9 @@ func TestIssueEventsCredential(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Alice's own session: %v", err)
 	}
-	if res.GetNatsUrl() != s.NATSURL() || res.GetUser() == "" || res.GetPassword() == "" || res.GetStream() != bus.StreamName ||
-		len(res.GetConsumerNames()) != bus.CredentialConsumers || !strings.HasPrefix(res.GetInboxPrefix(), "_INBOX_") {
+	// The deprecated stream and consumer_names stay empty: no JetStream.
+	if res.GetNatsUrl() != s.NATSURL() || res.GetUser() == "" || res.GetPassword() == "" || res.GetStream() != "" ||
+		len(res.GetConsumerNames()) != 0 || !strings.HasPrefix(res.GetInboxPrefix(), "_INBOX_") {
 		t.Errorf("response %v", res)
 	}
 	if d := time.Until(res.GetExpireTime().AsTime()); d < 14*time.Minute || d > 15*time.Minute {
@@ -83,22 +85,35 @@ func TestIssueEventsCredential(t *testing.T) {
 		}
 	}
 
-	// As the response says: user, password, inbox prefix; a consumer with
-	// one of its names, filtered to the session in the API subject.
-	nc, err := nats.Connect(res.GetNatsUrl(), nats.UserInfo(res.GetUser(), res.GetPassword()), nats.CustomInboxPrefix(res.GetInboxPrefix()))
+	// As the response says: user, password, inbox prefix; a live
+	// subscription to each of its subjects works, and the JetStream API is
+	// refused by the server.
+	nc, err := nats.Connect(res.GetNatsUrl(), nats.UserInfo(res.GetUser(), res.GetPassword()), nats.CustomInboxPrefix(res.GetInboxPrefix()),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatalf("connect with the credential: %v", err)
 	}
 	defer nc.Close()
+	for _, subject := range res.GetSubjects() {
+		if _, err := nc.SubscribeSync(subject); err != nil {
+			t.Errorf("subscribe to %s: %v", subject, err)
+		}
+	}
+	if err := nc.Flush(); err != nil || nc.LastError() != nil {
+		t.Fatalf("subscriptions to its subjects: %v %v", err, nc.LastError())
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// Refused, the request has no answer: a bound, then the server's word.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := js.CreateOrUpdateConsumer(ctx, res.GetStream(), jetstream.ConsumerConfig{
-		Name: res.GetConsumerNames()[0], FilterSubject: bus.SessionFilter("s_alice")}); err != nil {
-		t.Errorf("a consumer on Alice's session: %v", err)
+	if _, err := js.CreateOrUpdateConsumer(ctx, bus.StreamName, jetstream.ConsumerConfig{FilterSubject: bus.SessionFilter("s_alice")}); err == nil {
+		t.Error("a JetStream consumer on Alice's own session: accepted")
+	}
+	if err := nc.LastError(); err == nil || !strings.Contains(err.Error(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`) {
+		t.Errorf("the consumer got %v from the server, want a permissions violation", err)
 	}
 
 	unknown, errUnknown := issue(bob, "s_nobody")

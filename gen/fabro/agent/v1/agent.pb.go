@@ -2198,12 +2198,14 @@ type IssueEventsCredentialResponse struct {
 	// The subjects it may subscribe to: each session's events on the
 	// protobuf and the JSON subject trees.
 	Subjects []string `protobuf:"bytes,5,rep,name=subjects,proto3" json:"subjects,omitempty"`
-	// The names its JetStream consumers of the events stream must have (one
-	// consumer each, durable or not, created with the filter subject in the
-	// API subject: $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>). Their
-	// number is the credential's consumer cap.
+	// Deprecated: always empty. The credential has no JetStream API, so no
+	// consumers: replay stored events with StreamEvents.
+	//
+	// Deprecated: Marked as deprecated in fabro/agent/v1/agent.proto.
 	ConsumerNames []string `protobuf:"bytes,6,rep,name=consumer_names,json=consumerNames,proto3" json:"consumer_names,omitempty"`
-	// The events stream.
+	// Deprecated: always empty, for the same reason.
+	//
+	// Deprecated: Marked as deprecated in fabro/agent/v1/agent.proto.
 	Stream string `protobuf:"bytes,7,opt,name=stream,proto3" json:"stream,omitempty"`
 	// When the credential lapses.
 	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
@@ -2276,6 +2278,7 @@ func (x *IssueEventsCredentialResponse) GetSubjects() []string {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in fabro/agent/v1/agent.proto.
 func (x *IssueEventsCredentialResponse) GetConsumerNames() []string {
 	if x != nil {
 		return x.ConsumerNames
@@ -2283,6 +2286,7 @@ func (x *IssueEventsCredentialResponse) GetConsumerNames() []string {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in fabro/agent/v1/agent.proto.
 func (x *IssueEventsCredentialResponse) GetStream() string {
 	if x != nil {
 		return x.Stream
@@ -2448,15 +2452,15 @@ const file_fabro_agent_v1_agent_proto_rawDesc = "" +
 	"\x1cIssueEventsCredentialRequest\x12$\n" +
 	"\vsession_ids\x18\x01 \x03(\tB\x03\xe0A\x02R\n" +
 	"sessionIds\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xa5\x02\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xad\x02\n" +
 	"\x1dIssueEventsCredentialResponse\x12\x19\n" +
 	"\bnats_url\x18\x01 \x01(\tR\anatsUrl\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1a\n" +
 	"\bpassword\x18\x03 \x01(\tR\bpassword\x12!\n" +
 	"\finbox_prefix\x18\x04 \x01(\tR\vinboxPrefix\x12\x1a\n" +
-	"\bsubjects\x18\x05 \x03(\tR\bsubjects\x12%\n" +
-	"\x0econsumer_names\x18\x06 \x03(\tR\rconsumerNames\x12\x16\n" +
-	"\x06stream\x18\a \x01(\tR\x06stream\x12;\n" +
+	"\bsubjects\x18\x05 \x03(\tR\bsubjects\x12)\n" +
+	"\x0econsumer_names\x18\x06 \x03(\tB\x02\x18\x01R\rconsumerNames\x12\x1a\n" +
+	"\x06stream\x18\a \x01(\tB\x02\x18\x01R\x06stream\x12;\n" +
 	"\vexpire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime*Q\n" +
 	"\tSteerMode\x12\x1a\n" +

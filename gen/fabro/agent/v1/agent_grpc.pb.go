@@ -224,12 +224,14 @@ type AgentServiceClient interface {
 	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
 	SubmitToolResult(ctx context.Context, in *SubmitToolResultRequest, opts ...grpc.CallOption) (*SubmitToolResultResponse, error)
 	// IssueEventsCredential issues a credential of the embedded NATS server
-	// that reads the events of the named sessions and nothing else: live on
-	// their subjects (both encodings) and stored through JetStream consumers
-	// with the names it lists (at most that many consumers, each filtered to
-	// one of the sessions). Every session must be the caller's own (an
-	// admin's: any); another's, like an unknown one, is NOT_FOUND. The
-	// credential lapses at expire_time, and its connections are closed then.
+	// that reads the live events of the named sessions and nothing else:
+	// core subscriptions to their subjects (both encodings) and to its own
+	// inbox. It may publish nothing, so it has no JetStream API (no
+	// consumers): stored events are replayed through StreamEvents. Every
+	// session must be the caller's own (an admin's: any); another's, like an
+	// unknown one, is NOT_FOUND. The credential lapses at expire_time, or
+	// when the token it was issued to is revoked, and its connections are
+	// closed then.
 	// Over gRPC only: the response holds a secret. FAILED_PRECONDITION
 	// (NATS_NOT_EMBEDDED) when events go to an external NATS server, whose
 	// operator issues its credentials, or the embedded one does not listen;
@@ -680,12 +682,14 @@ type AgentServiceServer interface {
 	// timed out; INVALID_ARGUMENT for a missing tool_call_id.
 	SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error)
 	// IssueEventsCredential issues a credential of the embedded NATS server
-	// that reads the events of the named sessions and nothing else: live on
-	// their subjects (both encodings) and stored through JetStream consumers
-	// with the names it lists (at most that many consumers, each filtered to
-	// one of the sessions). Every session must be the caller's own (an
-	// admin's: any); another's, like an unknown one, is NOT_FOUND. The
-	// credential lapses at expire_time, and its connections are closed then.
+	// that reads the live events of the named sessions and nothing else:
+	// core subscriptions to their subjects (both encodings) and to its own
+	// inbox. It may publish nothing, so it has no JetStream API (no
+	// consumers): stored events are replayed through StreamEvents. Every
+	// session must be the caller's own (an admin's: any); another's, like an
+	// unknown one, is NOT_FOUND. The credential lapses at expire_time, or
+	// when the token it was issued to is revoked, and its connections are
+	// closed then.
 	// Over gRPC only: the response holds a secret. FAILED_PRECONDITION
 	// (NATS_NOT_EMBEDDED) when events go to an external NATS server, whose
 	// operator issues its credentials, or the embedded one does not listen;

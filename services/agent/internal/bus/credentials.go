@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,11 +20,8 @@ import (
 const (
 	// MaxCredentialSessions is how many sessions one credential may read.
 	MaxCredentialSessions = 32
-	// CredentialConsumers is how many JetStream consumers one credential
-	// may have at once: it may name only that many.
-	CredentialConsumers = 4
 	// MaxCredentialsPerPrincipal bounds a principal's unexpired
-	// credentials, and so its consumers.
+	// credentials, and so its connections' lifetimes to track.
 	MaxCredentialsPerPrincipal = 8
 )
 
@@ -48,9 +44,7 @@ type Credential struct {
 	InboxPrefix string
 	// Subjects are the subjects it may subscribe to.
 	Subjects []string
-	// Consumers are the names its consumers of the events stream must have.
-	Consumers []string
-	Expires   time.Time
+	Expires  time.Time
 }
 
 // grant is an issued credential as the authenticator keeps it.
@@ -162,13 +156,10 @@ func (a *authenticator) issue(principal, tokenID string, sessionIDs []string, tt
 		Expires:  now.Add(ttl),
 	}
 	cred.InboxPrefix = "_INBOX_" + cred.User
-	for i := range CredentialConsumers {
-		cred.Consumers = append(cred.Consumers, cred.User+"-"+strconv.Itoa(i+1))
-	}
 	for _, id := range sessionIDs {
 		cred.Subjects = append(cred.Subjects, SessionFilter(id), jsonSessionFilter(id))
 	}
-	g := &grant{principal: principal, tokenID: tokenID, hash: sha256.Sum256([]byte(cred.Password)), perms: sessionPermissions(cred, sessionIDs), expires: cred.Expires}
+	g := &grant{principal: principal, tokenID: tokenID, hash: sha256.Sum256([]byte(cred.Password)), perms: sessionPermissions(cred), expires: cred.Expires}
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -198,38 +189,22 @@ func validToken(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n\x00")
 }
 
-// sessionPermissions let cred's user read sessionIDs' events and nothing
-// else:
-//   - subscribe: those sessions' subjects (both encodings) and its own
-//     inbox. A wider subscription, another session's subject or inbox, is
-//     a permissions violation.
-//   - JetStream: create consumers only with its own names and only
-//     filtered to one of those sessions, the filter in the API subject,
-//     which the server checks against the consumer's configuration. It
-//     pulls from, reads, acks and deletes its own consumers only. It
-//     cannot read the stream's messages by sequence (STREAM.MSG.GET,
-//     DIRECT.GET), its information (per-subject counts would list every
-//     session), or the list of consumers.
-func sessionPermissions(cred Credential, sessionIDs []string) *server.Permissions {
-	api := "$JS.API."
-	var pub []string
-	for _, name := range cred.Consumers {
-		for _, id := range sessionIDs {
-			pub = append(pub, api+"CONSUMER.CREATE."+StreamName+"."+name+"."+SessionFilter(id))
-		}
-		pub = append(pub,
-			api+"CONSUMER.INFO."+StreamName+"."+name,
-			api+"CONSUMER.MSG.NEXT."+StreamName+"."+name,
-			api+"CONSUMER.DELETE."+StreamName+"."+name,
-			"$JS.ACK."+StreamName+"."+name+".>",
-			"$JS.ACK.*.*."+StreamName+"."+name+".>",
-			"$JS.FC."+StreamName+"."+name+".>",
-		)
-	}
-	sub := append([]string{cred.InboxPrefix + ".>"}, cred.Subjects...)
+// sessionPermissions let cred's user read its sessions' live events and
+// nothing else: core subscriptions to those sessions' subjects (both
+// encodings) and its own inbox; a wider subscription, another session's
+// subject or inbox, is a permissions violation.
+//
+// It publishes nothing at all, so no JetStream API either: nats-server
+// checks neither a push consumer's deliver_subject nor a request's reply
+// subject against the sender's permissions, so any consumer or pull
+// request of a user could write into another user's live subject or inbox
+// (tried: issue 18). With nothing to publish there is nothing to set a
+// reply subject on. Stored events are replayed through
+// AgentService.StreamEvents, which checks the session's owner.
+func sessionPermissions(cred Credential) *server.Permissions {
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub, Deny: []string{AllSubjects, AllJSONSubjects}},
-		Subscribe: &server.SubjectPermission{Allow: sub},
+		Publish:   &server.SubjectPermission{Deny: []string{">"}},
+		Subscribe: &server.SubjectPermission{Allow: append([]string{cred.InboxPrefix + ".>"}, cred.Subjects...)},
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 )
 
 // connectAs connects with an issued credential, as its response tells a
@@ -32,12 +34,19 @@ func connectAs(t *testing.T, url string, cred Credential, v *violations, more ..
 
 func newViolations() *violations { return &violations{changed: make(chan struct{})} }
 
-// TestSessionCredentials: Bob's credential reads Bob's session, live and
-// through his consumers, and every way at Alice's session (her subjects,
-// a wider subject, her inbox, a consumer filtered to her session or to
-// every session, one with another name, the stream's messages by
-// sequence, the stream's information) is refused by the server; the
-// admin subscriber still reads everything; the consumer cap holds.
+// TestSessionCredentials: two users' credentials against the embedded
+// server. Bob reads his own sessions' live events (both encodings) and
+// nothing else; every way at Alice's events or her view is refused by the
+// server as a permissions violation: subscribing to her subjects, her
+// inbox or wider ones; publishing on her subjects or inbox; and any
+// JetStream API at all, in particular a push consumer whose
+// deliver_subject is in her JSON tree or her inbox and a pull request
+// (CONSUMER.MSG.NEXT) whose reply subject is her JSON subject, which
+// nats-server does not check against his permissions (issue 18: with the
+// JetStream API allowed they put his events where she reads). Alice,
+// subscribed all along, receives only her own events, and still receives
+// them; the admin subscriber still reads every session, live and through
+// JetStream.
 func TestSessionCredentials(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "admin.nk")
 	b := open(t, Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1", SubscriberKeyFile: keyFile})
@@ -51,17 +60,26 @@ func TestSessionCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 	defer cancel()
 
-	v := newViolations()
-	nc := connectAs(t, b.ClientURL(), bob, v)
-	js, err := jetstream.New(nc)
-	if err != nil {
+	// Alice listens where Bob would write: both her live trees and her inbox.
+	av := newViolations()
+	anc := connectAs(t, b.ClientURL(), alice, av)
+	hers := map[string]*nats.Subscription{}
+	for _, subject := range []string{SessionFilter("s_alice"), jsonSessionFilter("s_alice"), alice.InboxPrefix + ".>"} {
+		if hers[subject], err = anc.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := anc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 
-	// Bob's own: his live subjects (both encodings) and his consumers.
+	v := newViolations()
+	nc := connectAs(t, b.ClientURL(), bob, v)
+
+	// Bob's own: his live subjects, both encodings.
 	live, err := nc.SubscribeSync(SessionFilter("s_bob"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,23 +91,6 @@ func TestSessionCredentials(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
-		Durable: bob.Consumers[0], FilterSubject: SessionFilter("s_bob"), AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatalf("Bob's consumer on his session: %v", err)
-	}
-	for i := range 2 {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
-		if err != nil {
-			t.Fatalf("Bob's read %d: %v", i, err)
-		}
-		if got, want := msg.Headers().Get(jetstream.MsgIDHeader), MsgID("s_bob", uint64(i+1)); got != want {
-			t.Errorf("Bob's read %d: %q, want %q", i, got, want)
-		}
-		if err := msg.DoubleAck(ctx); err != nil {
-			t.Errorf("Bob's ack %d: %v", i, err)
-		}
-	}
 	publishEvents(t, b, "s_bob", 1)
 	if _, err := live.NextMsgWithContext(ctx); err != nil {
 		t.Errorf("Bob's live subscription: %v", err)
@@ -100,6 +101,7 @@ func TestSessionCredentials(t *testing.T) {
 
 	// Alice's, or everyone's: each refused by the server.
 	api := "$JS.API."
+	aliceJSON := JSONSubject("s_alice", "text_delta")
 	subscribe := func(subject string) func(context.Context) error {
 		return func(ctx context.Context) error {
 			sub, err := nc.SubscribeSync(subject)
@@ -112,13 +114,33 @@ func TestSessionCredentials(t *testing.T) {
 			return err
 		}
 	}
-	consumer := func(name string, cfg jetstream.ConsumerConfig) func(context.Context) error {
+	// publish sends data on subject with reply as its reply subject ("":
+	// a request, answered to his own inbox) and waits for the answer or
+	// the refusal.
+	publish := func(subject, reply, data string) func(context.Context) error {
 		return func(ctx context.Context) error {
-			cfg.Name = name
-			_, err := js.CreateOrUpdateConsumer(ctx, StreamName, cfg)
-			return err
+			if reply == "" {
+				_, err := nc.RequestWithContext(ctx, subject, []byte(data))
+				return err
+			}
+			if err := nc.PublishRequest(subject, reply, []byte(data)); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return ctx.Err()
 		}
 	}
+	// Consumer names the credentials used to be granted (its user, "-n"),
+	// so the JetStream attempts are ones the old permissions let through.
+	name := func(n int) string { return fmt.Sprintf("%s-%d", bob.User, n) }
+	create := func(n int) string {
+		return api + "CONSUMER.CREATE." + StreamName + "." + name(n) + "." + SessionFilter("s_bob")
+	}
+	consumer := func(n int, deliver string) string {
+		return fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"filter_subject":%q,"deliver_policy":"all","ack_policy":"none"}}`,
+			StreamName, name(n), deliver, SessionFilter("s_bob"))
+	}
+	next := api + "CONSUMER.MSG.NEXT." + StreamName + "." + name(3)
 	attempts := []struct {
 		name    string
 		subject string // what the server must refuse
@@ -127,58 +149,32 @@ func TestSessionCredentials(t *testing.T) {
 		{"subscribe to Alice's session", SessionFilter("s_alice"), subscribe(SessionFilter("s_alice"))},
 		{"subscribe to one of Alice's event types", Subject("s_alice", "text_delta"), subscribe(Subject("s_alice", "text_delta"))},
 		{"subscribe to Alice's JSON events", jsonSessionFilter("s_alice"), subscribe(jsonSessionFilter("s_alice"))},
+		{"subscribe to one of Alice's JSON event types", aliceJSON, subscribe(aliceJSON)},
 		{"subscribe to every session", AllSubjects, subscribe(AllSubjects)},
 		{"subscribe to every session's JSON", AllJSONSubjects, subscribe(AllJSONSubjects)},
 		{"subscribe to any session's events", "fabro.agent.v1.sessions.*.events.>", subscribe("fabro.agent.v1.sessions.*.events.>")},
 		{"subscribe to Alice's inbox", alice.InboxPrefix + ".>", subscribe(alice.InboxPrefix + ".>")},
 		{"subscribe to every inbox", "_INBOX.>", subscribe("_INBOX.>")},
 		{"subscribe to everything", ">", subscribe(">")},
-		{"a consumer on Alice's session", api + "CONSUMER.CREATE." + StreamName + "." + bob.Consumers[1] + "." + SessionFilter("s_alice"),
-			consumer(bob.Consumers[1], jetstream.ConsumerConfig{FilterSubject: SessionFilter("s_alice")})},
-		{"a consumer on every session", api + "CONSUMER.CREATE." + StreamName + "." + bob.Consumers[1] + "." + AllSubjects,
-			consumer(bob.Consumers[1], jetstream.ConsumerConfig{FilterSubject: AllSubjects})},
-		{"a consumer on any session's events", api + "CONSUMER.CREATE." + StreamName + "." + bob.Consumers[1] + ".fabro.agent.v1.sessions.*.events.>",
-			consumer(bob.Consumers[1], jetstream.ConsumerConfig{FilterSubject: "fabro.agent.v1.sessions.*.events.>"})},
-		{"a consumer with no filter", api + "CONSUMER.CREATE." + StreamName + "." + bob.Consumers[1],
-			consumer(bob.Consumers[1], jetstream.ConsumerConfig{})},
-		{"a consumer with two filters, his and Alice's", api + "CONSUMER.CREATE." + StreamName + "." + bob.Consumers[1],
-			consumer(bob.Consumers[1], jetstream.ConsumerConfig{FilterSubjects: []string{SessionFilter("s_bob"), SessionFilter("s_alice")}})},
-		{"a fifth consumer, on his own session", api + "CONSUMER.CREATE." + StreamName + ".extra." + SessionFilter("s_bob"),
-			consumer("extra", jetstream.ConsumerConfig{FilterSubject: SessionFilter("s_bob")})},
-		{"one of Alice's consumer names", api + "CONSUMER.CREATE." + StreamName + "." + alice.Consumers[0] + "." + SessionFilter("s_bob"),
-			consumer(alice.Consumers[0], jetstream.ConsumerConfig{FilterSubject: SessionFilter("s_bob")})},
-		{"pull from Alice's consumer", api + "CONSUMER.MSG.NEXT." + StreamName + "." + alice.Consumers[0], func(ctx context.Context) error {
-			_, err := nc.RequestWithContext(ctx, api+"CONSUMER.MSG.NEXT."+StreamName+"."+alice.Consumers[0], []byte(`{"batch":1}`))
-			return err
-		}},
-		{"read a message by sequence", api + "STREAM.MSG.GET." + StreamName, func(ctx context.Context) error {
-			_, err := nc.RequestWithContext(ctx, api+"STREAM.MSG.GET."+StreamName, []byte(`{"seq":1}`))
-			return err
-		}},
-		{"direct get by sequence", api + "DIRECT.GET." + StreamName, func(ctx context.Context) error {
-			_, err := nc.RequestWithContext(ctx, api+"DIRECT.GET."+StreamName, []byte(`{"seq":1}`))
-			return err
-		}},
-		{"the stream's information (it lists the sessions)", api + "STREAM.INFO." + StreamName, func(ctx context.Context) error {
-			_, err := js.Stream(ctx, StreamName)
-			return err
-		}},
-		{"the list of consumers", api + "CONSUMER.LIST." + StreamName, func(ctx context.Context) error {
-			_, err := nc.RequestWithContext(ctx, api+"CONSUMER.LIST."+StreamName, nil)
-			return err
-		}},
-		{"publish on his own session", Subject("s_bob", "text_delta"), func(ctx context.Context) error {
-			if err := nc.Publish(Subject("s_bob", "text_delta"), []byte("forged")); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			return ctx.Err()
-		}},
+		{"a push consumer delivering into Alice's JSON tree", create(1), publish(create(1), "", consumer(1, aliceJSON))},
+		{"a push consumer delivering into Alice's inbox", create(2), publish(create(2), "", consumer(2, alice.InboxPrefix+".x"))},
+		{"a pull consumer on his own session", create(3), publish(create(3), "", consumer(3, ""))},
+		{"a pull request replying into Alice's JSON tree", next, publish(next, aliceJSON, `{"batch":10,"no_wait":true}`)},
+		{"a pull request replying into Alice's inbox", next, publish(next, alice.InboxPrefix+".y", `{"batch":10,"no_wait":true}`)},
+		{"the JetStream account information", api + "INFO", publish(api+"INFO", "", "")},
+		{"the stream's information", api + "STREAM.INFO." + StreamName, publish(api+"STREAM.INFO."+StreamName, "", "")},
+		{"a message by sequence", api + "STREAM.MSG.GET." + StreamName, publish(api+"STREAM.MSG.GET."+StreamName, "", `{"seq":1}`)},
+		{"a direct get replying into Alice's JSON tree", api + "DIRECT.GET." + StreamName, publish(api+"DIRECT.GET."+StreamName, aliceJSON, `{"seq":1}`)},
+		{"the list of consumers", api + "CONSUMER.LIST." + StreamName, publish(api+"CONSUMER.LIST."+StreamName, "", "")},
+		{"publish on Alice's session", Subject("s_alice", "text_delta"), publish(Subject("s_alice", "text_delta"), "", "forged")},
+		{"publish on Alice's JSON tree", aliceJSON, publish(aliceJSON, "", `{"forged":true}`)},
+		{"publish into Alice's inbox", alice.InboxPrefix + ".z", publish(alice.InboxPrefix+".z", "", "forged")},
+		{"publish on his own session", Subject("s_bob", "text_delta"), publish(Subject("s_bob", "text_delta"), "", "forged")},
 	}
 	for _, a := range attempts {
 		// A bound per attempt, so one accepted attempt cannot use up the
 		// time of the others.
-		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 		actx, refused := v.refused(pctx, a.subject)
 		if err := a.try(actx); err == nil {
 			t.Errorf("%s: accepted", a.name)
@@ -189,33 +185,47 @@ func TestSessionCredentials(t *testing.T) {
 		pcancel()
 	}
 
-	// The cap: his four names, no more, whatever he asks.
-	for _, name := range bob.Consumers[1:] {
-		if _, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{Name: name, FilterSubject: SessionFilter("s_bob")}); err != nil {
-			t.Fatalf("Bob's consumer %s: %v", name, err)
-		}
-	}
-	stream, err := b.js.Stream(ctx, StreamName)
-	if err != nil {
+	// Alice still gets her own live events, and got nothing but hers: the
+	// injections would have come long before this event.
+	final := NewLog(b, "s_alice", "", "s_alice", 1000, nil)
+	if _, err := final.Emit(&agentv1.AgentEvent{Event: &agentv1.AgentEvent_TextDelta{TextDelta: &agentv1.TextDelta{Delta: "last"}}}); err != nil {
 		t.Fatal(err)
 	}
-	var his []string
-	for info := range stream.ListConsumers(ctx).Info() {
-		if strings.HasPrefix(info.Name, bob.User) {
-			his = append(his, info.Name)
-			if info.Config.FilterSubject != SessionFilter("s_bob") || len(info.Config.FilterSubjects) != 0 {
-				t.Errorf("Bob's consumer %s filters %q %q", info.Name, info.Config.FilterSubject, info.Config.FilterSubjects)
+	if err := final.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := MsgID("s_alice", 1001)
+	for _, subject := range []string{SessionFilter("s_alice"), jsonSessionFilter("s_alice")} {
+		for {
+			m, err := hers[subject].NextMsgWithContext(ctx)
+			if err != nil {
+				t.Fatalf("Alice's subscription to %s: %v before her last event", subject, err)
+			}
+			id := m.Header.Get(HeaderEventMsgID)
+			if !strings.HasPrefix(id, "s_alice:") {
+				t.Errorf("Alice's subscription to %s received %q on %s (%s), not hers", subject, id, m.Subject, m.Data)
+			}
+			if id == last {
+				break
 			}
 		}
 	}
-	if len(his) != CredentialConsumers {
-		t.Errorf("Bob has consumers %v, want %d", his, CredentialConsumers)
+	if err := anc.Flush(); err != nil {
+		t.Fatal(err)
 	}
-	if err := js.DeleteConsumer(ctx, StreamName, bob.Consumers[3]); err != nil {
-		t.Errorf("Bob deletes his own consumer: %v", err)
+	for subject, sub := range hers {
+		if n, _, _ := sub.Pending(); n != 0 {
+			m, _ := sub.NextMsg(0)
+			t.Errorf("Alice's subscription to %s holds %d more messages, such as %v %q", subject, n, m.Header, m.Data)
+		}
 	}
+	av.mu.Lock()
+	if len(av.errs) != 0 {
+		t.Errorf("Alice was refused %q", av.errs)
+	}
+	av.mu.Unlock()
 
-	// The admin subscriber reads every session.
+	// The admin subscriber reads every session, live and through JetStream.
 	key, err := nats.NkeyOptionFromSeed(keyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +254,21 @@ func TestSessionCredentials(t *testing.T) {
 	}
 	if !seen["s_alice"] || !seen["s_bob"] {
 		t.Errorf("the admin subscriber saw sessions %v, want both", seen)
+	}
+	ajs, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := ajs.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{SessionFilter("s_alice")}})
+	if err != nil {
+		t.Fatalf("the admin subscriber's consumer: %v", err)
+	}
+	m, err := cons.Next(jetstream.FetchContext(ctx))
+	if err != nil {
+		t.Fatalf("the admin subscriber reads Alice's stored events: %v", err)
+	}
+	if got, want := m.Headers().Get(jetstream.MsgIDHeader), MsgID("s_alice", 1); got != want {
+		t.Errorf("the admin subscriber's first stored event of Alice: %q, want %q", got, want)
 	}
 }
 
