@@ -72,6 +72,7 @@ func TestIssueEventsCredential(t *testing.T) {
 		t.Fatalf("Alice's own session: %v", err)
 	}
 	// The deprecated stream and consumer_names stay empty: no JetStream.
+	//lint:ignore SA1019 the test checks that the deprecated fields stay empty
 	if res.GetNatsUrl() != s.NATSURL() || res.GetUser() == "" || res.GetPassword() == "" || res.GetStream() != "" ||
 		len(res.GetConsumerNames()) != 0 || !strings.HasPrefix(res.GetInboxPrefix(), "_INBOX_") {
 		t.Errorf("response %v", res)
