@@ -134,33 +134,33 @@ func TestGoSwaggerClient(t *testing.T) {
 		}
 	}
 	value := "sk-1"
-	_, err := c.VaultService.VaultServicePutSecret(vault_service.NewVaultServicePutSecretParamsWithContext(ctx).
+	_, err := c.VaultService.VaultServicePutSecretContext(ctx, vault_service.NewVaultServicePutSecretParams().
 		WithName("X_API_KEY").WithBody(&models.FabroVaultV1VaultServicePutSecretBody{Value: &value}), auth)
 	must("PutSecret", err)
-	got, err := c.VaultService.VaultServiceGetSecret(vault_service.NewVaultServiceGetSecretParamsWithContext(ctx).WithName("X_API_KEY"), auth)
+	got, err := c.VaultService.VaultServiceGetSecretContext(ctx, vault_service.NewVaultServiceGetSecretParams().WithName("X_API_KEY"), auth)
 	must("GetSecret", err)
 	if got.Payload.Secret == nil || got.Payload.Secret.Name != "X_API_KEY" {
 		t.Errorf("GetSecret = %+v", got.Payload.Secret)
 	}
-	secrets, err := c.VaultService.VaultServiceListSecrets(vault_service.NewVaultServiceListSecretsParamsWithContext(ctx), auth)
+	secrets, err := c.VaultService.VaultServiceListSecretsContext(ctx, vault_service.NewVaultServiceListSecretsParams(), auth)
 	must("ListSecrets", err)
 	if len(secrets.Payload.Secrets) != 1 {
 		t.Errorf("ListSecrets = %d, want 1", len(secrets.Payload.Secrets))
 	}
-	modelList, err := c.LlmGatewayService.LLMGatewayServiceListModels(l_l_m_gateway_service.NewLLMGatewayServiceListModelsParamsWithContext(ctx), auth)
+	modelList, err := c.LlmGatewayService.LLMGatewayServiceListModelsContext(ctx, l_l_m_gateway_service.NewLLMGatewayServiceListModelsParams(), auth)
 	must("ListModels", err)
 	if len(modelList.Payload.Models) == 0 {
 		t.Error("ListModels: none")
 	}
-	providers, err := c.LlmGatewayService.LLMGatewayServiceListProviders(l_l_m_gateway_service.NewLLMGatewayServiceListProvidersParamsWithContext(ctx), auth)
+	providers, err := c.LlmGatewayService.LLMGatewayServiceListProvidersContext(ctx, l_l_m_gateway_service.NewLLMGatewayServiceListProvidersParams(), auth)
 	must("ListProviders", err)
 	if len(providers.Payload.Providers) == 0 {
 		t.Error("ListProviders: none")
 	}
-	_, err = c.AgentService.AgentServiceListSessions(agent_service.NewAgentServiceListSessionsParamsWithContext(ctx), auth)
+	_, err = c.AgentService.AgentServiceListSessionsContext(ctx, agent_service.NewAgentServiceListSessionsParams(), auth)
 	must("ListSessions", err)
 
-	_, err = c.VaultService.VaultServiceGetSecret(vault_service.NewVaultServiceGetSecretParamsWithContext(ctx).WithName("NO_SUCH"), auth)
+	_, err = c.VaultService.VaultServiceGetSecretContext(ctx, vault_service.NewVaultServiceGetSecretParams().WithName("NO_SUCH"), auth)
 	var def *vault_service.VaultServiceGetSecretDefault
 	if !errors.As(err, &def) {
 		t.Fatalf("GetSecret of a missing secret: %v, want its default (error) response", err)

@@ -118,7 +118,7 @@ var routeCases = []struct {
 }{
 	{"VaultService_PutSecret", func(e *routeEnv) error {
 		v := "sk-1"
-		_, err := e.c.VaultService.VaultServicePutSecret(vaultPut(e.ctx, "ROUTE_KEY", &v), e.auth)
+		_, err := e.c.VaultService.VaultServicePutSecretContext(e.ctx, vaultPut("ROUTE_KEY", &v), e.auth)
 		return err
 	}},
 	{"VaultService_GetSecret", func(e *routeEnv) error { return vaultGet(e, "ROUTE_KEY") }},
@@ -127,29 +127,29 @@ var routeCases = []struct {
 	{"LLMGatewayService_ListModels", func(e *routeEnv) error { return llmListModels(e) }},
 	{"LLMGatewayService_ListProviders", func(e *routeEnv) error { return llmListProviders(e) }},
 	{"LLMGatewayService_GetModel", func(e *routeEnv) error {
-		_, err := e.c.LlmGatewayService.LLMGatewayServiceGetModel(l_l_m_gateway_service.NewLLMGatewayServiceGetModelParamsWithContext(e.ctx).
+		_, err := e.c.LlmGatewayService.LLMGatewayServiceGetModelContext(e.ctx, l_l_m_gateway_service.NewLLMGatewayServiceGetModelParams().
 			WithProviderID("anthropic").WithModelID("claude-sonnet-4.5"), e.auth)
 		return err
 	}},
 	{"LLMGatewayService_GetProvider", func(e *routeEnv) error {
-		_, err := e.c.LlmGatewayService.LLMGatewayServiceGetProvider(l_l_m_gateway_service.NewLLMGatewayServiceGetProviderParamsWithContext(e.ctx).WithProviderID("anthropic"), e.auth)
+		_, err := e.c.LlmGatewayService.LLMGatewayServiceGetProviderContext(e.ctx, l_l_m_gateway_service.NewLLMGatewayServiceGetProviderParams().WithProviderID("anthropic"), e.auth)
 		return err
 	}},
 	{"LLMGatewayService_ResolveModel", func(e *routeEnv) error {
-		_, err := e.c.LlmGatewayService.LLMGatewayServiceResolveModel(l_l_m_gateway_service.NewLLMGatewayServiceResolveModelParamsWithContext(e.ctx).WithSelector("anthropic/claude-sonnet-4.5"), e.auth)
+		_, err := e.c.LlmGatewayService.LLMGatewayServiceResolveModelContext(e.ctx, l_l_m_gateway_service.NewLLMGatewayServiceResolveModelParams().WithSelector("anthropic/claude-sonnet-4.5"), e.auth)
 		return err
 	}},
 	{"SandboxService_GetDriver", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceGetDriver(sandbox_service.NewSandboxServiceGetDriverParamsWithContext(e.ctx).WithDriverID("local"), e.auth)
+		_, err := e.c.SandboxService.SandboxServiceGetDriverContext(e.ctx, sandbox_service.NewSandboxServiceGetDriverParams().WithDriverID("local"), e.auth)
 		return err
 	}},
 	{"SandboxService_ListDrivers", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceListDrivers(sandbox_service.NewSandboxServiceListDriversParamsWithContext(e.ctx), e.auth)
+		_, err := e.c.SandboxService.SandboxServiceListDriversContext(e.ctx, sandbox_service.NewSandboxServiceListDriversParams(), e.auth)
 		return err
 	}},
 	{"TokenService_CreateToken", func(e *routeEnv) error {
 		name, role := "route-user", models.FabroAuthV1Role("ROLE_USER")
-		res, err := e.c.TokenService.TokenServiceCreateToken(token_service.NewTokenServiceCreateTokenParamsWithContext(e.ctx).
+		res, err := e.c.TokenService.TokenServiceCreateTokenContext(e.ctx, token_service.NewTokenServiceCreateTokenParams().
 			WithBody(&models.FabroAuthV1CreateTokenRequest{Name: &name, Role: &role}), e.auth)
 		if err == nil {
 			e.ids["token"] = res.Payload.Token.TokenID
@@ -157,19 +157,19 @@ var routeCases = []struct {
 		return err
 	}},
 	{"TokenService_ListTokens", func(e *routeEnv) error {
-		_, err := e.c.TokenService.TokenServiceListTokens(token_service.NewTokenServiceListTokensParamsWithContext(e.ctx), e.auth)
+		_, err := e.c.TokenService.TokenServiceListTokensContext(e.ctx, token_service.NewTokenServiceListTokensParams(), e.auth)
 		return err
 	}},
 	{"TokenService_GetToken", func(e *routeEnv) error {
-		_, err := e.c.TokenService.TokenServiceGetToken(token_service.NewTokenServiceGetTokenParamsWithContext(e.ctx).WithTokenID(e.ids["token"]), e.auth)
+		_, err := e.c.TokenService.TokenServiceGetTokenContext(e.ctx, token_service.NewTokenServiceGetTokenParams().WithTokenID(e.ids["token"]), e.auth)
 		return err
 	}},
 	{"TokenService_RevokeToken", func(e *routeEnv) error {
-		_, err := e.c.TokenService.TokenServiceRevokeToken(token_service.NewTokenServiceRevokeTokenParamsWithContext(e.ctx).WithTokenID(e.ids["token"]), e.auth)
+		_, err := e.c.TokenService.TokenServiceRevokeTokenContext(e.ctx, token_service.NewTokenServiceRevokeTokenParams().WithTokenID(e.ids["token"]), e.auth)
 		return err
 	}},
 	{"SandboxService_CreateSandbox", func(e *routeEnv) error {
-		res, err := e.c.SandboxService.SandboxServiceCreateSandbox(sandbox_service.NewSandboxServiceCreateSandboxParamsWithContext(e.ctx).
+		res, err := e.c.SandboxService.SandboxServiceCreateSandboxContext(e.ctx, sandbox_service.NewSandboxServiceCreateSandboxParams().
 			WithBody(&models.FabroSandboxV1CreateSandboxRequest{Spec: &models.FabroSandboxV1SandboxSpec{Driver: "local", WorkingDirectory: os.Getenv("T25_WS")}}), e.auth)
 		if err == nil {
 			e.ids["sandbox"] = res.Payload.Sandbox.SandboxID
@@ -177,46 +177,46 @@ var routeCases = []struct {
 		return err
 	}},
 	{"SandboxService_GetSandbox", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceGetSandbox(sandbox_service.NewSandboxServiceGetSandboxParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]), e.auth)
+		_, err := e.c.SandboxService.SandboxServiceGetSandboxContext(e.ctx, sandbox_service.NewSandboxServiceGetSandboxParams().WithSandboxID(e.ids["sandbox"]), e.auth)
 		return err
 	}},
 	{"SandboxService_ListSandboxes", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceListSandboxes(sandbox_service.NewSandboxServiceListSandboxesParamsWithContext(e.ctx), e.auth)
+		_, err := e.c.SandboxService.SandboxServiceListSandboxesContext(e.ctx, sandbox_service.NewSandboxServiceListSandboxesParams(), e.auth)
 		return err
 	}},
 	{"SandboxService_WriteFile", func(e *routeEnv) error {
 		p := "route.txt"
-		_, err := e.c.SandboxService.SandboxServiceWriteFile(sandbox_service.NewSandboxServiceWriteFileParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceWriteFileContext(e.ctx, sandbox_service.NewSandboxServiceWriteFileParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceWriteFileBody{Path: &p, Content: strfmt.Base64("hello\n")}), e.auth)
 		return err
 	}},
 	{"SandboxService_ReadFile", func(e *routeEnv) error {
 		p := "route.txt"
-		_, err := e.c.SandboxService.SandboxServiceReadFile(sandbox_service.NewSandboxServiceReadFileParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceReadFileContext(e.ctx, sandbox_service.NewSandboxServiceReadFileParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceReadFileBody{Path: &p}), e.auth)
 		return err
 	}},
 	{"SandboxService_StatFile", func(e *routeEnv) error {
 		p := "route.txt"
-		_, err := e.c.SandboxService.SandboxServiceStatFile(sandbox_service.NewSandboxServiceStatFileParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceStatFileContext(e.ctx, sandbox_service.NewSandboxServiceStatFileParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceStatFileBody{Path: &p}), e.auth)
 		return err
 	}},
 	{"SandboxService_ListDirectory", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceListDirectory(sandbox_service.NewSandboxServiceListDirectoryParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceListDirectoryContext(e.ctx, sandbox_service.NewSandboxServiceListDirectoryParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceListDirectoryBody{Path: "."}), e.auth)
 		return err
 	}},
 	{"SandboxService_Exec", func(e *routeEnv) error {
 		cmd := "cat route.txt"
-		_, err := e.c.SandboxService.SandboxServiceExec(sandbox_service.NewSandboxServiceExecParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceExecContext(e.ctx, sandbox_service.NewSandboxServiceExecParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceExecBody{Spec: &models.FabroSandboxV1ExecSpec{Command: &cmd}}), e.auth)
 		return err
 	}},
 	{"SandboxService_ReadFileBytes", func(e *routeEnv) error {
 		// A stream (NDJSON): read line by line, as in TestGoSwaggerStreams.
 		r := &ndjsonReader[sandbox_service.SandboxServiceReadFileBytesOKBody, *sandbox_service.SandboxServiceReadFileBytesOKBody]{ok: &sandbox_service.SandboxServiceReadFileBytesOK{}}
-		_, err := e.c.SandboxService.SandboxServiceReadFileBytes(sandbox_service.NewSandboxServiceReadFileBytesParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceReadFileBytesContext(e.ctx, sandbox_service.NewSandboxServiceReadFileBytesParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceReadFileBytesBody{Path: strPtr("route.txt")}), e.auth, r.option)
 		if err == nil && (len(r.lines) == 0 || r.lines[0].Result == nil) {
 			return fmt.Errorf("ReadFileBytes: %d lines, want chunks: %v", len(r.lines), r.raw)
@@ -224,41 +224,41 @@ var routeCases = []struct {
 		return err
 	}},
 	{"SandboxService_Glob", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceGlob(sandbox_service.NewSandboxServiceGlobParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceGlobContext(e.ctx, sandbox_service.NewSandboxServiceGlobParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceGlobBody{Pattern: strPtr("*.txt")}), e.auth)
 		return err
 	}},
 	{"SandboxService_Grep", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceGrep(sandbox_service.NewSandboxServiceGrepParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceGrepContext(e.ctx, sandbox_service.NewSandboxServiceGrepParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceGrepBody{Pattern: strPtr("hello")}), e.auth)
 		return err
 	}},
 	{"SandboxService_Walk", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceWalk(sandbox_service.NewSandboxServiceWalkParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceWalkContext(e.ctx, sandbox_service.NewSandboxServiceWalkParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceWalkBody{Path: "."}), e.auth)
 		return err
 	}},
 	{"SandboxService_MakeDirectory", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceMakeDirectory(sandbox_service.NewSandboxServiceMakeDirectoryParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceMakeDirectoryContext(e.ctx, sandbox_service.NewSandboxServiceMakeDirectoryParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceMakeDirectoryBody{Path: strPtr("sub")}), e.auth)
 		return err
 	}},
 	{"SandboxService_RenameFile", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceRenameFile(sandbox_service.NewSandboxServiceRenameFileParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceRenameFileContext(e.ctx, sandbox_service.NewSandboxServiceRenameFileParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceRenameFileBody{FromPath: strPtr("route.txt"), ToPath: strPtr("sub/route.txt")}), e.auth)
 		return err
 	}},
 	{"SandboxService_DeleteFile", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceDeleteFile(sandbox_service.NewSandboxServiceDeleteFileParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]).
+		_, err := e.c.SandboxService.SandboxServiceDeleteFileContext(e.ctx, sandbox_service.NewSandboxServiceDeleteFileParams().WithSandboxID(e.ids["sandbox"]).
 			WithBody(&models.FabroSandboxV1SandboxServiceDeleteFileBody{Path: strPtr("sub"), Recursive: true}), e.auth)
 		return err
 	}},
 	{"SandboxService_ListProcesses", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceListProcesses(sandbox_service.NewSandboxServiceListProcessesParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]), e.auth)
+		_, err := e.c.SandboxService.SandboxServiceListProcessesContext(e.ctx, sandbox_service.NewSandboxServiceListProcessesParams().WithSandboxID(e.ids["sandbox"]), e.auth)
 		return err
 	}},
 	{"AgentService_CreateSession", func(e *routeEnv) error {
-		res, err := e.c.AgentService.AgentServiceCreateSession(agent_service.NewAgentServiceCreateSessionParamsWithContext(e.ctx).WithBody(
+		res, err := e.c.AgentService.AgentServiceCreateSessionContext(e.ctx, agent_service.NewAgentServiceCreateSessionParams().WithBody(
 			&models.FabroAgentV1CreateSessionRequest{Model: "anthropic/claude-sonnet-4.5", SandboxID: e.ids["sandbox"]}), e.auth)
 		if err == nil {
 			e.ids["session"] = res.Payload.Session.SessionID
@@ -266,41 +266,41 @@ var routeCases = []struct {
 		return err
 	}},
 	{"AgentService_GetSession", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceGetSession(agent_service.NewAgentServiceGetSessionParamsWithContext(e.ctx).WithSessionID(e.ids["session"]), e.auth)
+		_, err := e.c.AgentService.AgentServiceGetSessionContext(e.ctx, agent_service.NewAgentServiceGetSessionParams().WithSessionID(e.ids["session"]), e.auth)
 		return err
 	}},
 	{"AgentService_ListSessions", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceListSessions(agent_service.NewAgentServiceListSessionsParamsWithContext(e.ctx), e.auth)
+		_, err := e.c.AgentService.AgentServiceListSessionsContext(e.ctx, agent_service.NewAgentServiceListSessionsParams(), e.auth)
 		return err
 	}},
 	{"AgentService_GetHistory", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceGetHistory(agent_service.NewAgentServiceGetHistoryParamsWithContext(e.ctx).WithSessionID(e.ids["session"]), e.auth)
+		_, err := e.c.AgentService.AgentServiceGetHistoryContext(e.ctx, agent_service.NewAgentServiceGetHistoryParams().WithSessionID(e.ids["session"]), e.auth)
 		return err
 	}},
 	{"AgentService_GetSnapshot", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceGetSnapshot(agent_service.NewAgentServiceGetSnapshotParamsWithContext(e.ctx).WithSessionID(e.ids["session"]), e.auth)
+		_, err := e.c.AgentService.AgentServiceGetSnapshotContext(e.ctx, agent_service.NewAgentServiceGetSnapshotParams().WithSessionID(e.ids["session"]), e.auth)
 		return err
 	}},
 	{"AgentService_ListCheckpoints", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceListCheckpoints(agent_service.NewAgentServiceListCheckpointsParamsWithContext(e.ctx).WithSessionID(e.ids["session"]), e.auth)
+		_, err := e.c.AgentService.AgentServiceListCheckpointsContext(e.ctx, agent_service.NewAgentServiceListCheckpointsParams().WithSessionID(e.ids["session"]), e.auth)
 		return err
 	}},
 	{"AgentService_CloseSession", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceCloseSession(agent_service.NewAgentServiceCloseSessionParamsWithContext(e.ctx).WithSessionID(e.ids["session"]).
+		_, err := e.c.AgentService.AgentServiceCloseSessionContext(e.ctx, agent_service.NewAgentServiceCloseSessionParams().WithSessionID(e.ids["session"]).
 			WithBody(map[string]any{}), e.auth)
 		return err
 	}},
 	{"AgentService_ResumeSession", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceResumeSession(agent_service.NewAgentServiceResumeSessionParamsWithContext(e.ctx).WithSessionID(e.ids["session"]).
+		_, err := e.c.AgentService.AgentServiceResumeSessionContext(e.ctx, agent_service.NewAgentServiceResumeSessionParams().WithSessionID(e.ids["session"]).
 			WithBody(&models.FabroAgentV1AgentServiceResumeSessionBody{}), e.auth)
 		return err
 	}},
 	{"AgentService_DeleteSession", func(e *routeEnv) error {
-		_, err := e.c.AgentService.AgentServiceDeleteSession(agent_service.NewAgentServiceDeleteSessionParamsWithContext(e.ctx).WithSessionID(e.ids["session"]), e.auth)
+		_, err := e.c.AgentService.AgentServiceDeleteSessionContext(e.ctx, agent_service.NewAgentServiceDeleteSessionParams().WithSessionID(e.ids["session"]), e.auth)
 		return err
 	}},
 	{"SandboxService_DeleteSandbox", func(e *routeEnv) error {
-		_, err := e.c.SandboxService.SandboxServiceDeleteSandbox(sandbox_service.NewSandboxServiceDeleteSandboxParamsWithContext(e.ctx).WithSandboxID(e.ids["sandbox"]), e.auth)
+		_, err := e.c.SandboxService.SandboxServiceDeleteSandboxContext(e.ctx, sandbox_service.NewSandboxServiceDeleteSandboxParams().WithSandboxID(e.ids["sandbox"]), e.auth)
 		return err
 	}},
 }
@@ -375,31 +375,31 @@ func TestGoSwaggerRouteTable(t *testing.T) {
 	}
 }
 
-func vaultPut(ctx context.Context, name string, v *string) *vault_service.VaultServicePutSecretParams {
-	return vault_service.NewVaultServicePutSecretParamsWithContext(ctx).WithName(name).WithBody(&models.FabroVaultV1VaultServicePutSecretBody{Value: v})
+func vaultPut(name string, v *string) *vault_service.VaultServicePutSecretParams {
+	return vault_service.NewVaultServicePutSecretParams().WithName(name).WithBody(&models.FabroVaultV1VaultServicePutSecretBody{Value: v})
 }
 
 func vaultGet(e *routeEnv, name string) error {
-	_, err := e.c.VaultService.VaultServiceGetSecret(vault_service.NewVaultServiceGetSecretParamsWithContext(e.ctx).WithName(name), e.auth)
+	_, err := e.c.VaultService.VaultServiceGetSecretContext(e.ctx, vault_service.NewVaultServiceGetSecretParams().WithName(name), e.auth)
 	return err
 }
 
 func vaultList(e *routeEnv) error {
-	_, err := e.c.VaultService.VaultServiceListSecrets(vault_service.NewVaultServiceListSecretsParamsWithContext(e.ctx), e.auth)
+	_, err := e.c.VaultService.VaultServiceListSecretsContext(e.ctx, vault_service.NewVaultServiceListSecretsParams(), e.auth)
 	return err
 }
 
 func vaultDelete(e *routeEnv, name string) error {
-	_, err := e.c.VaultService.VaultServiceDeleteSecret(vault_service.NewVaultServiceDeleteSecretParamsWithContext(e.ctx).WithName(name), e.auth)
+	_, err := e.c.VaultService.VaultServiceDeleteSecretContext(e.ctx, vault_service.NewVaultServiceDeleteSecretParams().WithName(name), e.auth)
 	return err
 }
 
 func llmListModels(e *routeEnv) error {
-	_, err := e.c.LlmGatewayService.LLMGatewayServiceListModels(l_l_m_gateway_service.NewLLMGatewayServiceListModelsParamsWithContext(e.ctx), e.auth)
+	_, err := e.c.LlmGatewayService.LLMGatewayServiceListModelsContext(e.ctx, l_l_m_gateway_service.NewLLMGatewayServiceListModelsParams(), e.auth)
 	return err
 }
 
 func llmListProviders(e *routeEnv) error {
-	_, err := e.c.LlmGatewayService.LLMGatewayServiceListProviders(l_l_m_gateway_service.NewLLMGatewayServiceListProvidersParamsWithContext(e.ctx), e.auth)
+	_, err := e.c.LlmGatewayService.LLMGatewayServiceListProvidersContext(e.ctx, l_l_m_gateway_service.NewLLMGatewayServiceListProvidersParams(), e.auth)
 	return err
 }

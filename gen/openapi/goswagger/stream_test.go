@@ -141,7 +141,7 @@ func TestGoSwaggerStreams(t *testing.T) {
 	}
 
 	// The agent: a session, a Prompt stream, then StreamEvents replaying it.
-	created, err := c.AgentService.AgentServiceCreateSession(agent_service.NewAgentServiceCreateSessionParamsWithContext(ctx).WithBody(
+	created, err := c.AgentService.AgentServiceCreateSessionContext(ctx, agent_service.NewAgentServiceCreateSessionParams().WithBody(
 		&models.FabroAgentV1CreateSessionRequest{Model: model, SandboxSpec: &models.FabroSandboxV1SandboxSpec{Driver: "local", WorkingDirectory: os.Getenv("T25_WS")}}), auth)
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
