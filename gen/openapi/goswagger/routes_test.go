@@ -82,11 +82,9 @@ var routesElsewhere = map[string]string{
 // with why. The table test fails when a document operation is in neither
 // the cases, routesElsewhere nor here, and when one listed here gets a case.
 var routesWithoutCase = map[string]string{
-	"LLMGatewayService_Complete":       "not yet: needs a scripted fake turn",
 	"LLMGatewayService_CompleteObject": "not yet: needs a scripted fake turn with JSON",
 	"LLMGatewayService_Probe":          "not yet: calls the provider",
 	"SandboxService_AttachProcess":     "stream (NDJSON), not yet",
-	"SandboxService_ExecStream":        "stream (NDJSON), not yet",
 	"SandboxService_CancelExec":        "not yet: needs a running exec",
 	"SandboxService_StartProcess":      "not yet",
 	"SandboxService_SignalProcess":     "not yet: needs a process",
@@ -137,6 +135,16 @@ var routeCases = []struct {
 	}},
 	{"LLMGatewayService_ResolveModel", func(e *routeEnv) error {
 		_, err := e.c.LlmGatewayService.LLMGatewayServiceResolveModelContext(e.ctx, l_l_m_gateway_service.NewLLMGatewayServiceResolveModelParams().WithSelector("anthropic/claude-sonnet-4.5"), e.auth)
+		return err
+	}},
+	{"LLMGatewayService_Complete", func(e *routeEnv) error {
+		role, model := models.FabroLlmV1RoleROLEUSER, "anthropic/claude-sonnet-4.5"
+		res, err := e.c.LlmGatewayService.LLMGatewayServiceCompleteContext(e.ctx, l_l_m_gateway_service.NewLLMGatewayServiceCompleteParams().
+			WithBody(&models.FabroLlmV1CompleteRequest{Request: &models.FabroLlmV1Request{Model: &model, DisableFallbacks: true,
+				Messages: []*models.FabroLlmV1Message{{Role: &role, Parts: []*models.FabroLlmV1ContentPart{{Text: &models.FabroLlmV1TextPart{Text: "Hi."}}}}}}}), e.auth)
+		if err == nil && res.Payload.Response == nil {
+			return fmt.Errorf("Complete: no response")
+		}
 		return err
 	}},
 	{"SandboxService_GetDriver", func(e *routeEnv) error {
@@ -220,6 +228,17 @@ var routeCases = []struct {
 			WithBody(&models.FabroSandboxV1SandboxServiceReadFileBytesBody{Path: strPtr("route.txt")}), e.auth, r.option)
 		if err == nil && (len(r.lines) == 0 || r.lines[0].Result == nil) {
 			return fmt.Errorf("ReadFileBytes: %d lines, want chunks: %v", len(r.lines), r.raw)
+		}
+		return err
+	}},
+	{"SandboxService_ExecStream", func(e *routeEnv) error {
+		// A stream (NDJSON): read line by line, as in TestGoSwaggerStreams.
+		r := &ndjsonReader[sandbox_service.SandboxServiceExecStreamOKBody, *sandbox_service.SandboxServiceExecStreamOKBody]{ok: &sandbox_service.SandboxServiceExecStreamOK{}}
+		cmd := "echo streamed"
+		_, err := e.c.SandboxService.SandboxServiceExecStreamContext(e.ctx, sandbox_service.NewSandboxServiceExecStreamParams().WithSandboxID(e.ids["sandbox"]).
+			WithBody(&models.FabroSandboxV1SandboxServiceExecStreamBody{Spec: &models.FabroSandboxV1ExecSpec{Command: &cmd}}), e.auth, r.option)
+		if err == nil && (len(r.lines) < 2 || r.lines[len(r.lines)-1].Result == nil) {
+			return fmt.Errorf("ExecStream: %d lines, want started ... result: %v", len(r.lines), r.raw)
 		}
 		return err
 	}},
