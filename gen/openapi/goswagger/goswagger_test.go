@@ -38,9 +38,10 @@ func serve(t *testing.T) (string, string) {
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	overlay := fakeProvider(t, dir)
 	cmd := exec.Command(bin, "serve", "-data-dir", data, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
 		"-nats-listen", "none", "-log-format", "json", "-sandbox-allowed-roots", ws)
-	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY=unused")
+	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY=unused", "FABRO_LLM_CATALOG_OVERLAY="+overlay)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,41 @@ func serve(t *testing.T) (string, string) {
 	}
 	os.Setenv("T25_WS", ws)
 	return "http://" + httpAddr, strings.TrimSpace(string(tok))
+}
+
+// fakeProvider builds and runs the wire-exact fake provider on a free port
+// with three scripted turns (then its demo reply) and returns the path of a
+// catalog overlay pointing every provider at it.
+func fakeProvider(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "fakeprovider")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/fakeprovider")
+	build.Dir = filepath.Join("..", "..", "..", "services", "llmgateway")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build fakeprovider: %v\n%s", err, out)
+	}
+	script := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(script, []byte(`[{"Text": "Refused by the stock runtime."}, {"Text": "Hello from the fake provider.", "ChunkRunes": 5}, {"Text": "Done.", "ChunkRunes": 2}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-script", script, "-print-overlay")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	var ov json.RawMessage
+	if err := json.NewDecoder(out).Decode(&ov); err != nil {
+		t.Fatalf("fakeprovider overlay: %v", err)
+	}
+	path := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(path, ov, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestGoSwaggerClient: the go-swagger client (strict on OpenAPI v2)
