@@ -59,6 +59,7 @@ func TestMain(m *testing.M) {
 }
 
 type serve struct {
+	pid      int // fabro serve's
 	grpcAddr string
 	data     string
 	client   sandboxv1.SandboxServiceClient
@@ -81,7 +82,7 @@ func startServe(t *testing.T) *serve {
 	logs := &bytes.Buffer{}
 	done := make(chan struct{})
 	stuck := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
-	s := &serve{data: data}
+	s := &serve{data: data, pid: cmd.Process.Pid}
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		logs.Write(append(sc.Bytes(), '\n'))

@@ -28,15 +28,19 @@ import (
 
 // Limits from the contract.
 const (
-	defaultReadLines   = 2000
-	readChunkBytes     = 1 << 20
-	defaultTimeout     = 10 * time.Second
-	maxTimeout         = 10 * time.Minute
-	maxRetainedBytes   = 1 << 20
-	maxGrepResults     = 10000
-	defaultListDepth   = 1
-	readFileLineWidth  = 3
-	execIDAllowedChars = "A-Za-z0-9._-"
+	defaultReadLines  = 2000
+	readChunkBytes    = 1 << 20
+	defaultTimeout    = 10 * time.Second
+	maxTimeout        = 10 * time.Minute
+	maxRetainedBytes  = 1 << 20
+	maxGrepResults    = 10000
+	defaultListDepth  = 1
+	readFileLineWidth = 3
+	// A ReadFile line longer than this is no text; content is kept within
+	// the other (a client's default receive limit is 4 MiB).
+	maxReadLineBytes    = 1 << 20
+	maxReadContentBytes = 1 << 20
+	execIDAllowedChars  = "A-Za-z0-9._-"
 )
 
 // domain is the google.rpc.ErrorInfo domain of every sandbox error.
@@ -237,19 +241,34 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 		return nil, s.callErr(ctx, e, err)
 	}
 	defer rc.Close()
+	// Memory stays bounded whatever the command made the file (a sparse
+	// terabyte is one line of zeros): a line longer than maxReadLineBytes
+	// is refused, and lines stop being kept once they fill
+	// maxReadContentBytes. The scan stops with the call.
 	br := bufio.NewReaderSize(rc, 64<<10)
 	var lines []string
-	var total int64
+	var total, kept int64
+	full := false
 	for {
-		line, err := br.ReadString('\n')
+		line, err := readLine(br)
 		if line != "" {
 			total++
+			if total%4096 == 0 && ctx.Err() != nil {
+				return nil, s.toStatus(ctx, ctx.Err())
+			}
+			if len(line) > maxReadLineBytes {
+				return nil, domain.New(codes.FailedPrecondition, "NOT_UTF8", fmt.Sprintf("%s, line %d, is longer than %d bytes: not a text file ReadFile shows; ReadFileBytes reads any file", req.GetPath(), total, maxReadLineBytes))
+			}
 			if !utf8.ValidString(line) {
 				return nil, s.toStatus(ctx, fmt.Errorf("%w: %s, line %d; ReadFileBytes reads any file", driver.ErrNotUTF8, req.GetPath(), total))
 			}
-			if total >= first && total < first+limit {
-				line = strings.TrimSuffix(line, "\n")
-				lines = append(lines, strings.TrimSuffix(line, "\r"))
+			if total >= first && total < first+limit && !full {
+				if kept += int64(len(line)) + 16; kept > maxReadContentBytes {
+					full = true
+				} else {
+					line = strings.TrimSuffix(line, "\n")
+					lines = append(lines, strings.TrimSuffix(line, "\r"))
+				}
 			}
 		}
 		if err == io.EOF {
@@ -270,6 +289,19 @@ func (s *Service) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) 
 		resp.Content = b.String()
 	}
 	return resp, nil
+}
+
+// readLine is bufio's ReadString('\n') that gives up on a line past
+// maxReadLineBytes, returning what it read of it (longer than that).
+func readLine(br *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		b = append(b, chunk...)
+		if err != bufio.ErrBufferFull || len(b) > maxReadLineBytes {
+			return string(b), err
+		}
+	}
 }
 
 // ReadFileBytes implements SandboxService.

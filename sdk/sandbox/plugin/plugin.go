@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -102,6 +103,7 @@ func Serve(d driver.Driver, opts ...Option) {
 		// refuse it; say first, in the host's log, what each side speaks.
 		cfg.logger.Error("no common sandbox plugin protocol version", "plugin_versions", fmt.Sprint(cfg.versions), "host_versions", fmt.Sprint(offered))
 	}
+	go exitWithHost(cfg.logger)
 	versioned := map[int]goplugin.PluginSet{}
 	for _, v := range cfg.versions {
 		versioned[v] = goplugin.PluginSet{pluginName: &grpcPlugin{impl: d, version: cfg.version, logger: cfg.logger}}
@@ -112,6 +114,21 @@ func Serve(d driver.Driver, opts ...Option) {
 		GRPCServer:       goplugin.DefaultGRPCServer,
 		Logger:           newHCLog(cfg.logger).Named("go-plugin"),
 	})
+}
+
+// exitWithHost ends the plugin once its host is gone: a host killed with
+// SIGKILL cannot stop it, and go-plugin would serve no one for good,
+// holding what its commands hold. The host's death reparents the plugin,
+// so its parent pid changes. The process exits: the commands it started
+// go with it (their parent-death signal).
+func exitWithHost(logger *slog.Logger) {
+	host := os.Getppid()
+	for range time.Tick(200 * time.Millisecond) {
+		if os.Getppid() != host {
+			logger.Error("the sandbox service that started this plugin is gone; exiting", "host_pid", host)
+			os.Exit(1)
+		}
+	}
 }
 
 // hostVersions are the protocol versions the host offered.

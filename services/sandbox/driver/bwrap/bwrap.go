@@ -77,7 +77,8 @@ type Config struct {
 	// as trusted as the executable, else the executable itself.
 	Init string
 	// WorkspaceRoot is where managed workspaces are made; default the
-	// system's temporary directory.
+	// system's temporary directory, or, as root, a directory of root's in
+	// it (fabro-bwrap) that no other user can create names in.
 	WorkspaceRoot string
 	// UIDBase and UIDCount are the host uids given to sandboxes when the
 	// plugin runs as root; default [DefaultUIDBase], [DefaultUIDCount].
@@ -118,6 +119,7 @@ type Driver struct {
 
 	probeOnce sync.Once
 	probeErr  error
+	rootErr   error  // the default workspace root could not be made
 	init      string // the init binary as sandboxes reach it (set by the probe)
 
 	mu   sync.Mutex
@@ -149,6 +151,10 @@ func New(cfg Config) *Driver {
 	if cfg.UIDCount == 0 {
 		cfg.UIDBase, cfg.UIDCount = DefaultUIDBase, DefaultUIDCount
 	}
+	var rootErr error
+	if cfg.WorkspaceRoot == "" && os.Geteuid() == 0 {
+		cfg.WorkspaceRoot, rootErr = privateRoot()
+	}
 	cfg.TmpBytes = cmp.Or(cfg.TmpBytes, DefaultTmpBytes)
 	cfg.MaxExecs = cmp.Or(cfg.MaxExecs, DefaultMaxExecs)
 	d := &Driver{
@@ -159,6 +165,7 @@ func New(cfg Config) *Driver {
 		// so it keeps the local driver's own user switch off.
 		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root"}),
 	}
+	d.rootErr = rootErr
 	d.rg, _ = lookPath("rg")
 	d.grep, _ = lookPath("grep")
 	return d
@@ -202,6 +209,9 @@ func (d *Driver) Available(ctx context.Context) error {
 	}
 	if err := d.local.Available(ctx); err != nil {
 		return err
+	}
+	if d.rootErr != nil {
+		return fmt.Errorf("%w: workspace root: %v", driver.ErrUnavailable, d.rootErr)
 	}
 	d.probeOnce.Do(func() {
 		if _, err := os.Stat(d.cfg.Bwrap); err != nil {

@@ -1,10 +1,13 @@
 package bwrap
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/user"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -78,6 +81,28 @@ func (d *Driver) releaseUID(uid uint32) {
 
 func (d *Driver) inRange(uid uint32) bool {
 	return uid >= d.cfg.UIDBase && uint64(uid) < uint64(d.cfg.UIDBase)+uint64(d.cfg.UIDCount)
+}
+
+// privateRoot is the default workspace root of a root plugin: in the
+// shared temporary directory, which the local driver's commands write
+// too, a command could plant names beside a workspace (its disk image)
+// between its mkdir and its mount, or the init's copy before it is made.
+// fabro-bwrap, root's and writable by no one else, is shared by the
+// plugins of every service (names in it are random); one a user planted
+// is passed over for a fresh directory.
+func privateRoot() (string, error) {
+	p := filepath.Join(os.TempDir(), "fabro-bwrap")
+	if err := os.Mkdir(p, 0o711); err == nil || errors.Is(err, fs.ErrExist) {
+		if ownedByRoot(p, true) == nil {
+			return p, nil
+		}
+	}
+	p, err := os.MkdirTemp("", "fabro-bwrap-")
+	if err != nil {
+		return "", err
+	}
+	// Traversable by the sandboxes' uids, listed by no one.
+	return p, os.Chmod(p, 0o711)
 }
 
 func (d *Driver) workspaceRoot() string {

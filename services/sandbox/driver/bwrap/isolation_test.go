@@ -355,3 +355,21 @@ func session(sid int) []string {
 	}
 	return out
 }
+
+// TestWorkspacesNotInASharedDirectory: managed workspaces (and their disk
+// images, and the init's copy) are made in a directory no other user can
+// create names in: in the shared /tmp a local sandbox's command planted
+// <workspace>.disk.img between the mkdir and the mount.
+func TestWorkspacesNotInASharedDirectory(t *testing.T) {
+	requireRoot(t)
+	d := plugintest.NewDriver(pluginBinary(t))(t)
+	sb := drivertest.NewSandbox(t, d, driver.Spec{})
+	parent := filepath.Dir(sb.Info().RootDirectory)
+	fi, err := os.Stat(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+		t.Errorf("the workspaces' directory %s is %v, uid %d: others can create names in it", parent, fi.Mode(), st.Uid)
+	}
+}

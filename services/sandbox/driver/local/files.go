@@ -100,7 +100,9 @@ func (s *sandbox) Open(_ context.Context, p string, offset int64) (io.ReadCloser
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := s.root.Open(rel)
+	// Non-blocking: a named pipe the command made would otherwise keep
+	// this thread in open(2) until a writer came (it is refused below).
+	f, err := s.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, fsErr(p, err)
 	}
@@ -193,7 +195,9 @@ func (s *sandbox) WriteFile(_ context.Context, p string, data []byte) (bool, err
 
 // syncDir makes a rename or creation in directory rel durable.
 func (s *sandbox) syncDir(rel string) error {
-	d, err := s.root.Open(rel)
+	// A directory or nothing: the command may have swapped a named pipe
+	// in since the rename.
+	d, err := s.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}

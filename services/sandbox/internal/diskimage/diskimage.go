@@ -86,14 +86,24 @@ func Attach(ctx context.Context, dir string, size int64) error {
 	size = max(size, MinBytes)
 	img := ImagePath(dir)
 	fresh := false
-	if _, err := os.Stat(img); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(img); errors.Is(err, os.ErrNotExist) {
 		if err := create(ctx, img, size); err != nil {
 			os.Remove(img)
 			return err
 		}
 		fresh = true
 	}
-	out, err := exec.CommandContext(ctx, mountBin, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, dir).CombinedOutput()
+	// Mounted through a descriptor of the file checked to be the
+	// service's own image: never through a name a command could have
+	// planted (a link to another sandbox's image, or to a block device).
+	f, err := openImage(img)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	mount := exec.CommandContext(ctx, mountBin, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", "/proc/self/fd/3", dir)
+	mount.ExtraFiles = []*os.File{f}
+	out, err := mount.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mount the disk image of %s: %v: %s", dir, err, bytes.TrimSpace(out))
 	}
@@ -107,6 +117,27 @@ func Attach(ctx context.Context, dir string, size int64) error {
 		return err
 	}
 	return nil
+}
+
+// openImage opens img, not following a symbolic link, and checks that it
+// is a regular file of root's alone with no other name (a hard link to
+// another sandbox's image is refused).
+func openImage(img string) (*os.File, error) {
+	f, err := os.OpenFile(img, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the disk image %s: %w", img, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() || st.Uid != 0 || st.Nlink != 1 || fi.Mode().Perm()&0o077 != 0 {
+		f.Close()
+		return nil, fmt.Errorf("the disk image %s is not the service's own (a regular file of root's, mode 0600, one link): refusing to mount it", img)
+	}
+	return f, nil
 }
 
 func create(ctx context.Context, img string, size int64) error {
@@ -192,7 +223,7 @@ func Detach(dir string) error {
 
 // Has says whether dir was given an image.
 func Has(dir string) bool {
-	_, err := os.Stat(ImagePath(dir))
+	_, err := os.Lstat(ImagePath(dir))
 	return err == nil
 }
 

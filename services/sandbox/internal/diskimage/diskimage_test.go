@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -80,5 +81,53 @@ func TestAttachBoundsWritesAndDetachRemoves(t *testing.T) {
 	}
 	if _, err := os.Stat(ImagePath(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("image left: %v", err)
+	}
+}
+
+// TestAttachRefusesAPlantedImage: an image path that a command planted
+// (a symbolic link to another sandbox's image, or a file of its own) is
+// never mounted: in a shared directory such as /tmp a command can create
+// <dir>.disk.img between the workspace's mkdir and Attach.
+func TestAttachRefusesAPlantedImage(t *testing.T) {
+	if err := Supported(); err != nil {
+		t.Skipf("no disk images here: %v", err)
+	}
+	base := t.TempDir()
+	victim := filepath.Join(base, "victim")
+	if err := os.Mkdir(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Attach(context.Background(), victim, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Detach(victim) })
+	if err := os.WriteFile(filepath.Join(victim, "secret"), []byte("victim"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(base, "own.img")
+	if raw, err := os.ReadFile(ImagePath(victim)); err != nil || os.WriteFile(own, raw, 0o600) != nil || os.Chown(own, 65534, 65534) != nil {
+		t.Fatalf("the plant: %v", err)
+	}
+	for name, plant := range map[string]func(img string) error{
+		"symlink to another image":   func(img string) error { return os.Symlink(ImagePath(victim), img) },
+		"hard link to another image": func(img string) error { return os.Link(ImagePath(victim), img) },
+		"image of another user":      func(img string) error { return os.Rename(own, img) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(base, "ws-"+strings.ReplaceAll(name, " ", "-"))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := plant(ImagePath(dir)); err != nil {
+				t.Fatalf("the plant: %v", err)
+			}
+			err := Attach(context.Background(), dir, 16<<20)
+			if err == nil {
+				defer syscall.Unmount(dir, syscall.MNT_DETACH)
+			}
+			if _, serr := os.Stat(filepath.Join(dir, "secret")); serr == nil || err == nil {
+				t.Errorf("Attach over a planted image: %v; the victim's file visible: %v", err, serr == nil)
+			}
+		})
 	}
 }

@@ -32,11 +32,14 @@ func Key() string {
 	return strings.Join(out, ",")
 }
 
+// LinkLocal is IPv4's link-local network, which Block makes unreachable.
+const LinkLocal = "169.254.0.0/16"
+
 // Block gives each IPv4 address of the host's interfaces (loopback aside,
 // which is the namespace's own) an unreachable route in the network
 // namespace netns. A command without CAP_NET_ADMIN in the namespace's
 // owner cannot remove them. An address the host gains later is not
-// covered. It needs the capabilities to change netns's routes: root's,
+// covered. The link-local network is made unreachable too. It needs the capabilities to change netns's routes: root's,
 // or those of the owner of netns's user namespace.
 //
 // Each of also, a network the sandbox shares with others (a Docker
@@ -47,7 +50,10 @@ func Block(netns *os.File, also ...*net.IPNet) error {
 	if err != nil {
 		return fmt.Errorf("the host's addresses: %w", err)
 	}
-	var batch strings.Builder
+	// Link-local addresses are the host's network's alone: a cloud host's
+	// metadata service (169.254.169.254) hands out its credentials.
+	batch := strings.Builder{}
+	batch.WriteString("route replace unreachable " + LinkLocal + "\n")
 	for _, a := range addrs {
 		// Neither slirp4netns (without --enable-ipv6) nor the sandboxes'
 		// Docker bridge route IPv6 to the host.
