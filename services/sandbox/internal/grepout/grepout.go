@@ -74,39 +74,125 @@ type rgMessage struct {
 // its "end" says it is not binary: a binary file gives none, as grep -I
 // and ripgrep's own directory search skip binary files (a file named
 // outright is otherwise searched and its NUL bytes printed).
+//
+// Messages are read token by token, never whole: a match message lists
+// every submatch of its line, so one long line of a hostile file makes a
+// message fifty times its size (a 10 MB line, 537 MB), and only its path,
+// line and text are kept.
 func ParseRipgrepJSON(br *bufio.Reader, name func([]byte) string, max int, out *[]driver.GrepMatch) (bool, error) {
 	var pending []driver.GrepMatch
+	dec := json.NewDecoder(br)
 	for {
-		rec, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(rec)) > 0 {
-			var m rgMessage
-			if jerr := json.Unmarshal(rec, &m); jerr != nil {
-				return false, fmt.Errorf("printed an unparseable message %q: %v", Truncate(rec, 200), jerr)
-			}
-			switch m.Type {
-			case "begin":
-				pending = pending[:0]
-			case "match":
-				pending = append(pending, newMatch(name(m.Data.Path.raw()), m.Data.LineNumber, bytes.TrimSuffix(m.Data.Lines.raw(), []byte{'\n'})))
-			case "end":
-				if m.Data.BinaryOffset == nil {
-					for _, pm := range pending {
-						if len(*out) == max {
-							return true, nil
-						}
-						*out = append(*out, pm)
-					}
-				}
-				pending = pending[:0]
-			}
-		}
+		m, err := readMessage(dec)
 		if err == io.EOF {
 			return false, nil
 		}
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("printed an unparseable message: %v", err)
+		}
+		switch m.Type {
+		case "begin":
+			pending = pending[:0]
+		case "match":
+			pending = append(pending, newMatch(name(m.Data.Path.raw()), m.Data.LineNumber, bytes.TrimSuffix(m.Data.Lines.raw(), []byte{'\n'})))
+		case "end":
+			if m.Data.BinaryOffset == nil {
+				for _, pm := range pending {
+					if len(*out) == max {
+						return true, nil
+					}
+					*out = append(*out, pm)
+				}
+			}
+			pending = pending[:0]
 		}
 	}
+}
+
+// readMessage decodes one message's type and the data fields rgMessage
+// names, skipping every other value without keeping it.
+func readMessage(dec *json.Decoder) (rgMessage, error) {
+	var m rgMessage
+	err := object(dec, func(key string) error {
+		switch key {
+		case "type":
+			return dec.Decode(&m.Type)
+		case "data":
+			return object(dec, func(key string) error {
+				switch key {
+				case "path":
+					return dec.Decode(&m.Data.Path)
+				case "lines":
+					return dec.Decode(&m.Data.Lines)
+				case "line_number":
+					return dec.Decode(&m.Data.LineNumber)
+				case "binary_offset":
+					return dec.Decode(&m.Data.BinaryOffset)
+				}
+				return skip(dec)
+			})
+		}
+		return skip(dec)
+	})
+	return m, err
+}
+
+// object reads a JSON object, calling field for each key with the decoder
+// at its value, which field must consume. A null is an empty object.
+func object(dec *json.Decoder, field func(key string) error) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return nil
+	}
+	if t != json.Delim('{') {
+		return fmt.Errorf("want an object, got %v", t)
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return noEOF(err)
+		}
+		key, ok := t.(string)
+		if !ok {
+			return fmt.Errorf("want a key, got %v", t)
+		}
+		if err := field(key); err != nil {
+			return noEOF(err)
+		}
+	}
+	_, err = dec.Token() // the closing brace
+	return noEOF(err)
+}
+
+// skip consumes one value, however deep, holding one token at a time.
+func skip(dec *json.Decoder) error {
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return noEOF(err)
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
+
+// noEOF is err, with an end of input inside a message made unexpected.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 func newMatch(p string, line int64, text []byte) driver.GrepMatch {
