@@ -399,6 +399,11 @@ deps: ## Install the Debian packages the tests need (apt-get, when missing)
 	  /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || missing="$$missing python3-grpcio python3-protobuf"; \
 	  [ -x /usr/bin/protoc ] || missing="$$missing protobuf-compiler"; \
 	  [ -x /usr/bin/grpc_python_plugin ] || missing="$$missing protobuf-compiler-grpc"; \
+	  command -v tmux >/dev/null || missing="$$missing tmux"; \
+	  command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || missing="$$missing e2fsprogs"; \
+	  command -v git >/dev/null || missing="$$missing git"; \
+	  command -v zsh >/dev/null || missing="$$missing zsh"; \
+	  command -v fish >/dev/null || missing="$$missing fish"; \
 	  [ -z "$$missing" ] || scripts/apt-install $$missing
 
 .PHONY: clean
