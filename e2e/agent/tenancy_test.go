@@ -448,3 +448,45 @@ func TestTenancyForwarded(t *testing.T) {
 		t.Errorf("alice's session after bob's delete: %v", err)
 	}
 }
+
+// TestPolicyGovernsSessionTurns: a token's model list holds for the turns
+// of a session it prompts, as for its own gateway calls. The agent calls
+// the gateway with its service credential acting for the session's owner;
+// without the prompting token's id the gateway governs the turns by no
+// policy, and a token limited to one model (or to a budget) calls any model
+// by prompting a session.
+func TestPolicyGovernsSessionTurns(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	limited, _, err := st.tokens.IssueWithPolicy("alice", auth.RoleUser, &auth.Policy{Models: []string{"openai/*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, _, err := st.tokens.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.fake.Enqueue(fakeprovider.Turn{Text: "hello"}, fakeprovider.Turn{Text: "hello"})
+	// Its own gateway call is refused.
+	conn, err := grpc.NewClient(st.cfg.LLMAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	gs, err := llmv1.NewLLMGatewayServiceClient(conn).Stream(bearer(t.Context(), limited), &llmv1.StreamRequest{Request: &llmv1.Request{
+		Model: "anthropic/claude-sonnet-4.5", Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: "hi"}}}}}}}})
+	if err == nil {
+		_, err = gs.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("limited token's own Stream: %v, want PERMISSION_DENIED", err)
+	}
+	id, _ := st.createAs(t, free) // anthropic/claude-sonnet-4.5
+	evs := st.promptAs(t, limited, id)
+	if r := lastReport(t, evs); r.GetError() == nil || !strings.Contains(r.GetError().GetMessage(), "may not call model") {
+		t.Errorf("the limited token's prompt on an anthropic session: %v (%v), want the model refused", eventTypes(evs), r)
+	}
+	// The unlimited token of the same person still prompts it.
+	if r := lastReport(t, st.promptAs(t, free, id)); r.GetError() != nil {
+		t.Errorf("the free token's prompt: %v", r.GetError())
+	}
+}
