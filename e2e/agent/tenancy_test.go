@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -488,5 +489,58 @@ func TestPolicyGovernsSessionTurns(t *testing.T) {
 	// The unlimited token of the same person still prompts it.
 	if r := lastReport(t, st.promptAs(t, free, id)); r.GetError() != nil {
 		t.Errorf("the free token's prompt: %v", r.GetError())
+	}
+}
+
+// TestRevokedTokensPromptStops: a prompt started with a token that is then
+// revoked makes no further model call or command for it. Its Prompt stream
+// ends at the revocation, but the prompt itself goes on (StartPrompt, or
+// Prompt without cancel_on_disconnect); its later calls name the revoked
+// token and are refused, instead of running governed by no policy.
+func TestRevokedTokensPromptStops(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	ctx := t.Context()
+	id, _ := st.createAs(t, who.alice)
+	temp, entry, err := st.tokens.IssueWithPolicy("alice", auth.RoleUser, &auth.Policy{Models: []string{"anthropic/*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	st.fake.Script(func(fakeprovider.Request) fakeprovider.Turn {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+			return fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "shell", Arguments: args(map[string]any{"command": "echo ran > after-revoke.txt"})}}}
+		}
+		return fakeprovider.Turn{Text: "still here"}
+	})
+	started, err := st.agent.StartPrompt(bearer(ctx, temp), &agentv1.StartPromptRequest{SessionId: id, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	if err := st.tokens.Revoke(entry.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	evs, err := st.agent.StreamEvents(bearer(ctx, who.alice), &agentv1.StreamEventsRequest{SessionId: id, PromptId: started.GetPromptId(), Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report *agentv1.PromptReport
+	for report == nil {
+		resp, err := evs.Recv()
+		if err != nil {
+			t.Fatalf("events: %v", err)
+		}
+		report = resp.GetEvent().GetPromptCompleted().GetReport()
+	}
+	if report.GetStatus() == agentv1.PromptStatus_PROMPT_STATUS_COMPLETED {
+		t.Errorf("the revoked token's prompt completed: %v", report)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the model was called %d times, want 1 (none after the revocation)", n)
 	}
 }
