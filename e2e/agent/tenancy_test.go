@@ -544,3 +544,50 @@ func TestRevokedTokensPromptStops(t *testing.T) {
 		t.Errorf("the model was called %d times, want 1 (none after the revocation)", n)
 	}
 }
+
+// TestPolicyGovernsSubagents: a subagent the model spawns, on a model of
+// its choosing, runs under the token of the prompt that spawned it: a
+// token limited to anthropic/* cannot reach openai through spawn_agent,
+// and no openai request is made.
+func TestPolicyGovernsSubagents(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	limited, _, err := st.tokens.IssueWithPolicy("alice", auth.RoleUser, &auth.Policy{Models: []string{"anthropic/*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parentTurns, openaiCalls atomic.Int32
+	st.fake.Script(func(r fakeprovider.Request) fakeprovider.Turn {
+		if strings.HasPrefix(r.Protocol, "openai") {
+			openaiCalls.Add(1)
+			return fakeprovider.Turn{Text: "child on openai"}
+		}
+		switch parentTurns.Add(1) {
+		case 1:
+			return fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "sp1", Name: "spawn_agent", Arguments: args(map[string]any{"task": "say hi", "model": "openai/gpt-5"})}}}
+		case 2:
+			if m := spawnedID.FindStringSubmatch(string(r.Body)); m != nil {
+				return fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "w1", Name: "wait", Arguments: args(map[string]any{"agent_id": m[1]})}}}
+			}
+		}
+		return fakeprovider.Turn{Text: "parent done"}
+	})
+	ctx := bearer(t.Context(), limited)
+	sb, err := st.sandbox.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := st.agent.CreateSession(ctx, &agentv1.CreateSessionRequest{
+		Model: "anthropic/claude-sonnet-4.5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sb.GetSandbox().GetSandboxId()},
+		Options: &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.promptAs(t, limited, created.GetSession().GetSessionId())
+	if parentTurns.Load() < 2 {
+		t.Fatalf("the parent took %d turns: no subagent was spawned", parentTurns.Load())
+	}
+	if n := openaiCalls.Load(); n != 0 {
+		t.Errorf("a token limited to anthropic/* reached openai %d times through a subagent", n)
+	}
+}
