@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -589,5 +590,32 @@ func TestPolicyGovernsSubagents(t *testing.T) {
 	}
 	if n := openaiCalls.Load(); n != 0 {
 		t.Errorf("a token limited to anthropic/* reached openai %d times through a subagent", n)
+	}
+}
+
+// TestTenancyCreateSessionOnAnothersSandbox: bob's session on alice's
+// sandbox is refused exactly as one on a sandbox id nobody has (code,
+// reason and message but for the id), and makes no session.
+func TestTenancyCreateSessionOnAnothersSandbox(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	_, aliceSB := st.createAs(t, who.alice)
+	refusal := func(sandboxID string) string {
+		_, err := st.agent.CreateSession(bearer(t.Context(), who.bob), &agentv1.CreateSessionRequest{
+			Model: "anthropic/claude-sonnet-4.5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sandboxID}})
+		if err == nil {
+			t.Fatalf("bob's session on sandbox %s was created", sandboxID)
+		}
+		s := status.Convert(err)
+		b, _ := protojson.Marshal(s.Proto())
+		return strings.ReplaceAll(string(b), sandboxID, "ID")
+	}
+	missing := "sbx-" + strings.Repeat("0", len(strings.TrimPrefix(aliceSB, "sbx-")))
+	if got, want := refusal(aliceSB), refusal(missing); got != want {
+		t.Errorf("on alice's sandbox:\n%s\non a missing one:\n%s", got, want)
+	}
+	resp, err := st.agent.ListSessions(bearer(t.Context(), who.bob), &agentv1.ListSessionsRequest{})
+	if err != nil || len(resp.GetSessions()) != 0 {
+		t.Errorf("bob's sessions: %v %v", resp.GetSessions(), err)
 	}
 }
