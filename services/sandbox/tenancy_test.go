@@ -474,3 +474,52 @@ func TestTenancyAnotherManagedWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// TestTenancyAnothersHostDirectory: a directory that is, lies in or holds
+// the root of another person's sandbox is refused to a new sandbox of
+// bob's, working directory or host_dir alike; the owner and an admin may
+// share it, and a directory beside it is anyone's.
+func TestTenancyAnothersHostDirectory(t *testing.T) {
+	fx := authtest.New(t)
+	tn := startTenancy(t, t.TempDir(), fx, nil)
+	ctx := t.Context()
+	parent := t.TempDir()
+	proj, beside := filepath.Join(parent, "proj"), filepath.Join(parent, "beside")
+	for _, d := range []string{filepath.Join(proj, "sub"), beside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(proj, "sub", "secret.txt"), []byte("alice's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.client.CreateSandbox(as(ctx, tn.alice), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: proj}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, token, dir string
+		want             codes.Code
+	}{
+		{"bob on alice's root", tn.bob, proj, codes.PermissionDenied},
+		{"bob in it", tn.bob, filepath.Join(proj, "sub"), codes.PermissionDenied},
+		{"bob on a directory holding it", tn.bob, parent, codes.PermissionDenied},
+		{"bob beside it", tn.bob, beside, codes.OK},
+		{"alice again", tn.alice, filepath.Join(proj, "sub"), codes.OK},
+		{"an admin", tn.root, proj, codes.OK},
+		{"the agent for bob", tn.agent, proj, codes.PermissionDenied},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := as(ctx, tt.token)
+			if tt.token == tn.agent {
+				c = as(ctx, tt.token, "user:bob")
+			}
+			resp, err := tn.client.CreateSandbox(c, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: tt.dir}})
+			if status.Code(err) != tt.want {
+				t.Fatalf("CreateSandbox on %s: %v, want %v", tt.dir, err, tt.want)
+			}
+			if err == nil {
+				tn.client.DeleteSandbox(c, &sandboxv1.DeleteSandboxRequest{SandboxId: resp.GetSandbox().GetSandboxId()})
+			}
+		})
+	}
+}
