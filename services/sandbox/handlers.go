@@ -116,7 +116,7 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 		return nil, err
 	}
 	if iso := d.Capabilities().Isolation; iso != driver.IsolationVM && iso != driver.IsolationContainer {
-		if err := s.checkRootOwner(ctx, spec.GetWorkingDirectory()); err != nil {
+		if err := s.checkWorkspaceOwner(ctx, spec.GetWorkingDirectory()); err != nil {
 			return nil, err
 		}
 	}
@@ -126,7 +126,7 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 		if err := s.roots.checkHostDir(hostDir); err != nil {
 			return nil, err
 		}
-		if err := s.checkRootOwner(ctx, hostDir); err != nil {
+		if err := s.checkWorkspaceOwner(ctx, hostDir); err != nil {
 			return nil, err
 		}
 	}

@@ -210,66 +210,44 @@ func (p rootPolicy) inWorkspaces(path string) bool {
 	return p.workspaces != "" && path != p.workspaces && within(path, p.workspaces)
 }
 
-// checkRootOwner refuses a host directory (a working directory, or a
-// mounted host_dir) that is, holds or lies in the host root of a sandbox
-// the caller does not reach: another person's files are theirs, and
-// sharing them takes more than naming their path. Inside the managed
-// workspaces a directory must moreover lie in the workspace of a sandbox
-// the caller reaches; one in no sandbox's workspace gets the same refusal
-// as another's, so there the answer says nothing of whether a path is in
-// use. An admin's reach into another's root is audited.
-func (s *Service) checkRootOwner(ctx context.Context, given string) error {
+// checkWorkspaceOwner refuses a directory (a working directory or a
+// mounted host directory) inside the managed workspaces unless it lies in
+// the managed workspace of a sandbox the caller reaches: the policy lets
+// such paths through, but each is some sandbox's, and another person's
+// workspace is theirs. A path in no sandbox's workspace gets the same
+// refusal, so the answer says nothing of whether a path is in use.
+func (s *Service) checkWorkspaceOwner(ctx context.Context, given string) error {
 	if !filepath.IsAbs(given) {
 		return nil
 	}
-	roots := s.hostRoots()
 	for _, path := range []string{filepath.Clean(given), canonical(given)} {
-		inWs := s.roots.inWorkspaces(path)
-		reachable, foreign := false, false
-		for _, r := range roots {
-			in := within(path, r.dir)
-			if !in && !within(r.dir, path) {
-				continue
-			}
-			switch auth.Reaches(ctx, r.owner) {
-			case auth.Unreachable:
-				foreign = true
-			case auth.AsAdmin:
-				auth.Audit(ctx, s.logger, "sandbox root", given, r.owner)
-				reachable = reachable || in
-			default:
-				reachable = reachable || in
-			}
+		if !s.roots.inWorkspaces(path) {
+			continue
 		}
-		switch {
-		case inWs && (foreign || !reachable):
+		owner, found := s.workspaceOwner(path)
+		reach := auth.Reaches(ctx, owner)
+		if !found || reach == auth.Unreachable {
 			return domain.New(codes.PermissionDenied, "ROOT_NOT_ALLOWED", fmt.Sprintf("working_directory %s lies in the managed workspaces, in none of your sandboxes' workspaces", given))
-		case foreign:
-			return domain.New(codes.PermissionDenied, "ROOT_NOT_ALLOWED", fmt.Sprintf("working_directory %s is, holds or lies in the directory of a sandbox that is not yours", given))
+		}
+		if reach == auth.AsAdmin {
+			auth.Audit(ctx, s.logger, "workspace", given, owner)
 		}
 	}
 	return nil
 }
 
-// hostRoot is a host directory a sandbox works in, and the sandbox's owner.
-type hostRoot struct{ dir, owner string }
-
-// hostRoots are the host directories of every sandbox: a host driver's
-// root, a container's mounted host_dir.
-func (s *Service) hostRoots() []hostRoot {
+// workspaceOwner is the owner of the sandbox whose managed workspace holds
+// path.
+func (s *Service) workspaceOwner(path string) (owner string, found bool) {
 	s.mu.Lock()
-	var out []hostRoot
+	defer s.mu.Unlock()
 	for _, e := range s.sandboxes {
-		if iso := e.info.Capabilities.Isolation; iso != driver.IsolationVM && iso != driver.IsolationContainer && filepath.IsAbs(e.info.RootDirectory) {
-			out = append(out, hostRoot{e.info.RootDirectory, e.owner})
+		if !e.info.ManagedWorkspace || e.info.RootDirectory == "" {
+			continue
 		}
-		if d := e.spec.Options["host_dir"]; filepath.IsAbs(d) {
-			out = append(out, hostRoot{d, e.owner})
+		if root := canonical(e.info.RootDirectory); within(path, root) && s.roots.inWorkspaces(root) {
+			return e.owner, true
 		}
 	}
-	s.mu.Unlock()
-	for i := range out {
-		out[i].dir = canonical(out[i].dir)
-	}
-	return out
+	return "", false
 }
