@@ -196,6 +196,9 @@ func newStackAuth(t testing.TB, tokens *auth.Store, opts ...func(*agent.Config))
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
+	if tokens != nil {
+		gw.SetPolicies(tokens) // as fabro serve does
+	}
 	// Workspaces are other temporary directories.
 	sb, err := sandbox.New(sandbox.Config{DataDir: filepath.Join(dir, "sandbox"), Security: sandbox.Security{AllowedRoots: []string{os.TempDir()}}}, logger)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -538,5 +540,172 @@ func TestTenancyNATS(t *testing.T) {
 		if !strings.HasPrefix(m.Subject, "fabro.agent.v1.json.sessions."+aliceID+".") || !strings.HasPrefix(m.Header.Get("Fabro-Event-Msg-Id"), aliceID+":") {
 			t.Errorf("Alice received %s (%s), not of her session", m.Subject, m.Header.Get("Fabro-Event-Msg-Id"))
 		}
+
+// TestPolicyGovernsSessionTurns: a token's model list holds for the turns
+// of a session it prompts, as for its own gateway calls. The agent calls
+// the gateway with its service credential acting for the session's owner;
+// without the prompting token's id the gateway governs the turns by no
+// policy, and a token limited to one model (or to a budget) calls any model
+// by prompting a session.
+func TestPolicyGovernsSessionTurns(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	limited, _, err := st.tokens.IssueWithPolicy("alice", auth.RoleUser, &auth.Policy{Models: []string{"openai/*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, _, err := st.tokens.Issue("alice", auth.RoleUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.fake.Enqueue(fakeprovider.Turn{Text: "hello"}, fakeprovider.Turn{Text: "hello"})
+	// Its own gateway call is refused.
+	conn, err := grpc.NewClient(st.cfg.LLMAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	gs, err := llmv1.NewLLMGatewayServiceClient(conn).Stream(bearer(t.Context(), limited), &llmv1.StreamRequest{Request: &llmv1.Request{
+		Model: "anthropic/claude-sonnet-4.5", Messages: []*llmv1.Message{{Role: llmv1.Role_ROLE_USER, Parts: []*llmv1.ContentPart{{Part: &llmv1.ContentPart_Text{Text: &llmv1.TextPart{Text: "hi"}}}}}}}})
+	if err == nil {
+		_, err = gs.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("limited token's own Stream: %v, want PERMISSION_DENIED", err)
+	}
+	id, _ := st.createAs(t, free) // anthropic/claude-sonnet-4.5
+	evs := st.promptAs(t, limited, id)
+	if r := lastReport(t, evs); r.GetError() == nil || !strings.Contains(r.GetError().GetMessage(), "may not call model") {
+		t.Errorf("the limited token's prompt on an anthropic session: %v (%v), want the model refused", eventTypes(evs), r)
+	}
+	// The unlimited token of the same person still prompts it.
+	if r := lastReport(t, st.promptAs(t, free, id)); r.GetError() != nil {
+		t.Errorf("the free token's prompt: %v", r.GetError())
+	}
+}
+
+// TestRevokedTokensPromptStops: a prompt started with a token that is then
+// revoked makes no further model call or command for it. Its Prompt stream
+// ends at the revocation, but the prompt itself goes on (StartPrompt, or
+// Prompt without cancel_on_disconnect); its later calls name the revoked
+// token and are refused, instead of running governed by no policy.
+func TestRevokedTokensPromptStops(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	ctx := t.Context()
+	id, _ := st.createAs(t, who.alice)
+	temp, entry, err := st.tokens.IssueWithPolicy("alice", auth.RoleUser, &auth.Policy{Models: []string{"anthropic/*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	st.fake.Script(func(fakeprovider.Request) fakeprovider.Turn {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+			return fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "shell", Arguments: args(map[string]any{"command": "echo ran > after-revoke.txt"})}}}
+		}
+		return fakeprovider.Turn{Text: "still here"}
+	})
+	started, err := st.agent.StartPrompt(bearer(ctx, temp), &agentv1.StartPromptRequest{SessionId: id, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	if err := st.tokens.Revoke(entry.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	evs, err := st.agent.StreamEvents(bearer(ctx, who.alice), &agentv1.StreamEventsRequest{SessionId: id, PromptId: started.GetPromptId(), Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report *agentv1.PromptReport
+	for report == nil {
+		resp, err := evs.Recv()
+		if err != nil {
+			t.Fatalf("events: %v", err)
+		}
+		report = resp.GetEvent().GetPromptCompleted().GetReport()
+	}
+	if report.GetStatus() == agentv1.PromptStatus_PROMPT_STATUS_COMPLETED {
+		t.Errorf("the revoked token's prompt completed: %v", report)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the model was called %d times, want 1 (none after the revocation)", n)
+	}
+}
+
+// TestPolicyGovernsSubagents: a subagent the model spawns, on a model of
+// its choosing, runs under the token of the prompt that spawned it: a
+// token limited to anthropic/* cannot reach openai through spawn_agent,
+// and no openai request is made.
+func TestPolicyGovernsSubagents(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	limited, _, err := st.tokens.IssueWithPolicy("alice", auth.RoleUser, &auth.Policy{Models: []string{"anthropic/*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parentTurns, openaiCalls atomic.Int32
+	st.fake.Script(func(r fakeprovider.Request) fakeprovider.Turn {
+		if strings.HasPrefix(r.Protocol, "openai") {
+			openaiCalls.Add(1)
+			return fakeprovider.Turn{Text: "child on openai"}
+		}
+		switch parentTurns.Add(1) {
+		case 1:
+			return fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "sp1", Name: "spawn_agent", Arguments: args(map[string]any{"task": "say hi", "model": "openai/gpt-5"})}}}
+		case 2:
+			if m := spawnedID.FindStringSubmatch(string(r.Body)); m != nil {
+				return fakeprovider.Turn{ToolCalls: []fakeprovider.ToolCall{{ID: "w1", Name: "wait", Arguments: args(map[string]any{"agent_id": m[1]})}}}
+			}
+		}
+		return fakeprovider.Turn{Text: "parent done"}
+	})
+	ctx := bearer(t.Context(), limited)
+	sb, err := st.sandbox.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := st.agent.CreateSession(ctx, &agentv1.CreateSessionRequest{
+		Model: "anthropic/claude-sonnet-4.5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sb.GetSandbox().GetSandboxId()},
+		Options: &agentv1.AgentOptions{Subagents: &agentv1.SubagentOptions{Enabled: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.promptAs(t, limited, created.GetSession().GetSessionId())
+	if parentTurns.Load() < 2 {
+		t.Fatalf("the parent took %d turns: no subagent was spawned", parentTurns.Load())
+	}
+	if n := openaiCalls.Load(); n != 0 {
+		t.Errorf("a token limited to anthropic/* reached openai %d times through a subagent", n)
+	}
+}
+
+// TestTenancyCreateSessionOnAnothersSandbox: bob's session on alice's
+// sandbox is refused exactly as one on a sandbox id nobody has (code,
+// reason and message but for the id), and makes no session.
+func TestTenancyCreateSessionOnAnothersSandbox(t *testing.T) {
+	st := newStackAuth(t, auth.OpenStore(t.TempDir()+"/tokens.json"))
+	who := newPeople(t, st)
+	_, aliceSB := st.createAs(t, who.alice)
+	refusal := func(sandboxID string) string {
+		_, err := st.agent.CreateSession(bearer(t.Context(), who.bob), &agentv1.CreateSessionRequest{
+			Model: "anthropic/claude-sonnet-4.5", Sandbox: &agentv1.CreateSessionRequest_SandboxId{SandboxId: sandboxID}})
+		if err == nil {
+			t.Fatalf("bob's session on sandbox %s was created", sandboxID)
+		}
+		s := status.Convert(err)
+		b, _ := protojson.Marshal(s.Proto())
+		return strings.ReplaceAll(string(b), sandboxID, "ID")
+	}
+	missing := "sbx-" + strings.Repeat("0", len(strings.TrimPrefix(aliceSB, "sbx-")))
+	if got, want := refusal(aliceSB), refusal(missing); got != want {
+		t.Errorf("on alice's sandbox:\n%s\non a missing one:\n%s", got, want)
+	}
+	resp, err := st.agent.ListSessions(bearer(t.Context(), who.bob), &agentv1.ListSessionsRequest{})
+	if err != nil || len(resp.GetSessions()) != 0 {
+		t.Errorf("bob's sessions: %v %v", resp.GetSessions(), err)
 	}
 }

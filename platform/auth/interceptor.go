@@ -26,6 +26,9 @@ type Verifier interface {
 	Verify(token string) (Principal, error)
 }
 
+// issuer is a Verifier that knows which token ids are issued (*Store).
+type issuer interface{ Issued(id string) bool }
+
 // Interceptor authenticates and authorizes every gRPC call against Table.
 type Interceptor struct {
 	Verifier Verifier
@@ -100,6 +103,12 @@ func (a *Interceptor) Authorize(ctx context.Context, method string) (context.Con
 		if p, err = forwarded(p, method, fwd, md.Get(ForwardedTokenIDHeader)); err != nil {
 			a.refused(ctx, method, p.String(), codes.PermissionDenied)
 			return nil, errPermissionDenied
+		}
+		// The token of the person's call must still be issued: a prompt
+		// outliving its revoked token stops at its next call.
+		if is, ok := a.Verifier.(issuer); ok && p.TokenID != "" && !is.Issued(p.TokenID) {
+			a.refused(ctx, method, p.String(), codes.Unauthenticated)
+			return nil, errUnauthenticated
 		}
 	}
 	if !known || !grant.Allows(p) {

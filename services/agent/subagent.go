@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/tools"
 )
 
@@ -112,7 +113,14 @@ func (s *Service) startChild(ctx context.Context, child *session, text string) e
 	if err != nil {
 		return err
 	}
-	go s.runPrompt(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(ctx)), child, promptID, text, false, done)
+	bg := trace.ContextWithSpan(context.Background(), trace.SpanFromContext(ctx))
+	// And the caller of the prompt that spawned it, with its token: the
+	// child's model calls are governed by that token's policy (model list,
+	// budget) and stop with its revocation, as the parent's do.
+	if p, ok := auth.FromContext(ctx); ok {
+		bg = auth.WithPrincipal(bg, p)
+	}
+	go s.runPrompt(bg, child, promptID, text, false, done)
 	return nil
 }
 

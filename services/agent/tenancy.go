@@ -91,8 +91,9 @@ func (a actingLLM) Complete(ctx context.Context, in *llmv1.CompleteRequest, opts
 	return a.LLMGatewayServiceClient.Complete(forwarding(ctx), in, opts...)
 }
 
-// forwarding is the outgoing context of a sandbox call: the person it
-// acts for in auth's forwarded-principal header, replacing any.
+// forwarding is the outgoing context of a sandbox or gateway call: the
+// person it acts for in auth's forwarded-principal header, replacing any,
+// and the calling person's token id.
 func forwarding(ctx context.Context) context.Context {
 	who := actingFor(ctx)
 	if who == "" {
@@ -102,6 +103,12 @@ func forwarding(ctx context.Context) context.Context {
 	md = md.Copy()
 	md.Set(auth.ForwardedPrincipalHeader, who)
 	md.Delete(auth.ForwardedTokenIDHeader)
+	// The token of the person whose call this is goes too: the gateway
+	// governs a session's turns by it (budget, rate limits, model list),
+	// and without it would govern them by none.
+	if p, ok := auth.FromContext(ctx); ok && p.Role != auth.RoleService && p.TokenID != "" {
+		md.Set(auth.ForwardedTokenIDHeader, p.TokenID)
+	}
 	return metadata.NewOutgoingContext(ctx, md)
 }
 

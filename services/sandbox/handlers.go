@@ -119,10 +119,18 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 	if err := s.roots.check(d, spec.GetWorkingDirectory()); err != nil {
 		return nil, err
 	}
+	if iso := d.Capabilities().Isolation; iso != driver.IsolationVM && iso != driver.IsolationContainer {
+		if err := s.checkWorkspaceOwner(ctx, spec.GetWorkingDirectory()); err != nil {
+			return nil, err
+		}
+	}
 	// A host directory mounted into a container is a root on this host
 	// like any other.
 	if hostDir, ok := spec.GetDriverOptions()["host_dir"]; ok {
 		if err := s.roots.checkHostDir(hostDir); err != nil {
+			return nil, err
+		}
+		if err := s.checkWorkspaceOwner(ctx, hostDir); err != nil {
 			return nil, err
 		}
 	}

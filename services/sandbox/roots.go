@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
@@ -172,7 +174,7 @@ func (p rootPolicy) checkHostDir(dir string) error {
 }
 
 func (p rootPolicy) checkPath(given, path string) error {
-	inWorkspaces := p.workspaces != "" && path != p.workspaces && within(path, p.workspaces)
+	inWorkspaces := p.inWorkspaces(path)
 	for _, data := range p.protected {
 		if within(data, path) || (within(path, data) && !inWorkspaces) {
 			return domain.New(codes.PermissionDenied, "ROOT_NOT_ALLOWED", fmt.Sprintf("working_directory %s is, holds or lies in the service's data directory: sandboxes may not reach it", given))
@@ -200,4 +202,52 @@ func (p rootPolicy) checkCreated(given string, info driver.Info) error {
 		return nil
 	}
 	return p.checkPath(info.RootDirectory, canonical(info.RootDirectory))
+}
+
+// inWorkspaces reports whether path lies strictly under the managed
+// workspaces.
+func (p rootPolicy) inWorkspaces(path string) bool {
+	return p.workspaces != "" && path != p.workspaces && within(path, p.workspaces)
+}
+
+// checkWorkspaceOwner refuses a directory (a working directory or a
+// mounted host directory) inside the managed workspaces unless it lies in
+// the managed workspace of a sandbox the caller reaches: the policy lets
+// such paths through, but each is some sandbox's, and another person's
+// workspace is theirs. A path in no sandbox's workspace gets the same
+// refusal, so the answer says nothing of whether a path is in use.
+func (s *Service) checkWorkspaceOwner(ctx context.Context, given string) error {
+	if !filepath.IsAbs(given) {
+		return nil
+	}
+	for _, path := range []string{filepath.Clean(given), canonical(given)} {
+		if !s.roots.inWorkspaces(path) {
+			continue
+		}
+		owner, found := s.workspaceOwner(path)
+		reach := auth.Reaches(ctx, owner)
+		if !found || reach == auth.Unreachable {
+			return domain.New(codes.PermissionDenied, "ROOT_NOT_ALLOWED", fmt.Sprintf("working_directory %s lies in the managed workspaces, in none of your sandboxes' workspaces", given))
+		}
+		if reach == auth.AsAdmin {
+			auth.Audit(ctx, s.logger, "workspace", given, owner)
+		}
+	}
+	return nil
+}
+
+// workspaceOwner is the owner of the sandbox whose managed workspace holds
+// path.
+func (s *Service) workspaceOwner(path string) (owner string, found bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.sandboxes {
+		if !e.info.ManagedWorkspace || e.info.RootDirectory == "" {
+			continue
+		}
+		if root := canonical(e.info.RootDirectory); within(path, root) && s.roots.inWorkspaces(root) {
+			return e.owner, true
+		}
+	}
+	return "", false
 }

@@ -437,3 +437,85 @@ func TestTenancyConcurrentIntruders(t *testing.T) {
 		t.Errorf("alice's sandbox (-want +got):\n%s", diff)
 	}
 }
+
+// TestTenancyAnotherManagedWorkspace: a working directory inside the
+// managed workspaces lies in some sandbox's workspace; only a caller who
+// reaches that sandbox may root a new one there. Otherwise bob, knowing
+// the path of alice's managed workspace, opens a local sandbox on it and
+// reads and writes her files (and on a root service runs as the uid that
+// owns them). The refusal is the same for another's workspace and for a
+// path in no sandbox's, so it says nothing of whether the path is in use.
+func TestTenancyAnotherManagedWorkspace(t *testing.T) {
+	fx := authtest.New(t)
+	dataDir := t.TempDir()
+	alice, bob, root := fx.Token("alice", auth.RoleUser), fx.Token("bob", auth.RoleUser), fx.Token("root", auth.RoleAdmin)
+	svc, err := sandbox.New(sandbox.Config{DataDir: dataDir}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	srv, err := server.Start(t.Context(), server.Config{GRPCAddr: "127.0.0.1:0", Auth: fx.Store}, slog.New(slog.DiscardHandler), svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := sandboxv1.NewSandboxServiceClient(conn)
+	ctx := t.Context()
+
+	made, err := client.CreateSandbox(as(ctx, alice), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, ws := made.GetSandbox().GetSandboxId(), made.GetSandbox().GetWorkingDirectory()
+	if _, err := client.MakeDirectory(as(ctx, alice), &sandboxv1.MakeDirectoryRequest{SandboxId: id, Path: "sub"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.WriteFile(as(ctx, alice), &sandboxv1.WriteFileRequest{SandboxId: id, Path: "sub/secret.txt", Content: []byte("alice's\n")}); err != nil {
+		t.Fatal(err)
+	}
+	nobodys := filepath.Join(filepath.Dir(ws), "no-such-workspace")
+	if err := os.MkdirAll(nobodys, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var refusal string
+	for _, tt := range []struct {
+		name, token, dir string
+		ok               bool
+	}{
+		{"bob on alice's workspace", bob, ws, false},
+		{"bob on a directory in it", bob, filepath.Join(ws, "sub"), false},
+		{"bob on a directory in no sandbox's workspace", bob, nobodys, false},
+		{"alice on a directory of her own workspace", alice, filepath.Join(ws, "sub"), true},
+		{"an admin on alice's workspace", root, ws, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := client.CreateSandbox(as(ctx, tt.token), &sandboxv1.CreateSandboxRequest{Spec: &sandboxv1.SandboxSpec{Driver: "local", WorkingDirectory: tt.dir}})
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("CreateSandbox: %v", err)
+				}
+				client.DeleteSandbox(as(ctx, tt.token), &sandboxv1.DeleteSandboxRequest{SandboxId: resp.GetSandbox().GetSandboxId()})
+				return
+			}
+			if err == nil {
+				rf, _ := client.ReadFile(as(ctx, tt.token), &sandboxv1.ReadFileRequest{SandboxId: resp.GetSandbox().GetSandboxId(), Path: "sub/secret.txt"})
+				t.Fatalf("CreateSandbox succeeded (read %q)", rf.GetContent())
+			}
+			if status.Code(err) != codes.PermissionDenied {
+				t.Errorf("CreateSandbox: %v, want PERMISSION_DENIED", err)
+			}
+			// The same refusal whether or not the path is a sandbox's.
+			msg := strings.ReplaceAll(status.Convert(err).Message(), tt.dir, "DIR")
+			if refusal == "" {
+				refusal = msg
+			} else if msg != refusal {
+				t.Errorf("refusal %q differs from %q", msg, refusal)
+			}
+		})
+	}
+}
