@@ -540,6 +540,8 @@ func TestTenancyNATS(t *testing.T) {
 		if !strings.HasPrefix(m.Subject, "fabro.agent.v1.json.sessions."+aliceID+".") || !strings.HasPrefix(m.Header.Get("Fabro-Event-Msg-Id"), aliceID+":") {
 			t.Errorf("Alice received %s (%s), not of her session", m.Subject, m.Header.Get("Fabro-Event-Msg-Id"))
 		}
+	}
+}
 
 // TestPolicyGovernsSessionTurns: a token's model list holds for the turns
 // of a session it prompts, as for its own gateway calls. The agent calls
