@@ -159,7 +159,7 @@ func TestTypos(t *testing.T) {
 		{"unknown-command", []string{"frobnicate"}, "fabro: unknown command \"frobnicate\"\nRun \"fabro help\" for usage.\n"},
 		{"command-typo", []string{"sesions", "list"}, "fabro: unknown command \"sesions\" (did you mean sessions?)\nRun \"fabro help\" for usage.\n"},
 		{"command-abbreviated", []string{"sess"}, "fabro: unknown command \"sess\" (did you mean sessions?)\nRun \"fabro help\" for usage.\n"},
-		{"unknown-subcommand", []string{"sessions", "frob"}, "fabro sessions: unknown subcommand \"frob\": want list, show, resume, rm\nRun \"fabro sessions --help\" for usage.\n"},
+		{"unknown-subcommand", []string{"sessions", "frob"}, "fabro sessions: unknown subcommand \"frob\": want list, show, resume, rm, checkpoints, diff, rewind\nRun \"fabro sessions --help\" for usage.\n"},
 		{"subcommand-typo", []string{"secret", "lst"}, "fabro secret: unknown subcommand \"lst\": want set, list, rm (did you mean list?)\nRun \"fabro secret --help\" for usage.\n"},
 		{"unknown-flag", []string{"secret", "list", "--frob"}, "fabro secret list: unknown flag --frob\nRun \"fabro secret list --help\" for usage.\n"},
 		{"flag-typo", []string{"exec", "--sever", "127.0.0.1:7700", "hi"}, "fabro exec: unknown flag --sever (did you mean --server?)\nRun \"fabro exec --help\" for usage.\n"},

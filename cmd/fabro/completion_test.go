@@ -20,7 +20,7 @@ func TestBashCompletion(t *testing.T) {
 	}{
 		{"fabro se", "serve sessions secret"},
 		{"fabro secret ", "set list rm"},
-		{"fabro sessions re", "resume"},
+		{"fabro sessions re", "resume rewind"},
 		{"fabro secret set --no", "--no-probe"},
 		{"fabro --server 127.0.0.1:7700 secret l", "list"},
 		{"fabro exec --per", "--permissions"},
