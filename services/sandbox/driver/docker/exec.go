@@ -136,21 +136,7 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		res.ExitCode = &code
 		return res, nil
 	}
-	st := tr.status
-	if st.signal != 0 {
-		res.Signal = driver.SignalName(st.signal)
-	} else {
-		code := st.exit
-		res.ExitCode = &code
-	}
-	switch {
-	case st.oom > 0:
-		res.LimitHit = driver.LimitMemory
-	case st.pids > 0:
-		res.LimitHit = driver.LimitProcesses
-	case s.p.disk > 0 && diskimage.Full(s.p.hostDir):
-		res.LimitHit = driver.LimitDisk
-	}
+	tr.status.apply(&res, s)
 	return res, nil
 }
 
@@ -319,6 +305,25 @@ type trailer struct {
 const maxTrailer = 256
 
 type wrapperStatus struct{ exit, signal, oom, pids int }
+
+// apply sets res's exit code or signal and the limit the command hit, as
+// the wrapper reported them, for Exec and for processes alike.
+func (st *wrapperStatus) apply(res *driver.ExecResult, s *sandbox) {
+	if st.signal != 0 {
+		res.Signal = driver.SignalName(st.signal)
+	} else {
+		code := st.exit
+		res.ExitCode = &code
+	}
+	switch {
+	case st.oom > 0:
+		res.LimitHit = driver.LimitMemory
+	case st.pids > 0:
+		res.LimitHit = driver.LimitProcesses
+	case s.p.disk > 0 && diskimage.Full(s.p.hostDir):
+		res.LimitHit = driver.LimitDisk
+	}
+}
 
 func (t *trailer) feed(p []byte) []byte {
 	if len(t.hold) > 0 {

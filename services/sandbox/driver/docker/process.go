@@ -108,18 +108,7 @@ func (p *dockerProcess) run(nonce string, out driver.Output) {
 	}
 	p.stdinMu.Unlock()
 	if st := tr.status; st != nil {
-		if st.signal != 0 {
-			res.Signal = driver.SignalName(st.signal)
-		} else {
-			code := st.exit
-			res.ExitCode = &code
-		}
-		switch {
-		case st.oom > 0:
-			res.LimitHit = driver.LimitMemory
-		case st.pids > 0:
-			res.LimitHit = driver.LimitProcesses
-		}
+		st.apply(&res, p.s)
 	} else if ins, err := p.s.d.cli.ContainerExecInspect(context.Background(), p.execID); err == nil && !ins.Running {
 		// No trailer: the wrapper died with the container (a Delete).
 		code := ins.ExitCode
