@@ -51,8 +51,8 @@ func (a *Interceptor) Watch(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 
 // WatchToken is Watch for a call that is not a gRPC stream (an HTTP
 // response streamed by hand, such as the gateway's compatible endpoints):
-// the context it returns is cancelled once tok stops verifying, and
-// Revoked then reports it; stop ends the watch. It checks tok once after
+// the context it returns is cancelled once tok stops verifying, with a
+// cause that says the token was revoked; stop ends the watch. It checks tok once after
 // subscribing to the changes, so a revocation between the caller's own
 // check and this call is not left to the next periodic re-check.
 func (a *Interceptor) WatchToken(ctx context.Context, tok string) (_ context.Context, stop context.CancelFunc) {
