@@ -224,6 +224,9 @@ func (s *Service) fence(id string, err error) {
 	s.mu.Lock()
 	sess := s.sessions[id]
 	delete(s.sessions, id)
+	if sess != nil {
+		sess.markUnloaded()
+	}
 	s.mu.Unlock()
 	if sess == nil {
 		return

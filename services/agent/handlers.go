@@ -271,7 +271,7 @@ func (s *Service) newSession(ctx context.Context, info *agentv1.Session, route *
 	}
 	info.UpdateTime = timestamppb.New(now)
 
-	sess := &session{svc: s, info: info, requestedModel: requestedModel, requestedOpts: requestedOpts, opts: opts, ext: ext, allowSession: map[string]bool{}}
+	sess := &session{svc: s, info: info, requestedModel: requestedModel, requestedOpts: requestedOpts, opts: opts, ext: ext, allowSession: map[string]bool{}, unloaded: make(chan struct{})}
 	sess.env = s.probeEnvironment(ctx, sb)
 	layers, settingsNotes, err := s.loadLayers(ctx, sb.GetSandboxId(), sess.env.GetWorkingDirectory(), ext)
 	if err != nil {

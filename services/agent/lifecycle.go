@@ -281,6 +281,11 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 	if err != nil {
 		return nil, err
 	}
+	if sess != nil && sess.awaitUnload(ctx) { // closing now: resume from its record
+		if sess, rec, err = s.find(ctx, "session_id", req.GetSessionId()); err != nil {
+			return nil, err
+		}
+	}
 	if sess != nil {
 		return nil, domain.New(codes.FailedPrecondition, reasonSessionLoaded, fmt.Sprintf("session %q is already loaded (%s)", req.GetSessionId(), sess.state()),
 			grpcerr.Meta("session_id", req.GetSessionId()))

@@ -49,6 +49,9 @@ type session struct {
 	info     *agentv1.Session // identity and lifecycle; usage filled on read
 	running  bool
 	done     chan struct{} // closed when the running prompt ends
+	// unloaded is closed when the session leaves memory (its record holds
+	// it from then on); nil for one never registered.
+	unloaded chan struct{}
 	promptID string
 	// lastReport is the report of the last prompt that ended.
 	lastReport *agentv1.PromptReport

@@ -208,7 +208,32 @@ func (s *Service) unload(sess *session) {
 	defer s.mu.Unlock()
 	if s.sessions[sess.info.GetSessionId()] == sess {
 		delete(s.sessions, sess.info.GetSessionId())
+		sess.markUnloaded()
 		defer s.forgetCheckpoints(sess.info.GetSessionId()) // after s.mu
+	}
+}
+
+// markUnloaded closes sess.unloaded; the caller has just removed sess from
+// s.sessions under s.mu, which happens once.
+func (sess *session) markUnloaded() {
+	if sess.unloaded != nil {
+		close(sess.unloaded)
+	}
+}
+
+// awaitUnload waits for a closed session that is still leaving memory
+// (between its session_ended and its record) to be gone, so that a
+// resume racing its close sees the record rather than a refusal. It
+// reports false when sess is not closing or ctx ends first.
+func (sess *session) awaitUnload(ctx context.Context) bool {
+	if sess.unloaded == nil || sess.state() != agentv1.SessionState_SESSION_STATE_CLOSED {
+		return false
+	}
+	select {
+	case <-sess.unloaded:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
