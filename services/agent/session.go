@@ -45,10 +45,10 @@ type session struct {
 	log            *bus.Log
 	agent          *loop.Agent
 
-	mu       sync.Mutex
-	info     *agentv1.Session // identity and lifecycle; usage filled on read
-	running  bool
-	done     chan struct{} // closed when the running prompt ends
+	mu      sync.Mutex
+	info    *agentv1.Session // identity and lifecycle; usage filled on read
+	running bool
+	done    chan struct{} // closed when the running prompt ends
 	// unloaded is closed when the session leaves memory (its record holds
 	// it from then on); nil for one never registered.
 	unloaded chan struct{}
