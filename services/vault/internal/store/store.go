@@ -350,7 +350,7 @@ func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, *index, 
 			continue
 		}
 		if idx == nil {
-			if reason := s.verify(&r, kek, previous); reason != "" {
+			if reason := verify(&r, kek, previous); reason != "" {
 				s.corrupt[name] = damaged{line: line, reason: reason}
 				continue
 			}
@@ -383,7 +383,7 @@ func (s *Store) load(data []byte, kek, previous *envelope.KEK) (string, *index, 
 
 // verify opens every version of r with the key that sealed it, for stores
 // whose header cannot vouch for their records.
-func (s *Store) verify(r *record, kek, previous *envelope.KEK) string {
+func verify(r *record, kek, previous *envelope.KEK) string {
 	for i := range r.Versions {
 		v := &r.Versions[i]
 		key := kek
