@@ -17,16 +17,21 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/auth/authtest"
 	"github.com/fabro-sh/fabro-go/platform/server"
 	"github.com/fabro-sh/fabro-go/services/vault"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/envelope"
+	"github.com/fabro-sh/fabro-go/services/vault/internal/jstest"
 )
 
 // loopback starts the vault behind the real runtime on 127.0.0.1:0 and
 // returns a connection to it, so latency includes TCP, HTTP/2 and the
 // interceptor chain.
 func loopback(b *testing.B) (*grpc.ClientConn, map[string]string) {
+	return loopbackWith(b, vault.Config{DataDir: b.TempDir(), LookupEnv: env(nil)})
+}
+
+func loopbackWith(b *testing.B, cfg vault.Config) (*grpc.ClientConn, map[string]string) {
 	b.Helper()
-	dir := b.TempDir()
 	logger := slog.New(slog.DiscardHandler)
-	svc, err := vault.New(b.Context(), vault.Config{DataDir: dir, LookupEnv: env(nil)}, logger)
+	svc, err := vault.New(b.Context(), cfg, logger)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,4 +104,48 @@ func BenchmarkResolve(b *testing.B) {
 		_, err := client.ResolveCredentials(ctx, req)
 		return err
 	})
+}
+
+// stores are the backends compared side by side in one run: the file
+// (the baseline) and a JetStream bucket on an embedded node (R1) over
+// loopback TCP.
+var stores = []struct {
+	name string
+	cfg  func(b *testing.B) vault.Config
+}{
+	{"file", func(b *testing.B) vault.Config { return vault.Config{DataDir: b.TempDir(), LookupEnv: env(nil)} }},
+	{"jetstream-R1", func(b *testing.B) vault.Config {
+		return vault.Config{DataDir: b.TempDir(), Store: vault.StoreJetStream, JetStream: jstest.Start(b).JetStream(),
+			LookupEnv: env(map[string]string{vault.EnvKEK: envelope.GenerateKEKText()})}
+	}},
+}
+
+// BenchmarkStores runs PutSecret and ResolveCredentials on each store in
+// the same run, so the JetStream figures read as ratios of the file's.
+func BenchmarkStores(b *testing.B) {
+	for _, st := range stores {
+		b.Run("PutSecret/"+st.name, func(b *testing.B) {
+			conn, tokens := loopbackWith(b, st.cfg(b))
+			client := vaultv1.NewVaultServiceClient(conn)
+			admin := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+tokens["admin"])
+			timed(b, func(i int) error {
+				_, err := client.PutSecret(admin, &vaultv1.PutSecretRequest{Name: fmt.Sprintf("KEY_%d_API_KEY", i%20), Value: "sk-benchmark-value"})
+				return err
+			})
+		})
+		b.Run("ResolveCredentials/"+st.name, func(b *testing.B) {
+			conn, tokens := loopbackWith(b, st.cfg(b))
+			client := vaultv1.NewVaultServiceClient(conn)
+			admin := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+tokens["admin"])
+			if _, err := client.PutSecret(admin, &vaultv1.PutSecretRequest{Name: "OPENAI_API_KEY", Value: "sk-benchmark-value"}); err != nil {
+				b.Fatal(err)
+			}
+			ctx := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+tokens["llmgateway"])
+			req := &vaultv1.ResolveCredentialsRequest{Names: []string{"OPENAI_API_KEY"}}
+			timed(b, func(int) error {
+				_, err := client.ResolveCredentials(ctx, req)
+				return err
+			})
+		})
+	}
 }

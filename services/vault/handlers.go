@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,7 +31,7 @@ func (s *Service) PutSecret(ctx context.Context, req *vaultv1.PutSecretRequest) 
 	if err := checkVersion("expected_version", req.ExpectedVersion, 0); err != nil {
 		return nil, s.fail(ctx, audit.Entry{Op: "put", Caller: caller, Names: []string{req.GetName()}}, err)
 	}
-	md, err := s.store.Put(req.GetName(), []byte(req.GetValue()), req.ExpectedVersion, caller)
+	md, err := s.store.Put(ctx, req.GetName(), []byte(req.GetValue()), req.ExpectedVersion, caller)
 	e := audit.Entry{Op: "put", Caller: caller, Names: []string{req.GetName()}, Version: md.Current}
 	if err != nil {
 		return nil, s.fail(ctx, e, err)
@@ -45,7 +46,7 @@ func (s *Service) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest) 
 	if err := checkName("name", req.GetName()); err != nil {
 		return nil, s.fail(ctx, e, err)
 	}
-	md, err := s.store.Get(req.GetName())
+	md, err := s.store.Get(ctx, req.GetName())
 	if err != nil {
 		return nil, s.fail(ctx, e, err)
 	}
@@ -56,7 +57,10 @@ func (s *Service) GetSecret(ctx context.Context, req *vaultv1.GetSecretRequest) 
 // ListSecrets implements VaultService: one page of the secrets and corrupt
 // records, merged by name, continuing after the page token's name.
 func (s *Service) ListSecrets(ctx context.Context, req *vaultv1.ListSecretsRequest) (*vaultv1.ListSecretsResponse, error) {
-	secrets, corrupt := s.store.List(req.GetPrefix())
+	secrets, corrupt, err := s.store.List(ctx, req.GetPrefix())
+	if err != nil {
+		return nil, s.fail(ctx, audit.Entry{Op: "list", Caller: s.caller(ctx)}, err)
+	}
 	type item struct {
 		name string
 		md   *store.Metadata // nil for a corrupt record
@@ -92,7 +96,7 @@ func (s *Service) DeleteSecret(ctx context.Context, req *vaultv1.DeleteSecretReq
 	if err := cmp.Or(checkName("name", req.GetName()), checkVersion("version", req.Version, 1), checkVersion("expected_version", req.ExpectedVersion, 1)); err != nil {
 		return nil, s.fail(ctx, e, err)
 	}
-	n, err := s.store.Delete(req.GetName(), req.Version, req.ExpectedVersion)
+	n, err := s.store.Delete(ctx, req.GetName(), req.Version, req.ExpectedVersion)
 	if err != nil {
 		return nil, s.fail(ctx, e, err)
 	}
@@ -129,7 +133,7 @@ func (s *Service) ResolveCredentials(ctx context.Context, req *vaultv1.ResolveCr
 	}
 	resp := &vaultv1.ResolveCredentialsResponse{}
 	for _, name := range req.GetNames() {
-		value, ver, err := s.store.Value(name)
+		value, ver, err := s.store.Value(ctx, name)
 		switch {
 		case err == nil:
 			resp.Credentials = append(resp.Credentials, &vaultv1.Credential{
@@ -228,6 +232,9 @@ func (s *Service) toStatus(ctx context.Context, err error) error {
 			"current_version", strconv.FormatInt(conflict.Current, 10)))
 	case errors.As(err, &corrupt):
 		return domain.New(codes.DataLoss, "RECORD_CORRUPT", err.Error(), grpcerr.Meta("name", corrupt.Name))
+	case errors.Is(err, store.ErrUnavailable):
+		s.logger.WarnContext(ctx, "vault store unavailable", "err", err)
+		return domain.New(codes.Unavailable, "STORE_UNAVAILABLE", "the vault's store (NATS JetStream) cannot be reached; retry", grpcerr.RetryAfter(time.Second))
 	default:
 		if e := domain.FromContext(err); e != nil {
 			return e

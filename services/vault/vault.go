@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
@@ -64,7 +66,29 @@ type Config struct {
 	// LookupEnv reads the environment: the KEK variables and the credential
 	// fallback. Default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+
+	// Store is where the sealed records live: StoreFile (the default), one
+	// file under DataDir, for a single vault; or StoreJetStream, a NATS
+	// JetStream key-value bucket every replica shares, with the audit log
+	// as a stream. The KEK stays outside either.
+	Store string
+	// NATSURL is the NATS server (comma-separated URLs of a cluster) of
+	// StoreJetStream; NATSCredsFile its credentials (a JWT creds file),
+	// if it asks for some.
+	NATSURL, NATSCredsFile string
+	// Replicas is how many NATS servers keep the bucket and the audit
+	// stream (1 when zero; 3 on a three-node cluster).
+	Replicas int
+	// JetStream, when set, is used instead of connecting to NATSURL (an
+	// embedding process's own connection; tests).
+	JetStream jetstream.JetStream
 }
+
+// The values of Config.Store.
+const (
+	StoreFile      = "file"
+	StoreJetStream = "jetstream"
+)
 
 // RegisterFlags adds the vault's flags to fs. The data directory flag is
 // shared by every service, so the caller registers it.
@@ -75,6 +99,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxVersions, "vault-max-versions", c.MaxVersions, "versions kept per secret (0: 10)")
 	fs.IntVar(&c.MaxSecretBytes, "vault-max-secret-bytes", c.MaxSecretBytes, "largest secret value accepted, in bytes (0: 65536)")
 	fs.StringVar(&c.CounterFile, "vault-rollback-counter-file", c.CounterFile, "file keeping the vault store's rollback counter, best on another volume than the store; default <data-dir>/vault/generation")
+	fs.StringVar(&c.Store, "vault-store", c.Store, "where the vault keeps its sealed secrets: file (one file under <data-dir>/vault; one vault replica) or jetstream (a JetStream key-value bucket on -vault-nats-url, shared by every replica; audit log as a stream)")
+	fs.StringVar(&c.NATSURL, "vault-nats-url", c.NATSURL, "NATS server(s) with JetStream for -vault-store=jetstream, comma separated")
+	fs.StringVar(&c.NATSCredsFile, "vault-nats-creds", c.NATSCredsFile, "NATS credentials file (JWT creds) for -vault-nats-url")
+	fs.IntVar(&c.Replicas, "vault-nats-replicas", c.Replicas, "NATS servers keeping the vault's bucket and audit stream (0: 1; 3 on a three-node cluster)")
 	fs.BoolVar(&c.AcceptRollback, "vault-accept-rollback", c.AcceptRollback, "start with a vault store older than its rollback counter (a restored backup): its deleted secrets and old values come back; logged")
 }
 
@@ -85,50 +113,103 @@ type Service struct {
 
 	logger    *slog.Logger
 	maxPut    int // the largest PutSecret request, in bytes
-	store     *store.Store
-	audit     *audit.Log
+	store     store.Backend
+	audit     audit.Recorder
+	nc        *nats.Conn // the connection New made, closed by Close; nil for none
 	policy    policy.Policy
 	lookupEnv func(string) (string, bool)
 }
 
 // New opens the vault's store, rotating its key when a previous KEK is
 // configured. It fails, saying why, when the KEK does not match the store.
-func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err error) {
 	if cfg.LookupEnv == nil {
 		cfg.LookupEnv = os.LookupEnv
-	}
-	if cfg.DataDir == "" {
-		return nil, errors.New("vault: a data directory is required")
-	}
-	dir := filepath.Join(cfg.DataDir, "vault")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("vault: create %s: %w", dir, err)
-	}
-	storePath := filepath.Join(dir, "secrets.db")
-	_, statErr := os.Stat(storePath)
-	newStore := errors.Is(statErr, os.ErrNotExist)
-
-	kek, err := loadKEK(cfg.KEKFile, EnvKEK, cfg.LookupEnv, filepath.Join(dir, "kek"), newStore, logger)
-	if err != nil {
-		return nil, err
-	}
-	var previous *envelope.KEK
-	if cfg.PreviousKEKFile != "" || hasEnv(cfg.LookupEnv, EnvPreviousKEK) {
-		if previous, err = loadKEK(cfg.PreviousKEKFile, EnvPreviousKEK, cfg.LookupEnv, "", false, logger); err != nil {
-			return nil, err
-		}
 	}
 	if cfg.MaxSecretBytes < 0 {
 		return nil, fmt.Errorf("vault: -vault-max-secret-bytes must not be negative, got %d", cfg.MaxSecretBytes)
 	}
-	counter := cfg.CounterFile
-	if counter == "" {
-		counter = filepath.Join(dir, "generation")
+	pol := policy.Default()
+	if cfg.PolicyFile != "" {
+		if pol, err = policy.Load(cfg.PolicyFile); err != nil {
+			return nil, fmt.Errorf("vault: %w", err)
+		}
 	}
+	s := &Service{logger: logger, maxPut: cmp.Or(cfg.MaxSecretBytes, store.DefaultMaxValueBytes) + putOverhead, policy: pol, lookupEnv: cfg.LookupEnv}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	var (
+		where    string
+		rollback *store.RollbackError
+		gen      func() uint64
+		rotated  bool
+	)
+	switch cmp.Or(cfg.Store, StoreFile) {
+	case StoreFile:
+		st, err := openFile(ctx, cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		where, rollback, gen, rotated = st.path, st.v.Rollback(), st.v.Generation, st.rotated
+		s.store = store.FileBackend{Store: st.v}
+		if s.audit, err = audit.Open(filepath.Join(cfg.DataDir, "vault", "audit.log")); err != nil {
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+	case StoreJetStream:
+		kv, err := s.openJetStream(ctx, cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		where, rollback, gen, rotated = "jetstream:"+store.SecretsBucket, kv.v.Rollback(), kv.v.Generation, kv.rotated
+		s.store = kv.v
+	default:
+		return nil, fmt.Errorf("vault: -vault-store %q: use %s or %s", cfg.Store, StoreFile, StoreJetStream)
+	}
+	if rotated {
+		s.record(ctx, audit.Entry{Op: "rotate", Caller: "admin", Outcome: "OK"})
+	}
+	if rb := rollback; rb != nil {
+		logger.ErrorContext(ctx, "vault store rollback accepted (-vault-accept-rollback): secrets deleted since this copy are back, and values replaced since are old",
+			"store", where, "store_generation", rb.Generation, "counter_file", rb.CounterFile, "counter_generation", rb.Counter,
+			"counter_missing", rb.Missing, "store_generation_unknown", rb.Unknown, "now_generation", gen())
+		s.record(ctx, audit.Entry{Op: "accept-rollback", Caller: "admin", Outcome: "OK"})
+	}
+	logger.InfoContext(ctx, "vault ready", "store", where, "kek_id", s.store.KEKID(), "generation", gen())
+	return s, nil
+}
+
+// opened is a store as opened, and whether a previous KEK was rotated from.
+type opened[T any] struct {
+	v       T
+	path    string
+	rotated bool
+}
+
+// openFile opens the single-file store under DataDir/vault.
+func openFile(ctx context.Context, cfg Config, logger *slog.Logger) (opened[*store.Store], error) {
+	var none opened[*store.Store]
+	if cfg.DataDir == "" {
+		return none, errors.New("vault: a data directory is required")
+	}
+	dir := filepath.Join(cfg.DataDir, "vault")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return none, fmt.Errorf("vault: create %s: %w", dir, err)
+	}
+	storePath := filepath.Join(dir, "secrets.db")
+	_, statErr := os.Stat(storePath)
+	newStore := errors.Is(statErr, os.ErrNotExist)
+	kek, previous, err := keks(cfg, filepath.Join(dir, "kek"), newStore, logger)
+	if err != nil {
+		return none, err
+	}
+	counter := cmp.Or(cfg.CounterFile, filepath.Join(dir, "generation"))
 	st, err := store.Open(storePath, kek, previous, store.Options{MaxVersions: cfg.MaxVersions, MaxValueBytes: cfg.MaxSecretBytes,
 		CounterFile: counter, AcceptRollback: cfg.AcceptRollback})
 	if err != nil {
-		return nil, fmt.Errorf("vault: open store: %w", err)
+		return none, fmt.Errorf("vault: open store: %w", err)
 	}
 	damage, header := st.Damage()
 	if header != "" {
@@ -137,28 +218,62 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error)
 	for _, d := range damage {
 		logger.ErrorContext(ctx, "vault secret damaged; delete it and put it again", "name", d.Name, "reason", d.Reason)
 	}
-	pol := policy.Default()
-	if cfg.PolicyFile != "" {
-		if pol, err = policy.Load(cfg.PolicyFile); err != nil {
-			return nil, fmt.Errorf("vault: %w", err)
+	return opened[*store.Store]{v: st, path: storePath, rotated: previous != nil}, nil
+}
+
+// openJetStream opens the bucket and the audit stream on cfg.JetStream, or
+// on a connection of its own to cfg.NATSURL. Every replica must be given
+// the same KEK: none is generated, since one made here would be this
+// replica's alone.
+func (s *Service) openJetStream(ctx context.Context, cfg Config, logger *slog.Logger) (opened[*store.KV], error) {
+	var none opened[*store.KV]
+	kek, previous, err := keks(cfg, "", false, logger)
+	if err != nil {
+		return none, fmt.Errorf("%w (with -vault-store=jetstream every replica needs the same key: give it with -vault-kek-file or $%s)", err, EnvKEK)
+	}
+	js := cfg.JetStream
+	if js == nil {
+		if cfg.NATSURL == "" {
+			return none, errors.New("vault: -vault-store=jetstream needs -vault-nats-url")
+		}
+		opts := []nats.Option{nats.Name("fabro-vault"), nats.MaxReconnects(-1)}
+		if cfg.NATSCredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATSCredsFile))
+		}
+		if s.nc, err = nats.Connect(cfg.NATSURL, opts...); err != nil {
+			return none, fmt.Errorf("vault: connect to NATS %s: %w", cfg.NATSURL, err)
+		}
+		if js, err = jetstream.New(s.nc); err != nil {
+			return none, fmt.Errorf("vault: JetStream: %w", err)
 		}
 	}
-	al, err := audit.Open(filepath.Join(dir, "audit.log"))
+	counter := cfg.CounterFile
+	if counter == "" && cfg.DataDir != "" {
+		counter = filepath.Join(cfg.DataDir, "vault", "generation")
+	}
+	kv, err := store.OpenKV(ctx, js, cfg.Replicas, kek, previous, store.Options{MaxVersions: cfg.MaxVersions, MaxValueBytes: cfg.MaxSecretBytes,
+		CounterFile: counter, AcceptRollback: cfg.AcceptRollback})
 	if err != nil {
-		return nil, fmt.Errorf("vault: %w", err)
+		return none, fmt.Errorf("vault: open store: %w", err)
 	}
-	s := &Service{logger: logger, maxPut: cmp.Or(cfg.MaxSecretBytes, store.DefaultMaxValueBytes) + putOverhead, store: st, audit: al, policy: pol, lookupEnv: cfg.LookupEnv}
-	if previous != nil {
-		s.record(ctx, audit.Entry{Op: "rotate", Caller: "admin", Outcome: "OK"})
+	if s.audit, err = audit.OpenStream(ctx, js, cfg.Replicas); err != nil {
+		return none, fmt.Errorf("vault: %w", err)
 	}
-	if rb := st.Rollback(); rb != nil {
-		logger.ErrorContext(ctx, "vault store rollback accepted (-vault-accept-rollback): secrets deleted since this copy are back, and values replaced since are old",
-			"store", storePath, "store_generation", rb.Generation, "counter_file", rb.CounterFile, "counter_generation", rb.Counter,
-			"counter_missing", rb.Missing, "store_generation_unknown", rb.Unknown, "now_generation", st.Generation())
-		s.record(ctx, audit.Entry{Op: "accept-rollback", Caller: "admin", Outcome: "OK"})
+	return opened[*store.KV]{v: kv, rotated: previous != nil}, nil
+}
+
+// keks loads the KEK (from fallback, created when create, when neither a
+// file nor the environment gives one) and the previous KEK, if any.
+func keks(cfg Config, fallback string, create bool, logger *slog.Logger) (kek, previous *envelope.KEK, err error) {
+	if kek, err = loadKEK(cfg.KEKFile, EnvKEK, cfg.LookupEnv, fallback, create, logger); err != nil {
+		return nil, nil, err
 	}
-	logger.InfoContext(ctx, "vault ready", "store", storePath, "kek_id", st.KEKID(), "generation", st.Generation())
-	return s, nil
+	if cfg.PreviousKEKFile != "" || hasEnv(cfg.LookupEnv, EnvPreviousKEK) {
+		if previous, err = loadKEK(cfg.PreviousKEKFile, EnvPreviousKEK, cfg.LookupEnv, "", false, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	return kek, previous, nil
 }
 
 // putOverhead is what a PutSecretRequest holds besides the value: a name
@@ -181,8 +296,17 @@ func (s *Service) RequestLimits() map[string]int {
 	return limits
 }
 
-// Close releases the audit log.
-func (s *Service) Close() error { return s.audit.Close() }
+// Close releases the audit log and the NATS connection New made.
+func (s *Service) Close() error {
+	var err error
+	if s.audit != nil {
+		err = s.audit.Close()
+	}
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	return err
+}
 
 // Name implements the server runtime's Service.
 func (s *Service) Name() string { return vaultv1.VaultService_ServiceDesc.ServiceName }

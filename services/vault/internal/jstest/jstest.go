@@ -53,3 +53,6 @@ func (s *Server) JetStream() jetstream.JetStream {
 	}
 	return js
 }
+
+// Shutdown stops the node (NATS gone, as far as clients can tell).
+func (s *Server) Shutdown() { s.ns.Shutdown(); s.ns.WaitForShutdown() }

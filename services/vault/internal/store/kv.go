@@ -48,6 +48,11 @@ const metaKey = "fabro.meta"
 // the operation may succeed when retried.
 var ErrUnavailable = errors.New("the vault's store is unavailable")
 
+// opTimeout bounds one round trip to the bucket: with NATS unreachable a
+// call fails UNAVAILABLE in this time rather than waiting out the caller's
+// deadline (the client buffers requests while it reconnects).
+const opTimeout = 5 * time.Second
+
 // KV is the [Backend] of a JetStream key-value bucket.
 type KV struct {
 	kv          jetstream.KeyValue
@@ -229,6 +234,8 @@ func (s *KV) writeMeta(ctx context.Context, kek *envelope.KEK, rev uint64) error
 // a *CorruptError when it cannot be served. With check, every version
 // must authenticate; else only the JSON and the name are checked.
 func (s *KV) read(ctx context.Context, name string, check bool) (*record, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	e, err := s.kv.Get(ctx, name)
 	switch {
 	case isKeyNotFound(err):
@@ -263,6 +270,8 @@ func (s *KV) write(ctx context.Context, r *record, rev uint64) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode secret %s: %w", r.Name, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	var next uint64
 	if rev == 0 {
 		next, err = s.kv.Create(ctx, r.Name, b)
@@ -349,6 +358,8 @@ func (s *KV) Get(ctx context.Context, name string) (Metadata, error) {
 // List implements Backend. It reads the bucket's current values in one
 // pass (a watch that ends at the current revision), not key by key.
 func (s *KV) List(ctx context.Context, prefix string) (secrets []Metadata, corrupt []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, nil, fmt.Errorf("list secrets: %w", unavailable(err))
@@ -437,6 +448,8 @@ func (s *KV) Delete(ctx context.Context, name string, ver, expected *int64) (int
 // purge removes name's record at revision rev, history and all, so no
 // destroyed version stays readable in the bucket.
 func (s *KV) purge(ctx context.Context, name string, rev uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	if err := s.kv.Purge(ctx, name, jetstream.LastRevision(rev)); err != nil {
 		return fmt.Errorf("secret %s: %w", name, unavailable(err))
 	}
