@@ -98,9 +98,13 @@ complete -c fabro -n '__fabro_at \'serve\'' -l vault-accept-rollback -d 'start w
 complete -c fabro -n '__fabro_at \'serve\'' -l vault-kek-file -d 'file holding the vault\'s key-encryption key (base64 or hex, 32 bytes); default $FABRO_VAULT_KEK, else <data-dir>/vault/kek'
 complete -c fabro -n '__fabro_at \'serve\'' -l vault-max-secret-bytes -d 'largest secret value accepted, in bytes (0: 65536)'
 complete -c fabro -n '__fabro_at \'serve\'' -l vault-max-versions -d 'versions kept per secret (0: 10)'
+complete -c fabro -n '__fabro_at \'serve\'' -l vault-nats-creds -d 'NATS credentials file (JWT creds) for -vault-nats-url'
+complete -c fabro -n '__fabro_at \'serve\'' -l vault-nats-replicas -d 'NATS servers keeping the vault\'s bucket and audit stream (0: 1; 3 on a three-node cluster)'
+complete -c fabro -n '__fabro_at \'serve\'' -l vault-nats-url -d 'NATS server(s) with JetStream for -vault-store=jetstream, comma separated'
 complete -c fabro -n '__fabro_at \'serve\'' -l vault-policy-file -d 'JSON file with the credential resolution policy; default: built-in policy for fabro\'s services'
 complete -c fabro -n '__fabro_at \'serve\'' -l vault-previous-kek-file -d 'file holding the previous key-encryption key, to rotate from it at start-up (or $FABRO_VAULT_PREVIOUS_KEK)'
 complete -c fabro -n '__fabro_at \'serve\'' -l vault-rollback-counter-file -d 'file keeping the vault store\'s rollback counter, best on another volume than the store; default <data-dir>/vault/generation'
+complete -c fabro -n '__fabro_at \'serve\'' -l vault-store -d 'where the vault keeps its sealed secrets: file (one file under <data-dir>/vault; one vault replica) or jetstream (a JetStream key-value bucket on -vault-nats-url, shared by every replica; audit log as a stream)'
 complete -c fabro -n '__fabro_at \'serve\'' -F
 complete -c fabro -n '__fabro_at \'exec\'' -l help -d 'show the help'
 complete -c fabro -n '__fabro_at \'exec\'' -l config -d 'config file (default $XDG_CONFIG_HOME/fabro/config.toml, else ~/.config/fabro/config.toml)'
