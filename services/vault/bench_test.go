@@ -107,8 +107,8 @@ func BenchmarkResolve(b *testing.B) {
 }
 
 // stores are the backends compared side by side in one run: the file
-// (the baseline) and a JetStream bucket on an embedded node (R1) over
-// loopback TCP.
+// (the baseline) and a JetStream bucket on an embedded node (R1) and on
+// a three-node cluster in this process (R3), over loopback TCP.
 var stores = []struct {
 	name string
 	cfg  func(b *testing.B) vault.Config
@@ -116,6 +116,10 @@ var stores = []struct {
 	{"file", func(b *testing.B) vault.Config { return vault.Config{DataDir: b.TempDir(), LookupEnv: env(nil)} }},
 	{"jetstream-R1", func(b *testing.B) vault.Config {
 		return vault.Config{DataDir: b.TempDir(), Store: vault.StoreJetStream, JetStream: jstest.Start(b).JetStream(),
+			LookupEnv: env(map[string]string{vault.EnvKEK: envelope.GenerateKEKText()})}
+	}},
+	{"jetstream-R3", func(b *testing.B) vault.Config {
+		return vault.Config{DataDir: b.TempDir(), Store: vault.StoreJetStream, JetStream: jstest.StartCluster(b).JetStream(), Replicas: 3,
 			LookupEnv: env(map[string]string{vault.EnvKEK: envelope.GenerateKEKText()})}
 	}},
 }

@@ -40,6 +40,9 @@ var places = []struct {
 	{"jetstream", func(t *testing.T) place {
 		return &kvPlace{srv: jstest.Start(t), counter: filepath.Join(t.TempDir(), "generation")}
 	}},
+	{"jetstream-R3", func(t *testing.T) place {
+		return &kvPlace{srv: jstest.StartCluster(t), counter: filepath.Join(t.TempDir(), "generation")}
+	}},
 }
 
 type filePlace struct{ path, counter string }
@@ -76,7 +79,7 @@ type kvPlace struct {
 func (p *kvPlace) open(t *testing.T, kek, prev *envelope.KEK) (Backend, error) {
 	// A fresh connection each time: each open is another replica, or the
 	// same one restarted.
-	kv, err := OpenKV(t.Context(), p.srv.JetStream(), 1, kek, prev, Options{MaxVersions: 3, CounterFile: p.counter})
+	kv, err := OpenKV(t.Context(), p.srv.JetStream(), p.srv.Replicas(), kek, prev, Options{MaxVersions: 3, CounterFile: p.counter})
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +125,7 @@ func (p *kvPlace) snapshot(t *testing.T) func() {
 		if err := js.DeleteKeyValue(t.Context(), SecretsBucket); err != nil {
 			t.Fatal(err)
 		}
-		kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: SecretsBucket, History: 1})
+		kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: SecretsBucket, History: 1, Replicas: p.srv.Replicas()})
 		if err != nil {
 			t.Fatal(err)
 		}
