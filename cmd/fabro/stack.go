@@ -27,14 +27,16 @@ type stackConfig struct {
 	vault        vault.Config // DataDir and LookupEnv included
 	agentDataDir string       // session records and the embedded NATS store
 	llmOverlay   string
-	natsURL      string
-	natsListen   string
-	nats         agent.NATSSecurity
-	braveBaseURL string
-	sandbox      sandbox.Config // its DataDir empty keeps sandboxes in memory
-	settingsFile string         // the agent's operator settings file
-	memoryEvents bool           // the agent's events stream in memory: nothing to recover at start
-	sessions     agent.SessionLimits
+	// llmPrincipalLimits is the gateway's principal limits file.
+	llmPrincipalLimits string
+	natsURL            string
+	natsListen         string
+	nats               agent.NATSSecurity
+	braveBaseURL       string
+	sandbox            sandbox.Config // its DataDir empty keeps sandboxes in memory
+	settingsFile       string         // the agent's operator settings file
+	memoryEvents       bool           // the agent's events stream in memory: nothing to recover at start
+	sessions           agent.SessionLimits
 	// resumeOnStart continues the prompts a killed process left unfinished.
 	resumeOnStart bool
 }
@@ -151,6 +153,7 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		// governance counters, so spend and rate windows survive a
 		// restart as the split binaries' -llm-governance-nats-url does.
 		GovernanceJetStream: govJS,
+		PrincipalLimitsFile: cfg.llmPrincipalLimits,
 	}, logger)
 	if err != nil {
 		return nil, err
