@@ -52,6 +52,7 @@ func serve(fs *flag.FlagSet, e env) runner {
 	cfg.vault.RegisterFlags(fs)
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(e.lookupEnv), "directory for the vault, sandbox workspaces, agent session records and the embedded NATS store")
 	fs.StringVar(&cfg.llmOverlay, "llm-catalog-overlay", "", "JSON catalog file merged over the built-in model catalog")
+	fs.StringVar(&cfg.llmPrincipalLimits, "llm-principal-limits", "", "JSON file of LLM limits per principal across all its tokens (docs/GATEWAY.md); read at start")
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "external NATS server URL with JetStream; empty runs nats-server embedded")
 	fs.StringVar(&cfg.braveBaseURL, "brave-base-url", "", "Brave Search API base URL for the agent's web_search (default https://api.search.brave.com)")
 	fs.StringVar(&cfg.natsListen, "nats-listen", agent.DefaultNATSListen, "embedded nats-server client address, for subscribers in other processes (port -1 picks one; \"none\": in-process only)")

@@ -27,14 +27,16 @@ type stackConfig struct {
 	vault        vault.Config // DataDir and LookupEnv included
 	agentDataDir string       // session records and the embedded NATS store
 	llmOverlay   string
-	natsURL      string
-	natsListen   string
-	nats         agent.NATSSecurity
-	braveBaseURL string
-	sandbox      sandbox.Config // its DataDir empty keeps sandboxes in memory
-	settingsFile string         // the agent's operator settings file
-	memoryEvents bool           // the agent's events stream in memory: nothing to recover at start
-	sessions     agent.SessionLimits
+	// llmPrincipalLimits is the gateway's principal limits file.
+	llmPrincipalLimits string
+	natsURL            string
+	natsListen         string
+	nats               agent.NATSSecurity
+	braveBaseURL       string
+	sandbox            sandbox.Config // its DataDir empty keeps sandboxes in memory
+	settingsFile       string         // the agent's operator settings file
+	memoryEvents       bool           // the agent's events stream in memory: nothing to recover at start
+	sessions           agent.SessionLimits
 	// resumeOnStart continues the prompts a killed process left unfinished.
 	resumeOnStart bool
 }
@@ -115,18 +117,6 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 	if cfg.vault.DataDir != "" {
 		envelopeKey = filepath.Join(cfg.vault.DataDir, "llmgateway", "envelope.key")
 	}
-	gw, err := llmgateway.New(ctx, llmgateway.Config{
-		CatalogOverlay:  cfg.llmOverlay,
-		EnvelopeKeyFile: envelopeKey,
-		Credentials:     llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(gwConn), nil),
-		LookupEnv:       cfg.vault.LookupEnv,
-	}, logger)
-	if err != nil {
-		return nil, err
-	}
-	st.closers = append(st.closers, func() { gw.Close() })
-	gw.SetAuthenticator(llmgateway.TokenAuthenticator(st.tokens, logger))
-	gw.SetPolicies(st.store)
 	ag, err := agent.New(ctx, agent.Config{
 		DataDir:       cfg.agentDataDir,
 		NATSURL:       cfg.natsURL,
@@ -146,6 +136,31 @@ func startStack(ctx context.Context, cfg stackConfig, logger *slog.Logger) (_ *s
 		return nil, err
 	}
 	st.closers = append(st.closers, func() { ag.Close() })
+	// The gateway's governance gets a connection of its own to the
+	// agent's NATS: its flushes never queue behind the events. Closed after
+	// the gateway (closers run in reverse), before the agent's server.
+	govConn, govJS, err := ag.DialNATS("fabro-llmgateway-governance")
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, govConn.Close)
+	gw, err := llmgateway.New(ctx, llmgateway.Config{
+		CatalogOverlay:  cfg.llmOverlay,
+		EnvelopeKeyFile: envelopeKey,
+		Credentials:     llmgateway.NewVaultCredentials(vaultv1.NewVaultServiceClient(gwConn), nil),
+		LookupEnv:       cfg.vault.LookupEnv,
+		// The agent's NATS (embedded, or --nats-url) keeps the token
+		// governance counters, so spend and rate windows survive a
+		// restart as the split binaries' -llm-governance-nats-url does.
+		GovernanceJetStream: govJS,
+		PrincipalLimitsFile: cfg.llmPrincipalLimits,
+	}, logger)
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, func() { gw.Close() })
+	gw.SetAuthenticator(llmgateway.TokenAuthenticator(st.tokens, logger))
+	gw.SetPolicies(st.store)
 
 	if st.srv, err = server.Start(ctx, cfg.server, logger, v, sb, gw, ag, auth.NewTokenService(st.store)); err != nil {
 		return nil, err

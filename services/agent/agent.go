@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
@@ -342,6 +344,15 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 // NATSURL is where other processes subscribe to the events: the external
 // server's URL or the embedded server's listen URL.
 func (s *Service) NATSURL() string { return s.bus.ClientURL() }
+
+// DialNATS opens another connection to the service's NATS (the embedded
+// server or the external one), with its credentials, for another service
+// of the same process that keeps state in JetStream (fabro serve's LLM
+// gateway: its governance counters). The caller closes the connection
+// before the service.
+func (s *Service) DialNATS(name string) (*nats.Conn, jetstream.JetStream, error) {
+	return s.bus.Dial(name)
+}
 
 // Close aborts running prompts, waits for them to end, and stops NATS.
 // Sessions stay on record; a restart lists the open ones as SUSPENDED.

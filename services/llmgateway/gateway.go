@@ -29,6 +29,7 @@ import (
 
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	vaultv1 "github.com/fabro-sh/fabro-go/gen/fabro/vault/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcclient"
 	"github.com/fabro-sh/fabro-go/platform/jsonschema"
 	"github.com/fabro-sh/fabro-go/platform/paging"
@@ -121,6 +122,11 @@ type Config struct {
 	GovernanceJetStream jetstream.JetStream
 	// GovernanceNow is the governance clock (tests); nil means time.Now.
 	GovernanceNow func() time.Time
+	// PrincipalLimitsFile holds limits per principal, across all of its
+	// tokens (LoadPrincipalLimits); empty: none. Read at start.
+	PrincipalLimitsFile string
+	// PrincipalLimits overrides PrincipalLimitsFile (tests).
+	PrincipalLimits map[string]*auth.Policy
 }
 
 // RegisterFlags binds -llm-catalog-overlay, -vault-addr, -token-file,
@@ -141,6 +147,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&c.PrincipalLimitsFile, "llm-principal-limits", c.PrincipalLimitsFile, "JSON file of limits per principal across all its tokens: {\"user:alice\": {\"budget\": \"100usd/month\", \"rpm\": 120, \"tpm\": 200000, \"max_concurrent\": 8, \"models\": [\"anthropic/*\"]}}; read at start")
 	fs.StringVar(&c.GovernanceNATSURL, "llm-governance-nats-url", c.GovernanceNATSURL, "NATS URL whose JetStream key-value store keeps token spend and rate limits, shared by replicas; empty: kept in memory, lost on restart")
 	c.VaultClient.RegisterFlags(fs, "")
 }
@@ -167,7 +174,8 @@ type Service struct {
 	disc          *discovery       // nil: no discoverable provider
 	credCache     *credentialCache // nil: credentials are resolved on every attempt
 	gov           *governance.Engine
-	policies      PolicySource // nil: no token has a policy
+	policies      PolicySource            // nil: no token has a policy
+	principalLims map[string]*auth.Policy // by principal ("user:alice"); nil: none
 }
 
 // New loads the catalog and connects the credential source.

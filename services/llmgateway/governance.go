@@ -28,6 +28,14 @@ type PolicySource interface {
 func (s *Service) SetPolicies(p PolicySource) { s.policies = p }
 
 func (s *Service) startGovernance(ctx context.Context, cfg Config) error {
+	s.principalLims = cfg.PrincipalLimits
+	if s.principalLims == nil && cfg.PrincipalLimitsFile != "" {
+		lims, err := LoadPrincipalLimits(cfg.PrincipalLimitsFile)
+		if err != nil {
+			return fmt.Errorf("llmgateway: -llm-principal-limits: %w", err)
+		}
+		s.principalLims = lims
+	}
 	js := cfg.GovernanceJetStream
 	if js == nil && cfg.GovernanceNATSURL != "" {
 		nc, err := nats.Connect(cfg.GovernanceNATSURL, nats.Name("fabro-llmgateway-governance"), nats.MaxReconnects(-1))
@@ -62,6 +70,7 @@ func (s *Service) subject(ctx context.Context) (governance.Subject, bool) {
 		return governance.Subject{}, false
 	}
 	sub := governance.Subject{TokenID: p.TokenID, Principal: p.String()}
+	sub.PrincipalPolicy = s.principalLims[sub.Principal]
 	if s.policies != nil {
 		sub.Policy = s.policies.Policy(p.TokenID)
 	}

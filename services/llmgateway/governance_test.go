@@ -37,7 +37,7 @@ type governedStack struct {
 	store *auth.Store
 }
 
-func newGovernedStack(t *testing.T) *governedStack {
+func newGovernedStack(t testing.TB, opts ...func(*Config)) *governedStack {
 	t.Helper()
 	fp := fakeprovider.New()
 	l, err := fakeprovider.Listen("127.0.0.1:0", fp)
@@ -54,6 +54,9 @@ func newGovernedStack(t *testing.T) *governedStack {
 	cfg := Config{CatalogOverlay: overlay, Backoff: func(int, time.Duration) time.Duration { return 0 },
 		LookupEnv:     func(k string) (string, bool) { v, ok := e2eEnv[k]; return v, ok },
 		GovernanceNow: func() time.Time { return clock }}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	logger := discardLogger()
 	gw, err := New(context.Background(), cfg, logger)
 	if err != nil {
@@ -71,7 +74,7 @@ func newGovernedStack(t *testing.T) *governedStack {
 	return &governedStack{fp: fp, base: "http://" + srv.HTTPAddr(), grpc: srv.GRPCAddr(), store: store}
 }
 
-func (g *governedStack) token(t *testing.T, name string, p *auth.Policy) string {
+func (g *governedStack) token(t testing.TB, name string, p *auth.Policy) string {
 	t.Helper()
 	v, _, err := g.store.IssueWithPolicy(name, auth.RoleUser, p)
 	if err != nil {
@@ -80,7 +83,7 @@ func (g *governedStack) token(t *testing.T, name string, p *auth.Policy) string 
 	return v
 }
 
-func post(t *testing.T, url string, hdr map[string]string, body string) (*http.Response, []byte) {
+func post(t testing.TB, url string, hdr map[string]string, body string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

@@ -66,6 +66,7 @@ complete -c fabro -n '__fabro_at \'serve\'' -l http-allowed-hosts -d 'comma-sepa
 complete -c fabro -n '__fabro_at \'serve\'' -l http-cors-origins -d 'comma-separated origins whose web pages may call the REST port (CORS); none by default'
 complete -c fabro -n '__fabro_at \'serve\'' -l insecure -d 'allow listening on a non-loopback address without TLS (logs a warning at every start)'
 complete -c fabro -n '__fabro_at \'serve\'' -l llm-catalog-overlay -d 'JSON catalog file merged over the built-in model catalog'
+complete -c fabro -n '__fabro_at \'serve\'' -l llm-principal-limits -d 'JSON file of LLM limits per principal across all its tokens (docs/GATEWAY.md); read at start'
 complete -c fabro -n '__fabro_at \'serve\'' -l log-format -d 'log output format: text or json'
 complete -c fabro -n '__fabro_at \'serve\'' -l log-level -d 'minimum log level: debug, info, warn or error'
 complete -c fabro -n '__fabro_at \'serve\'' -l max-msg-bytes -d 'largest gRPC message received or sent, and largest REST body, in bytes (0 means 64 MiB)'

@@ -42,11 +42,49 @@ const (
 const DefaultFlushInterval = 100 * time.Millisecond
 
 // Subject is who makes a call: the token and its principal, with the
-// token's policy (nil: no limits, spend is still counted).
+// token's policy (nil: no limits, spend is still counted) and the
+// principal's (nil: none), which bounds every token of that principal
+// together.
 type Subject struct {
-	TokenID   string
-	Principal string
-	Policy    *auth.Policy
+	TokenID         string
+	Principal       string
+	Policy          *auth.Policy
+	PrincipalPolicy *auth.Policy
+}
+
+// scope is one policy a call is counted against: the token's or its
+// principal's. Its counters' keys start with its kind.
+type scope struct {
+	who    string // in refusals: "this token", "principal user:alice"
+	kind   string // "tok" or "user"
+	id     string
+	policy *auth.Policy
+}
+
+func (sc scope) rpmKey(m time.Time) string { return rateKey(sc.rateKind("rpm"), sc.id, m) }
+func (sc scope) tpmKey(m time.Time) string { return rateKey(sc.rateKind("tpm"), sc.id, m) }
+
+// rateKind keeps a token's keys as they were before principal limits.
+func (sc scope) rateKind(k string) string {
+	if sc.kind == "tok" {
+		return k
+	}
+	return sc.kind + "-" + k
+}
+
+func (sc scope) activeKey() string { return sc.kind + ":" + sc.id }
+
+// scopes are the policies s is counted against, in buf (no allocation per
+// call); a nil policy is none.
+func (s Subject) scopes(buf *[2]scope) []scope {
+	out := buf[:0]
+	if s.Policy != nil {
+		out = append(out, scope{"this token", "tok", s.TokenID, s.Policy})
+	}
+	if s.PrincipalPolicy != nil && s.Principal != "" {
+		out = append(out, scope{"principal " + s.Principal, "user", s.Principal, s.PrincipalPolicy})
+	}
+	return out
 }
 
 // Reason says why a call was refused.
@@ -380,58 +418,72 @@ type Ticket struct {
 }
 
 // Check admits a call of subject s to the canonical model, or refuses it.
-// It counts the call against the requests-per-minute limit and the
-// concurrency limit; the caller must call Done on the ticket.
+// It counts the call against the requests-per-minute limits and the
+// concurrency limits of the token and of its principal; the caller must
+// call Done on the ticket.
 func (e *Engine) Check(ctx context.Context, s Subject, model string) (*Ticket, error) {
-	p := s.Policy
-	if !p.AllowsModel(model) {
-		return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonModel,
-			Message: fmt.Sprintf("this token may not call model %q (its policy allows %s)", model, strings.Join(p.Models, ", "))})
+	var buf [2]scope
+	scopes := s.scopes(&buf)
+	limited := false
+	for _, sc := range scopes {
+		if p := sc.policy; !p.AllowsModel(model) {
+			return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonModel,
+				Message: fmt.Sprintf("%s may not call model %q (its policy allows %s)", sc.who, model, strings.Join(p.Models, ", "))})
+		}
+		limited = limited || sc.policy.Limited()
 	}
 	now := e.now()
 	tk := &Ticket{e: e, s: s, start: now}
-	if !p.Limited() {
+	if !limited {
 		return tk, nil
 	}
 	minute := now.Truncate(time.Minute)
 	nextMinute := minute.Add(time.Minute)
 	e.mu.Lock()
-	if b := p.Budget; b != nil && !b.Soft {
-		start, end := b.Period.Bounds(now)
-		c := e.counterLocked(e.spend, spendKey("tok", s.TokenID, b.Period, start), end)
-		if c.value() >= b.USDMicros {
-			e.mu.Unlock()
-			return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonBudget, RetryAfter: end.Sub(now),
-				Message: fmt.Sprintf("this token's budget of %s is spent; it renews at %s", b, end.Format(time.RFC3339))})
+	// Every scope is checked before any is counted: a call refused by its
+	// principal's limit takes nothing from its token's.
+	rpms := make([]*counter, 0, len(scopes))
+	for _, sc := range scopes {
+		p := sc.policy
+		if b := p.Budget; b != nil && !b.Soft {
+			start, end := b.Period.Bounds(now)
+			c := e.counterLocked(e.spend, spendKey(sc.kind, sc.id, b.Period, start), end)
+			if c.value() >= b.USDMicros {
+				e.mu.Unlock()
+				return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonBudget, RetryAfter: end.Sub(now),
+					Message: fmt.Sprintf("the budget of %s, %s, is spent; it renews at %s", sc.who, b, end.Format(time.RFC3339))})
+			}
 		}
-	}
-	if p.TokensPerMinute > 0 {
-		c := e.counterLocked(e.rate, rateKey("tpm", s.TokenID, minute), nextMinute)
-		if c.value() >= p.TokensPerMinute {
-			e.mu.Unlock()
-			return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonTokens, RetryAfter: nextMinute.Sub(now),
-				Message: fmt.Sprintf("this token used its %d tokens per minute", p.TokensPerMinute)})
+		if p.TokensPerMinute > 0 {
+			c := e.counterLocked(e.rate, sc.tpmKey(minute), nextMinute)
+			if c.value() >= p.TokensPerMinute {
+				e.mu.Unlock()
+				return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonTokens, RetryAfter: nextMinute.Sub(now),
+					Message: fmt.Sprintf("%s used its %d tokens per minute", sc.who, p.TokensPerMinute)})
+			}
 		}
-	}
-	var rpm *counter
-	if p.RequestsPerMinute > 0 {
-		rpm = e.counterLocked(e.rate, rateKey("rpm", s.TokenID, minute), nextMinute)
-		if rpm.value() >= int64(p.RequestsPerMinute) {
-			e.mu.Unlock()
-			return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonRequests, RetryAfter: nextMinute.Sub(now),
-				Message: fmt.Sprintf("this token made its %d requests per minute", p.RequestsPerMinute)})
+		if p.RequestsPerMinute > 0 {
+			c := e.counterLocked(e.rate, sc.rpmKey(minute), nextMinute)
+			if c.value() >= int64(p.RequestsPerMinute) {
+				e.mu.Unlock()
+				return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonRequests, RetryAfter: nextMinute.Sub(now),
+					Message: fmt.Sprintf("%s made its %d requests per minute", sc.who, p.RequestsPerMinute)})
+			}
+			rpms = append(rpms, c)
 		}
-	}
-	if p.MaxConcurrent > 0 {
-		if e.active[s.TokenID] >= p.MaxConcurrent {
+		if p.MaxConcurrent > 0 && e.active[sc.activeKey()] >= p.MaxConcurrent {
 			e.mu.Unlock()
 			return nil, e.refuse(ctx, s, &Refusal{Reason: ReasonConcurrency, RetryAfter: time.Second,
-				Message: fmt.Sprintf("this token has its %d calls in progress", p.MaxConcurrent)})
+				Message: fmt.Sprintf("%s has its %d calls in progress", sc.who, p.MaxConcurrent)})
 		}
-		e.active[s.TokenID]++
 	}
-	if rpm != nil {
-		rpm.pending++
+	for _, sc := range scopes {
+		if sc.policy.MaxConcurrent > 0 {
+			e.active[sc.activeKey()]++
+		}
+	}
+	for _, c := range rpms {
+		c.pending++
 	}
 	e.mu.Unlock()
 	return tk, nil
@@ -454,37 +506,62 @@ func (t *Ticket) Done(ctx context.Context, tokens, costMicros int64, model strin
 }
 
 func (e *Engine) done1(ctx context.Context, t *Ticket, tokens, cost int64, model string) {
-	s, p, now := t.s, t.s.Policy, e.now()
-	var warn, over bool
-	var b *auth.Budget
-	e.mu.Lock()
-	if p != nil && p.MaxConcurrent > 0 {
-		if e.active[s.TokenID]--; e.active[s.TokenID] <= 0 {
-			delete(e.active, s.TokenID)
-		}
+	s, now := t.s, e.now()
+	type crossing struct {
+		who  string
+		b    *auth.Budget
+		over bool
 	}
-	if p != nil && p.TokensPerMinute > 0 && tokens > 0 {
-		// Counted in the minute the call started, which its check saw.
-		m := t.start.Truncate(time.Minute)
-		e.counterLocked(e.rate, rateKey("tpm", s.TokenID, m), m.Add(time.Minute)).pending += tokens
+	var crossed []crossing
+	var buf [2]scope
+	scopes := s.scopes(&buf)
+	e.mu.Lock()
+	m := t.start.Truncate(time.Minute)
+	for _, sc := range scopes {
+		p := sc.policy
+		if p.MaxConcurrent > 0 {
+			k := sc.activeKey()
+			if e.active[k]--; e.active[k] <= 0 {
+				delete(e.active, k)
+			}
+		}
+		if p.TokensPerMinute > 0 && tokens > 0 {
+			// Counted in the minute the call started, which its check saw.
+			e.counterLocked(e.rate, sc.tpmKey(m), m.Add(time.Minute)).pending += tokens
+		}
 	}
 	if cost > 0 {
-		period := auth.PeriodMonth
-		if p != nil && p.Budget != nil {
-			b, period = p.Budget, p.Budget.Period
-		}
-		start, end := period.Bounds(now)
-		c := e.counterLocked(e.spend, spendKey("tok", s.TokenID, period, start), end)
-		before := c.value()
-		c.pending += cost
-		if b != nil {
-			after := c.value()
-			warn = before < b.Warn() && after >= b.Warn()
-			over = before < b.USDMicros && after >= b.USDMicros
-		}
+		// The spend of the token (in its budget's period, else the month),
+		// of the principal (the month, and its budget's period) and of the
+		// model (the month).
 		ms, me := auth.PeriodMonth.Bounds(now)
-		if s.Principal != "" {
-			e.counterLocked(e.spend, spendKey("user", s.Principal, auth.PeriodMonth, ms), me).pending += cost
+		add := func(kind, id string, period auth.Period) (before, after int64) {
+			start, end := period.Bounds(now)
+			c := e.counterLocked(e.spend, spendKey(kind, id, period, start), end)
+			before = c.value()
+			c.pending += cost
+			return before, c.value()
+		}
+		tokMonth, userMonth := false, false // the month's spend already added
+		for _, sc := range scopes {
+			if b := sc.policy.Budget; b != nil {
+				before, after := add(sc.kind, sc.id, b.Period)
+				if b.Period == auth.PeriodMonth {
+					tokMonth, userMonth = tokMonth || sc.kind == "tok", userMonth || sc.kind == "user"
+				}
+				switch {
+				case before < b.USDMicros && after >= b.USDMicros:
+					crossed = append(crossed, crossing{sc.who, b, true})
+				case before < b.Warn() && after >= b.Warn():
+					crossed = append(crossed, crossing{sc.who, b, false})
+				}
+			}
+		}
+		if !tokMonth && (s.Policy == nil || s.Policy.Budget == nil) {
+			add("tok", s.TokenID, auth.PeriodMonth)
+		}
+		if s.Principal != "" && !userMonth {
+			add("user", s.Principal, auth.PeriodMonth)
 		}
 		if model != "" {
 			e.counterLocked(e.spend, spendKey("model", model, auth.PeriodMonth, ms), me).pending += cost
@@ -495,14 +572,14 @@ func (e *Engine) done1(ctx context.Context, t *Ticket, tokens, cost int64, model
 		e.spent.Add(ctx, cost, metric.WithAttributes(attribute.String("token_id", s.TokenID),
 			attribute.String("principal", s.Principal), attribute.String("model", model)))
 	}
-	if warn || over {
+	for _, c := range crossed {
 		level := "warning"
-		if over {
+		if c.over {
 			level = "exceeded"
 		}
 		e.warnings.Add(ctx, 1, metric.WithAttributes(attribute.String("token_id", s.TokenID), attribute.String("level", level)))
-		e.logger.WarnContext(ctx, "token budget "+level, "token_id", s.TokenID, "principal", s.Principal,
-			"budget", b.String(), "soft", b.Soft)
+		e.logger.WarnContext(ctx, "budget "+level, "of", c.who, "token_id", s.TokenID, "principal", s.Principal,
+			"budget", c.b.String(), "soft", c.b.Soft)
 	}
 }
 
@@ -522,27 +599,35 @@ type Usage struct {
 	Reset                            time.Time // the end of the current minute
 }
 
-// RateUsage returns s's per-minute limits and what remains of them; ok is
-// false when the policy sets none.
+// RateUsage returns s's per-minute limits and what remains of them: of
+// the token's and its principal's, the one with less left; ok is false
+// when neither policy sets any.
 func (e *Engine) RateUsage(s Subject) (u Usage, ok bool) {
-	p := s.Policy
-	if p == nil || (p.RequestsPerMinute <= 0 && p.TokensPerMinute <= 0) {
-		return u, false
-	}
 	now := e.now()
 	minute := now.Truncate(time.Minute)
 	u.Reset = minute.Add(time.Minute)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if p.RequestsPerMinute > 0 {
-		u.RequestsLimit = int64(p.RequestsPerMinute)
-		u.RequestsRemaining = max(0, u.RequestsLimit-e.counterLocked(e.rate, rateKey("rpm", s.TokenID, minute), u.Reset).value())
+	var buf [2]scope
+	for _, sc := range s.scopes(&buf) {
+		p := sc.policy
+		if p.RequestsPerMinute > 0 {
+			limit := int64(p.RequestsPerMinute)
+			left := max(0, limit-e.counterLocked(e.rate, sc.rpmKey(minute), u.Reset).value())
+			if u.RequestsLimit == 0 || left < u.RequestsRemaining {
+				u.RequestsLimit, u.RequestsRemaining = limit, left
+			}
+			ok = true
+		}
+		if p.TokensPerMinute > 0 {
+			left := max(0, p.TokensPerMinute-e.counterLocked(e.rate, sc.tpmKey(minute), u.Reset).value())
+			if u.TokensLimit == 0 || left < u.TokensRemaining {
+				u.TokensLimit, u.TokensRemaining = p.TokensPerMinute, left
+			}
+			ok = true
+		}
 	}
-	if p.TokensPerMinute > 0 {
-		u.TokensLimit = p.TokensPerMinute
-		u.TokensRemaining = max(0, u.TokensLimit-e.counterLocked(e.rate, rateKey("tpm", s.TokenID, minute), u.Reset).value())
-	}
-	return u, true
+	return u, ok
 }
 
 // Key names: characters a NATS key allows. Names that might hold others
@@ -551,6 +636,6 @@ func spendKey(kind, name string, period auth.Period, start time.Time) string {
 	return "spend." + kind + "." + base64.RawURLEncoding.EncodeToString([]byte(name)) + "." + string(period) + "." + start.Format("20060102")
 }
 
-func rateKey(kind, tokenID string, minute time.Time) string {
-	return kind + "." + base64.RawURLEncoding.EncodeToString([]byte(tokenID)) + "." + strconv.FormatInt(minute.Unix()/60, 10)
+func rateKey(kind, id string, minute time.Time) string {
+	return kind + "." + base64.RawURLEncoding.EncodeToString([]byte(id)) + "." + strconv.FormatInt(minute.Unix()/60, 10)
 }

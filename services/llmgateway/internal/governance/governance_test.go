@@ -309,6 +309,7 @@ func BenchmarkCheck(b *testing.B) {
 		{"no-policy", url, &Subject{TokenID: "np", Principal: "alice"}},
 		{"policy-memory", "", &Subject{TokenID: "pm", Principal: "alice", Policy: policy}},
 		{"policy-nats", url, &Subject{TokenID: "pn", Principal: "alice", Policy: policy}},
+		{"policy-and-principal-nats", url, &Subject{TokenID: "pp", Principal: "user:alice", Policy: policy, PrincipalPolicy: policy}},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			var e *Engine
