@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 )
 
 // A restart is a takeover: a session whose record names an unfinished
@@ -32,7 +34,7 @@ var errNoUnfinished = errors.New("no unfinished prompt on record")
 // A subagent's prompt is ended instead (endUnfinished). errNoUnfinished
 // when the record names none, or names a closed session.
 func (s *Service) continueUnfinished(ctx context.Context, id string) error {
-	rec, _, err := s.records.Get(ctx, id)
+	rec, rev, err := s.records.Get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -40,6 +42,9 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	promptID := rec.GetUnfinishedPromptId()
 	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || promptID == "" {
 		return errNoUnfinished
+	}
+	if err := s.repairFinished(ctx, rec, rev); err != nil {
+		return err
 	}
 	if info.GetParentSessionId() != "" {
 		return s.endUnfinished(ctx, rec)
@@ -63,7 +68,7 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.startPromptAt(sess, promptID, r.Turn)
+	done, err := s.startPromptAt(sess, promptID, r.Turn, false) // counted when it started
 	if err != nil {
 		return err
 	}
@@ -71,6 +76,43 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 		return sess.agent.Resume(ctx, promptID, r)
 	})
 	return nil
+}
+
+// repairFinished: a record that lags the log (its process died after the
+// prompt's prompt_completed was stored, before the record saying so was
+// written) names a prompt that ended. Running it again would do its work
+// twice: the record is repaired from the log instead (no unfinished
+// prompt, the log's last sequence), compare-and-set on the revision read,
+// and errNoUnfinished returned. nil when the log holds no end of it.
+func (s *Service) repairFinished(ctx context.Context, rec *agentv1.SessionRecord, rev records.Revision) error {
+	id, promptID := rec.GetSession().GetSessionId(), rec.GetUnfinishedPromptId()
+	last, err := s.bus.LastSequence(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read the session's last stored sequence: %w", err)
+	}
+	from := rec.GetSession().GetLastSequence() + 1
+	if last < from {
+		return nil
+	}
+	ended := false
+	if err := s.bus.Replay(ctx, id, from, last, func(ev *agentv1.AgentEvent) error {
+		ended = ended || ev.GetPromptId() == promptID && ev.GetPromptCompleted() != nil
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read the unfinished prompt's events: %w", err)
+	}
+	if !ended {
+		return nil
+	}
+	fixed := proto.Clone(rec).(*agentv1.SessionRecord)
+	fixed.UnfinishedPromptId, fixed.UnfinishedPromptTurn = "", 0
+	fixed.Session.ActivePromptId, fixed.Session.LastSequence = "", last
+	if _, err := s.records.Put(ctx, fixed, rev); err != nil {
+		return fmt.Errorf("repair a record that lags the log: %w", err)
+	}
+	s.logger.InfoContext(ctx, "the record named a prompt the log shows ended; repaired, not run again",
+		"session_id", id, "prompt_id", promptID, "last_sequence", last)
+	return errNoUnfinished
 }
 
 // loadRecorded resumes the session on record and returns it, with a context that
@@ -119,7 +161,7 @@ func (s *Service) endUnfinished(ctx context.Context, rec *agentv1.SessionRecord)
 		s.logger.WarnContext(ctx, "end a subagent's unfinished prompt without its log", "session_id", sess.info.GetSessionId(), "error", err)
 		r.Interrupted = nil
 	}
-	done, err := s.startPromptAt(sess, promptID, r.Turn)
+	done, err := s.startPromptAt(sess, promptID, r.Turn, false) // counted when it started
 	if err != nil {
 		return err
 	}
