@@ -277,6 +277,12 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 	if err := validateOptions(req.GetOptions()); err != nil {
 		return nil, err
 	}
+	// Before the record is read: the retention does not purge it under us.
+	release, err := s.holdOpen(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	sess, rec, err := s.find(ctx, "session_id", req.GetSessionId())
 	if err != nil {
 		return nil, err
