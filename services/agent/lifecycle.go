@@ -342,6 +342,11 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 	for _, l := range rec.GetTodoLists() {
 		sess.todos.Restore(l) // the plan, or the tree's tasks when not loaded already
 	}
+	if old.GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
+		if err := s.endInterrupted(ctx, sess, rec); err != nil {
+			s.logger.WarnContext(ctx, "end a prompt the previous process left unfinished", "session_id", old.GetSessionId(), "error", err)
+		}
+	}
 	return &agentv1.ResumeSessionResponse{Session: sess.snapshotInfo()}, nil
 }
 

@@ -49,17 +49,7 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	if info.GetParentSessionId() != "" {
 		return s.endUnfinished(ctx, rec)
 	}
-	s.mu.Lock()
-	if s.resuming == nil {
-		s.resuming = map[string]string{}
-	}
-	s.resuming[id] = promptID
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.resuming, id)
-		s.mu.Unlock()
-	}()
+	defer s.markResuming(id, promptID)()
 	ctx, sess, err := s.loadRecorded(ctx, rec)
 	if err != nil {
 		return err
@@ -94,15 +84,8 @@ func (s *Service) repairFinished(ctx context.Context, rec *agentv1.SessionRecord
 	if last < from {
 		return nil
 	}
-	ended := false
-	if err := s.bus.Replay(ctx, id, from, last, func(ev *agentv1.AgentEvent) error {
-		ended = ended || ev.GetPromptId() == promptID && ev.GetPromptCompleted() != nil
-		return nil
-	}); err != nil {
-		return fmt.Errorf("read the unfinished prompt's events: %w", err)
-	}
-	if !ended {
-		return nil
+	if ended, err := s.promptEnded(ctx, id, promptID, from, last); err != nil || !ended {
+		return err
 	}
 	fixed := proto.Clone(rec).(*agentv1.SessionRecord)
 	fixed.UnfinishedPromptId, fixed.UnfinishedPromptTurn = "", 0
@@ -113,6 +96,77 @@ func (s *Service) repairFinished(ctx context.Context, rec *agentv1.SessionRecord
 	s.logger.InfoContext(ctx, "the record named a prompt the log shows ended; repaired, not run again",
 		"session_id", id, "prompt_id", promptID, "last_sequence", last)
 	return errNoUnfinished
+}
+
+// promptEnded reports whether the log holds promptID's prompt_completed
+// between from and to.
+func (s *Service) promptEnded(ctx context.Context, id, promptID string, from, to uint64) (bool, error) {
+	ended := false
+	if err := s.bus.Replay(ctx, id, from, to, func(ev *agentv1.AgentEvent) error {
+		ended = ended || ev.GetPromptId() == promptID && ev.GetPromptCompleted() != nil
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("read the unfinished prompt's events: %w", err)
+	}
+	return ended, nil
+}
+
+// markResuming says a prompt of id is being continued or ended here
+// (s.resuming), until done: a watcher of it waits for its end, and the
+// ResumeSession that loads it leaves it be (endInterrupted).
+func (s *Service) markResuming(id, promptID string) (done func()) {
+	s.mu.Lock()
+	if s.resuming == nil {
+		s.resuming = map[string]string{}
+	}
+	s.resuming[id] = promptID
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.resuming, id)
+		s.mu.Unlock()
+	}
+}
+
+// promptInterrupted is why a prompt a ResumeSession found unfinished was
+// ended.
+const promptInterrupted = "the agent's process stopped while this prompt ran; it was not continued at the restart: " +
+	"continue it (fabro sessions resume --continue, or a prompt with continue_unfinished)"
+
+// endInterrupted ends, as a ResumeSession loads it, the prompt the record
+// names unfinished when nothing here continues it (-agent-resume-on-start
+// off, or a resume that came first): the calls it left running complete
+// as INTERRUPTED and its prompt_completed says CANCELLED, so its watchers
+// end and a continuation goes on from its history. Nothing when the log
+// already ends it, or it never announced itself.
+func (s *Service) endInterrupted(ctx context.Context, sess *session, rec *agentv1.SessionRecord) error {
+	id, promptID := rec.GetSession().GetSessionId(), rec.GetUnfinishedPromptId()
+	s.mu.Lock()
+	resuming := s.resuming[id] == promptID
+	s.mu.Unlock()
+	if promptID == "" || resuming {
+		return nil
+	}
+	ended, err := s.promptEnded(ctx, id, promptID, rec.GetSession().GetLastSequence()+1, sess.log.Committed())
+	if err != nil || ended {
+		return err
+	}
+	r, err := s.resumption(ctx, sess, rec)
+	switch {
+	case errors.Is(err, errNoUnfinished):
+		return nil
+	case err != nil:
+		return err
+	}
+	defer s.markResuming(id, promptID)()
+	done, err := s.startPromptAt(sess, promptID, r.Turn, false)
+	if err != nil {
+		return err
+	}
+	s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
+		return sess.agent.Abandon(ctx, promptID, r, promptInterrupted)
+	})
+	return nil
 }
 
 // loadRecorded resumes the session on record and returns it, with a context that
@@ -145,6 +199,7 @@ const subagentRestarted = "the agent's process restarted while this subagent ran
 // gets none.
 func (s *Service) endUnfinished(ctx context.Context, rec *agentv1.SessionRecord) error {
 	promptID := rec.GetUnfinishedPromptId()
+	defer s.markResuming(rec.GetSession().GetSessionId(), promptID)()
 	ctx, sess, err := s.loadRecorded(ctx, rec)
 	if err != nil {
 		return err
