@@ -122,23 +122,24 @@ func TestKilledPromptAfterRestart(t *testing.T) {
 	}
 }
 
-// awaitEvent follows the session's events until one matches.
+// awaitEvent follows the session's events until one matches, again from
+// the start while a restarted server has not loaded the session yet.
 func awaitEvent(t *testing.T, c agentv1.AgentServiceClient, id string, match func(*agentv1.AgentEvent) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	st, err := c.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: id, FromSequence: 1, Follow: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for {
-		resp, err := st.Recv()
-		if err != nil {
+		st, err := c.StreamEvents(ctx, &agentv1.StreamEventsRequest{SessionId: id, FromSequence: 1, Follow: true})
+		for err == nil {
+			var resp *agentv1.StreamEventsResponse
+			if resp, err = st.Recv(); err == nil && match(resp.GetEvent()) {
+				return
+			}
+		}
+		if ctx.Err() != nil {
 			t.Fatalf("the awaited event did not come: %v", err)
 		}
-		if match(resp.GetEvent()) {
-			return
-		}
+		time.Sleep(100 * time.Millisecond) // a server restarting: nothing to await from here
 	}
 }
 

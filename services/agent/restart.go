@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -62,6 +63,7 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	s.closeOpenApprovals(ctx, sess, rec)
 	go s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Resume(ctx, promptID, r)
 	})
@@ -96,6 +98,42 @@ func (s *Service) repairFinished(ctx context.Context, rec *agentv1.SessionRecord
 	s.logger.InfoContext(ctx, "the record named a prompt the log shows ended; repaired, not run again",
 		"session_id", id, "prompt_id", promptID, "last_sequence", last)
 	return errNoUnfinished
+}
+
+// approvalRestarted is an approval_resolved's message for an approval the
+// previous process left waiting.
+const approvalRestarted = "the agent's process restarted while this approval waited; it can no longer be answered " +
+	"(a continued prompt asks again with a new approval id)"
+
+// closeOpenApprovals resolves every approval the unfinished prompt's
+// earlier incarnation requested and nobody answered (its process died as
+// it waited): nothing can answer them now, so their watchers are told so
+// (DENY, with why), and the call, run again, asks afresh. The running
+// prompt is promptID's (startPromptAt came first).
+func (s *Service) closeOpenApprovals(ctx context.Context, sess *session, rec *agentv1.SessionRecord) {
+	promptID := rec.GetUnfinishedPromptId()
+	var open []*agentv1.ApprovalRequested
+	err := s.bus.Replay(ctx, sess.info.GetSessionId(), rec.GetSession().GetLastSequence()+1, sess.log.Committed(), func(ev *agentv1.AgentEvent) error {
+		if ev.GetPromptId() != promptID {
+			return nil
+		}
+		if a := ev.GetApprovalRequested(); a != nil {
+			open = append(open, a)
+		}
+		if a := ev.GetApprovalResolved(); a != nil {
+			open = slices.DeleteFunc(open, func(o *agentv1.ApprovalRequested) bool { return o.GetApprovalId() == a.GetApprovalId() })
+		}
+		return nil
+	})
+	if err != nil {
+		s.logger.WarnContext(ctx, "read the approvals an unfinished prompt left waiting", "session_id", sess.info.GetSessionId(), "error", err)
+		return
+	}
+	for _, a := range open {
+		sess.emitLive(&agentv1.AgentEvent{PromptId: promptID, Event: &agentv1.AgentEvent_ApprovalResolved{ApprovalResolved: &agentv1.ApprovalResolved{
+			ApprovalId: a.GetApprovalId(), RequestingSessionId: a.GetRequestingSessionId(),
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_DENY, Message: approvalRestarted}}})
+	}
 }
 
 // promptEnded reports whether the log holds promptID's prompt_completed
@@ -163,6 +201,7 @@ func (s *Service) endInterrupted(ctx context.Context, sess *session, rec *agentv
 	if err != nil {
 		return err
 	}
+	s.closeOpenApprovals(ctx, sess, rec)
 	s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Abandon(ctx, promptID, r, promptInterrupted)
 	})
@@ -220,6 +259,7 @@ func (s *Service) endUnfinished(ctx context.Context, rec *agentv1.SessionRecord)
 	if err != nil {
 		return err
 	}
+	s.closeOpenApprovals(ctx, sess, rec)
 	s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Abandon(ctx, promptID, r, subagentRestarted)
 	})
