@@ -158,13 +158,14 @@ type serveProc struct {
 }
 
 // startServe starts fabro serve on dataDir, with its NATS embedded or, when
-// natsURL is set, on that external server.
-func startServe(t *testing.T, dataDir string, env []string, natsURL string) *serveProc {
+// natsURL is set, on that external server; flags are more of serve's.
+func startServe(t *testing.T, dataDir string, env []string, natsURL string, flags ...string) *serveProc {
 	t.Helper()
 	nats := []string{"-nats-listen", "127.0.0.1:-1"}
 	if natsURL != "" {
 		nats = []string{"-nats-url", natsURL}
 	}
+	nats = append(nats, flags...)
 	cmd := exec.Command(fabroBin, append([]string{"serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
 		"-log-format", "json", "-log-level", "info"}, nats...)...)
 	cmd.Env = append(os.Environ(), append([]string{"FABRO_DATA_DIR=" + dataDir}, env...)...)

@@ -202,6 +202,11 @@ type Service struct {
 	sessions map[string]*session // the loaded (open) sessions only
 	tree     map[string][]string // parent id -> child ids seen by this process, oldest first
 	resuming map[string]string   // session id -> the unfinished prompt being continued (restart.go)
+	// opening counts the ResumeSession calls under way per session id,
+	// purging names the sessions the retention is purging (retention.go):
+	// one excludes the other, under mu.
+	opening map[string]int
+	purging map[string]bool
 
 	replays      *replayLimiter // StreamEvents replays per principal
 	spawnMu      sync.Mutex     // orders the tree cap's checks (reserveInTree)

@@ -277,6 +277,12 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 	if err := validateOptions(req.GetOptions()); err != nil {
 		return nil, err
 	}
+	// Before the record is read: the retention does not purge it under us.
+	release, err := s.holdOpen(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	sess, rec, err := s.find(ctx, "session_id", req.GetSessionId())
 	if err != nil {
 		return nil, err
@@ -335,6 +341,11 @@ func (s *Service) ResumeSession(ctx context.Context, req *agentv1.ResumeSessionR
 	}
 	for _, l := range rec.GetTodoLists() {
 		sess.todos.Restore(l) // the plan, or the tree's tasks when not loaded already
+	}
+	if old.GetState() != agentv1.SessionState_SESSION_STATE_CLOSED {
+		if err := s.endInterrupted(ctx, sess, rec); err != nil {
+			s.logger.WarnContext(ctx, "end a prompt the previous process left unfinished", "session_id", old.GetSessionId(), "error", err)
+		}
 	}
 	return &agentv1.ResumeSessionResponse{Session: sess.snapshotInfo()}, nil
 }

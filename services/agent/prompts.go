@@ -60,7 +60,7 @@ func (s *Service) Prompt(req *agentv1.PromptRequest, stream grpc.ServerStreaming
 		return err
 	}
 	promptID := newID("p_")
-	done, err := s.startPrompt(sess, promptID)
+	done, err := s.startPrompt(sess, promptID, req.GetContinueUnfinished())
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (s *Service) StartPrompt(ctx context.Context, req *agentv1.StartPromptReque
 		return nil, err
 	}
 	promptID := newID("p_")
-	done, err := s.startPrompt(sess, promptID)
+	done, err := s.startPrompt(sess, promptID, req.GetContinueUnfinished())
 	if err != nil {
 		return nil, err
 	}
@@ -124,14 +124,15 @@ func hasToolCalls(m *llmv1.Message) bool {
 }
 
 // startPrompt marks the session running; FAILED_PRECONDITION when a prompt
-// already runs, UNAVAILABLE while the service shuts down.
-func (s *Service) startPrompt(sess *session, promptID string) (chan struct{}, error) {
-	return s.startPromptAt(sess, promptID, 0)
+// already runs, UNAVAILABLE while the service shuts down. A continuation
+// (cont) goes on with the unfinished prompt, already counted.
+func (s *Service) startPrompt(sess *session, promptID string, cont bool) (chan struct{}, error) {
+	return s.startPromptAt(sess, promptID, 0, !cont)
 }
 
 // startPromptAt is startPrompt for a prompt that continues at a turn
 // (restart.go): the record's checkpoint says so from the start.
-func (s *Service) startPromptAt(sess *session, promptID string, turn int32) (chan struct{}, error) {
+func (s *Service) startPromptAt(sess *session, promptID string, turn int32, counted bool) (chan struct{}, error) {
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -141,7 +142,7 @@ func (s *Service) startPromptAt(sess *session, promptID string, turn int32) (cha
 	if closed {
 		return nil, domain.New(codes.Unavailable, reasonShuttingDown, "the agent service is shutting down", grpcerr.RetryAfter(time.Second))
 	}
-	done, err := sess.beginPrompt(promptID, turn)
+	done, err := sess.beginPrompt(promptID, turn, counted)
 	if err != nil {
 		s.prompts.Done()
 		return nil, err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
@@ -15,6 +17,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
+	"github.com/fabro-sh/fabro-go/services/agent/internal/records"
 )
 
 // A restart is a takeover: a session whose record names an unfinished
@@ -32,7 +35,7 @@ var errNoUnfinished = errors.New("no unfinished prompt on record")
 // A subagent's prompt is ended instead (endUnfinished). errNoUnfinished
 // when the record names none, or names a closed session.
 func (s *Service) continueUnfinished(ctx context.Context, id string) error {
-	rec, _, err := s.records.Get(ctx, id)
+	rec, rev, err := s.records.Get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -41,20 +44,13 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	if info.GetState() == agentv1.SessionState_SESSION_STATE_CLOSED || promptID == "" {
 		return errNoUnfinished
 	}
+	if err := s.repairFinished(ctx, rec, rev); err != nil {
+		return err
+	}
 	if info.GetParentSessionId() != "" {
 		return s.endUnfinished(ctx, rec)
 	}
-	s.mu.Lock()
-	if s.resuming == nil {
-		s.resuming = map[string]string{}
-	}
-	s.resuming[id] = promptID
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.resuming, id)
-		s.mu.Unlock()
-	}()
+	defer s.markResuming(id, promptID)()
 	ctx, sess, err := s.loadRecorded(ctx, rec)
 	if err != nil {
 		return err
@@ -63,12 +59,151 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.startPromptAt(sess, promptID, r.Turn)
+	done, err := s.startPromptAt(sess, promptID, r.Turn, false) // counted when it started
 	if err != nil {
 		return err
 	}
+	s.closeOpenApprovals(ctx, sess, rec)
 	go s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Resume(ctx, promptID, r)
+	})
+	return nil
+}
+
+// repairFinished: a record that lags the log (its process died after the
+// prompt's prompt_completed was stored, before the record saying so was
+// written) names a prompt that ended. Running it again would do its work
+// twice: the record is repaired from the log instead (no unfinished
+// prompt, the log's last sequence), compare-and-set on the revision read,
+// and errNoUnfinished returned. nil when the log holds no end of it.
+func (s *Service) repairFinished(ctx context.Context, rec *agentv1.SessionRecord, rev records.Revision) error {
+	id, promptID := rec.GetSession().GetSessionId(), rec.GetUnfinishedPromptId()
+	last, err := s.bus.LastSequence(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read the session's last stored sequence: %w", err)
+	}
+	from := rec.GetSession().GetLastSequence() + 1
+	if last < from {
+		return nil
+	}
+	if ended, err := s.promptEnded(ctx, id, promptID, from, last); err != nil || !ended {
+		return err
+	}
+	fixed := proto.Clone(rec).(*agentv1.SessionRecord)
+	fixed.UnfinishedPromptId, fixed.UnfinishedPromptTurn = "", 0
+	fixed.Session.ActivePromptId, fixed.Session.LastSequence = "", last
+	if _, err := s.records.Put(ctx, fixed, rev); err != nil {
+		return fmt.Errorf("repair a record that lags the log: %w", err)
+	}
+	s.logger.InfoContext(ctx, "the record named a prompt the log shows ended; repaired, not run again",
+		"session_id", id, "prompt_id", promptID, "last_sequence", last)
+	return errNoUnfinished
+}
+
+// approvalRestarted is an approval_resolved's message for an approval the
+// previous process left waiting.
+const approvalRestarted = "the agent's process restarted while this approval waited; it can no longer be answered " +
+	"(a continued prompt asks again with a new approval id)"
+
+// closeOpenApprovals resolves every approval the unfinished prompt's
+// earlier incarnation requested and nobody answered (its process died as
+// it waited): nothing can answer them now, so their watchers are told so
+// (DENY, with why), and the call, run again, asks afresh. The running
+// prompt is promptID's (startPromptAt came first).
+func (s *Service) closeOpenApprovals(ctx context.Context, sess *session, rec *agentv1.SessionRecord) {
+	promptID := rec.GetUnfinishedPromptId()
+	var open []*agentv1.ApprovalRequested
+	err := s.bus.Replay(ctx, sess.info.GetSessionId(), rec.GetSession().GetLastSequence()+1, sess.log.Committed(), func(ev *agentv1.AgentEvent) error {
+		if ev.GetPromptId() != promptID {
+			return nil
+		}
+		if a := ev.GetApprovalRequested(); a != nil {
+			open = append(open, a)
+		}
+		if a := ev.GetApprovalResolved(); a != nil {
+			open = slices.DeleteFunc(open, func(o *agentv1.ApprovalRequested) bool { return o.GetApprovalId() == a.GetApprovalId() })
+		}
+		return nil
+	})
+	if err != nil {
+		s.logger.WarnContext(ctx, "read the approvals an unfinished prompt left waiting", "session_id", sess.info.GetSessionId(), "error", err)
+		return
+	}
+	for _, a := range open {
+		sess.emitLive(&agentv1.AgentEvent{PromptId: promptID, Event: &agentv1.AgentEvent_ApprovalResolved{ApprovalResolved: &agentv1.ApprovalResolved{
+			ApprovalId: a.GetApprovalId(), RequestingSessionId: a.GetRequestingSessionId(),
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_DENY, Message: approvalRestarted}}})
+	}
+}
+
+// promptEnded reports whether the log holds promptID's prompt_completed
+// between from and to.
+func (s *Service) promptEnded(ctx context.Context, id, promptID string, from, to uint64) (bool, error) {
+	ended := false
+	if err := s.bus.Replay(ctx, id, from, to, func(ev *agentv1.AgentEvent) error {
+		ended = ended || ev.GetPromptId() == promptID && ev.GetPromptCompleted() != nil
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("read the unfinished prompt's events: %w", err)
+	}
+	return ended, nil
+}
+
+// markResuming says a prompt of id is being continued or ended here
+// (s.resuming), until done: a watcher of it waits for its end, and the
+// ResumeSession that loads it leaves it be (endInterrupted).
+func (s *Service) markResuming(id, promptID string) (done func()) {
+	s.mu.Lock()
+	if s.resuming == nil {
+		s.resuming = map[string]string{}
+	}
+	s.resuming[id] = promptID
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.resuming, id)
+		s.mu.Unlock()
+	}
+}
+
+// promptInterrupted is why a prompt a ResumeSession found unfinished was
+// ended.
+const promptInterrupted = "the agent's process stopped while this prompt ran; it was not continued at the restart: " +
+	"continue it (fabro sessions resume --continue, or a prompt with continue_unfinished)"
+
+// endInterrupted ends, as a ResumeSession loads it, the prompt the record
+// names unfinished when nothing here continues it (-agent-resume-on-start
+// off, or a resume that came first): the calls it left running complete
+// as INTERRUPTED and its prompt_completed says CANCELLED, so its watchers
+// end and a continuation goes on from its history. Nothing when the log
+// already ends it, or it never announced itself.
+func (s *Service) endInterrupted(ctx context.Context, sess *session, rec *agentv1.SessionRecord) error {
+	id, promptID := rec.GetSession().GetSessionId(), rec.GetUnfinishedPromptId()
+	s.mu.Lock()
+	resuming := s.resuming[id] == promptID
+	s.mu.Unlock()
+	if promptID == "" || resuming {
+		return nil
+	}
+	ended, err := s.promptEnded(ctx, id, promptID, rec.GetSession().GetLastSequence()+1, sess.log.Committed())
+	if err != nil || ended {
+		return err
+	}
+	r, err := s.resumption(ctx, sess, rec)
+	switch {
+	case errors.Is(err, errNoUnfinished):
+		return nil
+	case err != nil:
+		return err
+	}
+	defer s.markResuming(id, promptID)()
+	done, err := s.startPromptAt(sess, promptID, r.Turn, false)
+	if err != nil {
+		return err
+	}
+	s.closeOpenApprovals(ctx, sess, rec)
+	s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
+		return sess.agent.Abandon(ctx, promptID, r, promptInterrupted)
 	})
 	return nil
 }
@@ -103,6 +238,7 @@ const subagentRestarted = "the agent's process restarted while this subagent ran
 // gets none.
 func (s *Service) endUnfinished(ctx context.Context, rec *agentv1.SessionRecord) error {
 	promptID := rec.GetUnfinishedPromptId()
+	defer s.markResuming(rec.GetSession().GetSessionId(), promptID)()
 	ctx, sess, err := s.loadRecorded(ctx, rec)
 	if err != nil {
 		return err
@@ -119,10 +255,11 @@ func (s *Service) endUnfinished(ctx context.Context, rec *agentv1.SessionRecord)
 		s.logger.WarnContext(ctx, "end a subagent's unfinished prompt without its log", "session_id", sess.info.GetSessionId(), "error", err)
 		r.Interrupted = nil
 	}
-	done, err := s.startPromptAt(sess, promptID, r.Turn)
+	done, err := s.startPromptAt(sess, promptID, r.Turn, false) // counted when it started
 	if err != nil {
 		return err
 	}
+	s.closeOpenApprovals(ctx, sess, rec)
 	s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Abandon(ctx, promptID, r, subagentRestarted)
 	})

@@ -239,8 +239,9 @@ func (sess *session) awaitUnload(ctx context.Context) bool {
 
 // beginPrompt marks the session running promptID from the checkpoint of
 // turn (0: a new prompt); FAILED_PRECONDITION when a prompt already runs
-// or the session is not open.
-func (sess *session) beginPrompt(promptID string, turn int32) (chan struct{}, error) {
+// or the session is not open. A prompt that continues an unfinished one
+// (after a restart, or --continue) is not counted again: counted false.
+func (sess *session) beginPrompt(promptID string, turn int32, counted bool) (chan struct{}, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	id := sess.info.GetSessionId()
@@ -255,7 +256,9 @@ func (sess *session) beginPrompt(promptID string, turn int32) (chan struct{}, er
 	sess.promptID = promptID
 	sess.checkpointTurn = turn
 	sess.done = make(chan struct{})
-	sess.info.PromptCount++
+	if counted {
+		sess.info.PromptCount++
+	}
 	sess.info.ActivePromptId = promptID
 	return sess.done, nil
 }

@@ -109,7 +109,7 @@ func (s *Service) spawnAgent(ctx context.Context, sess *session, callID string, 
 // call's, though the prompt outlives that call.
 func (s *Service) startChild(ctx context.Context, child *session, text string) error {
 	promptID := newID("p_")
-	done, err := s.startPrompt(child, promptID)
+	done, err := s.startPrompt(child, promptID, false)
 	if err != nil {
 		return err
 	}
