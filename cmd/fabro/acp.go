@@ -108,13 +108,14 @@ func (o *execOptions) serveACP(ctx context.Context, e env, level agentv1.Permiss
 		sessions: map[string]*acpSession{},
 	}
 	out := &lockedWriter{w: e.stdout}
-	in := filterJSONRPC(e.stdin, out)
+	in, startReading := filterJSONRPC(e.stdin, out)
 	defer in.Close()
 	// The SDK logs to the default logger (SetLogger races its reader):
 	// warnings only, on stderr.
 	slog.SetDefault(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	asc := acp.NewAgentSideConnection(a, out, in)
 	a.conn = asc
+	startReading() // after a.conn is set: no request reaches a before it
 	select {
 	case <-asc.Done():
 	case <-ctx.Done():
@@ -639,42 +640,44 @@ const acpMaxLine = 8 << 20
 // and a JSON value that is not a message object, or a line over
 // acpMaxLine, with an invalid request (-32600), id null: the SDK would
 // drop the first two silently and stop reading at the third. The
-// goroutine ends at stdin's end or when the returned reader is closed.
-func filterJSONRPC(in io.Reader, out io.Writer) io.ReadCloser {
+// goroutine, begun by start, ends at stdin's end or when the returned
+// reader is closed.
+func filterJSONRPC(in io.Reader, out io.Writer) (r io.ReadCloser, start func()) {
 	pr, pw := io.Pipe()
-	go func() {
-		br := bufio.NewReaderSize(in, 64<<10)
-		for {
-			line, tooLong, err := readLine(br, acpMaxLine)
-			if len(bytes.TrimSpace(line)) > 0 || tooLong {
-				var msg map[string]json.RawMessage
-				var code int
-				var text string
-				switch {
-				case tooLong:
-					code, text = -32600, fmt.Sprintf("Invalid Request: a message over %d bytes", acpMaxLine)
-				case !json.Valid(line):
-					code, text = -32700, "Parse error: the line is not JSON"
-				case json.Unmarshal(line, &msg) != nil || msg["method"] == nil && msg["id"] == nil:
-					code, text = -32600, "Invalid Request: not a JSON-RPC 2.0 request, notification or response object"
-				}
-				if code != 0 {
-					b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": text}})
-					if _, werr := out.Write(append(b, '\n')); werr != nil {
-						pw.CloseWithError(werr)
-						return
-					}
-				} else if _, werr := pw.Write(append(line, '\n')); werr != nil {
+	return pr, func() { go filterLines(in, out, pw) }
+}
+
+func filterLines(in io.Reader, out io.Writer, pw *io.PipeWriter) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, tooLong, err := readLine(br, acpMaxLine)
+		if len(bytes.TrimSpace(line)) > 0 || tooLong {
+			var msg map[string]json.RawMessage
+			var code int
+			var text string
+			switch {
+			case tooLong:
+				code, text = -32600, fmt.Sprintf("Invalid Request: a message over %d bytes", acpMaxLine)
+			case !json.Valid(line):
+				code, text = -32700, "Parse error: the line is not JSON"
+			case json.Unmarshal(line, &msg) != nil || msg["method"] == nil && msg["id"] == nil:
+				code, text = -32600, "Invalid Request: not a JSON-RPC 2.0 request, notification or response object"
+			}
+			if code != 0 {
+				b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": text}})
+				if _, werr := out.Write(append(b, '\n')); werr != nil {
+					pw.CloseWithError(werr)
 					return
 				}
-			}
-			if err != nil {
-				pw.CloseWithError(err)
+			} else if _, werr := pw.Write(append(line, '\n')); werr != nil {
 				return
 			}
 		}
-	}()
-	return pr
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+	}
 }
 
 // readLine reads one line without its newline; past max bytes it reads
