@@ -518,9 +518,8 @@ func historyUpdates(dir string, msgs []*llmv1.Message) []acp.SessionUpdate {
 
 // acpMapper turns fabro events into session/update payloads.
 type acpMapper struct {
-	sid   string
-	dir   string
-	names map[string]string
+	sid string // the session: a subagent's events are left out
+	dir string // its working directory, for absolute locations
 }
 
 func (m *acpMapper) updates(ev *agentv1.AgentEvent) []acp.SessionUpdate {
