@@ -75,10 +75,11 @@ type execOptions struct {
 	resume, profile                   string
 	cont                              bool
 	subagents                         int
+	lookupEnv                         func(string) (string, bool)
 }
 
 func execFlags(fs *flag.FlagSet, e env) runner {
-	o := &execOptions{}
+	o := &execOptions{lookupEnv: e.lookupEnv}
 	fs.StringVar(&o.model, "model", "", "model selector (provider/model, id or alias); the catalog default when empty")
 	fs.StringVar(&o.perms, "permissions", "read-write", "tool permissions: read-only, read-write or full")
 	fs.IntVar(&o.maxTurns, "max-turns", 0, "most model turns (0: unlimited)")
@@ -162,45 +163,12 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 			return exitUsage
 		}
 	}
-	var conn *grpc.ClientConn
-	if !remote {
-		// The in-process stack shares the data directory's vault with `fabro
-		// serve`, so stored credentials work here too; its agent keeps records
-		// and NATS apart, as a server may be running on the same directory.
-		st, serr := startStack(streamCtx, stackConfig{
-			server:       server.Config{GRPCAddr: "127.0.0.1:0"},
-			vault:        vault.Config{DataDir: o.cf.dataDir, LookupEnv: e.lookupEnv},
-			agentDataDir: filepath.Join(o.cf.dataDir, "exec"),
-			llmOverlay:   o.overlay,
-			natsListen:   "none",
-			// Its events reach this command through its Prompt stream: an
-			// in-memory stream starts in constant time however many runs
-			// came before (the session records stay on disk).
-			memoryEvents: true,
-			// The directory it was started in is the one sandbox root it allows.
-			sandbox:      sandbox.Config{PluginDir: o.pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
-			settingsFile: o.settingsFile, // yours: this process is the agent's operator
-		}, slog.New(slog.DiscardHandler))
-		if serr != nil {
-			fmt.Fprintln(e.stderr, "fabro:", serr)
-			return exitFailure
-		}
-		defer func() {
-			st.srv.Shutdown(context.WithoutCancel(streamCtx))
-			st.close()
-		}()
-		// This command is the stack's only person: a user token in memory.
-		conn, err = grpcclient.New("passthrough:///fabro-exec", grpcclient.Options{
-			Dialer: st.srv.DialInProcess, Token: grpcclient.Static(st.tokens.Issue("exec", auth.RoleUser)),
-		})
-	} else {
-		conn, err = o.cf.dialServer()
-	}
+	conn, closeConn, err := o.connect(streamCtx, dir)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "fabro:", err)
 		return exitFailure
 	}
-	defer conn.Close()
+	defer closeConn()
 	client := agentv1.NewAgentServiceClient(conn)
 	explainErr := func(err error) string {
 		if !remote {
@@ -298,6 +266,51 @@ func (o *execOptions) run(ctx context.Context, prompt string, e env) int {
 		format:  o.format, maxCostMicros: o.maxCost.micros,
 	}
 	return w.prompt(ctx, streamCtx, &agentv1.PromptRequest{SessionId: id, Text: prompt})
+}
+
+// connect dials the agent service: --server's, else a stack started in
+// this process whose sandbox allows dir. closeConn ends both.
+func (o *execOptions) connect(streamCtx context.Context, dir string) (conn *grpc.ClientConn, closeConn func(), err error) {
+	if o.cf.server != "" {
+		conn, err = o.cf.dialServer()
+		if err != nil {
+			return nil, nil, err
+		}
+		return conn, func() { conn.Close() }, nil
+	}
+	// The in-process stack shares the data directory's vault with `fabro
+	// serve`, so stored credentials work here too; its agent keeps records
+	// and NATS apart, as a server may be running on the same directory.
+	st, err := startStack(streamCtx, stackConfig{
+		server:       server.Config{GRPCAddr: "127.0.0.1:0"},
+		vault:        vault.Config{DataDir: o.cf.dataDir, LookupEnv: o.lookupEnv},
+		agentDataDir: filepath.Join(o.cf.dataDir, "exec"),
+		llmOverlay:   o.overlay,
+		natsListen:   "none",
+		// Its events reach this command through its Prompt stream: an
+		// in-memory stream starts in constant time however many runs
+		// came before (the session records stay on disk).
+		memoryEvents: true,
+		// The directory it was started in is the one sandbox root it allows.
+		sandbox:      sandbox.Config{PluginDir: o.pluginDir, Security: sandbox.Security{AllowedRoots: []string{dir}}},
+		settingsFile: o.settingsFile, // yours: this process is the agent's operator
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		st.srv.Shutdown(context.WithoutCancel(streamCtx))
+		st.close()
+	}
+	// This command is the stack's only person: a user token in memory.
+	conn, err = grpcclient.New("passthrough:///fabro-exec", grpcclient.Options{
+		Dialer: st.srv.DialInProcess, Token: grpcclient.Static(st.tokens.Issue("exec", auth.RoleUser)),
+	})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return conn, func() { conn.Close(); stop() }, nil
 }
 
 // printSetupNotes prints what the session said while it was created (the

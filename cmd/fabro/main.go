@@ -43,6 +43,7 @@ func commands() *command {
   fabro sessions list`, subs: []*command{
 		serveCommand(),
 		execCommand(),
+		acpCommand(),
 		sessionsCommand(),
 		secretCommand(),
 		tokenCommand(),

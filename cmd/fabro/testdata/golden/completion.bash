@@ -1,7 +1,7 @@
 # bash completion for fabro; load with: source <(fabro completion bash)
 _fabro_subs() {
   case "$1" in
-    "") echo "serve exec sessions secret token models providers sandbox completion version help" ;;
+    "") echo "serve exec acp sessions secret token models providers sandbox completion version help" ;;
     "sessions") echo "list show resume rm checkpoints diff rewind" ;;
     "secret") echo "set list rm" ;;
     "token") echo "create list revoke" ;;
@@ -13,6 +13,7 @@ _fabro_flags() {
     "") echo "--help --version" ;;
     "serve") echo "--help --agent-closed-retention --agent-idle-ttl --agent-max-replays-per-principal --agent-max-sessions-per-principal --agent-resume-on-start --anonymous-reflection --auth-tokens-file --brave-base-url --data-dir --docker-image --drain-delay --drain-timeout --grpc-addr --http-addr --http-allowed-hosts --http-cors-origins --insecure --llm-catalog-overlay --llm-principal-limits --log-format --log-level --max-msg-bytes --metrics-loopback-open --nats-creds-file --nats-listen --nats-listen-tls-cert-file --nats-listen-tls-client-ca-file --nats-listen-tls-key-file --nats-nkey-file --nats-password --nats-subscriber-key-file --nats-tls-ca-file --nats-tls-cert-file --nats-tls-key-file --nats-url --nats-user --pprof --sandbox-allowed-roots --sandbox-disk-default --sandbox-disk-max --sandbox-driver --sandbox-plugin-dir --sandbox-uids --sandbox-user --tls-cert-file --tls-client-ca-file --tls-key-file --vault-accept-rollback --vault-kek-file --vault-max-secret-bytes --vault-max-versions --vault-policy-file --vault-previous-kek-file --vault-rollback-counter-file" ;;
     "exec") echo "--help --config --continue --data-dir --dir --llm-catalog-overlay --max-cost --max-turns --model --output-format --permissions --profile --reattach-timeout --resume --sandbox --sandbox-plugin-dir --server --settings --subagents --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "acp") echo "--help --config --data-dir --dir --llm-catalog-overlay --max-turns --model --permissions --sandbox --sandbox-plugin-dir --server --settings --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sessions") echo "--help" ;;
     "sessions list") echo "--help --config --data-dir --limit --o --output --server --state --subagents --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sessions show") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;

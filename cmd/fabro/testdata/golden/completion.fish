@@ -32,10 +32,11 @@ function __fabro_server_words
     end
     $tokens[1] __complete $argv[1] $server 2>/dev/null
 end
-set -g __fabro_paths 'serve' 'exec' 'sessions' 'sessions list' 'sessions show' 'sessions resume' 'sessions rm' 'sessions checkpoints' 'sessions diff' 'sessions rewind' 'secret' 'secret set' 'secret list' 'secret rm' 'token' 'token create' 'token list' 'token revoke' 'models' 'providers' 'sandbox' 'sandbox ps' 'sandbox logs' 'sandbox shell' 'sandbox conformance' 'completion' 'version' 'help'
+set -g __fabro_paths 'serve' 'exec' 'acp' 'sessions' 'sessions list' 'sessions show' 'sessions resume' 'sessions rm' 'sessions checkpoints' 'sessions diff' 'sessions rewind' 'secret' 'secret set' 'secret list' 'secret rm' 'token' 'token create' 'token list' 'token revoke' 'models' 'providers' 'sandbox' 'sandbox ps' 'sandbox logs' 'sandbox shell' 'sandbox conformance' 'completion' 'version' 'help'
 complete -c fabro -f
 complete -c fabro -n '__fabro_at \'\'' -a 'serve' -d 'run every service and the REST gateway in one process'
 complete -c fabro -n '__fabro_at \'\'' -a 'exec' -d 'run an agent on a directory, non-interactively'
+complete -c fabro -n '__fabro_at \'\'' -a 'acp' -d 'be an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim, Emacs)'
 complete -c fabro -n '__fabro_at \'\'' -a 'sessions' -d 'list, inspect, resume and delete the server\'s agent sessions'
 complete -c fabro -n '__fabro_at \'\'' -a 'secret' -d 'store, list and delete credentials in the server\'s vault'
 complete -c fabro -n '__fabro_at \'\'' -a 'token' -d 'issue, list and revoke people\'s tokens (admin)'
@@ -133,6 +134,25 @@ complete -c fabro -n '__fabro_at \'exec\'' -l tls-client-key-file -d 'key (PEM) 
 complete -c fabro -n '__fabro_at \'exec\'' -l tls-server-name -d 'name the server\'s certificate must hold (default: the address\'s host)'
 complete -c fabro -n '__fabro_at \'exec\'' -l token-file -d 'file holding the token to present; default $FABRO_TOKEN, else <data-dir>/auth/admin.token (written by fabro serve)'
 complete -c fabro -n '__fabro_at \'exec\'' -F
+complete -c fabro -n '__fabro_at \'acp\'' -l help -d 'show the help'
+complete -c fabro -n '__fabro_at \'acp\'' -l config -d 'config file (default $XDG_CONFIG_HOME/fabro/config.toml, else ~/.config/fabro/config.toml)'
+complete -c fabro -n '__fabro_at \'acp\'' -l data-dir -d 'data directory of the in-process stack (or of the local fabro serve, for its admin token)'
+complete -c fabro -n '__fabro_at \'acp\'' -l dir -d 'the directory sessions may work in, at or below (in-process stack; default: the current directory)'
+complete -c fabro -n '__fabro_at \'acp\'' -l llm-catalog-overlay -d 'JSON catalog file merged over the built-in model catalog (in-process stack)'
+complete -c fabro -n '__fabro_at \'acp\'' -l max-turns -d 'most model turns a prompt takes (0: unlimited)'
+complete -c fabro -n '__fabro_at \'acp\'' -l model -d 'model selector (provider/model, id or alias); the catalog default when empty' -x -a '(__fabro_server_words models)'
+complete -c fabro -n '__fabro_at \'acp\'' -l permissions -d 'tool permissions of its sessions: read-only, read-write or full' -x -a 'read-only read-write full'
+complete -c fabro -n '__fabro_at \'acp\'' -l sandbox -d 'where the agent\'s tools run: local, docker or another driver of the stack' -x -a '(__fabro_server_words drivers; or string split \' \' local docker)'
+complete -c fabro -n '__fabro_at \'acp\'' -l sandbox-plugin-dir -d 'directory of sandbox driver plugins for the in-process stack (docs/plugins.md)'
+complete -c fabro -n '__fabro_at \'acp\'' -l server -d 'address of the fabro server to run on; empty runs every service in this process'
+complete -c fabro -n '__fabro_at \'acp\'' -l settings -d 'your tool settings file (permission rules, hooks, MCP servers, trusted project settings); missing: none'
+complete -c fabro -n '__fabro_at \'acp\'' -l timeout -d 'how long to wait for the server'
+complete -c fabro -n '__fabro_at \'acp\'' -l tls-ca-file -d 'CA certificates (PEM) to verify the server with; set to dial TLS (empty: plaintext)'
+complete -c fabro -n '__fabro_at \'acp\'' -l tls-client-cert-file -d 'client certificate (PEM) for servers that verify clients'
+complete -c fabro -n '__fabro_at \'acp\'' -l tls-client-key-file -d 'key (PEM) of -tls-client-cert-file'
+complete -c fabro -n '__fabro_at \'acp\'' -l tls-server-name -d 'name the server\'s certificate must hold (default: the address\'s host)'
+complete -c fabro -n '__fabro_at \'acp\'' -l token-file -d 'file holding the token to present; default $FABRO_TOKEN, else <data-dir>/auth/admin.token (written by fabro serve)'
+complete -c fabro -n '__fabro_at \'acp\'' -F
 complete -c fabro -n '__fabro_at \'sessions\'' -a 'list' -d 'list sessions, newest first'
 complete -c fabro -n '__fabro_at \'sessions\'' -a 'show' -d 'show a session: state, model, sandbox, usage'
 complete -c fabro -n '__fabro_at \'sessions\'' -a 'resume' -d 'load a closed or suspended session again, and run a prompt on it'
