@@ -188,7 +188,7 @@ func (d *Driver) Name() string { return Name }
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Isolation: driver.IsolationNamespace, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
-		Processes: true, Terminals: true,
+		Processes: true, Terminals: true, Pause: freezerRoot() != "",
 		Limits: d.limitSupport(),
 	}
 }
@@ -439,6 +439,7 @@ type sandbox struct {
 	root           *os.Root      // the workspace, for Grep's open
 	releaseOnce    atomic.Bool
 	procs          procSet // StartProcess's (process.go)
+	frz            freezer // Pause's (pause.go)
 }
 
 // Info implements driver.Sandbox.
@@ -455,7 +456,7 @@ func (s *sandbox) Check(context.Context) error {
 // Delete implements driver.Sandbox. A reopened managed workspace is the
 // local driver's as a given directory, so it is removed here.
 func (s *sandbox) Delete(ctx context.Context) error {
-	s.procs.killAll()
+	s.endAll()
 	if err := s.Sandbox.Delete(ctx); err != nil {
 		return err
 	}
@@ -468,6 +469,7 @@ func (s *sandbox) Delete(ctx context.Context) error {
 		}
 	}
 	s.root.Close()
+	s.frz.remove()
 	if s.claimed && s.releaseOnce.CompareAndSwap(false, true) {
 		s.d.releaseUID(s.id.cred.Uid)
 	}

@@ -47,13 +47,23 @@ func (s *sandbox) launch(dir, command string, env map[string]string, stdin io.Re
 			l.close()
 		}
 	}()
+	var joins []string
 	if g != nil {
 		if err := g.chown(s.id); err != nil {
 			return nil, fmt.Errorf("cgroup for the command: %w", err)
 		}
+		joins = g.procs()
+	}
+	// The sandbox's freezer group (pause.go) holds every command too.
+	if fz, err := s.freezerProcs(); err != nil {
+		return nil, err
+	} else if fz != "" {
+		joins = append(joins, fz)
+	}
+	if len(joins) > 0 {
 		// A shell, already the sandbox's uid, joins the groups, then
 		// becomes bwrap: nothing of the command ever runs outside them.
-		joinArgs := append([]string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "fabro-cgroup-join"}, g.procs()...)
+		joinArgs := append([]string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "fabro-cgroup-join"}, joins...)
 		cmd = exec.Command("/bin/sh", append(append(joinArgs, "--", s.d.cfg.Bwrap), args...)...)
 		l.cmd = cmd
 	}

@@ -271,3 +271,10 @@ func (p *process) Wait() driver.ExecResult {
 	<-p.done
 	return p.res
 }
+
+// endAll, at Delete, thaws the sandbox (a frozen process cannot die), then
+// kills every process and waits for them.
+func (s *sandbox) endAll() {
+	s.frz.thaw()
+	s.procs.killAll()
+}
