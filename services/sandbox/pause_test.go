@@ -105,8 +105,14 @@ func TestPauseSandbox(t *testing.T) {
 	hl := start(t)
 	lid := hl.create(t, &sandboxv1.SandboxSpec{}).GetSandboxId()
 	for name, call := range map[string]func() error{
-		"PauseSandbox":  func() error { _, err := hl.client.PauseSandbox(ctx, &sandboxv1.PauseSandboxRequest{SandboxId: lid}); return err },
-		"ResumeSandbox": func() error { _, err := hl.client.ResumeSandbox(ctx, &sandboxv1.ResumeSandboxRequest{SandboxId: lid}); return err },
+		"PauseSandbox": func() error {
+			_, err := hl.client.PauseSandbox(ctx, &sandboxv1.PauseSandboxRequest{SandboxId: lid})
+			return err
+		},
+		"ResumeSandbox": func() error {
+			_, err := hl.client.ResumeSandbox(ctx, &sandboxv1.ResumeSandboxRequest{SandboxId: lid})
+			return err
+		},
 	} {
 		if err := call(); status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "CAPABILITY_UNSUPPORTED" || !strings.Contains(status.Convert(err).Message(), "local") {
 			t.Errorf("%s on local: %v; want FAILED_PRECONDITION CAPABILITY_UNSUPPORTED naming the driver", name, err)
