@@ -23,9 +23,9 @@ import (
 // sandboxCommand is `fabro sandbox conformance`.
 func sandboxCommand() *command {
 	return &command{
-		name: "sandbox", summary: "check sandbox driver plugins; list and follow a sandbox's processes",
-		examples: "  fabro sandbox conformance ./fabro-sandbox-mine\n  fabro sandbox ps sbx-0123abcd\n  fabro sandbox logs -f sbx-0123abcd web",
-		subs: append(sandboxProcessCommands(), &command{
+		name: "sandbox", summary: "check sandbox driver plugins; list and follow a sandbox's processes; pause and resume it",
+		examples: "  fabro sandbox conformance ./fabro-sandbox-mine\n  fabro sandbox ps sbx-0123abcd\n  fabro sandbox logs -f sbx-0123abcd web\n  fabro sandbox pause sbx-0123abcd",
+		subs: append(append(sandboxProcessCommands(), sandboxPauseCommands()...), &command{
 			name: "conformance", args: "PLUGIN", summary: "run the driver contract suite against a plugin binary",
 			long: `Runs the sandbox driver contract suite (the one the built-in drivers pass)
 against a plugin binary, through the host code the sandbox service uses,

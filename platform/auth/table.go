@@ -110,6 +110,8 @@ var Table = map[string]Grant{
 	"/fabro.sandbox.v1.SandboxService/SignalProcess": People | Agent,
 	"/fabro.sandbox.v1.SandboxService/WaitProcess":   People | Agent,
 	"/fabro.sandbox.v1.SandboxService/ListProcesses": People | Agent,
+	"/fabro.sandbox.v1.SandboxService/PauseSandbox":  People | Agent,
+	"/fabro.sandbox.v1.SandboxService/ResumeSandbox": People | Agent,
 
 	"/fabro.agent.v1.AgentService/CreateSession":     People,
 	"/fabro.agent.v1.AgentService/Prompt":            People,

@@ -29,3 +29,13 @@ func (a actingSandbox) WaitProcess(ctx context.Context, in *sandboxv1.WaitProces
 func (a actingSandbox) ListProcesses(ctx context.Context, in *sandboxv1.ListProcessesRequest, opts ...grpc.CallOption) (*sandboxv1.ListProcessesResponse, error) {
 	return a.c.ListProcesses(forwarding(ctx), in, opts...)
 }
+
+// The pause facet's.
+
+func (a actingSandbox) PauseSandbox(ctx context.Context, in *sandboxv1.PauseSandboxRequest, opts ...grpc.CallOption) (*sandboxv1.PauseSandboxResponse, error) {
+	return a.c.PauseSandbox(forwarding(ctx), in, opts...)
+}
+
+func (a actingSandbox) ResumeSandbox(ctx context.Context, in *sandboxv1.ResumeSandboxRequest, opts ...grpc.CallOption) (*sandboxv1.ResumeSandboxResponse, error) {
+	return a.c.ResumeSandbox(forwarding(ctx), in, opts...)
+}

@@ -17,7 +17,7 @@ import (
 func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
 	pc := &sandboxv1.Capabilities{
 		Isolation: sandboxv1.Isolation(c.Isolation), LiveStreaming: c.LiveStreaming,
-		StreamsSeparated: c.StreamsSeparated, Stdin: c.Stdin, Cancel: c.Cancel, Processes: c.Processes, Terminals: c.Terminals,
+		StreamsSeparated: c.StreamsSeparated, Stdin: c.Stdin, Cancel: c.Cancel, Processes: c.Processes, Terminals: c.Terminals, Pause: c.Pause,
 		Limits: &sandboxv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone, Disk: c.Limits.Disk},
 	}
 	if l := c.Limits; l != (driver.LimitSupport{}) {
@@ -26,16 +26,18 @@ func capsToProto(c driver.Capabilities) *sandboxv1.Capabilities {
 	return pc
 }
 
-// toProto describes the sandbox: READY, or FAILED with the reason.
+// toProto describes the sandbox: READY, PAUSED, or FAILED with the reason.
 func (e *entry) toProto() *sandboxv1.Sandbox {
 	e.mu.Lock()
-	sb, failed := e.sb, e.failed
+	sb, failed, paused := e.sb, e.failed, e.paused
 	e.mu.Unlock()
 	info, state := e.info, sandboxv1.SandboxState_SANDBOX_STATE_READY
 	if sb != nil {
 		info = sb.Info()
 		if reason, gone := checkGone(sb); gone {
 			state, failed = sandboxv1.SandboxState_SANDBOX_STATE_FAILED, reason
+		} else if paused {
+			state = sandboxv1.SandboxState_SANDBOX_STATE_PAUSED
 		}
 	} else {
 		state = sandboxv1.SandboxState_SANDBOX_STATE_FAILED

@@ -305,6 +305,10 @@ func (s *Service) StartProcess(ctx context.Context, req *sandboxv1.StartProcessR
 		e.mu.Unlock()
 		return nil, errSandboxNotFound(e.id)
 	}
+	if e.paused {
+		e.mu.Unlock()
+		return nil, errSandboxPaused(e.id)
+	}
 	running := 0
 	for _, q := range e.procs.byID {
 		select {

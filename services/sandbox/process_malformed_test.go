@@ -58,5 +58,25 @@ func processMalformedCases(c sandboxv1.SandboxServiceClient, id string) []malfor
 			_, err := c.ListProcesses(ctx, &sandboxv1.ListProcessesRequest{})
 			return err
 		}},
+		{Method: "PauseSandbox", Name: "no id", Code: ia, Reason: invalid, Field: "sandbox_id", Call: func(ctx context.Context) error {
+			_, err := c.PauseSandbox(ctx, &sandboxv1.PauseSandboxRequest{})
+			return err
+		}},
+		{Method: "PauseSandbox", Name: "unknown id", Code: codes.NotFound, Reason: "SANDBOX_NOT_FOUND", Call: func(ctx context.Context) error {
+			_, err := c.PauseSandbox(ctx, &sandboxv1.PauseSandboxRequest{SandboxId: "sbx-nope"})
+			return err
+		}},
+		{Method: "PauseSandbox", Name: "a local sandbox (no pause facet)", Code: codes.FailedPrecondition, Reason: "CAPABILITY_UNSUPPORTED", Call: func(ctx context.Context) error {
+			_, err := c.PauseSandbox(ctx, &sandboxv1.PauseSandboxRequest{SandboxId: id})
+			return err
+		}},
+		{Method: "ResumeSandbox", Name: "no id", Code: ia, Reason: invalid, Field: "sandbox_id", Call: func(ctx context.Context) error {
+			_, err := c.ResumeSandbox(ctx, &sandboxv1.ResumeSandboxRequest{})
+			return err
+		}},
+		{Method: "ResumeSandbox", Name: "a local sandbox (no pause facet)", Code: codes.FailedPrecondition, Reason: "CAPABILITY_UNSUPPORTED", Call: func(ctx context.Context) error {
+			_, err := c.ResumeSandbox(ctx, &sandboxv1.ResumeSandboxRequest{SandboxId: id})
+			return err
+		}},
 	}
 }

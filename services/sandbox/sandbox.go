@@ -107,6 +107,7 @@ type entry struct {
 	retry    bool
 	lastTry  time.Time
 	deleting bool
+	paused   bool // by PauseSandbox (pause.go): no command starts
 	execs    map[string]*running
 	procs    procTable // StartProcess's (process.go)
 }
@@ -608,6 +609,9 @@ func (e *entry) startExec(ctx context.Context, id string) (context.Context, <-ch
 	defer e.mu.Unlock()
 	if e.deleting {
 		return nil, nil, nil, errSandboxNotFound(e.id)
+	}
+	if e.paused {
+		return nil, nil, nil, errSandboxPaused(e.id)
 	}
 	if _, busy := e.execs[id]; busy {
 		return nil, nil, nil, errExecIDInUse(id)

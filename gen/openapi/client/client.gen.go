@@ -1204,6 +1204,7 @@ const (
 	SANDBOXSTATECREATING    FabroSandboxV1SandboxState = "SANDBOX_STATE_CREATING"
 	SANDBOXSTATEDELETING    FabroSandboxV1SandboxState = "SANDBOX_STATE_DELETING"
 	SANDBOXSTATEFAILED      FabroSandboxV1SandboxState = "SANDBOX_STATE_FAILED"
+	SANDBOXSTATEPAUSED      FabroSandboxV1SandboxState = "SANDBOX_STATE_PAUSED"
 	SANDBOXSTATEREADY       FabroSandboxV1SandboxState = "SANDBOX_STATE_READY"
 	SANDBOXSTATEUNSPECIFIED FabroSandboxV1SandboxState = "SANDBOX_STATE_UNSPECIFIED"
 )
@@ -1216,6 +1217,8 @@ func (e FabroSandboxV1SandboxState) Valid() bool {
 	case SANDBOXSTATEDELETING:
 		return true
 	case SANDBOXSTATEFAILED:
+		return true
+	case SANDBOXSTATEPAUSED:
 		return true
 	case SANDBOXSTATEREADY:
 		return true
@@ -4890,6 +4893,9 @@ type FabroSandboxV1Capabilities struct {
 	// may all arrive when it ends.
 	LiveStreaming *bool `json:"liveStreaming,omitempty"`
 
+	// Pause PauseSandbox and ResumeSandbox freeze and thaw the sandbox's processes.
+	Pause *bool `json:"pause,omitempty"`
+
 	// Processes The processes facet: StartProcess, AttachProcess (interactive stdin),
 	// SignalProcess, WaitProcess, ListProcesses.
 	Processes *bool `json:"processes,omitempty"`
@@ -5304,6 +5310,12 @@ type FabroSandboxV1OutputGap struct {
 //   - OUTPUT_STREAM_STDERR: Standard error.
 type FabroSandboxV1OutputStream string
 
+// FabroSandboxV1PauseSandboxResponse PauseSandboxResponse is the paused sandbox.
+type FabroSandboxV1PauseSandboxResponse struct {
+	// Sandbox Sandbox describes one sandbox.
+	Sandbox *FabroSandboxV1Sandbox `json:"sandbox,omitempty"`
+}
+
 // FabroSandboxV1Process Process describes one process of a sandbox.
 type FabroSandboxV1Process struct {
 	// DroppedBytes Output only. Bytes of output dropped from the retained log (the oldest,
@@ -5538,6 +5550,12 @@ type FabroSandboxV1ResourceLimits struct {
 // most 5 s). Its log goes on.
 type FabroSandboxV1RestartPolicy string
 
+// FabroSandboxV1ResumeSandboxResponse ResumeSandboxResponse is the resumed sandbox.
+type FabroSandboxV1ResumeSandboxResponse struct {
+	// Sandbox Sandbox describes one sandbox.
+	Sandbox *FabroSandboxV1Sandbox `json:"sandbox,omitempty"`
+}
+
 // FabroSandboxV1Sandbox Sandbox describes one sandbox.
 type FabroSandboxV1Sandbox struct {
 	// Capabilities Capabilities are what a driver or sandbox really does. They are honest both
@@ -5588,6 +5606,8 @@ type FabroSandboxV1Sandbox struct {
 	//  - SANDBOX_STATE_FAILED: Broken, such as a container that died; state_message says why. Only
 	// DeleteSandbox is useful then.
 	//  - SANDBOX_STATE_DELETING: Being deleted.
+	//  - SANDBOX_STATE_PAUSED: Frozen by PauseSandbox: file and search calls work, commands do not
+	// start, and running ones make no progress until ResumeSandbox.
 	State *FabroSandboxV1SandboxState `json:"state,omitempty"`
 
 	// StateMessage Why, when state is FAILED.
@@ -5682,6 +5702,9 @@ type FabroSandboxV1SandboxServiceMakeDirectoryBody struct {
 	Path string `json:"path"`
 }
 
+// FabroSandboxV1SandboxServicePauseSandboxBody PauseSandboxRequest names the sandbox to pause.
+type FabroSandboxV1SandboxServicePauseSandboxBody = map[string]interface{}
+
 // FabroSandboxV1SandboxServiceReadFileBody ReadFileRequest reads a text file as numbered lines.
 type FabroSandboxV1SandboxServiceReadFileBody struct {
 	// Limit Optional. How many lines to return at most; 0 means 2,000.
@@ -5714,6 +5737,9 @@ type FabroSandboxV1SandboxServiceRenameFileBody struct {
 	// ToPath Required. The new path.
 	ToPath string `json:"toPath"`
 }
+
+// FabroSandboxV1SandboxServiceResumeSandboxBody ResumeSandboxRequest names the sandbox to resume.
+type FabroSandboxV1SandboxServiceResumeSandboxBody = map[string]interface{}
 
 // FabroSandboxV1SandboxServiceSignalProcessBody SignalProcessRequest sends a signal to a process.
 type FabroSandboxV1SandboxServiceSignalProcessBody struct {
@@ -5812,6 +5838,9 @@ type FabroSandboxV1SandboxSpec struct {
 //
 // DeleteSandbox is useful then.
 //   - SANDBOX_STATE_DELETING: Being deleted.
+//   - SANDBOX_STATE_PAUSED: Frozen by PauseSandbox: file and search calls work, commands do not
+//
+// start, and running ones make no progress until ResumeSandbox.
 type FabroSandboxV1SandboxState string
 
 // FabroSandboxV1SignalProcessResponse SignalProcessResponse says whether the signal was sent.
@@ -6208,6 +6237,12 @@ type SandboxServiceGlobJSONRequestBody = FabroSandboxV1SandboxServiceGlobBody
 
 // SandboxServiceGrepJSONRequestBody defines body for SandboxServiceGrep for application/json ContentType.
 type SandboxServiceGrepJSONRequestBody = FabroSandboxV1SandboxServiceGrepBody
+
+// SandboxServicePauseSandboxJSONRequestBody defines body for SandboxServicePauseSandbox for application/json ContentType.
+type SandboxServicePauseSandboxJSONRequestBody = FabroSandboxV1SandboxServicePauseSandboxBody
+
+// SandboxServiceResumeSandboxJSONRequestBody defines body for SandboxServiceResumeSandbox for application/json ContentType.
+type SandboxServiceResumeSandboxJSONRequestBody = FabroSandboxV1SandboxServiceResumeSandboxBody
 
 // SandboxServiceWalkJSONRequestBody defines body for SandboxServiceWalk for application/json ContentType.
 type SandboxServiceWalkJSONRequestBody = FabroSandboxV1SandboxServiceWalkBody
@@ -7017,6 +7052,46 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{sandboxId}:grep (the `SandboxServiceGrep` operationId).
 	SandboxServiceGrep(ctx context.Context, sandboxId string, body SandboxServiceGrepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServicePauseSandboxWithBody PauseSandbox freezes every process of the sandbox (state PAUSED): they
+	// use no CPU and see no time pass but keep their memory, output logs and
+	// connections. Exec and StartProcess are FAILED_PRECONDITION
+	// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+	// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+	// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+	SandboxServicePauseSandboxWithBody(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServicePauseSandbox PauseSandbox freezes every process of the sandbox (state PAUSED): they
+	// use no CPU and see no time pass but keep their memory, output logs and
+	// connections. Exec and StartProcess are FAILED_PRECONDITION
+	// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+	// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+	// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+	SandboxServicePauseSandbox(ctx context.Context, sandboxId string, body SandboxServicePauseSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceResumeSandboxWithBody ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+	// that is not paused succeeds.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+	SandboxServiceResumeSandboxWithBody(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxServiceResumeSandbox ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+	// that is not paused succeeds.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+	SandboxServiceResumeSandbox(ctx context.Context, sandboxId string, body SandboxServiceResumeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxServiceWalkWithBody Walk lists the regular files below a directory with their sizes, down to
 	// a maximum depth and skipping excluded directories, sorted by path.
@@ -8693,6 +8768,86 @@ func (c *Client) SandboxServiceGrepWithBody(ctx context.Context, sandboxId strin
 // Corresponds with POST /v1/sandboxes/{sandboxId}:grep (the `SandboxServiceGrep` operationId).
 func (c *Client) SandboxServiceGrep(ctx context.Context, sandboxId string, body SandboxServiceGrepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSandboxServiceGrepRequest(c.Server, sandboxId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServicePauseSandboxWithBody PauseSandbox freezes every process of the sandbox (state PAUSED): they
+// use no CPU and see no time pass but keep their memory, output logs and
+// connections. Exec and StartProcess are FAILED_PRECONDITION
+// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+func (c *Client) SandboxServicePauseSandboxWithBody(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServicePauseSandboxRequestWithBody(c.Server, sandboxId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServicePauseSandbox PauseSandbox freezes every process of the sandbox (state PAUSED): they
+// use no CPU and see no time pass but keep their memory, output logs and
+// connections. Exec and StartProcess are FAILED_PRECONDITION
+// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+func (c *Client) SandboxServicePauseSandbox(ctx context.Context, sandboxId string, body SandboxServicePauseSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServicePauseSandboxRequest(c.Server, sandboxId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceResumeSandboxWithBody ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+// that is not paused succeeds.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+func (c *Client) SandboxServiceResumeSandboxWithBody(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceResumeSandboxRequestWithBody(c.Server, sandboxId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxServiceResumeSandbox ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+// that is not paused succeeds.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+func (c *Client) SandboxServiceResumeSandbox(ctx context.Context, sandboxId string, body SandboxServiceResumeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxServiceResumeSandboxRequest(c.Server, sandboxId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -11253,6 +11408,100 @@ func NewSandboxServiceGrepRequestWithBody(server string, sandboxId string, conte
 	return req, nil
 }
 
+// NewSandboxServicePauseSandboxRequest calls the generic SandboxServicePauseSandbox builder with application/json body
+func NewSandboxServicePauseSandboxRequest(server string, sandboxId string, body SandboxServicePauseSandboxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxServicePauseSandboxRequestWithBody(server, sandboxId, "application/json", bodyReader)
+}
+
+// NewSandboxServicePauseSandboxRequestWithBody constructs an http.Request for the SandboxServicePauseSandbox method, with any body, and a specified content type
+func NewSandboxServicePauseSandboxRequestWithBody(server string, sandboxId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxId", sandboxId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s:pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSandboxServiceResumeSandboxRequest calls the generic SandboxServiceResumeSandbox builder with application/json body
+func NewSandboxServiceResumeSandboxRequest(server string, sandboxId string, body SandboxServiceResumeSandboxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxServiceResumeSandboxRequestWithBody(server, sandboxId, "application/json", bodyReader)
+}
+
+// NewSandboxServiceResumeSandboxRequestWithBody constructs an http.Request for the SandboxServiceResumeSandbox method, with any body, and a specified content type
+func NewSandboxServiceResumeSandboxRequestWithBody(server string, sandboxId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxId", sandboxId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s:resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSandboxServiceWalkRequest calls the generic SandboxServiceWalk builder with application/json body
 func NewSandboxServiceWalkRequest(server string, sandboxId string, body SandboxServiceWalkJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -13395,6 +13644,46 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{sandboxId}:grep (the `SandboxServiceGrep` operationId).
 	SandboxServiceGrepWithResponse(ctx context.Context, sandboxId string, body SandboxServiceGrepJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceGrepResponse, error)
 
+	// SandboxServicePauseSandboxWithBodyWithResponse PauseSandbox freezes every process of the sandbox (state PAUSED): they
+	// use no CPU and see no time pass but keep their memory, output logs and
+	// connections. Exec and StartProcess are FAILED_PRECONDITION
+	// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+	// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+	// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+	SandboxServicePauseSandboxWithBodyWithResponse(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServicePauseSandboxResponse, error)
+
+	// SandboxServicePauseSandboxWithResponse PauseSandbox freezes every process of the sandbox (state PAUSED): they
+	// use no CPU and see no time pass but keep their memory, output logs and
+	// connections. Exec and StartProcess are FAILED_PRECONDITION
+	// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+	// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+	// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+	SandboxServicePauseSandboxWithResponse(ctx context.Context, sandboxId string, body SandboxServicePauseSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServicePauseSandboxResponse, error)
+
+	// SandboxServiceResumeSandboxWithBodyWithResponse ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+	// that is not paused succeeds.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+	SandboxServiceResumeSandboxWithBodyWithResponse(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceResumeSandboxResponse, error)
+
+	// SandboxServiceResumeSandboxWithResponse ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+	// that is not paused succeeds.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+	SandboxServiceResumeSandboxWithResponse(ctx context.Context, sandboxId string, body SandboxServiceResumeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceResumeSandboxResponse, error)
+
 	// SandboxServiceWalkWithBodyWithResponse Walk lists the regular files below a directory with their sizes, down to
 	// a maximum depth and skipping excluded directories, sorted by path.
 	// Symbolic links to directories are not followed. PERMISSION_DENIED for a
@@ -15486,6 +15775,102 @@ func (r SandboxServiceGrepResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SandboxServiceGrepResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SandboxServicePauseSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroSandboxV1PauseSandboxResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxServicePauseSandboxResponse) GetJSON200() *FabroSandboxV1PauseSandboxResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServicePauseSandboxResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServicePauseSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServicePauseSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServicePauseSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServicePauseSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SandboxServiceResumeSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FabroSandboxV1ResumeSandboxResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *GoogleRpcStatus
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxServiceResumeSandboxResponse) GetJSON200() *FabroSandboxV1ResumeSandboxResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SandboxServiceResumeSandboxResponse) GetJSONDefault() *GoogleRpcStatus {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxServiceResumeSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxServiceResumeSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxServiceResumeSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxServiceResumeSandboxResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17844,6 +18229,70 @@ func (c *ClientWithResponses) SandboxServiceGrepWithResponse(ctx context.Context
 	return ParseSandboxServiceGrepResponse(rsp)
 }
 
+// SandboxServicePauseSandboxWithBodyWithResponse PauseSandbox freezes every process of the sandbox (state PAUSED): they
+// use no CPU and see no time pass but keep their memory, output logs and
+// connections. Exec and StartProcess are FAILED_PRECONDITION
+// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+func (c *ClientWithResponses) SandboxServicePauseSandboxWithBodyWithResponse(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServicePauseSandboxResponse, error) {
+	rsp, err := c.SandboxServicePauseSandboxWithBody(ctx, sandboxId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServicePauseSandboxResponse(rsp)
+}
+
+// SandboxServicePauseSandboxWithResponse PauseSandbox freezes every process of the sandbox (state PAUSED): they
+// use no CPU and see no time pass but keep their memory, output logs and
+// connections. Exec and StartProcess are FAILED_PRECONDITION
+// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:pause (the `SandboxServicePauseSandbox` operationId).
+func (c *ClientWithResponses) SandboxServicePauseSandboxWithResponse(ctx context.Context, sandboxId string, body SandboxServicePauseSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServicePauseSandboxResponse, error) {
+	rsp, err := c.SandboxServicePauseSandbox(ctx, sandboxId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServicePauseSandboxResponse(rsp)
+}
+
+// SandboxServiceResumeSandboxWithBodyWithResponse ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+// that is not paused succeeds.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+func (c *ClientWithResponses) SandboxServiceResumeSandboxWithBodyWithResponse(ctx context.Context, sandboxId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxServiceResumeSandboxResponse, error) {
+	rsp, err := c.SandboxServiceResumeSandboxWithBody(ctx, sandboxId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceResumeSandboxResponse(rsp)
+}
+
+// SandboxServiceResumeSandboxWithResponse ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+// that is not paused succeeds.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{sandboxId}:resume (the `SandboxServiceResumeSandbox` operationId).
+func (c *ClientWithResponses) SandboxServiceResumeSandboxWithResponse(ctx context.Context, sandboxId string, body SandboxServiceResumeSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxServiceResumeSandboxResponse, error) {
+	rsp, err := c.SandboxServiceResumeSandbox(ctx, sandboxId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxServiceResumeSandboxResponse(rsp)
+}
+
 // SandboxServiceWalkWithBodyWithResponse Walk lists the regular files below a directory with their sizes, down to
 // a maximum depth and skipping excluded directories, sorted by path.
 // Symbolic links to directories are not followed. PERMISSION_DENIED for a
@@ -19692,6 +20141,72 @@ func ParseSandboxServiceGrepResponse(rsp *http.Response) (*SandboxServiceGrepRes
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest FabroSandboxV1GrepResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSandboxServicePauseSandboxResponse parses an HTTP response from a SandboxServicePauseSandboxWithResponse call
+func ParseSandboxServicePauseSandboxResponse(rsp *http.Response) (*SandboxServicePauseSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServicePauseSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroSandboxV1PauseSandboxResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest GoogleRpcStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSandboxServiceResumeSandboxResponse parses an HTTP response from a SandboxServiceResumeSandboxWithResponse call
+func ParseSandboxServiceResumeSandboxResponse(rsp *http.Response) (*SandboxServiceResumeSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxServiceResumeSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FabroSandboxV1ResumeSandboxResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

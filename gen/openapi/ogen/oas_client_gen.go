@@ -390,6 +390,16 @@ type Invoker interface {
 	//
 	// POST /v1/sandboxes/{sandboxId}/files:mkdir
 	SandboxServiceMakeDirectory(ctx context.Context, request *FabroSandboxV1SandboxServiceMakeDirectoryBody, params SandboxServiceMakeDirectoryParams) (*FabroSandboxV1MakeDirectoryResponse, error)
+	// SandboxServicePauseSandbox invokes SandboxService_PauseSandbox operation.
+	//
+	// PauseSandbox freezes every process of the sandbox (state PAUSED): they use no CPU and see no time
+	// pass but keep their memory, output logs and connections. Exec and StartProcess are
+	// FAILED_PRECONDITION (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on. Pausing a
+	// paused sandbox succeeds. Needs Capabilities.pause, else FAILED_PRECONDITION
+	// (CAPABILITY_UNSUPPORTED).
+	//
+	// POST /v1/sandboxes/{sandboxId}:pause
+	SandboxServicePauseSandbox(ctx context.Context, request *FabroSandboxV1SandboxServicePauseSandboxBody, params SandboxServicePauseSandboxParams) (*FabroSandboxV1PauseSandboxResponse, error)
 	// SandboxServiceReadFile invokes SandboxService_ReadFile operation.
 	//
 	// ReadFile reads a UTF-8 text file as numbered lines, as the agent's read_file tool shows them: a
@@ -408,6 +418,12 @@ type Invoker interface {
 	//
 	// POST /v1/sandboxes/{sandboxId}/files:rename
 	SandboxServiceRenameFile(ctx context.Context, request *FabroSandboxV1SandboxServiceRenameFileBody, params SandboxServiceRenameFileParams) error
+	// SandboxServiceResumeSandbox invokes SandboxService_ResumeSandbox operation.
+	//
+	// ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox that is not paused succeeds.
+	//
+	// POST /v1/sandboxes/{sandboxId}:resume
+	SandboxServiceResumeSandbox(ctx context.Context, request *FabroSandboxV1SandboxServiceResumeSandboxBody, params SandboxServiceResumeSandboxParams) (*FabroSandboxV1ResumeSandboxResponse, error)
 	// SandboxServiceSignalProcess invokes SandboxService_SignalProcess operation.
 	//
 	// SignalProcess sends a signal to a process's whole tree. INVALID_ARGUMENT for an unknown signal name;
@@ -4788,6 +4804,108 @@ func (c *Client) sendSandboxServiceMakeDirectory(ctx context.Context, request *F
 	return result, nil
 }
 
+// SandboxServicePauseSandbox invokes SandboxService_PauseSandbox operation.
+//
+// PauseSandbox freezes every process of the sandbox (state PAUSED): they use no CPU and see no time
+// pass but keep their memory, output logs and connections. Exec and StartProcess are
+// FAILED_PRECONDITION (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on. Pausing a
+// paused sandbox succeeds. Needs Capabilities.pause, else FAILED_PRECONDITION
+// (CAPABILITY_UNSUPPORTED).
+//
+// POST /v1/sandboxes/{sandboxId}:pause
+func (c *Client) SandboxServicePauseSandbox(ctx context.Context, request *FabroSandboxV1SandboxServicePauseSandboxBody, params SandboxServicePauseSandboxParams) (*FabroSandboxV1PauseSandboxResponse, error) {
+	res, err := c.sendSandboxServicePauseSandbox(ctx, request, params)
+	return res, err
+}
+
+func (c *Client) sendSandboxServicePauseSandbox(ctx context.Context, request *FabroSandboxV1SandboxServicePauseSandboxBody, params SandboxServicePauseSandboxParams) (res *FabroSandboxV1PauseSandboxResponse, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [3]string
+	pathParts[0] = "/v1/sandboxes/"
+	{
+		// Encode "sandboxId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "sandboxId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.SandboxId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	pathParts[2] = ":pause"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "POST", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+	if err := encodeSandboxServicePauseSandboxRequest(request, r); err != nil {
+		return res, errors.Wrap(err, "encode request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearer(ctx, SandboxServicePauseSandboxOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"Bearer\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeSandboxServicePauseSandboxResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
 // SandboxServiceReadFile invokes SandboxService_ReadFile operation.
 //
 // ReadFile reads a UTF-8 text file as numbered lines, as the agent's read_file tool shows them: a
@@ -4983,6 +5101,104 @@ func (c *Client) sendSandboxServiceRenameFile(ctx context.Context, request *Fabr
 	}()
 
 	result, err := decodeSandboxServiceRenameFileResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// SandboxServiceResumeSandbox invokes SandboxService_ResumeSandbox operation.
+//
+// ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox that is not paused succeeds.
+//
+// POST /v1/sandboxes/{sandboxId}:resume
+func (c *Client) SandboxServiceResumeSandbox(ctx context.Context, request *FabroSandboxV1SandboxServiceResumeSandboxBody, params SandboxServiceResumeSandboxParams) (*FabroSandboxV1ResumeSandboxResponse, error) {
+	res, err := c.sendSandboxServiceResumeSandbox(ctx, request, params)
+	return res, err
+}
+
+func (c *Client) sendSandboxServiceResumeSandbox(ctx context.Context, request *FabroSandboxV1SandboxServiceResumeSandboxBody, params SandboxServiceResumeSandboxParams) (res *FabroSandboxV1ResumeSandboxResponse, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [3]string
+	pathParts[0] = "/v1/sandboxes/"
+	{
+		// Encode "sandboxId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "sandboxId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.SandboxId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	pathParts[2] = ":resume"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "POST", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+	if err := encodeSandboxServiceResumeSandboxRequest(request, r); err != nil {
+		return res, errors.Wrap(err, "encode request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearer(ctx, SandboxServiceResumeSandboxOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"Bearer\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeSandboxServiceResumeSandboxResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}

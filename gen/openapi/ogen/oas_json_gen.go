@@ -12720,6 +12720,12 @@ func (s *FabroSandboxV1Capabilities) encodeFields(e *jx.Encoder) {
 		}
 	}
 	{
+		if s.Pause.Set {
+			e.FieldStart("pause")
+			s.Pause.Encode(e)
+		}
+	}
+	{
 		if s.Processes.Set {
 			e.FieldStart("processes")
 			s.Processes.Encode(e)
@@ -12745,15 +12751,16 @@ func (s *FabroSandboxV1Capabilities) encodeFields(e *jx.Encoder) {
 	}
 }
 
-var jsonFieldsNameOfFabroSandboxV1Capabilities = [8]string{
+var jsonFieldsNameOfFabroSandboxV1Capabilities = [9]string{
 	0: "cancel",
 	1: "isolation",
 	2: "limits",
 	3: "liveStreaming",
-	4: "processes",
-	5: "stdin",
-	6: "streamsSeparated",
-	7: "terminals",
+	4: "pause",
+	5: "processes",
+	6: "stdin",
+	7: "streamsSeparated",
+	8: "terminals",
 }
 
 // Decode decodes FabroSandboxV1Capabilities from json.
@@ -12804,6 +12811,16 @@ func (s *FabroSandboxV1Capabilities) Decode(d *jx.Decoder) error {
 				return nil
 			}(); err != nil {
 				return errors.Wrap(err, "decode field \"liveStreaming\"")
+			}
+		case "pause":
+			if err := func() error {
+				s.Pause.Reset()
+				if err := s.Pause.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"pause\"")
 			}
 		case "processes":
 			if err := func() error {
@@ -15245,6 +15262,69 @@ func (s *FabroSandboxV1NetworkPolicy) UnmarshalJSON(data []byte) error {
 }
 
 // Encode implements json.Marshaler.
+func (s *FabroSandboxV1PauseSandboxResponse) Encode(e *jx.Encoder) {
+	e.ObjStart()
+	s.encodeFields(e)
+	e.ObjEnd()
+}
+
+// encodeFields encodes fields.
+func (s *FabroSandboxV1PauseSandboxResponse) encodeFields(e *jx.Encoder) {
+	{
+		if s.Sandbox.Set {
+			e.FieldStart("sandbox")
+			s.Sandbox.Encode(e)
+		}
+	}
+}
+
+var jsonFieldsNameOfFabroSandboxV1PauseSandboxResponse = [1]string{
+	0: "sandbox",
+}
+
+// Decode decodes FabroSandboxV1PauseSandboxResponse from json.
+func (s *FabroSandboxV1PauseSandboxResponse) Decode(d *jx.Decoder) error {
+	if s == nil {
+		return errors.New("invalid: unable to decode FabroSandboxV1PauseSandboxResponse to nil")
+	}
+
+	if err := d.ObjBytes(func(d *jx.Decoder, k []byte) error {
+		switch string(k) {
+		case "sandbox":
+			if err := func() error {
+				s.Sandbox.Reset()
+				if err := s.Sandbox.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"sandbox\"")
+			}
+		default:
+			return d.Skip()
+		}
+		return nil
+	}); err != nil {
+		return errors.Wrap(err, "decode FabroSandboxV1PauseSandboxResponse")
+	}
+
+	return nil
+}
+
+// MarshalJSON implements stdjson.Marshaler.
+func (s *FabroSandboxV1PauseSandboxResponse) MarshalJSON() ([]byte, error) {
+	e := jx.Encoder{}
+	s.Encode(&e)
+	return e.Bytes(), nil
+}
+
+// UnmarshalJSON implements stdjson.Unmarshaler.
+func (s *FabroSandboxV1PauseSandboxResponse) UnmarshalJSON(data []byte) error {
+	d := jx.DecodeBytes(data)
+	return s.Decode(d)
+}
+
+// Encode implements json.Marshaler.
 func (s *FabroSandboxV1Process) Encode(e *jx.Encoder) {
 	e.ObjStart()
 	s.encodeFields(e)
@@ -16333,6 +16413,69 @@ func (s FabroSandboxV1RestartPolicy) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON implements stdjson.Unmarshaler.
 func (s *FabroSandboxV1RestartPolicy) UnmarshalJSON(data []byte) error {
+	d := jx.DecodeBytes(data)
+	return s.Decode(d)
+}
+
+// Encode implements json.Marshaler.
+func (s *FabroSandboxV1ResumeSandboxResponse) Encode(e *jx.Encoder) {
+	e.ObjStart()
+	s.encodeFields(e)
+	e.ObjEnd()
+}
+
+// encodeFields encodes fields.
+func (s *FabroSandboxV1ResumeSandboxResponse) encodeFields(e *jx.Encoder) {
+	{
+		if s.Sandbox.Set {
+			e.FieldStart("sandbox")
+			s.Sandbox.Encode(e)
+		}
+	}
+}
+
+var jsonFieldsNameOfFabroSandboxV1ResumeSandboxResponse = [1]string{
+	0: "sandbox",
+}
+
+// Decode decodes FabroSandboxV1ResumeSandboxResponse from json.
+func (s *FabroSandboxV1ResumeSandboxResponse) Decode(d *jx.Decoder) error {
+	if s == nil {
+		return errors.New("invalid: unable to decode FabroSandboxV1ResumeSandboxResponse to nil")
+	}
+
+	if err := d.ObjBytes(func(d *jx.Decoder, k []byte) error {
+		switch string(k) {
+		case "sandbox":
+			if err := func() error {
+				s.Sandbox.Reset()
+				if err := s.Sandbox.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"sandbox\"")
+			}
+		default:
+			return d.Skip()
+		}
+		return nil
+	}); err != nil {
+		return errors.Wrap(err, "decode FabroSandboxV1ResumeSandboxResponse")
+	}
+
+	return nil
+}
+
+// MarshalJSON implements stdjson.Marshaler.
+func (s *FabroSandboxV1ResumeSandboxResponse) MarshalJSON() ([]byte, error) {
+	e := jx.Encoder{}
+	s.Encode(&e)
+	return e.Bytes(), nil
+}
+
+// UnmarshalJSON implements stdjson.Unmarshaler.
+func (s *FabroSandboxV1ResumeSandboxResponse) UnmarshalJSON(data []byte) error {
 	d := jx.DecodeBytes(data)
 	return s.Decode(d)
 }
@@ -17492,6 +17635,50 @@ func (s *FabroSandboxV1SandboxServiceMakeDirectoryBody) UnmarshalJSON(data []byt
 }
 
 // Encode implements json.Marshaler.
+func (s *FabroSandboxV1SandboxServicePauseSandboxBody) Encode(e *jx.Encoder) {
+	e.ObjStart()
+	s.encodeFields(e)
+	e.ObjEnd()
+}
+
+// encodeFields encodes fields.
+func (s *FabroSandboxV1SandboxServicePauseSandboxBody) encodeFields(e *jx.Encoder) {
+}
+
+var jsonFieldsNameOfFabroSandboxV1SandboxServicePauseSandboxBody = [0]string{}
+
+// Decode decodes FabroSandboxV1SandboxServicePauseSandboxBody from json.
+func (s *FabroSandboxV1SandboxServicePauseSandboxBody) Decode(d *jx.Decoder) error {
+	if s == nil {
+		return errors.New("invalid: unable to decode FabroSandboxV1SandboxServicePauseSandboxBody to nil")
+	}
+
+	if err := d.ObjBytes(func(d *jx.Decoder, k []byte) error {
+		switch string(k) {
+		default:
+			return d.Skip()
+		}
+	}); err != nil {
+		return errors.Wrap(err, "decode FabroSandboxV1SandboxServicePauseSandboxBody")
+	}
+
+	return nil
+}
+
+// MarshalJSON implements stdjson.Marshaler.
+func (s *FabroSandboxV1SandboxServicePauseSandboxBody) MarshalJSON() ([]byte, error) {
+	e := jx.Encoder{}
+	s.Encode(&e)
+	return e.Bytes(), nil
+}
+
+// UnmarshalJSON implements stdjson.Unmarshaler.
+func (s *FabroSandboxV1SandboxServicePauseSandboxBody) UnmarshalJSON(data []byte) error {
+	d := jx.DecodeBytes(data)
+	return s.Decode(d)
+}
+
+// Encode implements json.Marshaler.
 func (s *FabroSandboxV1SandboxServiceReadFileBody) Encode(e *jx.Encoder) {
 	e.ObjStart()
 	s.encodeFields(e)
@@ -17730,6 +17917,50 @@ func (s *FabroSandboxV1SandboxServiceRenameFileBody) MarshalJSON() ([]byte, erro
 
 // UnmarshalJSON implements stdjson.Unmarshaler.
 func (s *FabroSandboxV1SandboxServiceRenameFileBody) UnmarshalJSON(data []byte) error {
+	d := jx.DecodeBytes(data)
+	return s.Decode(d)
+}
+
+// Encode implements json.Marshaler.
+func (s *FabroSandboxV1SandboxServiceResumeSandboxBody) Encode(e *jx.Encoder) {
+	e.ObjStart()
+	s.encodeFields(e)
+	e.ObjEnd()
+}
+
+// encodeFields encodes fields.
+func (s *FabroSandboxV1SandboxServiceResumeSandboxBody) encodeFields(e *jx.Encoder) {
+}
+
+var jsonFieldsNameOfFabroSandboxV1SandboxServiceResumeSandboxBody = [0]string{}
+
+// Decode decodes FabroSandboxV1SandboxServiceResumeSandboxBody from json.
+func (s *FabroSandboxV1SandboxServiceResumeSandboxBody) Decode(d *jx.Decoder) error {
+	if s == nil {
+		return errors.New("invalid: unable to decode FabroSandboxV1SandboxServiceResumeSandboxBody to nil")
+	}
+
+	if err := d.ObjBytes(func(d *jx.Decoder, k []byte) error {
+		switch string(k) {
+		default:
+			return d.Skip()
+		}
+	}); err != nil {
+		return errors.Wrap(err, "decode FabroSandboxV1SandboxServiceResumeSandboxBody")
+	}
+
+	return nil
+}
+
+// MarshalJSON implements stdjson.Marshaler.
+func (s *FabroSandboxV1SandboxServiceResumeSandboxBody) MarshalJSON() ([]byte, error) {
+	e := jx.Encoder{}
+	s.Encode(&e)
+	return e.Bytes(), nil
+}
+
+// UnmarshalJSON implements stdjson.Unmarshaler.
+func (s *FabroSandboxV1SandboxServiceResumeSandboxBody) UnmarshalJSON(data []byte) error {
 	d := jx.DecodeBytes(data)
 	return s.Decode(d)
 }
@@ -18647,6 +18878,8 @@ func (s *FabroSandboxV1SandboxState) Decode(d *jx.Decoder) error {
 		*s = FabroSandboxV1SandboxStateSANDBOXSTATEFAILED
 	case FabroSandboxV1SandboxStateSANDBOXSTATEDELETING:
 		*s = FabroSandboxV1SandboxStateSANDBOXSTATEDELETING
+	case FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED:
+		*s = FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED
 	default:
 		*s = FabroSandboxV1SandboxState(v)
 	}

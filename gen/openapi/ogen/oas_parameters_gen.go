@@ -262,6 +262,12 @@ type SandboxServiceMakeDirectoryParams struct {
 	SandboxId string
 }
 
+// SandboxServicePauseSandboxParams is parameters of SandboxService_PauseSandbox operation.
+type SandboxServicePauseSandboxParams struct {
+	// Required. The sandbox's id.
+	SandboxId string
+}
+
 // SandboxServiceReadFileParams is parameters of SandboxService_ReadFile operation.
 type SandboxServiceReadFileParams struct {
 	// Required. The sandbox's id.
@@ -270,6 +276,12 @@ type SandboxServiceReadFileParams struct {
 
 // SandboxServiceRenameFileParams is parameters of SandboxService_RenameFile operation.
 type SandboxServiceRenameFileParams struct {
+	// Required. The sandbox's id.
+	SandboxId string
+}
+
+// SandboxServiceResumeSandboxParams is parameters of SandboxService_ResumeSandbox operation.
+type SandboxServiceResumeSandboxParams struct {
 	// Required. The sandbox's id.
 	SandboxId string
 }

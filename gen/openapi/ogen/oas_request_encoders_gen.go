@@ -318,6 +318,20 @@ func encodeSandboxServiceMakeDirectoryRequest(
 	return nil
 }
 
+func encodeSandboxServicePauseSandboxRequest(
+	req *FabroSandboxV1SandboxServicePauseSandboxBody,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
 func encodeSandboxServiceReadFileRequest(
 	req *FabroSandboxV1SandboxServiceReadFileBody,
 	r *http.Request,
@@ -334,6 +348,20 @@ func encodeSandboxServiceReadFileRequest(
 
 func encodeSandboxServiceRenameFileRequest(
 	req *FabroSandboxV1SandboxServiceRenameFileBody,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
+func encodeSandboxServiceResumeSandboxRequest(
+	req *FabroSandboxV1SandboxServiceResumeSandboxBody,
 	r *http.Request,
 ) error {
 	const contentType = "application/json"

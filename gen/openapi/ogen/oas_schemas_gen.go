@@ -6855,6 +6855,8 @@ type FabroSandboxV1Capabilities struct {
 	Limits    OptFabroSandboxV1LimitSupport `json:"limits"`
 	// Output chunks reach ExecStream while the command runs; false means they may all arrive when it ends.
 	LiveStreaming OptBool `json:"liveStreaming"`
+	// PauseSandbox and ResumeSandbox freeze and thaw the sandbox's processes.
+	Pause OptBool `json:"pause"`
 	// The processes facet: StartProcess, AttachProcess (interactive stdin), SignalProcess, WaitProcess,
 	// ListProcesses.
 	Processes OptBool `json:"processes"`
@@ -6885,6 +6887,11 @@ func (s *FabroSandboxV1Capabilities) GetLimits() OptFabroSandboxV1LimitSupport {
 // GetLiveStreaming returns the value of LiveStreaming.
 func (s *FabroSandboxV1Capabilities) GetLiveStreaming() OptBool {
 	return s.LiveStreaming
+}
+
+// GetPause returns the value of Pause.
+func (s *FabroSandboxV1Capabilities) GetPause() OptBool {
+	return s.Pause
 }
 
 // GetProcesses returns the value of Processes.
@@ -6925,6 +6932,11 @@ func (s *FabroSandboxV1Capabilities) SetLimits(val OptFabroSandboxV1LimitSupport
 // SetLiveStreaming sets the value of LiveStreaming.
 func (s *FabroSandboxV1Capabilities) SetLiveStreaming(val OptBool) {
 	s.LiveStreaming = val
+}
+
+// SetPause sets the value of Pause.
+func (s *FabroSandboxV1Capabilities) SetPause(val OptBool) {
+	s.Pause = val
 }
 
 // SetProcesses sets the value of Processes.
@@ -8091,6 +8103,22 @@ func (s *FabroSandboxV1NetworkPolicy) UnmarshalText(data []byte) error {
 	}
 }
 
+// PauseSandboxResponse is the paused sandbox.
+// Ref: #/components/schemas/fabro.sandbox.v1.PauseSandboxResponse
+type FabroSandboxV1PauseSandboxResponse struct {
+	Sandbox OptFabroSandboxV1Sandbox `json:"sandbox"`
+}
+
+// GetSandbox returns the value of Sandbox.
+func (s *FabroSandboxV1PauseSandboxResponse) GetSandbox() OptFabroSandboxV1Sandbox {
+	return s.Sandbox
+}
+
+// SetSandbox sets the value of Sandbox.
+func (s *FabroSandboxV1PauseSandboxResponse) SetSandbox(val OptFabroSandboxV1Sandbox) {
+	s.Sandbox = val
+}
+
 // Process describes one process of a sandbox.
 // Ref: #/components/schemas/fabro.sandbox.v1.Process
 type FabroSandboxV1Process struct {
@@ -8719,6 +8747,22 @@ func (s *FabroSandboxV1RestartPolicy) UnmarshalText(data []byte) error {
 	}
 }
 
+// ResumeSandboxResponse is the resumed sandbox.
+// Ref: #/components/schemas/fabro.sandbox.v1.ResumeSandboxResponse
+type FabroSandboxV1ResumeSandboxResponse struct {
+	Sandbox OptFabroSandboxV1Sandbox `json:"sandbox"`
+}
+
+// GetSandbox returns the value of Sandbox.
+func (s *FabroSandboxV1ResumeSandboxResponse) GetSandbox() OptFabroSandboxV1Sandbox {
+	return s.Sandbox
+}
+
+// SetSandbox sets the value of Sandbox.
+func (s *FabroSandboxV1ResumeSandboxResponse) SetSandbox(val OptFabroSandboxV1Sandbox) {
+	s.Sandbox = val
+}
+
 // Sandbox describes one sandbox.
 // Ref: #/components/schemas/fabro.sandbox.v1.Sandbox
 type FabroSandboxV1Sandbox struct {
@@ -9150,6 +9194,10 @@ func (s *FabroSandboxV1SandboxServiceMakeDirectoryBody) SetPath(val string) {
 	s.Path = val
 }
 
+// PauseSandboxRequest names the sandbox to pause.
+// Ref: #/components/schemas/fabro.sandbox.v1.SandboxService.PauseSandboxBody
+type FabroSandboxV1SandboxServicePauseSandboxBody struct{}
+
 // ReadFileRequest reads a text file as numbered lines.
 // Ref: #/components/schemas/fabro.sandbox.v1.SandboxService.ReadFileBody
 type FabroSandboxV1SandboxServiceReadFileBody struct {
@@ -9219,6 +9267,10 @@ func (s *FabroSandboxV1SandboxServiceRenameFileBody) SetFromPath(val string) {
 func (s *FabroSandboxV1SandboxServiceRenameFileBody) SetToPath(val string) {
 	s.ToPath = val
 }
+
+// ResumeSandboxRequest names the sandbox to resume.
+// Ref: #/components/schemas/fabro.sandbox.v1.SandboxService.ResumeSandboxBody
+type FabroSandboxV1SandboxServiceResumeSandboxBody struct{}
 
 // SignalProcessRequest sends a signal to a process.
 // Ref: #/components/schemas/fabro.sandbox.v1.SandboxService.SignalProcessBody
@@ -9491,6 +9543,8 @@ func (s *FabroSandboxV1SandboxSpecLabels) init() FabroSandboxV1SandboxSpecLabels
 //   - SANDBOX_STATE_FAILED: Broken, such as a container that died; state_message says why. Only
 //     DeleteSandbox is useful then.
 //   - SANDBOX_STATE_DELETING: Being deleted.
+//   - SANDBOX_STATE_PAUSED: Frozen by PauseSandbox: file and search calls work, commands do not start,
+//     and running ones make no progress until ResumeSandbox.
 //
 // Ref: #/components/schemas/fabro.sandbox.v1.SandboxState
 type FabroSandboxV1SandboxState string
@@ -9501,6 +9555,7 @@ const (
 	FabroSandboxV1SandboxStateSANDBOXSTATEREADY       FabroSandboxV1SandboxState = "SANDBOX_STATE_READY"
 	FabroSandboxV1SandboxStateSANDBOXSTATEFAILED      FabroSandboxV1SandboxState = "SANDBOX_STATE_FAILED"
 	FabroSandboxV1SandboxStateSANDBOXSTATEDELETING    FabroSandboxV1SandboxState = "SANDBOX_STATE_DELETING"
+	FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED      FabroSandboxV1SandboxState = "SANDBOX_STATE_PAUSED"
 )
 
 // AllValues returns all FabroSandboxV1SandboxState values.
@@ -9511,6 +9566,7 @@ func (FabroSandboxV1SandboxState) AllValues() []FabroSandboxV1SandboxState {
 		FabroSandboxV1SandboxStateSANDBOXSTATEREADY,
 		FabroSandboxV1SandboxStateSANDBOXSTATEFAILED,
 		FabroSandboxV1SandboxStateSANDBOXSTATEDELETING,
+		FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED,
 	}
 }
 
@@ -9526,6 +9582,8 @@ func (s FabroSandboxV1SandboxState) MarshalText() ([]byte, error) {
 	case FabroSandboxV1SandboxStateSANDBOXSTATEFAILED:
 		return []byte(s), nil
 	case FabroSandboxV1SandboxStateSANDBOXSTATEDELETING:
+		return []byte(s), nil
+	case FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED:
 		return []byte(s), nil
 	default:
 		return nil, errors.Errorf("invalid value: %q", s)
@@ -9549,6 +9607,9 @@ func (s *FabroSandboxV1SandboxState) UnmarshalText(data []byte) error {
 		return nil
 	case FabroSandboxV1SandboxStateSANDBOXSTATEDELETING:
 		*s = FabroSandboxV1SandboxStateSANDBOXSTATEDELETING
+		return nil
+	case FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED:
+		*s = FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED
 		return nil
 	default:
 		return errors.Errorf("invalid value: %q", data)

@@ -3039,6 +3039,36 @@ func (s FabroSandboxV1NetworkPolicy) Validate() error {
 	}
 }
 
+func (s *FabroSandboxV1PauseSandboxResponse) Validate() error {
+	if s == nil {
+		return validate.ErrNilPointer
+	}
+
+	var failures []validate.FieldError
+	if err := func() error {
+		if value, ok := s.Sandbox.Get(); ok {
+			if err := func() error {
+				if err := value.Validate(); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}(); err != nil {
+		failures = append(failures, validate.FieldError{
+			Name:  "sandbox",
+			Error: err,
+		})
+	}
+	if len(failures) > 0 {
+		return &validate.Error{Fields: failures}
+	}
+	return nil
+}
+
 func (s *FabroSandboxV1Process) Validate() error {
 	if s == nil {
 		return validate.ErrNilPointer
@@ -3209,6 +3239,36 @@ func (s FabroSandboxV1RestartPolicy) Validate() error {
 	}
 }
 
+func (s *FabroSandboxV1ResumeSandboxResponse) Validate() error {
+	if s == nil {
+		return validate.ErrNilPointer
+	}
+
+	var failures []validate.FieldError
+	if err := func() error {
+		if value, ok := s.Sandbox.Get(); ok {
+			if err := func() error {
+				if err := value.Validate(); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}(); err != nil {
+		failures = append(failures, validate.FieldError{
+			Name:  "sandbox",
+			Error: err,
+		})
+	}
+	if len(failures) > 0 {
+		return &validate.Error{Fields: failures}
+	}
+	return nil
+}
+
 func (s *FabroSandboxV1Sandbox) Validate() error {
 	if s == nil {
 		return validate.ErrNilPointer
@@ -3321,6 +3381,8 @@ func (s FabroSandboxV1SandboxState) Validate() error {
 	case "SANDBOX_STATE_FAILED":
 		return nil
 	case "SANDBOX_STATE_DELETING":
+		return nil
+	case "SANDBOX_STATE_PAUSED":
 		return nil
 	default:
 		return errors.Errorf("invalid value: %v", s)

@@ -51,6 +51,8 @@ type Capabilities struct {
 	Processes bool
 	// Terminals: ProcessSpec.Terminal is honoured (a pty).
 	Terminals bool
+	// Pause: sandboxes implement [Pauser] (freeze and thaw every process).
+	Pause bool
 	// Limits says which of [Limits] this driver enforces. A spec asking for
 	// one it does not enforce is refused, unless the spec says BestEffort.
 	Limits LimitSupport

@@ -40,6 +40,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	t.Run("Search", func(t *testing.T) { t.Parallel(); RunSearch(t, newDriver) })
 	t.Run("Traversal", func(t *testing.T) { t.Parallel(); RunTraversal(t, newDriver) })
 	t.Run("Processes", func(t *testing.T) { t.Parallel(); RunProcesses(t, newDriver) })
+	t.Run("Pause", func(t *testing.T) { t.Parallel(); RunPause(t, newDriver) })
 }
 
 // NewSandbox creates a sandbox with spec and deletes it when t ends.

@@ -142,7 +142,34 @@ func RunProcesses(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		p.Stdin().Write([]byte("typed\r"))
 		rec.waitFor(t, "got typed")
 		rec.waitFor(t, "40 100")
-		waitEnd(t, p)
+		res := waitEnd(t, p)
+		if res.Termination != driver.Exited || res.ExitCode == nil || *res.ExitCode != 0 {
+			t.Errorf("on a terminal: %s exit %s signal %s, want exit 0", termName(res.Termination), ptr(res.ExitCode), res.Signal)
+		}
+		rec.mu.Lock()
+		out := rec.out.String()
+		rec.mu.Unlock()
+		if strings.ContainsRune(out, 0) {
+			t.Errorf("the terminal's output holds a NUL (a driver's own status?): %q", out)
+		}
+	})
+	t.Run("terminal interrupt", func(t *testing.T) {
+		// ^C reaches the command: it is the terminal's foreground group.
+		if !d.Capabilities().Terminals {
+			t.Skip("the driver states no Terminals capability")
+		}
+		rec := &recorder{}
+		p, err := ps.StartProcess(t.Context(), driver.ProcessSpec{Command: `echo up; sleep 1000; echo "not interrupted"`, Terminal: &driver.TerminalSize{Rows: 24, Cols: 80}}, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Signal(syscall.SIGKILL); p.Wait() })
+		rec.waitFor(t, "up")
+		p.Stdin().Write([]byte{3}) // ^C
+		res := waitEnd(t, p)
+		if res.Signal != "SIGINT" && (res.ExitCode == nil || *res.ExitCode != 130) {
+			t.Errorf("after ^C: %s exit %s signal %s, want SIGINT", termName(res.Termination), ptr(res.ExitCode), res.Signal)
+		}
 	})
 	t.Run("processes end with their sandbox", func(t *testing.T) {
 		sb2, err := d.Create(t.Context(), driver.Spec{})

@@ -15,7 +15,7 @@ import (
 func capsToProto(c driver.Capabilities) *pluginv1.Capabilities {
 	return &pluginv1.Capabilities{
 		Isolation: pluginv1.Isolation(c.Isolation), LiveStreaming: c.LiveStreaming, StreamsSeparated: c.StreamsSeparated,
-		Stdin: c.Stdin, Cancel: c.Cancel, Commands: c.Commands, Processes: c.Processes,
+		Stdin: c.Stdin, Cancel: c.Cancel, Commands: c.Commands, Processes: c.Processes, Terminals: c.Terminals, Pause: c.Pause,
 		Limits: &pluginv1.LimitSupport{Memory: c.Limits.Memory, Processes: c.Limits.Processes, Cpu: c.Limits.CPU, NetworkNone: c.Limits.NetworkNone, Disk: c.Limits.Disk},
 	}
 }
@@ -24,7 +24,7 @@ func capsFromProto(c *pluginv1.Capabilities) driver.Capabilities {
 	l := c.GetLimits()
 	return driver.Capabilities{
 		Isolation: driver.Isolation(c.GetIsolation()), LiveStreaming: c.GetLiveStreaming(), StreamsSeparated: c.GetStreamsSeparated(),
-		Stdin: c.GetStdin(), Cancel: c.GetCancel(), Commands: c.GetCommands(), Processes: c.GetProcesses(),
+		Stdin: c.GetStdin(), Cancel: c.GetCancel(), Commands: c.GetCommands(), Processes: c.GetProcesses(), Terminals: c.GetTerminals(), Pause: c.GetPause(),
 		Limits: driver.LimitSupport{Memory: l.GetMemory(), Processes: l.GetProcesses(), CPU: l.GetCpu(), NetworkNone: l.GetNetworkNone(), Disk: l.GetDisk()},
 	}
 }

@@ -62,8 +62,17 @@ func (s *server) Process(stream processStream) error {
 	if !ok || !sb.Info().Capabilities.Processes {
 		return toStatus(fmt.Errorf("%w: this driver has no processes facet", driver.ErrUnsupported))
 	}
+	spec := driver.ProcessSpec{Command: start.GetCommand(), Dir: start.GetDir(), Env: start.GetEnv()}
+	if t := start.GetTerminal(); t != nil {
+		if !sb.Info().Capabilities.Terminals {
+			return toStatus(fmt.Errorf("%w: this driver has no terminals", driver.ErrUnsupported))
+		}
+		if spec.Terminal, err = terminalSize(t); err != nil {
+			return toStatus(err)
+		}
+	}
 	out := &lockedSender{stream: stream}
-	p, err := ps.StartProcess(stream.Context(), driver.ProcessSpec{Command: start.GetCommand(), Dir: start.GetDir(), Env: start.GetEnv()}, out)
+	p, err := ps.StartProcess(stream.Context(), spec, out)
 	if err != nil {
 		return toStatus(err)
 	}
@@ -93,6 +102,14 @@ func (s *server) Process(stream processStream) error {
 					ans.Error = err.Error()
 				}
 				out.send(&pluginv1.ProcessResponse{Response: &pluginv1.ProcessResponse_Signalled{Signalled: ans}})
+			case *pluginv1.ProcessRequest_Resize:
+				// Not answered: the host refuses a resize of a process
+				// without a terminal itself.
+				if rz, ok := p.(driver.Resizer); ok && spec.Terminal != nil {
+					if size, err := terminalSize(r.Resize); err == nil {
+						rz.Resize(*size)
+					}
+				}
 			}
 		}
 	}()
@@ -114,6 +131,9 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 		return nil, s.d.callErr(ctx, s.p, err)
 	}
 	start := &pluginv1.ProcessStart{Sandbox: s.handle, Command: spec.Command, Dir: spec.Dir, Env: spec.Env}
+	if spec.Terminal != nil {
+		start.Terminal = terminalToProto(*spec.Terminal)
+	}
 	if err := stream.Send(&pluginv1.ProcessRequest{Request: &pluginv1.ProcessRequest_Start{Start: start}}); err != nil {
 		_, rerr := stream.Recv()
 		abort()
@@ -133,7 +153,7 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 	if out != nil && out.Started() != nil {
 		out = nil
 	}
-	p := &pluginProcess{s: s, stream: stream, abort: abort, signalled: make(chan *pluginv1.ProcessSignalled, 1), done: make(chan struct{})}
+	p := &pluginProcess{s: s, stream: stream, abort: abort, terminal: spec.Terminal != nil, signalled: make(chan *pluginv1.ProcessSignalled, 1), done: make(chan struct{})}
 	go p.read(out)
 	return p, nil
 }
@@ -143,6 +163,8 @@ type pluginProcess struct {
 	s      *sandbox
 	stream grpc.BidiStreamingClient[pluginv1.ProcessRequest, pluginv1.ProcessResponse]
 	abort  context.CancelFunc
+	// terminal: the process runs on a pty (ProcessSpec.Terminal).
+	terminal bool
 
 	sendMu    sync.Mutex // one sender at a time; signals one at a time too
 	signalMu  sync.Mutex
@@ -229,4 +251,31 @@ func (p *pluginProcess) Signal(sig syscall.Signal) (bool, error) {
 func (p *pluginProcess) Wait() driver.ExecResult {
 	<-p.done
 	return p.res
+}
+
+// Resize implements driver.Resizer over the stream's resize message.
+func (p *pluginProcess) Resize(size driver.TerminalSize) error {
+	if !p.terminal {
+		return fmt.Errorf("%w: the process has no terminal", driver.ErrUnsupported)
+	}
+	// A send fails only once the process has ended, which is no error.
+	p.send(&pluginv1.ProcessRequest{Request: &pluginv1.ProcessRequest_Resize{Resize: terminalToProto(size)}})
+	return nil
+}
+
+// maxTerminalSide bounds a terminal's rows and columns, as the service's
+// contract does.
+const maxTerminalSide = 1000
+
+func terminalToProto(t driver.TerminalSize) *pluginv1.TerminalSize {
+	return &pluginv1.TerminalSize{Rows: uint32(t.Rows), Cols: uint32(t.Cols)}
+}
+
+// terminalSize is a size from the host, checked: the plugin trusts it no
+// more than any input.
+func terminalSize(t *pluginv1.TerminalSize) (*driver.TerminalSize, error) {
+	if t.GetRows() < 1 || t.GetRows() > maxTerminalSide || t.GetCols() < 1 || t.GetCols() > maxTerminalSide {
+		return nil, fmt.Errorf("%w: terminal size %dx%d: rows and cols are 1 to %d", driver.ErrInvalid, t.GetRows(), t.GetCols(), maxTerminalSide)
+	}
+	return &driver.TerminalSize{Rows: int(t.GetRows()), Cols: int(t.GetCols())}, nil
 }

@@ -5,7 +5,7 @@ _fabro_subs() {
     "sessions") echo "list show resume rm checkpoints diff rewind" ;;
     "secret") echo "set list rm" ;;
     "token") echo "create list revoke" ;;
-    "sandbox") echo "ps logs shell conformance" ;;
+    "sandbox") echo "ps logs shell pause resume conformance" ;;
   esac
 }
 _fabro_flags() {
@@ -36,6 +36,8 @@ _fabro_flags() {
     "sandbox ps") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sandbox logs") echo "--help --config --data-dir --f --reattach-timeout --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sandbox shell") echo "--help --command --config --data-dir --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sandbox pause") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
+    "sandbox resume") echo "--help --config --data-dir --o --output --server --timeout --tls-ca-file --tls-client-cert-file --tls-client-key-file --tls-server-name --token-file" ;;
     "sandbox conformance") echo "--help --plugin-env --run --v" ;;
     "completion") echo "--help" ;;
     "version") echo "--help" ;;

@@ -212,6 +212,9 @@ const (
 	SandboxState_SANDBOX_STATE_FAILED SandboxState = 3
 	// Being deleted.
 	SandboxState_SANDBOX_STATE_DELETING SandboxState = 4
+	// Frozen by PauseSandbox: file and search calls work, commands do not
+	// start, and running ones make no progress until ResumeSandbox.
+	SandboxState_SANDBOX_STATE_PAUSED SandboxState = 5
 )
 
 // Enum value maps for SandboxState.
@@ -222,6 +225,7 @@ var (
 		2: "SANDBOX_STATE_READY",
 		3: "SANDBOX_STATE_FAILED",
 		4: "SANDBOX_STATE_DELETING",
+		5: "SANDBOX_STATE_PAUSED",
 	}
 	SandboxState_value = map[string]int32{
 		"SANDBOX_STATE_UNSPECIFIED": 0,
@@ -229,6 +233,7 @@ var (
 		"SANDBOX_STATE_READY":       2,
 		"SANDBOX_STATE_FAILED":      3,
 		"SANDBOX_STATE_DELETING":    4,
+		"SANDBOX_STATE_PAUSED":      5,
 	}
 )
 
@@ -724,7 +729,9 @@ type Capabilities struct {
 	Processes bool `protobuf:"varint,7,opt,name=processes,proto3" json:"processes,omitempty"`
 	// Processes can run on a terminal (ProcessSpec.terminal), resized by
 	// AttachProcess: what `fabro sandbox shell` needs.
-	Terminals     bool `protobuf:"varint,8,opt,name=terminals,proto3" json:"terminals,omitempty"`
+	Terminals bool `protobuf:"varint,8,opt,name=terminals,proto3" json:"terminals,omitempty"`
+	// PauseSandbox and ResumeSandbox freeze and thaw the sandbox's processes.
+	Pause         bool `protobuf:"varint,9,opt,name=pause,proto3" json:"pause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -811,6 +818,13 @@ func (x *Capabilities) GetProcesses() bool {
 func (x *Capabilities) GetTerminals() bool {
 	if x != nil {
 		return x.Terminals
+	}
+	return false
+}
+
+func (x *Capabilities) GetPause() bool {
+	if x != nil {
+		return x.Pause
 	}
 	return false
 }
@@ -5553,6 +5567,190 @@ func (x *ListProcessesResponse) GetProcesses() []*Process {
 	return nil
 }
 
+// PauseSandboxRequest names the sandbox to pause.
+type PauseSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSandboxRequest) Reset() {
+	*x = PauseSandboxRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxRequest) ProtoMessage() {}
+
+func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxRequest.ProtoReflect.Descriptor instead.
+func (*PauseSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *PauseSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+// PauseSandboxResponse is the paused sandbox.
+type PauseSandboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox, state PAUSED.
+	Sandbox       *Sandbox `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSandboxResponse) Reset() {
+	*x = PauseSandboxResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxResponse) ProtoMessage() {}
+
+func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxResponse.ProtoReflect.Descriptor instead.
+func (*PauseSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *PauseSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+// ResumeSandboxRequest names the sandbox to resume.
+type ResumeSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The sandbox's id.
+	SandboxId     string `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSandboxRequest) Reset() {
+	*x = ResumeSandboxRequest{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSandboxRequest) ProtoMessage() {}
+
+func (x *ResumeSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ResumeSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ResumeSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+// ResumeSandboxResponse is the resumed sandbox.
+type ResumeSandboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox, state READY.
+	Sandbox       *Sandbox `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSandboxResponse) Reset() {
+	*x = ResumeSandboxResponse{}
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSandboxResponse) ProtoMessage() {}
+
+func (x *ResumeSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_v1_sandbox_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ResumeSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ResumeSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
 var File_fabro_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
@@ -5573,7 +5771,7 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12DriverOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x02\n" +
 	"\fCapabilities\x129\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\x1b.fabro.sandbox.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
@@ -5582,7 +5780,8 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x126\n" +
 	"\x06limits\x18\x06 \x01(\v2\x1e.fabro.sandbox.v1.LimitSupportR\x06limits\x12\x1c\n" +
 	"\tprocesses\x18\a \x01(\bR\tprocesses\x12\x1c\n" +
-	"\tterminals\x18\b \x01(\bR\tterminals\"\x8d\x01\n" +
+	"\tterminals\x18\b \x01(\bR\tterminals\x12\x14\n" +
+	"\x05pause\x18\t \x01(\bR\x05pause\"\x8d\x01\n" +
 	"\fLimitSupport\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
@@ -5948,7 +6147,17 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\"P\n" +
 	"\x15ListProcessesResponse\x127\n" +
-	"\tprocesses\x18\x01 \x03(\v2\x19.fabro.sandbox.v1.ProcessR\tprocesses*~\n" +
+	"\tprocesses\x18\x01 \x03(\v2\x19.fabro.sandbox.v1.ProcessR\tprocesses\"9\n" +
+	"\x13PauseSandboxRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\"K\n" +
+	"\x14PauseSandboxResponse\x123\n" +
+	"\asandbox\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.SandboxR\asandbox\":\n" +
+	"\x14ResumeSandboxRequest\x12\"\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tB\x03\xe0A\x02R\tsandboxId\"L\n" +
+	"\x15ResumeSandboxResponse\x123\n" +
+	"\asandbox\x18\x01 \x01(\v2\x19.fabro.sandbox.v1.SandboxR\asandbox*~\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_NONE\x10\x01\x12\x17\n" +
@@ -5963,13 +6172,14 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x1aLIMIT_EXCEEDED_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LIMIT_EXCEEDED_MEMORY\x10\x01\x12\x1c\n" +
 	"\x18LIMIT_EXCEEDED_PROCESSES\x10\x02\x12\x17\n" +
-	"\x13LIMIT_EXCEEDED_DISK\x10\x03*\x98\x01\n" +
+	"\x13LIMIT_EXCEEDED_DISK\x10\x03*\xb2\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SANDBOX_STATE_CREATING\x10\x01\x12\x17\n" +
 	"\x13SANDBOX_STATE_READY\x10\x02\x12\x18\n" +
 	"\x14SANDBOX_STATE_FAILED\x10\x03\x12\x1a\n" +
-	"\x16SANDBOX_STATE_DELETING\x10\x04*~\n" +
+	"\x16SANDBOX_STATE_DELETING\x10\x04\x12\x18\n" +
+	"\x14SANDBOX_STATE_PAUSED\x10\x05*~\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x17\n" +
@@ -5997,7 +6207,7 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\fProcessState\x12\x1d\n" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
-	"\x14PROCESS_STATE_EXITED\x10\x022\xcc\x11\n" +
+	"\x14PROCESS_STATE_EXITED\x10\x022\x8d\x13\n" +
 	"\x0eSandboxService\x12Z\n" +
 	"\vListDrivers\x12$.fabro.sandbox.v1.ListDriversRequest\x1a%.fabro.sandbox.v1.ListDriversResponse\x12T\n" +
 	"\tGetDriver\x12\".fabro.sandbox.v1.GetDriverRequest\x1a#.fabro.sandbox.v1.GetDriverResponse\x12`\n" +
@@ -6028,7 +6238,9 @@ const file_fabro_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\rAttachProcess\x12&.fabro.sandbox.v1.AttachProcessRequest\x1a'.fabro.sandbox.v1.AttachProcessResponse(\x010\x01\x12`\n" +
 	"\rSignalProcess\x12&.fabro.sandbox.v1.SignalProcessRequest\x1a'.fabro.sandbox.v1.SignalProcessResponse\x12Z\n" +
 	"\vWaitProcess\x12$.fabro.sandbox.v1.WaitProcessRequest\x1a%.fabro.sandbox.v1.WaitProcessResponse\x12`\n" +
-	"\rListProcesses\x12&.fabro.sandbox.v1.ListProcessesRequest\x1a'.fabro.sandbox.v1.ListProcessesResponseB\xc3\x01\n" +
+	"\rListProcesses\x12&.fabro.sandbox.v1.ListProcessesRequest\x1a'.fabro.sandbox.v1.ListProcessesResponse\x12]\n" +
+	"\fPauseSandbox\x12%.fabro.sandbox.v1.PauseSandboxRequest\x1a&.fabro.sandbox.v1.PauseSandboxResponse\x12`\n" +
+	"\rResumeSandbox\x12&.fabro.sandbox.v1.ResumeSandboxRequest\x1a'.fabro.sandbox.v1.ResumeSandboxResponseB\xc3\x01\n" +
 	"\x14com.fabro.sandbox.v1B\fSandboxProtoP\x01Z;github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1;sandboxv1\xa2\x02\x03FSX\xaa\x02\x10Fabro.Sandbox.V1\xca\x02\x10Fabro\\Sandbox\\V1\xe2\x02\x1cFabro\\Sandbox\\V1\\GPBMetadata\xea\x02\x12Fabro::Sandbox::V1b\x06proto3"
 
 var (
@@ -6044,7 +6256,7 @@ func file_fabro_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_fabro_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(Isolation)(0),                // 0: fabro.sandbox.v1.Isolation
 	(NetworkPolicy)(0),            // 1: fabro.sandbox.v1.NetworkPolicy
@@ -6127,21 +6339,25 @@ var file_fabro_sandbox_v1_sandbox_proto_goTypes = []any{
 	(*WaitProcessResponse)(nil),   // 78: fabro.sandbox.v1.WaitProcessResponse
 	(*ListProcessesRequest)(nil),  // 79: fabro.sandbox.v1.ListProcessesRequest
 	(*ListProcessesResponse)(nil), // 80: fabro.sandbox.v1.ListProcessesResponse
-	nil,                           // 81: fabro.sandbox.v1.SandboxSpec.EnvEntry
-	nil,                           // 82: fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	nil,                           // 83: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
-	nil,                           // 84: fabro.sandbox.v1.Sandbox.LabelsEntry
-	nil,                           // 85: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	nil,                           // 86: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 87: fabro.sandbox.v1.ExecSpec.EnvEntry
-	nil,                           // 88: fabro.sandbox.v1.ProcessSpec.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 89: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 90: google.protobuf.Duration
+	(*PauseSandboxRequest)(nil),   // 81: fabro.sandbox.v1.PauseSandboxRequest
+	(*PauseSandboxResponse)(nil),  // 82: fabro.sandbox.v1.PauseSandboxResponse
+	(*ResumeSandboxRequest)(nil),  // 83: fabro.sandbox.v1.ResumeSandboxRequest
+	(*ResumeSandboxResponse)(nil), // 84: fabro.sandbox.v1.ResumeSandboxResponse
+	nil,                           // 85: fabro.sandbox.v1.SandboxSpec.EnvEntry
+	nil,                           // 86: fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	nil,                           // 87: fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	nil,                           // 88: fabro.sandbox.v1.Sandbox.LabelsEntry
+	nil,                           // 89: fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	nil,                           // 90: fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 91: fabro.sandbox.v1.ExecSpec.EnvEntry
+	nil,                           // 92: fabro.sandbox.v1.ProcessSpec.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 93: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 94: google.protobuf.Duration
 }
 var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	81, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
-	82, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
-	83, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
+	85, // 0: fabro.sandbox.v1.SandboxSpec.env:type_name -> fabro.sandbox.v1.SandboxSpec.EnvEntry
+	86, // 1: fabro.sandbox.v1.SandboxSpec.labels:type_name -> fabro.sandbox.v1.SandboxSpec.LabelsEntry
+	87, // 2: fabro.sandbox.v1.SandboxSpec.driver_options:type_name -> fabro.sandbox.v1.SandboxSpec.DriverOptionsEntry
 	13, // 3: fabro.sandbox.v1.SandboxSpec.limits:type_name -> fabro.sandbox.v1.ResourceLimits
 	0,  // 4: fabro.sandbox.v1.Capabilities.isolation:type_name -> fabro.sandbox.v1.Isolation
 	12, // 5: fabro.sandbox.v1.Capabilities.limits:type_name -> fabro.sandbox.v1.LimitSupport
@@ -6149,24 +6365,24 @@ var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	11, // 7: fabro.sandbox.v1.Driver.capabilities:type_name -> fabro.sandbox.v1.Capabilities
 	3,  // 8: fabro.sandbox.v1.Sandbox.state:type_name -> fabro.sandbox.v1.SandboxState
 	11, // 9: fabro.sandbox.v1.Sandbox.capabilities:type_name -> fabro.sandbox.v1.Capabilities
-	84, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
-	85, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
-	89, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	88, // 10: fabro.sandbox.v1.Sandbox.labels:type_name -> fabro.sandbox.v1.Sandbox.LabelsEntry
+	89, // 11: fabro.sandbox.v1.Sandbox.driver_options:type_name -> fabro.sandbox.v1.Sandbox.DriverOptionsEntry
+	93, // 12: fabro.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
 	14, // 13: fabro.sandbox.v1.ListDriversResponse.drivers:type_name -> fabro.sandbox.v1.Driver
 	14, // 14: fabro.sandbox.v1.GetDriverResponse.driver:type_name -> fabro.sandbox.v1.Driver
 	10, // 15: fabro.sandbox.v1.CreateSandboxRequest.spec:type_name -> fabro.sandbox.v1.SandboxSpec
 	15, // 16: fabro.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
 	15, // 17: fabro.sandbox.v1.GetSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
-	86, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
+	90, // 18: fabro.sandbox.v1.ListSandboxesRequest.labels:type_name -> fabro.sandbox.v1.ListSandboxesRequest.LabelsEntry
 	15, // 19: fabro.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> fabro.sandbox.v1.Sandbox
 	4,  // 20: fabro.sandbox.v1.FileInfo.type:type_name -> fabro.sandbox.v1.FileType
-	89, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	93, // 21: fabro.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
 	28, // 22: fabro.sandbox.v1.StatFileResponse.info:type_name -> fabro.sandbox.v1.FileInfo
 	28, // 23: fabro.sandbox.v1.ListDirectoryResponse.entries:type_name -> fabro.sandbox.v1.FileInfo
-	87, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
-	90, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
+	91, // 24: fabro.sandbox.v1.ExecSpec.env:type_name -> fabro.sandbox.v1.ExecSpec.EnvEntry
+	94, // 25: fabro.sandbox.v1.ExecSpec.timeout:type_name -> google.protobuf.Duration
 	5,  // 26: fabro.sandbox.v1.ExecResult.termination:type_name -> fabro.sandbox.v1.Termination
-	90, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	94, // 27: fabro.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
 	46, // 28: fabro.sandbox.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.v1.CaptureStats
 	46, // 29: fabro.sandbox.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.v1.CaptureStats
 	2,  // 30: fabro.sandbox.v1.ExecResult.limit_exceeded:type_name -> fabro.sandbox.v1.LimitExceeded
@@ -6180,16 +6396,16 @@ var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	57, // 38: fabro.sandbox.v1.GrepResponse.matches:type_name -> fabro.sandbox.v1.GrepMatch
 	7,  // 39: fabro.sandbox.v1.GrepResponse.backend:type_name -> fabro.sandbox.v1.GrepBackend
 	62, // 40: fabro.sandbox.v1.WalkResponse.files:type_name -> fabro.sandbox.v1.WalkedFile
-	88, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
-	90, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
+	92, // 41: fabro.sandbox.v1.ProcessSpec.env:type_name -> fabro.sandbox.v1.ProcessSpec.EnvEntry
+	94, // 42: fabro.sandbox.v1.ProcessSpec.timeout:type_name -> google.protobuf.Duration
 	8,  // 43: fabro.sandbox.v1.ProcessSpec.restart:type_name -> fabro.sandbox.v1.RestartPolicy
 	66, // 44: fabro.sandbox.v1.ProcessSpec.readiness:type_name -> fabro.sandbox.v1.ReadinessProbe
 	65, // 45: fabro.sandbox.v1.ProcessSpec.terminal:type_name -> fabro.sandbox.v1.TerminalSize
-	90, // 46: fabro.sandbox.v1.ReadinessProbe.interval:type_name -> google.protobuf.Duration
-	90, // 47: fabro.sandbox.v1.ReadinessProbe.timeout:type_name -> google.protobuf.Duration
+	94, // 46: fabro.sandbox.v1.ReadinessProbe.interval:type_name -> google.protobuf.Duration
+	94, // 47: fabro.sandbox.v1.ReadinessProbe.timeout:type_name -> google.protobuf.Duration
 	64, // 48: fabro.sandbox.v1.Process.spec:type_name -> fabro.sandbox.v1.ProcessSpec
 	9,  // 49: fabro.sandbox.v1.Process.state:type_name -> fabro.sandbox.v1.ProcessState
-	89, // 50: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
+	93, // 50: fabro.sandbox.v1.Process.start_time:type_name -> google.protobuf.Timestamp
 	47, // 51: fabro.sandbox.v1.Process.result:type_name -> fabro.sandbox.v1.ExecResult
 	64, // 52: fabro.sandbox.v1.StartProcessRequest.spec:type_name -> fabro.sandbox.v1.ProcessSpec
 	67, // 53: fabro.sandbox.v1.StartProcessResponse.process:type_name -> fabro.sandbox.v1.Process
@@ -6202,61 +6418,67 @@ var file_fabro_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	67, // 60: fabro.sandbox.v1.AttachProcessResponse.exited:type_name -> fabro.sandbox.v1.Process
 	67, // 61: fabro.sandbox.v1.WaitProcessResponse.process:type_name -> fabro.sandbox.v1.Process
 	67, // 62: fabro.sandbox.v1.ListProcessesResponse.processes:type_name -> fabro.sandbox.v1.Process
-	16, // 63: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
-	18, // 64: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
-	20, // 65: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
-	22, // 66: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
-	24, // 67: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
-	26, // 68: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
-	29, // 69: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
-	31, // 70: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
-	33, // 71: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
-	35, // 72: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
-	37, // 73: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
-	39, // 74: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
-	41, // 75: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
-	43, // 76: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
-	48, // 77: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
-	50, // 78: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
-	54, // 79: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
-	56, // 80: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
-	59, // 81: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
-	61, // 82: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
-	68, // 83: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
-	71, // 84: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
-	75, // 85: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
-	77, // 86: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
-	79, // 87: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
-	17, // 88: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
-	19, // 89: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
-	21, // 90: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
-	23, // 91: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
-	25, // 92: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
-	27, // 93: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
-	30, // 94: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
-	32, // 95: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
-	34, // 96: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
-	36, // 97: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
-	38, // 98: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
-	40, // 99: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
-	42, // 100: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
-	44, // 101: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
-	49, // 102: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
-	53, // 103: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
-	55, // 104: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
-	58, // 105: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
-	60, // 106: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
-	63, // 107: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
-	69, // 108: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
-	74, // 109: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
-	76, // 110: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
-	78, // 111: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
-	80, // 112: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
-	88, // [88:113] is the sub-list for method output_type
-	63, // [63:88] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	15, // 63: fabro.sandbox.v1.PauseSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	15, // 64: fabro.sandbox.v1.ResumeSandboxResponse.sandbox:type_name -> fabro.sandbox.v1.Sandbox
+	16, // 65: fabro.sandbox.v1.SandboxService.ListDrivers:input_type -> fabro.sandbox.v1.ListDriversRequest
+	18, // 66: fabro.sandbox.v1.SandboxService.GetDriver:input_type -> fabro.sandbox.v1.GetDriverRequest
+	20, // 67: fabro.sandbox.v1.SandboxService.CreateSandbox:input_type -> fabro.sandbox.v1.CreateSandboxRequest
+	22, // 68: fabro.sandbox.v1.SandboxService.GetSandbox:input_type -> fabro.sandbox.v1.GetSandboxRequest
+	24, // 69: fabro.sandbox.v1.SandboxService.ListSandboxes:input_type -> fabro.sandbox.v1.ListSandboxesRequest
+	26, // 70: fabro.sandbox.v1.SandboxService.DeleteSandbox:input_type -> fabro.sandbox.v1.DeleteSandboxRequest
+	29, // 71: fabro.sandbox.v1.SandboxService.ReadFile:input_type -> fabro.sandbox.v1.ReadFileRequest
+	31, // 72: fabro.sandbox.v1.SandboxService.ReadFileBytes:input_type -> fabro.sandbox.v1.ReadFileBytesRequest
+	33, // 73: fabro.sandbox.v1.SandboxService.WriteFile:input_type -> fabro.sandbox.v1.WriteFileRequest
+	35, // 74: fabro.sandbox.v1.SandboxService.DeleteFile:input_type -> fabro.sandbox.v1.DeleteFileRequest
+	37, // 75: fabro.sandbox.v1.SandboxService.StatFile:input_type -> fabro.sandbox.v1.StatFileRequest
+	39, // 76: fabro.sandbox.v1.SandboxService.ListDirectory:input_type -> fabro.sandbox.v1.ListDirectoryRequest
+	41, // 77: fabro.sandbox.v1.SandboxService.RenameFile:input_type -> fabro.sandbox.v1.RenameFileRequest
+	43, // 78: fabro.sandbox.v1.SandboxService.MakeDirectory:input_type -> fabro.sandbox.v1.MakeDirectoryRequest
+	48, // 79: fabro.sandbox.v1.SandboxService.Exec:input_type -> fabro.sandbox.v1.ExecRequest
+	50, // 80: fabro.sandbox.v1.SandboxService.ExecStream:input_type -> fabro.sandbox.v1.ExecStreamRequest
+	54, // 81: fabro.sandbox.v1.SandboxService.CancelExec:input_type -> fabro.sandbox.v1.CancelExecRequest
+	56, // 82: fabro.sandbox.v1.SandboxService.Grep:input_type -> fabro.sandbox.v1.GrepRequest
+	59, // 83: fabro.sandbox.v1.SandboxService.Glob:input_type -> fabro.sandbox.v1.GlobRequest
+	61, // 84: fabro.sandbox.v1.SandboxService.Walk:input_type -> fabro.sandbox.v1.WalkRequest
+	68, // 85: fabro.sandbox.v1.SandboxService.StartProcess:input_type -> fabro.sandbox.v1.StartProcessRequest
+	71, // 86: fabro.sandbox.v1.SandboxService.AttachProcess:input_type -> fabro.sandbox.v1.AttachProcessRequest
+	75, // 87: fabro.sandbox.v1.SandboxService.SignalProcess:input_type -> fabro.sandbox.v1.SignalProcessRequest
+	77, // 88: fabro.sandbox.v1.SandboxService.WaitProcess:input_type -> fabro.sandbox.v1.WaitProcessRequest
+	79, // 89: fabro.sandbox.v1.SandboxService.ListProcesses:input_type -> fabro.sandbox.v1.ListProcessesRequest
+	81, // 90: fabro.sandbox.v1.SandboxService.PauseSandbox:input_type -> fabro.sandbox.v1.PauseSandboxRequest
+	83, // 91: fabro.sandbox.v1.SandboxService.ResumeSandbox:input_type -> fabro.sandbox.v1.ResumeSandboxRequest
+	17, // 92: fabro.sandbox.v1.SandboxService.ListDrivers:output_type -> fabro.sandbox.v1.ListDriversResponse
+	19, // 93: fabro.sandbox.v1.SandboxService.GetDriver:output_type -> fabro.sandbox.v1.GetDriverResponse
+	21, // 94: fabro.sandbox.v1.SandboxService.CreateSandbox:output_type -> fabro.sandbox.v1.CreateSandboxResponse
+	23, // 95: fabro.sandbox.v1.SandboxService.GetSandbox:output_type -> fabro.sandbox.v1.GetSandboxResponse
+	25, // 96: fabro.sandbox.v1.SandboxService.ListSandboxes:output_type -> fabro.sandbox.v1.ListSandboxesResponse
+	27, // 97: fabro.sandbox.v1.SandboxService.DeleteSandbox:output_type -> fabro.sandbox.v1.DeleteSandboxResponse
+	30, // 98: fabro.sandbox.v1.SandboxService.ReadFile:output_type -> fabro.sandbox.v1.ReadFileResponse
+	32, // 99: fabro.sandbox.v1.SandboxService.ReadFileBytes:output_type -> fabro.sandbox.v1.ReadFileBytesResponse
+	34, // 100: fabro.sandbox.v1.SandboxService.WriteFile:output_type -> fabro.sandbox.v1.WriteFileResponse
+	36, // 101: fabro.sandbox.v1.SandboxService.DeleteFile:output_type -> fabro.sandbox.v1.DeleteFileResponse
+	38, // 102: fabro.sandbox.v1.SandboxService.StatFile:output_type -> fabro.sandbox.v1.StatFileResponse
+	40, // 103: fabro.sandbox.v1.SandboxService.ListDirectory:output_type -> fabro.sandbox.v1.ListDirectoryResponse
+	42, // 104: fabro.sandbox.v1.SandboxService.RenameFile:output_type -> fabro.sandbox.v1.RenameFileResponse
+	44, // 105: fabro.sandbox.v1.SandboxService.MakeDirectory:output_type -> fabro.sandbox.v1.MakeDirectoryResponse
+	49, // 106: fabro.sandbox.v1.SandboxService.Exec:output_type -> fabro.sandbox.v1.ExecResponse
+	53, // 107: fabro.sandbox.v1.SandboxService.ExecStream:output_type -> fabro.sandbox.v1.ExecStreamResponse
+	55, // 108: fabro.sandbox.v1.SandboxService.CancelExec:output_type -> fabro.sandbox.v1.CancelExecResponse
+	58, // 109: fabro.sandbox.v1.SandboxService.Grep:output_type -> fabro.sandbox.v1.GrepResponse
+	60, // 110: fabro.sandbox.v1.SandboxService.Glob:output_type -> fabro.sandbox.v1.GlobResponse
+	63, // 111: fabro.sandbox.v1.SandboxService.Walk:output_type -> fabro.sandbox.v1.WalkResponse
+	69, // 112: fabro.sandbox.v1.SandboxService.StartProcess:output_type -> fabro.sandbox.v1.StartProcessResponse
+	74, // 113: fabro.sandbox.v1.SandboxService.AttachProcess:output_type -> fabro.sandbox.v1.AttachProcessResponse
+	76, // 114: fabro.sandbox.v1.SandboxService.SignalProcess:output_type -> fabro.sandbox.v1.SignalProcessResponse
+	78, // 115: fabro.sandbox.v1.SandboxService.WaitProcess:output_type -> fabro.sandbox.v1.WaitProcessResponse
+	80, // 116: fabro.sandbox.v1.SandboxService.ListProcesses:output_type -> fabro.sandbox.v1.ListProcessesResponse
+	82, // 117: fabro.sandbox.v1.SandboxService.PauseSandbox:output_type -> fabro.sandbox.v1.PauseSandboxResponse
+	84, // 118: fabro.sandbox.v1.SandboxService.ResumeSandbox:output_type -> fabro.sandbox.v1.ResumeSandboxResponse
+	92, // [92:119] is the sub-list for method output_type
+	65, // [65:92] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_v1_sandbox_proto_init() }
@@ -6288,7 +6510,7 @@ func file_fabro_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_v1_sandbox_proto_rawDesc), len(file_fabro_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   79,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

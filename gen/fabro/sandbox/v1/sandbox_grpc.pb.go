@@ -44,6 +44,8 @@ const (
 	SandboxService_SignalProcess_FullMethodName = "/fabro.sandbox.v1.SandboxService/SignalProcess"
 	SandboxService_WaitProcess_FullMethodName   = "/fabro.sandbox.v1.SandboxService/WaitProcess"
 	SandboxService_ListProcesses_FullMethodName = "/fabro.sandbox.v1.SandboxService/ListProcesses"
+	SandboxService_PauseSandbox_FullMethodName  = "/fabro.sandbox.v1.SandboxService/PauseSandbox"
+	SandboxService_ResumeSandbox_FullMethodName = "/fabro.sandbox.v1.SandboxService/ResumeSandbox"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -244,6 +246,16 @@ type SandboxServiceClient interface {
 	// ListProcesses lists the caller's processes of a sandbox (an admin's: all
 	// of them), oldest first.
 	ListProcesses(ctx context.Context, in *ListProcessesRequest, opts ...grpc.CallOption) (*ListProcessesResponse, error)
+	// PauseSandbox freezes every process of the sandbox (state PAUSED): they
+	// use no CPU and see no time pass but keep their memory, output logs and
+	// connections. Exec and StartProcess are FAILED_PRECONDITION
+	// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+	// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+	// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+	PauseSandbox(ctx context.Context, in *PauseSandboxRequest, opts ...grpc.CallOption) (*PauseSandboxResponse, error)
+	// ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+	// that is not paused succeeds.
+	ResumeSandbox(ctx context.Context, in *ResumeSandboxRequest, opts ...grpc.CallOption) (*ResumeSandboxResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -525,6 +537,26 @@ func (c *sandboxServiceClient) ListProcesses(ctx context.Context, in *ListProces
 	return out, nil
 }
 
+func (c *sandboxServiceClient) PauseSandbox(ctx context.Context, in *PauseSandboxRequest, opts ...grpc.CallOption) (*PauseSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseSandboxResponse)
+	err := c.cc.Invoke(ctx, SandboxService_PauseSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) ResumeSandbox(ctx context.Context, in *ResumeSandboxRequest, opts ...grpc.CallOption) (*ResumeSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeSandboxResponse)
+	err := c.cc.Invoke(ctx, SandboxService_ResumeSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -723,6 +755,16 @@ type SandboxServiceServer interface {
 	// ListProcesses lists the caller's processes of a sandbox (an admin's: all
 	// of them), oldest first.
 	ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error)
+	// PauseSandbox freezes every process of the sandbox (state PAUSED): they
+	// use no CPU and see no time pass but keep their memory, output logs and
+	// connections. Exec and StartProcess are FAILED_PRECONDITION
+	// (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+	// Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+	// FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+	PauseSandbox(context.Context, *PauseSandboxRequest) (*PauseSandboxResponse, error)
+	// ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+	// that is not paused succeeds.
+	ResumeSandbox(context.Context, *ResumeSandboxRequest) (*ResumeSandboxResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -807,6 +849,12 @@ func (UnimplementedSandboxServiceServer) WaitProcess(context.Context, *WaitProce
 }
 func (UnimplementedSandboxServiceServer) ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProcesses not implemented")
+}
+func (UnimplementedSandboxServiceServer) PauseSandbox(context.Context, *PauseSandboxRequest) (*PauseSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseSandbox not implemented")
+}
+func (UnimplementedSandboxServiceServer) ResumeSandbox(context.Context, *ResumeSandboxRequest) (*ResumeSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSandbox not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -1254,6 +1302,42 @@ func _SandboxService_ListProcesses_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_PauseSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).PauseSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_PauseSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).PauseSandbox(ctx, req.(*PauseSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_ResumeSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).ResumeSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_ResumeSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).ResumeSandbox(ctx, req.(*ResumeSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1348,6 +1432,14 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListProcesses",
 			Handler:    _SandboxService_ListProcesses_Handler,
+		},
+		{
+			MethodName: "PauseSandbox",
+			Handler:    _SandboxService_PauseSandbox_Handler,
+		},
+		{
+			MethodName: "ResumeSandbox",
+			Handler:    _SandboxService_ResumeSandbox_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

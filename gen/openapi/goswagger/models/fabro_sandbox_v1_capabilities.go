@@ -33,6 +33,9 @@ type FabroSandboxV1Capabilities struct {
 	// may all arrive when it ends.
 	LiveStreaming bool `json:"liveStreaming,omitempty"`
 
+	// PauseSandbox and ResumeSandbox freeze and thaw the sandbox's processes.
+	Pause bool `json:"pause,omitempty"`
+
 	// The processes facet: StartProcess, AttachProcess (interactive stdin),
 	// SignalProcess, WaitProcess, ListProcesses.
 	Processes bool `json:"processes,omitempty"`

@@ -20,6 +20,9 @@ import (
 //
 // DeleteSandbox is useful then.
 //   - SANDBOX_STATE_DELETING: Being deleted.
+//   - SANDBOX_STATE_PAUSED: Frozen by PauseSandbox: file and search calls work, commands do not
+//
+// start, and running ones make no progress until ResumeSandbox.
 //
 // swagger:model fabro.sandbox.v1.SandboxState
 type FabroSandboxV1SandboxState string
@@ -49,6 +52,9 @@ const (
 
 	// FabroSandboxV1SandboxStateSANDBOXSTATEDELETING captures enum value "SANDBOX_STATE_DELETING"
 	FabroSandboxV1SandboxStateSANDBOXSTATEDELETING FabroSandboxV1SandboxState = "SANDBOX_STATE_DELETING"
+
+	// FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED captures enum value "SANDBOX_STATE_PAUSED"
+	FabroSandboxV1SandboxStateSANDBOXSTATEPAUSED FabroSandboxV1SandboxState = "SANDBOX_STATE_PAUSED"
 )
 
 // for schema
@@ -56,7 +62,7 @@ var fabroSandboxV1SandboxStateEnum []any
 
 func init() {
 	var res []FabroSandboxV1SandboxState
-	if err := json.Unmarshal([]byte(`["SANDBOX_STATE_UNSPECIFIED","SANDBOX_STATE_CREATING","SANDBOX_STATE_READY","SANDBOX_STATE_FAILED","SANDBOX_STATE_DELETING"]`), &res); err != nil {
+	if err := json.Unmarshal([]byte(`["SANDBOX_STATE_UNSPECIFIED","SANDBOX_STATE_CREATING","SANDBOX_STATE_READY","SANDBOX_STATE_FAILED","SANDBOX_STATE_DELETING","SANDBOX_STATE_PAUSED"]`), &res); err != nil {
 		panic(err)
 	}
 	for _, v := range res {

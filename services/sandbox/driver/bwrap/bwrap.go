@@ -22,7 +22,6 @@
 package bwrap
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -189,6 +188,7 @@ func (d *Driver) Name() string { return Name }
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Isolation: driver.IsolationNamespace, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true,
+		Processes: true, Terminals: true, Pause: freezerRoot() != "",
 		Limits: d.limitSupport(),
 	}
 }
@@ -438,6 +438,8 @@ type sandbox struct {
 	claimed        bool          // id's uid is from the range, released on Delete
 	root           *os.Root      // the workspace, for Grep's open
 	releaseOnce    atomic.Bool
+	procs          procSet // StartProcess's (process.go)
+	frz            freezer // Pause's (pause.go)
 }
 
 // Info implements driver.Sandbox.
@@ -454,6 +456,7 @@ func (s *sandbox) Check(context.Context) error {
 // Delete implements driver.Sandbox. A reopened managed workspace is the
 // local driver's as a given directory, so it is removed here.
 func (s *sandbox) Delete(ctx context.Context) error {
+	s.endAll()
 	if err := s.Sandbox.Delete(ctx); err != nil {
 		return err
 	}
@@ -466,6 +469,7 @@ func (s *sandbox) Delete(ctx context.Context) error {
 		}
 	}
 	s.root.Close()
+	s.frz.remove()
 	if s.claimed && s.releaseOnce.CompareAndSwap(false, true) {
 		s.d.releaseUID(s.id.cred.Uid)
 	}
@@ -505,84 +509,17 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	if err != nil {
 		return driver.ExecResult{}, err
 	}
-	// A disk limit bounds /tmp (a tmpfs, in memory) as it bounds the
-	// workspace.
-	args := s.d.args(cmp.Or(s.limits.DiskBytes, s.d.cfg.TmpBytes), s.info.RootDirectory, dir, s.network, initPath, InitArg, "bash", "-c", spec.Command)
-	args = append(envArgs(s.env, spec.Env), args...)
-	cmd := exec.Command(s.d.cfg.Bwrap, args...)
-	g, err := s.d.cgroups.newGroup("fabro-exec-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(os.Getpid()), s.limits)
-	if err != nil {
-		return driver.ExecResult{}, fmt.Errorf("cgroup for the command: %w", err)
-	}
-	if g != nil {
-		defer g.remove()
-		if err := g.chown(s.id); err != nil {
-			return driver.ExecResult{}, fmt.Errorf("cgroup for the command: %w", err)
-		}
-		// A shell, already the sandbox's uid, joins the groups, then
-		// becomes bwrap: nothing of the command ever runs outside them.
-		joinArgs := append([]string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "fabro-cgroup-join"}, g.procs()...)
-		cmd = exec.Command("/bin/sh", append(append(joinArgs, "--", s.d.cfg.Bwrap), args...)...)
-	}
-	// bwrap (and the shell that joins the cgroups) run on the host, before
-	// any namespace exists: they get no variable of the caller's, which
-	// could otherwise be LD_PRELOAD naming a library the command wrote. The
-	// command's environment is set inside, by bwrap (envArgs).
-	cmd.Env = hostEnv
-	// Its own group, so that killing bwrap kills nothing of ours; bwrap
-	// dies with us, and the sandbox with bwrap.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.id.cred}
-	cmd.WaitDelay = drainGrace
+	var stdin io.Reader
 	if len(spec.Stdin) > 0 {
-		cmd.Stdin = bytes.NewReader(spec.Stdin)
+		stdin = bytes.NewReader(spec.Stdin)
 	}
-	pipes, err := newPipes()
+	start := time.Now()
+	l, err := s.launch(dir, spec.Command, spec.Env, stdin, nil)
 	if err != nil {
 		return driver.ExecResult{}, err
 	}
-	defer pipes.close()
-	cmd.Stdout, cmd.Stderr = pipes.outW, pipes.errW
-	cmd.ExtraFiles = []*os.File{pipes.ctlR, pipes.stW}
-	var infoR *os.File
-	if s.network {
-		var infoW *os.File
-		if infoR, infoW, err = os.Pipe(); err != nil {
-			return driver.ExecResult{}, err
-		}
-		defer infoR.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, infoW) // infoFD
-		defer infoW.Close()
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		if errors.Is(err, syscall.E2BIG) {
-			return driver.ExecResult{}, fmt.Errorf("%w: the command or its environment is longer than exec takes (128 KiB for the command); write a script to a file and run that", driver.ErrInvalid)
-		}
-		return driver.ExecResult{}, fmt.Errorf("start bwrap: %w", err)
-	}
-	pipes.closeChildEnds()
-	status := bufio.NewReader(pipes.stR)
-	if s.network {
-		cmd.ExtraFiles[2].Close()
-		// slirp4netns configures the namespace once bwrap is done with it.
-		pipes.stR.SetReadDeadline(time.Now().Add(netSetupTimeout))
-		line, err := status.ReadString('\n')
-		pipes.stR.SetReadDeadline(time.Time{})
-		var net *slirp
-		if err == nil && line == "ready\n" {
-			net, err = s.d.startNet(infoR, s.id)
-		} else if err == nil {
-			err = fmt.Errorf("the init said %q", line)
-		}
-		if err != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			cmd.Wait()
-			return driver.ExecResult{}, fmt.Errorf("network for the command: %w", err)
-		}
-		defer net.stop()
-	}
-	// The init starts the command once told: the network, if any, is up.
-	pipes.ctlW.Write([]byte{'G'})
+	defer l.close()
+	cmd, pipes := l.cmd, l.pipes
 
 	var sinkMu sync.Mutex
 	sinkOK := out != nil && out.Started() == nil
@@ -608,14 +545,11 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 	readers.Go(func() { read(pipes.outR, stdout, driver.Stdout) })
 	readers.Go(func() { read(pipes.errR, stderr, driver.Stderr) })
 	statusCh := make(chan string, 1)
-	go func() {
-		b, _ := io.ReadAll(status)
-		statusCh <- strings.TrimSpace(strings.TrimPrefix(string(b), "ready\n"))
-	}()
+	go func() { statusCh <- l.readStatus() }()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
-	ctl := func(b byte) { pipes.ctlW.Write([]byte{b}) }
+	ctl := func(b byte) { l.ctl(b) }
 	term := driver.Exited
 	stop := func(t driver.Termination) {
 		term = t
@@ -673,26 +607,14 @@ func (s *sandbox) Exec(ctx context.Context, spec driver.ExecSpec, out driver.Out
 		Termination: term, Duration: time.Since(start), StreamsSeparated: true,
 		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StdoutStats: stdout.Stats(), StderrStats: stderr.Stats(),
 	}
-	if g != nil {
-		res.LimitHit = g.hit()
+	if l.group != nil {
+		res.LimitHit = l.group.hit()
 	}
 	if res.LimitHit == driver.LimitNone && s.limits.DiskBytes > 0 && diskimage.Has(s.info.RootDirectory) && diskimage.Full(s.info.RootDirectory) {
 		res.LimitHit = driver.LimitDisk
 	}
-	// Only the init writes the status (no command can reach its pipe);
-	// its first line is all that is read.
-	st, _, _ = strings.Cut(st, "\n")
-	kind, num, _ := strings.Cut(st, " ")
-	n, nerr := strconv.Atoi(num)
-	switch {
-	case kind == "exit" && nerr == nil:
-		res.ExitCode = &n
-	case kind == "signal" && nerr == nil:
-		res.Signal = driver.SignalName(n)
-	case kind == "error" && strings.Contains(num, "executable file not found"):
-		return driver.ExecResult{}, fmt.Errorf("%w: %s", driver.ErrBashMissing, num)
-	default:
-		return driver.ExecResult{}, fmt.Errorf("bwrap ended without the command's status (%v): %s", werr, bytes.TrimSpace(stderr.Bytes()))
+	if err := l.result(st, werr, stderr.Bytes(), &res); err != nil {
+		return driver.ExecResult{}, err
 	}
 	return res, nil
 }

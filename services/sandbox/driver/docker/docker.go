@@ -151,7 +151,7 @@ func (d *Driver) Name() string { return Name }
 // Capabilities implements driver.Driver.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Isolation: driver.IsolationContainer, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true, Processes: true,
+		Isolation: driver.IsolationContainer, LiveStreaming: true, StreamsSeparated: true, Stdin: true, Cancel: true, Commands: true, Processes: true, Terminals: true, Pause: true,
 		Limits: driver.LimitSupport{Memory: true, Processes: true, CPU: true, NetworkNone: true, Disk: d.diskSupported() == nil},
 	}
 }

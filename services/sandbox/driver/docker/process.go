@@ -50,17 +50,26 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 	cr, err := s.d.cli.ContainerExecCreate(ctx, s.p.name, container.ExecOptions{
 		User: s.p.user, WorkingDir: path.Join(s.p.workdir, rel), Env: env,
 		Cmd:          []string{"perl", "-e", wrapperScript, s.arch, id, nonce, strconv.FormatInt(noTimeout, 10), strconv.FormatInt(driver.StopGrace.Milliseconds(), 10), spec.Command},
-		AttachStdout: true, AttachStderr: true, AttachStdin: true,
+		AttachStdout: true, AttachStderr: true, AttachStdin: true, Tty: spec.Terminal != nil,
 	})
 	if err != nil {
 		return nil, s.engineErr(ctx, "create exec", err)
 	}
 	// The connection lives as long as the process, not as ctx.
-	hj, err := s.d.cli.ContainerExecAttach(context.WithoutCancel(ctx), cr.ID, container.ExecAttachOptions{})
+	// Tty here too: the engine frames the stream unless the start says tty.
+	hj, err := s.d.cli.ContainerExecAttach(context.WithoutCancel(ctx), cr.ID, container.ExecAttachOptions{Tty: spec.Terminal != nil})
 	if err != nil {
 		return nil, s.engineErr(ctx, "start exec", err)
 	}
-	p := &dockerProcess{s: s, id: id, execID: cr.ID, hj: hj, start: time.Now(), done: make(chan struct{})}
+	p := &dockerProcess{s: s, id: id, execID: cr.ID, hj: hj, start: time.Now(), done: make(chan struct{}), tty: spec.Terminal != nil}
+	if p.tty {
+		// API 1.41 cannot size the terminal at create; the wrapper waits
+		// for this before it starts the command.
+		if err := p.resize(ctx, *spec.Terminal); err != nil {
+			hj.Close()
+			return nil, s.engineErr(ctx, "size the terminal", err)
+		}
+	}
 	if out != nil && out.Started() != nil {
 		out = nil
 	}
@@ -76,6 +85,7 @@ type dockerProcess struct {
 	execID string
 	hj     types.HijackedResponse
 	start  time.Time
+	tty    bool // on a terminal: one raw stream, no frames
 
 	stdinMu sync.Mutex
 	closed  bool // stdin closed
@@ -93,15 +103,29 @@ func (p *dockerProcess) run(nonce string, out driver.Output) {
 			out.Chunk(st, b)
 		}
 	}
-	demux(p.hj.Reader, func(st driver.Stream, b []byte) {
-		if st == driver.Stderr {
-			emit(driver.Stderr, tr.feed(b))
-			return
+	trailerStream := driver.Stderr
+	if p.tty {
+		// The terminal is all of the output, the trailer at its end.
+		trailerStream = driver.Stdout
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := p.hj.Reader.Read(buf)
+			emit(driver.Stdout, tr.feed(buf[:n]))
+			if err != nil {
+				break
+			}
 		}
-		emit(driver.Stdout, b)
-	})
-	emit(driver.Stderr, tr.flush())
-	res := driver.ExecResult{Termination: driver.Exited, Duration: time.Since(p.start), StreamsSeparated: true}
+	} else {
+		demux(p.hj.Reader, func(st driver.Stream, b []byte) {
+			if st == driver.Stderr {
+				emit(driver.Stderr, tr.feed(b))
+				return
+			}
+			emit(driver.Stdout, b)
+		})
+	}
+	emit(trailerStream, tr.flush())
+	res := driver.ExecResult{Termination: driver.Exited, Duration: time.Since(p.start), StreamsSeparated: !p.tty}
 	p.stdinMu.Lock()
 	if p.killed {
 		res.Termination = driver.Killed
@@ -144,7 +168,42 @@ func (w dockerStdin) Close() error {
 		return nil
 	}
 	w.p.closed = true
+	if w.p.tty {
+		// The terminal's end of file: the connection is also the output.
+		_, err := w.p.hj.Conn.Write([]byte{4}) // VEOF, ^D
+		w.p.closed = false
+		return err
+	}
 	return w.p.hj.CloseWrite()
+}
+
+var _ driver.Resizer = (*dockerProcess)(nil)
+
+// Resize implements driver.Resizer.
+func (p *dockerProcess) Resize(size driver.TerminalSize) error {
+	if !p.tty {
+		return fmt.Errorf("%w: the process has no terminal", driver.ErrUnsupported)
+	}
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), signalExec)
+	defer cancel()
+	if err := p.resize(ctx, size); err != nil {
+		select {
+		case <-p.done:
+			return nil // it ended meanwhile
+		default:
+		}
+		return p.s.engineErr(ctx, "resize the terminal", err)
+	}
+	return nil
+}
+
+func (p *dockerProcess) resize(ctx context.Context, size driver.TerminalSize) error {
+	return p.s.d.cli.ContainerExecResize(ctx, p.execID, container.ResizeOptions{Height: uint(size.Rows), Width: uint(size.Cols)})
 }
 
 // wrapperSignals are what the wrapper forwards: TERM to the command's

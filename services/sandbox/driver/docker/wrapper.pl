@@ -11,11 +11,17 @@
 # needs no second exec, which a container at its process limit could refuse. Once bash has exited every remaining descendant is
 # killed and reaped, and only then does a trailer on stderr tell the driver
 # how bash ended and which cgroup limits were hit meanwhile.
+# On a terminal (a process's exec with a tty; Exec never has one) the
+# command's group is made the terminal's foreground group, so that it reads
+# the terminal and gets its ^C and SIGWINCH, and the trailer follows the
+# output on the terminal.
 use strict;
 my ($arch, $id, $nonce, $timeout_ms, $grace_ms, $cmd) = @ARGV;
 my $WNOHANG = 1;
 my %prctl = (x86_64 => 157, aarch64 => 167, ppc64le => 171, s390x => 172, riscv64 => 167);
 my %clock = (x86_64 => 228, aarch64 => 113, ppc64le => 246, s390x => 260, riscv64 => 113);
+my %tiocgwinsz = (x86_64 => 0x5413, aarch64 => 0x5413, ppc64le => 0x40087468, s390x => 0x5413, riscv64 => 0x5413);
+my %tiocspgrp = (x86_64 => 0x5410, aarch64 => 0x5410, ppc64le => 0x80047476, s390x => 0x5410, riscv64 => 0x5410);
 syscall($prctl{$arch}, 36, 1, 0, 0, 0) if defined $prctl{$arch};    # PR_SET_CHILD_SUBREAPER
 # now_ms is CLOCK_MONOTONIC in milliseconds (perl-base has no Time::HiRes).
 sub now_ms {
@@ -66,11 +72,27 @@ $SIG{PIPE} = 'IGNORE';
 pipe(my $wake_r, my $wake_w) or die "fabro: pipe: $!";
 fcntl($wake_w, 4, 2048);    # F_SETFL, O_NONBLOCK
 $SIG{CHLD} = sub { syswrite($wake_w, "x") };
+my $tty = -t STDIN;
+if ($tty) {
+    # Writing to the terminal from outside its foreground group (the
+    # trailer, with `stty tostop`) must not stop this process.
+    $SIG{TTOU} = 'IGNORE';
+    # The engine (API 1.41) makes the terminal 0x0 and the driver sizes it
+    # just after the start: wait for that, so the command sees its size.
+    my $until = now_ms() + 2000;
+    while (defined $tiocgwinsz{$arch} && now_ms() < $until) {
+        my $ws = "\0" x 8;
+        last if ioctl(STDIN, $tiocgwinsz{$arch}, $ws) && unpack('S', $ws) > 0;
+        select(undef, undef, undef, 0.005);
+    }
+}
 my $deadline = now_ms() + $timeout_ms;
 my $child = fork();
 if (!defined $child) { print STDERR "fabro: fork: $!\n"; exit 126; }
 if ($child == 0) {
     setpgrp(0, 0);
+    ioctl(STDIN, $tiocspgrp{$arch}, pack('i', $$)) if $tty && defined $tiocspgrp{$arch};    # tcsetpgrp
+    $SIG{TTOU} = 'DEFAULT';
     # The command, not the container's init or this wrapper, is what the
     # OOM killer should choose at the memory limit.
     if (open(my $adj, '>', '/proc/self/oom_score_adj')) { print $adj "1000\n"; close $adj }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/pty"
 )
 
 var _ driver.ProcessStarter = (*sandbox)(nil)
@@ -54,7 +55,7 @@ func (s *sandbox) StartProcess(ctx context.Context, spec driver.ProcessSpec, out
 	var inR, inW, outR, outW, errR, errW, master *os.File
 	if spec.Terminal != nil {
 		var slave *os.File
-		if master, slave, err = openPty(*spec.Terminal); err != nil {
+		if master, slave, err = pty.Open(*spec.Terminal); err != nil {
 			cg.remove()
 			return nil, err
 		}
@@ -233,16 +234,9 @@ func (p *process) finish(outR, errR *os.File) {
 // end-of-file character instead: the master is also the output.
 func (p *process) Stdin() io.WriteCloser {
 	if p.master != nil {
-		return ptyInput{p.master}
+		return pty.Input(p.master)
 	}
 	return p.stdin
-}
-
-type ptyInput struct{ *os.File }
-
-func (w ptyInput) Close() error {
-	_, err := w.File.Write([]byte{4}) // VEOF, ^D
-	return err
 }
 
 // Resize implements driver.Resizer.
@@ -255,7 +249,7 @@ func (p *process) Resize(size driver.TerminalSize) error {
 	if p.reaped {
 		return nil
 	}
-	return setPtySize(p.master, size)
+	return pty.SetSize(p.master, size)
 }
 
 // Signal implements driver.Process. KILL goes to the whole tree (group,

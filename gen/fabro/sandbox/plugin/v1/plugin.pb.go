@@ -547,7 +547,12 @@ type Capabilities struct {
 	// The limits enforced.
 	Limits *LimitSupport `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
 	// The processes facet: the Process RPC.
-	Processes     bool `protobuf:"varint,8,opt,name=processes,proto3" json:"processes,omitempty"`
+	Processes bool `protobuf:"varint,8,opt,name=processes,proto3" json:"processes,omitempty"`
+	// Processes can run on a terminal (ProcessStart.terminal), resized by
+	// ProcessRequest.resize.
+	Terminals bool `protobuf:"varint,9,opt,name=terminals,proto3" json:"terminals,omitempty"`
+	// The pause facet: the Pause and Resume RPCs.
+	Pause         bool `protobuf:"varint,10,opt,name=pause,proto3" json:"pause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -634,6 +639,20 @@ func (x *Capabilities) GetLimits() *LimitSupport {
 func (x *Capabilities) GetProcesses() bool {
 	if x != nil {
 		return x.Processes
+	}
+	return false
+}
+
+func (x *Capabilities) GetTerminals() bool {
+	if x != nil {
+		return x.Terminals
+	}
+	return false
+}
+
+func (x *Capabilities) GetPause() bool {
+	if x != nil {
+		return x.Pause
 	}
 	return false
 }
@@ -3494,6 +3513,7 @@ type ProcessRequest struct {
 	//	*ProcessRequest_Stdin
 	//	*ProcessRequest_CloseStdin
 	//	*ProcessRequest_Signal
+	//	*ProcessRequest_Resize
 	Request       isProcessRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3572,6 +3592,15 @@ func (x *ProcessRequest) GetSignal() int32 {
 	return 0
 }
 
+func (x *ProcessRequest) GetResize() *TerminalSize {
+	if x != nil {
+		if x, ok := x.Request.(*ProcessRequest_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
 type isProcessRequest_Request interface {
 	isProcessRequest_Request()
 }
@@ -3597,6 +3626,13 @@ type ProcessRequest_Signal struct {
 	Signal int32 `protobuf:"varint,4,opt,name=signal,proto3,oneof"`
 }
 
+type ProcessRequest_Resize struct {
+	// Change the size of the process's terminal (it gets SIGWINCH). Not
+	// answered; ignored for a process without a terminal, which the host
+	// refuses itself.
+	Resize *TerminalSize `protobuf:"bytes,5,opt,name=resize,proto3,oneof"`
+}
+
 func (*ProcessRequest_Start) isProcessRequest_Request() {}
 
 func (*ProcessRequest_Stdin) isProcessRequest_Request() {}
@@ -3604,6 +3640,8 @@ func (*ProcessRequest_Stdin) isProcessRequest_Request() {}
 func (*ProcessRequest_CloseStdin) isProcessRequest_Request() {}
 
 func (*ProcessRequest_Signal) isProcessRequest_Request() {}
+
+func (*ProcessRequest_Resize) isProcessRequest_Request() {}
 
 // ProcessStart is a process to start.
 type ProcessStart struct {
@@ -3615,7 +3653,11 @@ type ProcessStart struct {
 	// The working directory; empty for the sandbox's.
 	Dir string `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`
 	// Environment over the sandbox's.
-	Env           map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Env map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Run it on a terminal (a pty) of this size: stdin, stdout and stderr
+	// are the terminal, all output is stdout, and close_stdin sends the
+	// end-of-file character. Needs Capabilities.terminals.
+	Terminal      *TerminalSize `protobuf:"bytes,5,opt,name=terminal,proto3" json:"terminal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3678,6 +3720,68 @@ func (x *ProcessStart) GetEnv() map[string]string {
 	return nil
 }
 
+func (x *ProcessStart) GetTerminal() *TerminalSize {
+	if x != nil {
+		return x.Terminal
+	}
+	return nil
+}
+
+// TerminalSize is a terminal's size in character cells.
+type TerminalSize struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rows, 1 to 1000.
+	Rows uint32 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Columns, 1 to 1000.
+	Cols          uint32 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSize) Reset() {
+	*x = TerminalSize{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSize) ProtoMessage() {}
+
+func (x *TerminalSize) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
+func (*TerminalSize) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *TerminalSize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TerminalSize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
 // ProcessSignalled answers one signal message, in order.
 type ProcessSignalled struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3691,7 +3795,7 @@ type ProcessSignalled struct {
 
 func (x *ProcessSignalled) Reset() {
 	*x = ProcessSignalled{}
-	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3703,7 +3807,7 @@ func (x *ProcessSignalled) String() string {
 func (*ProcessSignalled) ProtoMessage() {}
 
 func (x *ProcessSignalled) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3716,7 +3820,7 @@ func (x *ProcessSignalled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSignalled.ProtoReflect.Descriptor instead.
 func (*ProcessSignalled) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{50}
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ProcessSignalled) GetDelivered() bool {
@@ -3751,7 +3855,7 @@ type ProcessResponse struct {
 
 func (x *ProcessResponse) Reset() {
 	*x = ProcessResponse{}
-	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +3867,7 @@ func (x *ProcessResponse) String() string {
 func (*ProcessResponse) ProtoMessage() {}
 
 func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +3880,7 @@ func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessResponse.ProtoReflect.Descriptor instead.
 func (*ProcessResponse) Descriptor() ([]byte, []int) {
-	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{51}
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ProcessResponse) GetResponse() isProcessResponse_Response {
@@ -3854,6 +3958,172 @@ func (*ProcessResponse_Result) isProcessResponse_Response() {}
 
 func (*ProcessResponse_Signalled) isProcessResponse_Response() {}
 
+// PauseRequest names the sandbox to pause.
+type PauseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox handle.
+	Sandbox       string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRequest) Reset() {
+	*x = PauseRequest{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRequest) ProtoMessage() {}
+
+func (x *PauseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
+func (*PauseRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *PauseRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+// PauseResponse is empty.
+type PauseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseResponse) Reset() {
+	*x = PauseResponse{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseResponse) ProtoMessage() {}
+
+func (x *PauseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
+func (*PauseResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
+}
+
+// ResumeRequest names the sandbox to resume.
+type ResumeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox handle.
+	Sandbox       string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRequest) Reset() {
+	*x = ResumeRequest{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRequest) ProtoMessage() {}
+
+func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRequest) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ResumeRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+// ResumeResponse is empty.
+type ResumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeResponse) Reset() {
+	*x = ResumeResponse{}
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeResponse) ProtoMessage() {}
+
+func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
+func (*ResumeResponse) Descriptor() ([]byte, []int) {
+	return file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP(), []int{56}
+}
+
 var File_fabro_sandbox_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
@@ -3864,7 +4134,7 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tprocesses\x18\x02 \x01(\bR\tprocesses\x12\x10\n" +
 	"\x03cpu\x18\x03 \x01(\bR\x03cpu\x12!\n" +
 	"\fnetwork_none\x18\x04 \x01(\bR\vnetworkNone\x12\x12\n" +
-	"\x04disk\x18\x05 \x01(\bR\x04disk\"\xcb\x02\n" +
+	"\x04disk\x18\x05 \x01(\bR\x04disk\"\xff\x02\n" +
 	"\fCapabilities\x12@\n" +
 	"\tisolation\x18\x01 \x01(\x0e2\".fabro.sandbox.plugin.v1.IsolationR\tisolation\x12%\n" +
 	"\x0elive_streaming\x18\x02 \x01(\bR\rliveStreaming\x12+\n" +
@@ -3873,7 +4143,10 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12\x1a\n" +
 	"\bcommands\x18\x06 \x01(\bR\bcommands\x12=\n" +
 	"\x06limits\x18\a \x01(\v2%.fabro.sandbox.plugin.v1.LimitSupportR\x06limits\x12\x1c\n" +
-	"\tprocesses\x18\b \x01(\bR\tprocesses\"\xd7\x01\n" +
+	"\tprocesses\x18\b \x01(\bR\tprocesses\x12\x1c\n" +
+	"\tterminals\x18\t \x01(\bR\tterminals\x12\x14\n" +
+	"\x05pause\x18\n" +
+	" \x01(\bR\x05pause\"\xd7\x01\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\x03R\tprocesses\x12\x10\n" +
@@ -4064,22 +4337,27 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\"I\n" +
 	"\fWalkResponse\x129\n" +
-	"\x05files\x18\x01 \x03(\v2#.fabro.sandbox.plugin.v1.WalkedFileR\x05files\"\xaf\x01\n" +
+	"\x05files\x18\x01 \x03(\v2#.fabro.sandbox.plugin.v1.WalkedFileR\x05files\"\xf0\x01\n" +
 	"\x0eProcessRequest\x12=\n" +
 	"\x05start\x18\x01 \x01(\v2%.fabro.sandbox.plugin.v1.ProcessStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
 	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
 	"closeStdin\x12\x18\n" +
-	"\x06signal\x18\x04 \x01(\x05H\x00R\x06signalB\t\n" +
-	"\arequest\"\xce\x01\n" +
+	"\x06signal\x18\x04 \x01(\x05H\x00R\x06signal\x12?\n" +
+	"\x06resize\x18\x05 \x01(\v2%.fabro.sandbox.plugin.v1.TerminalSizeH\x00R\x06resizeB\t\n" +
+	"\arequest\"\x91\x02\n" +
 	"\fProcessStart\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12\x10\n" +
 	"\x03dir\x18\x03 \x01(\tR\x03dir\x12@\n" +
-	"\x03env\x18\x04 \x03(\v2..fabro.sandbox.plugin.v1.ProcessStart.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\x04 \x03(\v2..fabro.sandbox.plugin.v1.ProcessStart.EnvEntryR\x03env\x12A\n" +
+	"\bterminal\x18\x05 \x01(\v2%.fabro.sandbox.plugin.v1.TerminalSizeR\bterminal\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"6\n" +
+	"\fTerminalSize\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\"F\n" +
 	"\x10ProcessSignalled\x12\x1c\n" +
 	"\tdelivered\x18\x01 \x01(\bR\tdelivered\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\xa8\x02\n" +
@@ -4089,7 +4367,13 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06result\x18\x03 \x01(\v2#.fabro.sandbox.plugin.v1.ExecResultH\x00R\x06result\x12I\n" +
 	"\tsignalled\x18\x04 \x01(\v2).fabro.sandbox.plugin.v1.ProcessSignalledH\x00R\tsignalledB\n" +
 	"\n" +
-	"\bresponse*~\n" +
+	"\bresponse\"(\n" +
+	"\fPauseRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\"\x0f\n" +
+	"\rPauseResponse\")\n" +
+	"\rResumeRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\"\x10\n" +
+	"\x0eResumeResponse*~\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_NONE\x10\x01\x12\x17\n" +
@@ -4124,7 +4408,7 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vGrepBackend\x12\x1c\n" +
 	"\x18GREP_BACKEND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GREP_BACKEND_RIPGREP\x10\x01\x12\x16\n" +
-	"\x12GREP_BACKEND_POSIX\x10\x022\xf9\f\n" +
+	"\x12GREP_BACKEND_POSIX\x10\x022\xac\x0e\n" +
 	"\x13DriverPluginService\x12_\n" +
 	"\bDescribe\x12(.fabro.sandbox.plugin.v1.DescribeRequest\x1a).fabro.sandbox.plugin.v1.DescribeResponse\x12b\n" +
 	"\tAvailable\x12).fabro.sandbox.plugin.v1.AvailableRequest\x1a*.fabro.sandbox.plugin.v1.AvailableResponse\x12Y\n" +
@@ -4140,7 +4424,9 @@ const file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06Rename\x12&.fabro.sandbox.plugin.v1.RenameRequest\x1a'.fabro.sandbox.plugin.v1.RenameResponse\x12V\n" +
 	"\x05Mkdir\x12%.fabro.sandbox.plugin.v1.MkdirRequest\x1a&.fabro.sandbox.plugin.v1.MkdirResponse\x12W\n" +
 	"\x04Exec\x12$.fabro.sandbox.plugin.v1.ExecRequest\x1a%.fabro.sandbox.plugin.v1.ExecResponse(\x010\x01\x12`\n" +
-	"\aProcess\x12'.fabro.sandbox.plugin.v1.ProcessRequest\x1a(.fabro.sandbox.plugin.v1.ProcessResponse(\x010\x01\x12S\n" +
+	"\aProcess\x12'.fabro.sandbox.plugin.v1.ProcessRequest\x1a(.fabro.sandbox.plugin.v1.ProcessResponse(\x010\x01\x12V\n" +
+	"\x05Pause\x12%.fabro.sandbox.plugin.v1.PauseRequest\x1a&.fabro.sandbox.plugin.v1.PauseResponse\x12Y\n" +
+	"\x06Resume\x12&.fabro.sandbox.plugin.v1.ResumeRequest\x1a'.fabro.sandbox.plugin.v1.ResumeResponse\x12S\n" +
 	"\x04Grep\x12$.fabro.sandbox.plugin.v1.GrepRequest\x1a%.fabro.sandbox.plugin.v1.GrepResponse\x12S\n" +
 	"\x04Glob\x12$.fabro.sandbox.plugin.v1.GlobRequest\x1a%.fabro.sandbox.plugin.v1.GlobResponse\x12S\n" +
 	"\x04Walk\x12$.fabro.sandbox.plugin.v1.WalkRequest\x1a%.fabro.sandbox.plugin.v1.WalkResponseB\xec\x01\n" +
@@ -4159,7 +4445,7 @@ func file_fabro_sandbox_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_fabro_sandbox_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_fabro_sandbox_plugin_v1_plugin_proto_goTypes = []any{
 	(Isolation)(0),              // 0: fabro.sandbox.plugin.v1.Isolation
 	(Network)(0),                // 1: fabro.sandbox.plugin.v1.Network
@@ -4218,22 +4504,27 @@ var file_fabro_sandbox_plugin_v1_plugin_proto_goTypes = []any{
 	(*WalkResponse)(nil),        // 54: fabro.sandbox.plugin.v1.WalkResponse
 	(*ProcessRequest)(nil),      // 55: fabro.sandbox.plugin.v1.ProcessRequest
 	(*ProcessStart)(nil),        // 56: fabro.sandbox.plugin.v1.ProcessStart
-	(*ProcessSignalled)(nil),    // 57: fabro.sandbox.plugin.v1.ProcessSignalled
-	(*ProcessResponse)(nil),     // 58: fabro.sandbox.plugin.v1.ProcessResponse
-	nil,                         // 59: fabro.sandbox.plugin.v1.Spec.EnvEntry
-	nil,                         // 60: fabro.sandbox.plugin.v1.Spec.LabelsEntry
-	nil,                         // 61: fabro.sandbox.plugin.v1.Spec.OptionsEntry
-	nil,                         // 62: fabro.sandbox.plugin.v1.ExecStart.EnvEntry
-	nil,                         // 63: fabro.sandbox.plugin.v1.ProcessStart.EnvEntry
-	(*durationpb.Duration)(nil), // 64: google.protobuf.Duration
+	(*TerminalSize)(nil),        // 57: fabro.sandbox.plugin.v1.TerminalSize
+	(*ProcessSignalled)(nil),    // 58: fabro.sandbox.plugin.v1.ProcessSignalled
+	(*ProcessResponse)(nil),     // 59: fabro.sandbox.plugin.v1.ProcessResponse
+	(*PauseRequest)(nil),        // 60: fabro.sandbox.plugin.v1.PauseRequest
+	(*PauseResponse)(nil),       // 61: fabro.sandbox.plugin.v1.PauseResponse
+	(*ResumeRequest)(nil),       // 62: fabro.sandbox.plugin.v1.ResumeRequest
+	(*ResumeResponse)(nil),      // 63: fabro.sandbox.plugin.v1.ResumeResponse
+	nil,                         // 64: fabro.sandbox.plugin.v1.Spec.EnvEntry
+	nil,                         // 65: fabro.sandbox.plugin.v1.Spec.LabelsEntry
+	nil,                         // 66: fabro.sandbox.plugin.v1.Spec.OptionsEntry
+	nil,                         // 67: fabro.sandbox.plugin.v1.ExecStart.EnvEntry
+	nil,                         // 68: fabro.sandbox.plugin.v1.ProcessStart.EnvEntry
+	(*durationpb.Duration)(nil), // 69: google.protobuf.Duration
 }
 var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: fabro.sandbox.plugin.v1.Capabilities.isolation:type_name -> fabro.sandbox.plugin.v1.Isolation
 	7,  // 1: fabro.sandbox.plugin.v1.Capabilities.limits:type_name -> fabro.sandbox.plugin.v1.LimitSupport
 	1,  // 2: fabro.sandbox.plugin.v1.Limits.network:type_name -> fabro.sandbox.plugin.v1.Network
-	59, // 3: fabro.sandbox.plugin.v1.Spec.env:type_name -> fabro.sandbox.plugin.v1.Spec.EnvEntry
-	60, // 4: fabro.sandbox.plugin.v1.Spec.labels:type_name -> fabro.sandbox.plugin.v1.Spec.LabelsEntry
-	61, // 5: fabro.sandbox.plugin.v1.Spec.options:type_name -> fabro.sandbox.plugin.v1.Spec.OptionsEntry
+	64, // 3: fabro.sandbox.plugin.v1.Spec.env:type_name -> fabro.sandbox.plugin.v1.Spec.EnvEntry
+	65, // 4: fabro.sandbox.plugin.v1.Spec.labels:type_name -> fabro.sandbox.plugin.v1.Spec.LabelsEntry
+	66, // 5: fabro.sandbox.plugin.v1.Spec.options:type_name -> fabro.sandbox.plugin.v1.Spec.OptionsEntry
 	9,  // 6: fabro.sandbox.plugin.v1.Spec.limits:type_name -> fabro.sandbox.plugin.v1.Limits
 	8,  // 7: fabro.sandbox.plugin.v1.Info.capabilities:type_name -> fabro.sandbox.plugin.v1.Capabilities
 	8,  // 8: fabro.sandbox.plugin.v1.DescribeResponse.capabilities:type_name -> fabro.sandbox.plugin.v1.Capabilities
@@ -4247,14 +4538,14 @@ var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	30, // 16: fabro.sandbox.plugin.v1.ListDirResponse.entries:type_name -> fabro.sandbox.plugin.v1.FileInfo
 	40, // 17: fabro.sandbox.plugin.v1.ExecRequest.start:type_name -> fabro.sandbox.plugin.v1.ExecStart
 	41, // 18: fabro.sandbox.plugin.v1.ExecRequest.stop:type_name -> fabro.sandbox.plugin.v1.ExecStop
-	62, // 19: fabro.sandbox.plugin.v1.ExecStart.env:type_name -> fabro.sandbox.plugin.v1.ExecStart.EnvEntry
-	64, // 20: fabro.sandbox.plugin.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
+	67, // 19: fabro.sandbox.plugin.v1.ExecStart.env:type_name -> fabro.sandbox.plugin.v1.ExecStart.EnvEntry
+	69, // 20: fabro.sandbox.plugin.v1.ExecStart.timeout:type_name -> google.protobuf.Duration
 	43, // 21: fabro.sandbox.plugin.v1.ExecResponse.started:type_name -> fabro.sandbox.plugin.v1.ExecStarted
 	44, // 22: fabro.sandbox.plugin.v1.ExecResponse.output:type_name -> fabro.sandbox.plugin.v1.ExecOutput
 	46, // 23: fabro.sandbox.plugin.v1.ExecResponse.result:type_name -> fabro.sandbox.plugin.v1.ExecResult
 	3,  // 24: fabro.sandbox.plugin.v1.ExecOutput.stream:type_name -> fabro.sandbox.plugin.v1.Stream
 	4,  // 25: fabro.sandbox.plugin.v1.ExecResult.termination:type_name -> fabro.sandbox.plugin.v1.Termination
-	64, // 26: fabro.sandbox.plugin.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	69, // 26: fabro.sandbox.plugin.v1.ExecResult.duration:type_name -> google.protobuf.Duration
 	45, // 27: fabro.sandbox.plugin.v1.ExecResult.stdout_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
 	45, // 28: fabro.sandbox.plugin.v1.ExecResult.stderr_stats:type_name -> fabro.sandbox.plugin.v1.CaptureStats
 	5,  // 29: fabro.sandbox.plugin.v1.ExecResult.limit_hit:type_name -> fabro.sandbox.plugin.v1.LimitHit
@@ -4263,52 +4554,58 @@ var file_fabro_sandbox_plugin_v1_plugin_proto_depIdxs = []int32{
 	6,  // 32: fabro.sandbox.plugin.v1.GrepResponse.backend:type_name -> fabro.sandbox.plugin.v1.GrepBackend
 	53, // 33: fabro.sandbox.plugin.v1.WalkResponse.files:type_name -> fabro.sandbox.plugin.v1.WalkedFile
 	56, // 34: fabro.sandbox.plugin.v1.ProcessRequest.start:type_name -> fabro.sandbox.plugin.v1.ProcessStart
-	63, // 35: fabro.sandbox.plugin.v1.ProcessStart.env:type_name -> fabro.sandbox.plugin.v1.ProcessStart.EnvEntry
-	43, // 36: fabro.sandbox.plugin.v1.ProcessResponse.started:type_name -> fabro.sandbox.plugin.v1.ExecStarted
-	44, // 37: fabro.sandbox.plugin.v1.ProcessResponse.output:type_name -> fabro.sandbox.plugin.v1.ExecOutput
-	46, // 38: fabro.sandbox.plugin.v1.ProcessResponse.result:type_name -> fabro.sandbox.plugin.v1.ExecResult
-	57, // 39: fabro.sandbox.plugin.v1.ProcessResponse.signalled:type_name -> fabro.sandbox.plugin.v1.ProcessSignalled
-	12, // 40: fabro.sandbox.plugin.v1.DriverPluginService.Describe:input_type -> fabro.sandbox.plugin.v1.DescribeRequest
-	14, // 41: fabro.sandbox.plugin.v1.DriverPluginService.Available:input_type -> fabro.sandbox.plugin.v1.AvailableRequest
-	16, // 42: fabro.sandbox.plugin.v1.DriverPluginService.Create:input_type -> fabro.sandbox.plugin.v1.CreateRequest
-	18, // 43: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:input_type -> fabro.sandbox.plugin.v1.ReopenRequest
-	20, // 44: fabro.sandbox.plugin.v1.DriverPluginService.Check:input_type -> fabro.sandbox.plugin.v1.CheckRequest
-	22, // 45: fabro.sandbox.plugin.v1.DriverPluginService.Delete:input_type -> fabro.sandbox.plugin.v1.DeleteRequest
-	24, // 46: fabro.sandbox.plugin.v1.DriverPluginService.Open:input_type -> fabro.sandbox.plugin.v1.OpenRequest
-	26, // 47: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:input_type -> fabro.sandbox.plugin.v1.WriteFileRequest
-	28, // 48: fabro.sandbox.plugin.v1.DriverPluginService.Remove:input_type -> fabro.sandbox.plugin.v1.RemoveRequest
-	31, // 49: fabro.sandbox.plugin.v1.DriverPluginService.Stat:input_type -> fabro.sandbox.plugin.v1.StatRequest
-	33, // 50: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:input_type -> fabro.sandbox.plugin.v1.ListDirRequest
-	35, // 51: fabro.sandbox.plugin.v1.DriverPluginService.Rename:input_type -> fabro.sandbox.plugin.v1.RenameRequest
-	37, // 52: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:input_type -> fabro.sandbox.plugin.v1.MkdirRequest
-	39, // 53: fabro.sandbox.plugin.v1.DriverPluginService.Exec:input_type -> fabro.sandbox.plugin.v1.ExecRequest
-	55, // 54: fabro.sandbox.plugin.v1.DriverPluginService.Process:input_type -> fabro.sandbox.plugin.v1.ProcessRequest
-	47, // 55: fabro.sandbox.plugin.v1.DriverPluginService.Grep:input_type -> fabro.sandbox.plugin.v1.GrepRequest
-	50, // 56: fabro.sandbox.plugin.v1.DriverPluginService.Glob:input_type -> fabro.sandbox.plugin.v1.GlobRequest
-	52, // 57: fabro.sandbox.plugin.v1.DriverPluginService.Walk:input_type -> fabro.sandbox.plugin.v1.WalkRequest
-	13, // 58: fabro.sandbox.plugin.v1.DriverPluginService.Describe:output_type -> fabro.sandbox.plugin.v1.DescribeResponse
-	15, // 59: fabro.sandbox.plugin.v1.DriverPluginService.Available:output_type -> fabro.sandbox.plugin.v1.AvailableResponse
-	17, // 60: fabro.sandbox.plugin.v1.DriverPluginService.Create:output_type -> fabro.sandbox.plugin.v1.CreateResponse
-	19, // 61: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:output_type -> fabro.sandbox.plugin.v1.ReopenResponse
-	21, // 62: fabro.sandbox.plugin.v1.DriverPluginService.Check:output_type -> fabro.sandbox.plugin.v1.CheckResponse
-	23, // 63: fabro.sandbox.plugin.v1.DriverPluginService.Delete:output_type -> fabro.sandbox.plugin.v1.DeleteResponse
-	25, // 64: fabro.sandbox.plugin.v1.DriverPluginService.Open:output_type -> fabro.sandbox.plugin.v1.OpenResponse
-	27, // 65: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:output_type -> fabro.sandbox.plugin.v1.WriteFileResponse
-	29, // 66: fabro.sandbox.plugin.v1.DriverPluginService.Remove:output_type -> fabro.sandbox.plugin.v1.RemoveResponse
-	32, // 67: fabro.sandbox.plugin.v1.DriverPluginService.Stat:output_type -> fabro.sandbox.plugin.v1.StatResponse
-	34, // 68: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:output_type -> fabro.sandbox.plugin.v1.ListDirResponse
-	36, // 69: fabro.sandbox.plugin.v1.DriverPluginService.Rename:output_type -> fabro.sandbox.plugin.v1.RenameResponse
-	38, // 70: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:output_type -> fabro.sandbox.plugin.v1.MkdirResponse
-	42, // 71: fabro.sandbox.plugin.v1.DriverPluginService.Exec:output_type -> fabro.sandbox.plugin.v1.ExecResponse
-	58, // 72: fabro.sandbox.plugin.v1.DriverPluginService.Process:output_type -> fabro.sandbox.plugin.v1.ProcessResponse
-	49, // 73: fabro.sandbox.plugin.v1.DriverPluginService.Grep:output_type -> fabro.sandbox.plugin.v1.GrepResponse
-	51, // 74: fabro.sandbox.plugin.v1.DriverPluginService.Glob:output_type -> fabro.sandbox.plugin.v1.GlobResponse
-	54, // 75: fabro.sandbox.plugin.v1.DriverPluginService.Walk:output_type -> fabro.sandbox.plugin.v1.WalkResponse
-	58, // [58:76] is the sub-list for method output_type
-	40, // [40:58] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	57, // 35: fabro.sandbox.plugin.v1.ProcessRequest.resize:type_name -> fabro.sandbox.plugin.v1.TerminalSize
+	68, // 36: fabro.sandbox.plugin.v1.ProcessStart.env:type_name -> fabro.sandbox.plugin.v1.ProcessStart.EnvEntry
+	57, // 37: fabro.sandbox.plugin.v1.ProcessStart.terminal:type_name -> fabro.sandbox.plugin.v1.TerminalSize
+	43, // 38: fabro.sandbox.plugin.v1.ProcessResponse.started:type_name -> fabro.sandbox.plugin.v1.ExecStarted
+	44, // 39: fabro.sandbox.plugin.v1.ProcessResponse.output:type_name -> fabro.sandbox.plugin.v1.ExecOutput
+	46, // 40: fabro.sandbox.plugin.v1.ProcessResponse.result:type_name -> fabro.sandbox.plugin.v1.ExecResult
+	58, // 41: fabro.sandbox.plugin.v1.ProcessResponse.signalled:type_name -> fabro.sandbox.plugin.v1.ProcessSignalled
+	12, // 42: fabro.sandbox.plugin.v1.DriverPluginService.Describe:input_type -> fabro.sandbox.plugin.v1.DescribeRequest
+	14, // 43: fabro.sandbox.plugin.v1.DriverPluginService.Available:input_type -> fabro.sandbox.plugin.v1.AvailableRequest
+	16, // 44: fabro.sandbox.plugin.v1.DriverPluginService.Create:input_type -> fabro.sandbox.plugin.v1.CreateRequest
+	18, // 45: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:input_type -> fabro.sandbox.plugin.v1.ReopenRequest
+	20, // 46: fabro.sandbox.plugin.v1.DriverPluginService.Check:input_type -> fabro.sandbox.plugin.v1.CheckRequest
+	22, // 47: fabro.sandbox.plugin.v1.DriverPluginService.Delete:input_type -> fabro.sandbox.plugin.v1.DeleteRequest
+	24, // 48: fabro.sandbox.plugin.v1.DriverPluginService.Open:input_type -> fabro.sandbox.plugin.v1.OpenRequest
+	26, // 49: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:input_type -> fabro.sandbox.plugin.v1.WriteFileRequest
+	28, // 50: fabro.sandbox.plugin.v1.DriverPluginService.Remove:input_type -> fabro.sandbox.plugin.v1.RemoveRequest
+	31, // 51: fabro.sandbox.plugin.v1.DriverPluginService.Stat:input_type -> fabro.sandbox.plugin.v1.StatRequest
+	33, // 52: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:input_type -> fabro.sandbox.plugin.v1.ListDirRequest
+	35, // 53: fabro.sandbox.plugin.v1.DriverPluginService.Rename:input_type -> fabro.sandbox.plugin.v1.RenameRequest
+	37, // 54: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:input_type -> fabro.sandbox.plugin.v1.MkdirRequest
+	39, // 55: fabro.sandbox.plugin.v1.DriverPluginService.Exec:input_type -> fabro.sandbox.plugin.v1.ExecRequest
+	55, // 56: fabro.sandbox.plugin.v1.DriverPluginService.Process:input_type -> fabro.sandbox.plugin.v1.ProcessRequest
+	60, // 57: fabro.sandbox.plugin.v1.DriverPluginService.Pause:input_type -> fabro.sandbox.plugin.v1.PauseRequest
+	62, // 58: fabro.sandbox.plugin.v1.DriverPluginService.Resume:input_type -> fabro.sandbox.plugin.v1.ResumeRequest
+	47, // 59: fabro.sandbox.plugin.v1.DriverPluginService.Grep:input_type -> fabro.sandbox.plugin.v1.GrepRequest
+	50, // 60: fabro.sandbox.plugin.v1.DriverPluginService.Glob:input_type -> fabro.sandbox.plugin.v1.GlobRequest
+	52, // 61: fabro.sandbox.plugin.v1.DriverPluginService.Walk:input_type -> fabro.sandbox.plugin.v1.WalkRequest
+	13, // 62: fabro.sandbox.plugin.v1.DriverPluginService.Describe:output_type -> fabro.sandbox.plugin.v1.DescribeResponse
+	15, // 63: fabro.sandbox.plugin.v1.DriverPluginService.Available:output_type -> fabro.sandbox.plugin.v1.AvailableResponse
+	17, // 64: fabro.sandbox.plugin.v1.DriverPluginService.Create:output_type -> fabro.sandbox.plugin.v1.CreateResponse
+	19, // 65: fabro.sandbox.plugin.v1.DriverPluginService.Reopen:output_type -> fabro.sandbox.plugin.v1.ReopenResponse
+	21, // 66: fabro.sandbox.plugin.v1.DriverPluginService.Check:output_type -> fabro.sandbox.plugin.v1.CheckResponse
+	23, // 67: fabro.sandbox.plugin.v1.DriverPluginService.Delete:output_type -> fabro.sandbox.plugin.v1.DeleteResponse
+	25, // 68: fabro.sandbox.plugin.v1.DriverPluginService.Open:output_type -> fabro.sandbox.plugin.v1.OpenResponse
+	27, // 69: fabro.sandbox.plugin.v1.DriverPluginService.WriteFile:output_type -> fabro.sandbox.plugin.v1.WriteFileResponse
+	29, // 70: fabro.sandbox.plugin.v1.DriverPluginService.Remove:output_type -> fabro.sandbox.plugin.v1.RemoveResponse
+	32, // 71: fabro.sandbox.plugin.v1.DriverPluginService.Stat:output_type -> fabro.sandbox.plugin.v1.StatResponse
+	34, // 72: fabro.sandbox.plugin.v1.DriverPluginService.ListDir:output_type -> fabro.sandbox.plugin.v1.ListDirResponse
+	36, // 73: fabro.sandbox.plugin.v1.DriverPluginService.Rename:output_type -> fabro.sandbox.plugin.v1.RenameResponse
+	38, // 74: fabro.sandbox.plugin.v1.DriverPluginService.Mkdir:output_type -> fabro.sandbox.plugin.v1.MkdirResponse
+	42, // 75: fabro.sandbox.plugin.v1.DriverPluginService.Exec:output_type -> fabro.sandbox.plugin.v1.ExecResponse
+	59, // 76: fabro.sandbox.plugin.v1.DriverPluginService.Process:output_type -> fabro.sandbox.plugin.v1.ProcessResponse
+	61, // 77: fabro.sandbox.plugin.v1.DriverPluginService.Pause:output_type -> fabro.sandbox.plugin.v1.PauseResponse
+	63, // 78: fabro.sandbox.plugin.v1.DriverPluginService.Resume:output_type -> fabro.sandbox.plugin.v1.ResumeResponse
+	49, // 79: fabro.sandbox.plugin.v1.DriverPluginService.Grep:output_type -> fabro.sandbox.plugin.v1.GrepResponse
+	51, // 80: fabro.sandbox.plugin.v1.DriverPluginService.Glob:output_type -> fabro.sandbox.plugin.v1.GlobResponse
+	54, // 81: fabro.sandbox.plugin.v1.DriverPluginService.Walk:output_type -> fabro.sandbox.plugin.v1.WalkResponse
+	62, // [62:82] is the sub-list for method output_type
+	42, // [42:62] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_fabro_sandbox_plugin_v1_plugin_proto_init() }
@@ -4331,8 +4628,9 @@ func file_fabro_sandbox_plugin_v1_plugin_proto_init() {
 		(*ProcessRequest_Stdin)(nil),
 		(*ProcessRequest_CloseStdin)(nil),
 		(*ProcessRequest_Signal)(nil),
+		(*ProcessRequest_Resize)(nil),
 	}
-	file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[51].OneofWrappers = []any{
+	file_fabro_sandbox_plugin_v1_plugin_proto_msgTypes[52].OneofWrappers = []any{
 		(*ProcessResponse_Started)(nil),
 		(*ProcessResponse_Output)(nil),
 		(*ProcessResponse_Result)(nil),
@@ -4344,7 +4642,7 @@ func file_fabro_sandbox_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc), len(file_fabro_sandbox_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   57,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

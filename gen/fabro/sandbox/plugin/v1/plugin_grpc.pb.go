@@ -60,6 +60,8 @@ const (
 	DriverPluginService_Mkdir_FullMethodName     = "/fabro.sandbox.plugin.v1.DriverPluginService/Mkdir"
 	DriverPluginService_Exec_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Exec"
 	DriverPluginService_Process_FullMethodName   = "/fabro.sandbox.plugin.v1.DriverPluginService/Process"
+	DriverPluginService_Pause_FullMethodName     = "/fabro.sandbox.plugin.v1.DriverPluginService/Pause"
+	DriverPluginService_Resume_FullMethodName    = "/fabro.sandbox.plugin.v1.DriverPluginService/Resume"
 	DriverPluginService_Grep_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Grep"
 	DriverPluginService_Glob_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Glob"
 	DriverPluginService_Walk_FullMethodName      = "/fabro.sandbox.plugin.v1.DriverPluginService/Walk"
@@ -116,6 +118,11 @@ type DriverPluginServiceClient interface {
 	// stream from the host kills the process's whole tree. Only for a plugin
 	// whose Capabilities state processes.
 	Process(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProcessRequest, ProcessResponse], error)
+	// Pause freezes every process of a sandbox; Resume thaws them (the pause
+	// facet, Capabilities.pause). Both succeed when already so.
+	Pause(ctx context.Context, in *PauseRequest, opts ...grpc.CallOption) (*PauseResponse, error)
+	// Resume thaws a paused sandbox.
+	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
 	// Grep searches file contents.
 	Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (*GrepResponse, error)
 	// Glob lists the files below a directory matching a pattern.
@@ -297,6 +304,26 @@ func (c *driverPluginServiceClient) Process(ctx context.Context, opts ...grpc.Ca
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DriverPluginService_ProcessClient = grpc.BidiStreamingClient[ProcessRequest, ProcessResponse]
 
+func (c *driverPluginServiceClient) Pause(ctx context.Context, in *PauseRequest, opts ...grpc.CallOption) (*PauseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseResponse)
+	err := c.cc.Invoke(ctx, DriverPluginService_Pause_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverPluginServiceClient) Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeResponse)
+	err := c.cc.Invoke(ctx, DriverPluginService_Resume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *driverPluginServiceClient) Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (*GrepResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GrepResponse)
@@ -378,6 +405,11 @@ type DriverPluginServiceServer interface {
 	// stream from the host kills the process's whole tree. Only for a plugin
 	// whose Capabilities state processes.
 	Process(grpc.BidiStreamingServer[ProcessRequest, ProcessResponse]) error
+	// Pause freezes every process of a sandbox; Resume thaws them (the pause
+	// facet, Capabilities.pause). Both succeed when already so.
+	Pause(context.Context, *PauseRequest) (*PauseResponse, error)
+	// Resume thaws a paused sandbox.
+	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
 	// Grep searches file contents.
 	Grep(context.Context, *GrepRequest) (*GrepResponse, error)
 	// Glob lists the files below a directory matching a pattern.
@@ -438,6 +470,12 @@ func (UnimplementedDriverPluginServiceServer) Exec(grpc.BidiStreamingServer[Exec
 }
 func (UnimplementedDriverPluginServiceServer) Process(grpc.BidiStreamingServer[ProcessRequest, ProcessResponse]) error {
 	return status.Error(codes.Unimplemented, "method Process not implemented")
+}
+func (UnimplementedDriverPluginServiceServer) Pause(context.Context, *PauseRequest) (*PauseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pause not implemented")
+}
+func (UnimplementedDriverPluginServiceServer) Resume(context.Context, *ResumeRequest) (*ResumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
 }
 func (UnimplementedDriverPluginServiceServer) Grep(context.Context, *GrepRequest) (*GrepResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Grep not implemented")
@@ -710,6 +748,42 @@ func _DriverPluginService_Process_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DriverPluginService_ProcessServer = grpc.BidiStreamingServer[ProcessRequest, ProcessResponse]
 
+func _DriverPluginService_Pause_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverPluginServiceServer).Pause(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DriverPluginService_Pause_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverPluginServiceServer).Pause(ctx, req.(*PauseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DriverPluginService_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverPluginServiceServer).Resume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DriverPluginService_Resume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverPluginServiceServer).Resume(ctx, req.(*ResumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _DriverPluginService_Grep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GrepRequest)
 	if err := dec(in); err != nil {
@@ -818,6 +892,14 @@ var DriverPluginService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Mkdir",
 			Handler:    _DriverPluginService_Mkdir_Handler,
+		},
+		{
+			MethodName: "Pause",
+			Handler:    _DriverPluginService_Pause_Handler,
+		},
+		{
+			MethodName: "Resume",
+			Handler:    _DriverPluginService_Resume_Handler,
 		},
 		{
 			MethodName: "Grep",

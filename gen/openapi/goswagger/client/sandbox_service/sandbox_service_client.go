@@ -175,6 +175,12 @@ type ClientService interface {
 	// SandboxServiceMakeDirectoryContext make directory creates a directory with its missing parents an existing directory is success p e r m i s s i o n d e n i e d for a path that escapes the root a l r e a d y e x i s t s when the path or a parent is an existing non directory.
 	SandboxServiceMakeDirectoryContext(ctx context.Context, params *SandboxServiceMakeDirectoryParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceMakeDirectoryOK, error)
 
+	// SandboxServicePauseSandbox pause sandbox freezes every process of the sandbox state p a u s e d they use no CPU and see no time pass but keep their memory output logs and connections exec and start process are f a i l e d p r e c o n d i t i o n s a n d b o x p a u s e d until resume sandbox file and search calls go on pausing a paused sandbox succeeds needs capabilities pause else f a i l e d p r e c o n d i t i o n c a p a b i l i t y u n s u p p o r t e d.
+	SandboxServicePauseSandbox(params *SandboxServicePauseSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServicePauseSandboxOK, error)
+
+	// SandboxServicePauseSandboxContext pause sandbox freezes every process of the sandbox state p a u s e d they use no CPU and see no time pass but keep their memory output logs and connections exec and start process are f a i l e d p r e c o n d i t i o n s a n d b o x p a u s e d until resume sandbox file and search calls go on pausing a paused sandbox succeeds needs capabilities pause else f a i l e d p r e c o n d i t i o n c a p a b i l i t y u n s u p p o r t e d.
+	SandboxServicePauseSandboxContext(ctx context.Context, params *SandboxServicePauseSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServicePauseSandboxOK, error)
+
 	// SandboxServiceReadFile read file reads a u t f 8 text file as numbered lines as the agent s read file tool shows them a 1 based offset and a limit default 2 000 lines n o t f o u n d for a missing file p e r m i s s i o n d e n i e d for a path that escapes the root f a i l e d p r e c o n d i t i o n when the path is a directory or the file is not valid u t f 8 read file bytes reads any file i n v a l ID a r g u m e n t for a negative offset or limit.
 	SandboxServiceReadFile(params *SandboxServiceReadFileParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceReadFileOK, error)
 
@@ -192,6 +198,12 @@ type ClientService interface {
 
 	// SandboxServiceRenameFileContext rename file moves a file or directory creating the destination s missing parent directories an existing destination file is replaced atomically n o t f o u n d for a missing source p e r m i s s i o n d e n i e d when either path escapes the root f a i l e d p r e c o n d i t i o n when the destination is an existing directory an empty one included it is never replaced or a directory would be moved into itself.
 	SandboxServiceRenameFileContext(ctx context.Context, params *SandboxServiceRenameFileParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceRenameFileOK, error)
+
+	// SandboxServiceResumeSandbox resume sandbox thaws a paused sandbox state r e a d y resuming a sandbox that is not paused succeeds.
+	SandboxServiceResumeSandbox(params *SandboxServiceResumeSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceResumeSandboxOK, error)
+
+	// SandboxServiceResumeSandboxContext resume sandbox thaws a paused sandbox state r e a d y resuming a sandbox that is not paused succeeds.
+	SandboxServiceResumeSandboxContext(ctx context.Context, params *SandboxServiceResumeSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceResumeSandboxOK, error)
 
 	// SandboxServiceSignalProcess signal process sends a signal to a process s whole tree i n v a l ID a r g u m e n t for an unknown signal name n o t f o u n d as attach process.
 	SandboxServiceSignalProcess(params *SandboxServiceSignalProcessParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceSignalProcessOK, error)
@@ -1224,6 +1236,68 @@ func (a *Client) SandboxServiceMakeDirectoryContext(ctx context.Context, params 
 	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
 }
 
+// SandboxServicePauseSandbox pauses sandbox freezes every process of the sandbox state p a u s e d they use no CPU and see no time pass but keep their memory output logs and connections exec and start process are f a i l e d p r e c o n d i t i o n s a n d b o x p a u s e d until resume sandbox file and search calls go on pausing a paused sandbox succeeds needs capabilities pause else f a i l e d p r e c o n d i t i o n c a p a b i l i t y u n s u p p o r t e d.
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.SandboxServicePauseSandboxContext] instead.
+func (a *Client) SandboxServicePauseSandbox(params *SandboxServicePauseSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServicePauseSandboxOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.SandboxServicePauseSandboxContext(ctx, params, authInfo, opts...)
+}
+
+// SandboxServicePauseSandboxContext pauses sandbox freezes every process of the sandbox state p a u s e d they use no CPU and see no time pass but keep their memory output logs and connections exec and start process are f a i l e d p r e c o n d i t i o n s a n d b o x p a u s e d until resume sandbox file and search calls go on pausing a paused sandbox succeeds needs capabilities pause else f a i l e d p r e c o n d i t i o n c a p a b i l i t y u n s u p p o r t e d.
+//
+// Do not use the deprecated [SandboxServicePauseSandboxParams.Context] with this method: it would be ignored.
+func (a *Client) SandboxServicePauseSandboxContext(ctx context.Context, params *SandboxServicePauseSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServicePauseSandboxOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewSandboxServicePauseSandboxParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "SandboxService_PauseSandbox",
+		Method:             "POST",
+		PathPattern:        "/v1/sandboxes/{sandboxId}:pause",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &SandboxServicePauseSandboxReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*SandboxServicePauseSandboxOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+	//
+	// a default response is provided: fill this and return an error
+	unexpectedSuccess := result.(*SandboxServicePauseSandboxDefault)
+
+	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
+}
+
 // SandboxServiceReadFile reads file reads a u t f 8 text file as numbered lines as the agent s read file tool shows them a 1 based offset and a limit default 2 000 lines n o t f o u n d for a missing file p e r m i s s i o n d e n i e d for a path that escapes the root f a i l e d p r e c o n d i t i o n when the path is a directory or the file is not valid u t f 8 read file bytes reads any file i n v a l ID a r g u m e n t for a negative offset or limit.
 //
 // This method does not support injected context.
@@ -1406,6 +1480,68 @@ func (a *Client) SandboxServiceRenameFileContext(ctx context.Context, params *Sa
 	//
 	// a default response is provided: fill this and return an error
 	unexpectedSuccess := result.(*SandboxServiceRenameFileDefault)
+
+	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
+}
+
+// SandboxServiceResumeSandbox resumes sandbox thaws a paused sandbox state r e a d y resuming a sandbox that is not paused succeeds.
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.SandboxServiceResumeSandboxContext] instead.
+func (a *Client) SandboxServiceResumeSandbox(params *SandboxServiceResumeSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceResumeSandboxOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.SandboxServiceResumeSandboxContext(ctx, params, authInfo, opts...)
+}
+
+// SandboxServiceResumeSandboxContext resumes sandbox thaws a paused sandbox state r e a d y resuming a sandbox that is not paused succeeds.
+//
+// Do not use the deprecated [SandboxServiceResumeSandboxParams.Context] with this method: it would be ignored.
+func (a *Client) SandboxServiceResumeSandboxContext(ctx context.Context, params *SandboxServiceResumeSandboxParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SandboxServiceResumeSandboxOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewSandboxServiceResumeSandboxParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "SandboxService_ResumeSandbox",
+		Method:             "POST",
+		PathPattern:        "/v1/sandboxes/{sandboxId}:resume",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &SandboxServiceResumeSandboxReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*SandboxServiceResumeSandboxOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+	//
+	// a default response is provided: fill this and return an error
+	unexpectedSuccess := result.(*SandboxServiceResumeSandboxDefault)
 
 	return nil, runtime.NewAPIError("unexpected success response: content available as default response in error", unexpectedSuccess, unexpectedSuccess.Code())
 }

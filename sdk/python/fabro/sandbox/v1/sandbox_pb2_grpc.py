@@ -163,6 +163,16 @@ class SandboxServiceStub(object):
                 request_serializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ListProcessesRequest.SerializeToString,
                 response_deserializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ListProcessesResponse.FromString,
                 )
+        self.PauseSandbox = channel.unary_unary(
+                '/fabro.sandbox.v1.SandboxService/PauseSandbox',
+                request_serializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.PauseSandboxRequest.SerializeToString,
+                response_deserializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.PauseSandboxResponse.FromString,
+                )
+        self.ResumeSandbox = channel.unary_unary(
+                '/fabro.sandbox.v1.SandboxService/ResumeSandbox',
+                request_serializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ResumeSandboxRequest.SerializeToString,
+                response_deserializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ResumeSandboxResponse.FromString,
+                )
 
 
 class SandboxServiceServicer(object):
@@ -486,6 +496,26 @@ class SandboxServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseSandbox(self, request, context):
+        """PauseSandbox freezes every process of the sandbox (state PAUSED): they
+        use no CPU and see no time pass but keep their memory, output logs and
+        connections. Exec and StartProcess are FAILED_PRECONDITION
+        (SANDBOX_PAUSED) until ResumeSandbox; file and search calls go on.
+        Pausing a paused sandbox succeeds. Needs Capabilities.pause, else
+        FAILED_PRECONDITION (CAPABILITY_UNSUPPORTED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSandbox(self, request, context):
+        """ResumeSandbox thaws a paused sandbox (state READY). Resuming a sandbox
+        that is not paused succeeds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -613,6 +643,16 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.ListProcesses,
                     request_deserializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ListProcessesRequest.FromString,
                     response_serializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ListProcessesResponse.SerializeToString,
+            ),
+            'PauseSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSandbox,
+                    request_deserializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.PauseSandboxRequest.FromString,
+                    response_serializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.PauseSandboxResponse.SerializeToString,
+            ),
+            'ResumeSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSandbox,
+                    request_deserializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ResumeSandboxRequest.FromString,
+                    response_serializer=fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ResumeSandboxResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1070,5 +1110,39 @@ class SandboxService(object):
         return grpc.experimental.unary_unary(request, target, '/fabro.sandbox.v1.SandboxService/ListProcesses',
             fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ListProcessesRequest.SerializeToString,
             fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ListProcessesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PauseSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fabro.sandbox.v1.SandboxService/PauseSandbox',
+            fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.PauseSandboxRequest.SerializeToString,
+            fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.PauseSandboxResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fabro.sandbox.v1.SandboxService/ResumeSandbox',
+            fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ResumeSandboxRequest.SerializeToString,
+            fabro_dot_sandbox_dot_v1_dot_sandbox__pb2.ResumeSandboxResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

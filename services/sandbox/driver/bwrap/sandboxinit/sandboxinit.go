@@ -6,6 +6,7 @@ package sandboxinit
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,9 +20,11 @@ import (
 const Arg = "__fabro_sandbox_init"
 
 // Run is pid 1 inside bwrap: it writes "ready" on fd 4, waits for 'G' on fd 3, runs the command
-// (os.Args[2:]) in its own process group and reaps every orphan. It reads
-// stop requests on fd 3 ('T': TERM to the command's group; 'K', or the
-// pipe's end: KILL to every process in the namespace) and, once the
+// (os.Args[2:]) in its own process group (a session of its own, with
+// the terminal, when fd 0 is a pty) and reaps every orphan. It reads
+// stop requests on fd 3 ('T': TERM to the command's group; 'S' and a
+// byte: that signal to the group; 'K', or the pipe's end: KILL to every
+// process in the namespace) and, once the
 // command is reaped, kills what is left, writes "exit N" or "signal N" on
 // fd 4 and exits; the kernel then kills anything that remains in the
 // namespace. Processes inside cannot signal it: pid 1 ignores signals it
@@ -59,9 +62,16 @@ func Run() {
 		fmt.Fprintf(st, "error %v\n", err)
 		os.Exit(1)
 	}
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if _, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil {
+		// A terminal (a process's pty): the command leads a session of
+		// its own with it as the controlling terminal, and leads its
+		// group too, so the group signals below reach it as for pipes.
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	p, err := os.StartProcess(path, os.Args[2:], &os.ProcAttr{
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   sys,
 	})
 	if err != nil {
 		fmt.Fprintf(st, "error %v\n", err)
@@ -83,6 +93,12 @@ func Run() {
 				syscall.Kill(-pid, syscall.SIGTERM)
 			case n == 1 && b[0] == 'K':
 				syscall.Kill(-1, syscall.SIGKILL)
+			case n == 1 && b[0] == 'S':
+				// A signal for the command's group (a process's
+				// SignalProcess): its number is the next byte.
+				if n, err := io.ReadFull(ctl, b); err == nil && n == 1 && b[0] > 0 && b[0] < 65 {
+					syscall.Kill(-pid, syscall.Signal(b[0]))
+				}
 			}
 		}
 	}()

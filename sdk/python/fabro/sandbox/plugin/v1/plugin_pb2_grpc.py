@@ -90,6 +90,16 @@ class DriverPluginServiceStub(object):
                 request_serializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ProcessRequest.SerializeToString,
                 response_deserializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ProcessResponse.FromString,
                 )
+        self.Pause = channel.unary_unary(
+                '/fabro.sandbox.plugin.v1.DriverPluginService/Pause',
+                request_serializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.PauseRequest.SerializeToString,
+                response_deserializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.PauseResponse.FromString,
+                )
+        self.Resume = channel.unary_unary(
+                '/fabro.sandbox.plugin.v1.DriverPluginService/Resume',
+                request_serializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ResumeRequest.SerializeToString,
+                response_deserializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ResumeResponse.FromString,
+                )
         self.Grep = channel.unary_unary(
                 '/fabro.sandbox.plugin.v1.DriverPluginService/Grep',
                 request_serializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.GrepRequest.SerializeToString,
@@ -231,6 +241,21 @@ class DriverPluginServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pause(self, request, context):
+        """Pause freezes every process of a sandbox; Resume thaws them (the pause
+        facet, Capabilities.pause). Both succeed when already so.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Resume(self, request, context):
+        """Resume thaws a paused sandbox.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Grep(self, request, context):
         """Grep searches file contents.
         """
@@ -329,6 +354,16 @@ def add_DriverPluginServiceServicer_to_server(servicer, server):
                     servicer.Process,
                     request_deserializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ProcessRequest.FromString,
                     response_serializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ProcessResponse.SerializeToString,
+            ),
+            'Pause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pause,
+                    request_deserializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.PauseRequest.FromString,
+                    response_serializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.PauseResponse.SerializeToString,
+            ),
+            'Resume': grpc.unary_unary_rpc_method_handler(
+                    servicer.Resume,
+                    request_deserializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ResumeRequest.FromString,
+                    response_serializer=fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ResumeResponse.SerializeToString,
             ),
             'Grep': grpc.unary_unary_rpc_method_handler(
                     servicer.Grep,
@@ -608,6 +643,40 @@ class DriverPluginService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/fabro.sandbox.plugin.v1.DriverPluginService/Process',
             fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ProcessRequest.SerializeToString,
             fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ProcessResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Pause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fabro.sandbox.plugin.v1.DriverPluginService/Pause',
+            fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.PauseRequest.SerializeToString,
+            fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.PauseResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Resume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fabro.sandbox.plugin.v1.DriverPluginService/Resume',
+            fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ResumeRequest.SerializeToString,
+            fabro_dot_sandbox_dot_plugin_dot_v1_dot_plugin__pb2.ResumeResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
