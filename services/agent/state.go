@@ -240,7 +240,7 @@ func (sess *session) awaitUnload(ctx context.Context) bool {
 // beginPrompt marks the session running promptID from the checkpoint of
 // turn (0: a new prompt); FAILED_PRECONDITION when a prompt already runs
 // or the session is not open.
-func (sess *session) beginPrompt(promptID string, turn int32) (chan struct{}, error) {
+func (sess *session) beginPrompt(promptID string, turn int32, gov *auth.Principal) (chan struct{}, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	id := sess.info.GetSessionId()
@@ -254,6 +254,7 @@ func (sess *session) beginPrompt(promptID string, turn int32) (chan struct{}, er
 	sess.running = true
 	sess.promptID = promptID
 	sess.checkpointTurn = turn
+	sess.governor = gov
 	sess.done = make(chan struct{})
 	sess.info.PromptCount++
 	sess.info.ActivePromptId = promptID
@@ -266,6 +267,7 @@ func (sess *session) finishPrompt(report *agentv1.PromptReport) {
 	sess.lastReport = report
 	sess.running = false
 	sess.promptID = ""
+	sess.governor = nil
 	sess.done = nil
 	sess.info.ActivePromptId = ""
 	sess.info.UpdateTime = timestamppb.Now()
