@@ -173,6 +173,7 @@ type Service struct {
 	agentv1.UnimplementedAgentServiceServer
 
 	logger        *slog.Logger
+	tokens        Tokens // nil: no token store in this process
 	llm           llmv1.LLMGatewayServiceClient
 	sandbox       sandboxv1.SandboxServiceClient
 	bus           *bus.Bus
@@ -338,6 +339,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (_ *Service, err 
 	}
 	s.startReaper()
 	s.startRetention()
+	s.tokens = cfg.Tokens
 	s.watchTokens(cfg.Tokens)
 	if cfg.ResumeOnStart {
 		s.resumesUnfinished = true

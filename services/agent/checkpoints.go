@@ -285,7 +285,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, req *agentv1.RestoreChe
 		return s.restore(ctx, nil, st, req)
 	}
 	// The session is busy for the restore: no prompt starts meanwhile.
-	done, err := sess.beginPrompt("", 0, true)
+	done, err := sess.beginPrompt("", 0, true, nil)
 	if err != nil {
 		return nil, err
 	}

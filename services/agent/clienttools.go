@@ -188,6 +188,7 @@ func (s *Service) SubmitToolResult(ctx context.Context, req *agentv1.SubmitToolR
 			reasonClientToolResolved, map[string]string{"tool_call_id": req.GetToolCallId()})
 	}
 	c.answered = true
+	sess.drive(ctx) // the result goes to the model: governed by its sender's token
 	c.answer <- clientAnswer{output: req.GetOutput(), isError: req.GetIsError()}
 	return &agentv1.SubmitToolResultResponse{}, nil
 }

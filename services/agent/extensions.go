@@ -280,6 +280,10 @@ func (s *Service) Approve(ctx context.Context, req *agentv1.ApproveRequest) (*ag
 			reasonApprovalResolved, map[string]string{"approval_id": a.id})
 	}
 	a.answered = true
+	// The answer lets the prompt go on: governed by the answerer's token.
+	if as := s.loadedSession(a.sessionID); as != nil {
+		as.drive(ctx)
+	}
 	a.answer <- approvalAnswer{decision: d, message: req.GetMessage()}
 	return &agentv1.ApproveResponse{RequestingSessionId: a.sessionID}, nil
 }

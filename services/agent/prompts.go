@@ -60,7 +60,7 @@ func (s *Service) Prompt(req *agentv1.PromptRequest, stream grpc.ServerStreaming
 		return err
 	}
 	promptID := newID("p_")
-	done, err := s.startPrompt(sess, promptID, req.GetContinueUnfinished())
+	done, err := s.startPrompt(ctx, sess, promptID, req.GetContinueUnfinished())
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (s *Service) StartPrompt(ctx context.Context, req *agentv1.StartPromptReque
 		return nil, err
 	}
 	promptID := newID("p_")
-	done, err := s.startPrompt(sess, promptID, req.GetContinueUnfinished())
+	done, err := s.startPrompt(ctx, sess, promptID, req.GetContinueUnfinished())
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +126,15 @@ func hasToolCalls(m *llmv1.Message) bool {
 // startPrompt marks the session running; FAILED_PRECONDITION when a prompt
 // already runs, UNAVAILABLE while the service shuts down. A continuation
 // (cont) goes on with the unfinished prompt, already counted.
-func (s *Service) startPrompt(sess *session, promptID string, cont bool) (chan struct{}, error) {
-	return s.startPromptAt(sess, promptID, 0, !cont)
+func (s *Service) startPrompt(ctx context.Context, sess *session, promptID string, cont bool) (chan struct{}, error) {
+	return s.startPromptAt(ctx, sess, promptID, 0, !cont)
 }
 
 // startPromptAt is startPrompt for a prompt that continues at a turn
 // (restart.go): the record's checkpoint says so from the start.
-func (s *Service) startPromptAt(sess *session, promptID string, turn int32, counted bool) (chan struct{}, error) {
+// ctx's caller, when it holds a token, governs the prompt's model calls
+// (governance.go).
+func (s *Service) startPromptAt(ctx context.Context, sess *session, promptID string, turn int32, counted bool) (chan struct{}, error) {
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -142,7 +144,7 @@ func (s *Service) startPromptAt(sess *session, promptID string, turn int32, coun
 	if closed {
 		return nil, domain.New(codes.Unavailable, reasonShuttingDown, "the agent service is shutting down", grpcerr.RetryAfter(time.Second))
 	}
-	done, err := sess.beginPrompt(promptID, turn, counted)
+	done, err := sess.beginPrompt(promptID, turn, counted, tokenHolder(ctx))
 	if err != nil {
 		s.prompts.Done()
 		return nil, err
@@ -204,6 +206,7 @@ func (s *Service) Steer(ctx context.Context, req *agentv1.SteerRequest) (*agentv
 		return nil, err
 	}
 	id := newID("st_")
+	sess.drive(ctx)
 	depth, evicted := sess.agent.Steer(id, req.GetText(), req.GetMode() == agentv1.SteerMode_STEER_MODE_NOW, req.GetActor())
 	return &agentv1.SteerResponse{SteeringId: id, QueueDepth: int32(depth), EvictedOldest: evicted}, nil
 }
@@ -221,8 +224,12 @@ func (s *Service) FollowUp(ctx context.Context, req *agentv1.FollowUpRequest) (*
 		return nil, err
 	}
 	id := newID("f_")
+	// Governed from now on by the caller's token: its text goes to the
+	// model in the prompt's next turn.
+	restore := sess.drive(ctx)
 	depth, err := sess.agent.FollowUp(id, req.GetText())
 	if err != nil {
+		restore()
 		return nil, domain.New(codes.FailedPrecondition, reasonNoPrompt,
 			fmt.Sprintf("session %q has no running prompt; send a Prompt instead", req.GetSessionId()), grpcerr.Meta("session_id", req.GetSessionId()))
 	}

@@ -59,12 +59,24 @@ func (s *Service) continueUnfinished(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	done, err := s.startPromptAt(sess, promptID, r.Turn, false) // counted when it started
+	// Governed as before the restart, by the token on record; one revoked
+	// meanwhile ends the prompt instead.
+	gctx, revoked := s.recordedGovernor(ctx, rec)
+	done, err := s.startPromptAt(gctx, sess, promptID, r.Turn, false) // counted when it started
 	if err != nil {
 		return err
 	}
 	s.closeOpenApprovals(ctx, sess, rec)
-	go s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
+	if revoked {
+		s.logger.WarnContext(ctx, "an unfinished prompt's token was revoked; the prompt is ended, not continued",
+			"session_id", id, "prompt_id", promptID, "token_id", rec.GetUnfinishedPromptTokenId())
+		go s.runLoop(context.WithoutCancel(ctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
+			return sess.agent.AbandonWith(ctx, promptID, r, agentv1.PromptStatus_PROMPT_STATUS_FAILED,
+				agentv1.AgentErrorKind_AGENT_ERROR_KIND_INVALID_STATE, tokenRevokedMessage(rec.GetUnfinishedPromptTokenId()))
+		})
+		return nil
+	}
+	go s.runLoop(context.WithoutCancel(gctx), sess, promptID, done, func(ctx context.Context) (*agentv1.PromptReport, error) {
 		return sess.agent.Resume(ctx, promptID, r)
 	})
 	return nil
@@ -197,7 +209,7 @@ func (s *Service) endInterrupted(ctx context.Context, sess *session, rec *agentv
 		return err
 	}
 	defer s.markResuming(id, promptID)()
-	done, err := s.startPromptAt(sess, promptID, r.Turn, false)
+	done, err := s.startPromptAt(ctx, sess, promptID, r.Turn, false)
 	if err != nil {
 		return err
 	}
@@ -206,6 +218,33 @@ func (s *Service) endInterrupted(ctx context.Context, sess *session, rec *agentv
 		return sess.agent.Abandon(ctx, promptID, r, promptInterrupted)
 	})
 	return nil
+}
+
+// tokenRevokedMessage is why a continued prompt was ended.
+func tokenRevokedMessage(tokenID string) string {
+	return fmt.Sprintf("the fabro token %s that governed this prompt was revoked while the agent restarted; the prompt was ended, not continued (prompt again with a valid token)", tokenID)
+}
+
+// recordedGovernor is ctx calling as the token holder the record names
+// (unfinished_prompt_token_id), and whether that token is known revoked
+// (this process holds the token store). Without a token on record ctx is
+// as it was: the prompt was ungoverned before the restart too.
+func (s *Service) recordedGovernor(ctx context.Context, rec *agentv1.SessionRecord) (context.Context, bool) {
+	id := rec.GetUnfinishedPromptTokenId()
+	if id == "" {
+		return ctx, false
+	}
+	if s.tokens != nil && !s.tokens.Issued(id) {
+		return ctx, true
+	}
+	p, ok := auth.ParsePrincipal(rec.GetUnfinishedPromptTokenPrincipal())
+	if !ok {
+		// The owner's name with the recorded token: the gateway governs by
+		// the token id, which it checks is still issued.
+		p, _ = auth.FromContext(ctx)
+	}
+	p.TokenID = id
+	return auth.WithPrincipal(ctx, p), false
 }
 
 // loadRecorded resumes the session on record and returns it, with a context that
@@ -255,7 +294,7 @@ func (s *Service) endUnfinished(ctx context.Context, rec *agentv1.SessionRecord)
 		s.logger.WarnContext(ctx, "end a subagent's unfinished prompt without its log", "session_id", sess.info.GetSessionId(), "error", err)
 		r.Interrupted = nil
 	}
-	done, err := s.startPromptAt(sess, promptID, r.Turn, false) // counted when it started
+	done, err := s.startPromptAt(ctx, sess, promptID, r.Turn, false) // counted when it started
 	if err != nil {
 		return err
 	}

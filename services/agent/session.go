@@ -20,6 +20,7 @@ import (
 	agentv1 "github.com/fabro-sh/fabro-go/gen/fabro/agent/v1"
 	llmv1 "github.com/fabro-sh/fabro-go/gen/fabro/llm/v1"
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
+	"github.com/fabro-sh/fabro-go/platform/auth"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/bus"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/hooks"
 	"github.com/fabro-sh/fabro-go/services/agent/internal/loop"
@@ -92,6 +93,9 @@ type session struct {
 	// fenced: another replica owns the session now; this one writes
 	// nothing more for it (cluster.go). Under mu.
 	fenced bool
+	// governor is the caller whose token governs the running prompt's
+	// model calls (governance.go); nil: none (no token). Under mu.
+	governor *auth.Principal
 }
 
 func newID(prefix string) string {
@@ -188,7 +192,7 @@ func (s *Service) build(sess *session, lastSeq uint64, history []*llmv1.Message)
 			sess.hooks.Event(ctx, agentv1.HookEvent_HOOK_EVENT_PROMPT_END, promptID, r.GetStatus().String())
 		},
 	}
-	sess.agent = loop.New(actingLLM{s.llm}, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
+	sess.agent = loop.New(actingLLM{s.llm, sess}, toolAdapter{sess.toolset, sess.chain, &sess.policy.Rules}, sessionEmitter{s, sess}, lopts, history)
 }
 
 // taskList is the Anthropic task list of a session tree, shared by the
@@ -583,9 +587,13 @@ func (sess *session) buildRecord(promptDone bool) *agentv1.SessionRecord {
 	}
 	sess.mu.Lock()
 	turn := sess.checkpointTurn
+	var gov governor
+	if sess.governor != nil {
+		gov = governor(*sess.governor)
+	}
 	sess.mu.Unlock()
 	if info.GetActivePromptId() == "" {
-		turn = 0
+		turn, gov = 0, governor{}
 	}
 	rec := &agentv1.SessionRecord{
 		FormatVersion:  records.FormatVersion,
@@ -597,10 +605,12 @@ func (sess *session) buildRecord(promptDone bool) *agentv1.SessionRecord {
 		WriteTime:      timestamppb.Now(),
 		Settings:       sess.ext.request,
 
-		UnfinishedPromptId:            info.GetActivePromptId(),
-		UnfinishedPromptTurn:          turn,
-		ApprovedProjectSettingsSha256: sess.ext.approvedHash,
-		ClientTools:                   sess.ext.clientTools,
+		UnfinishedPromptId:             info.GetActivePromptId(),
+		UnfinishedPromptTurn:           turn,
+		UnfinishedPromptTokenId:        gov.TokenID,
+		UnfinishedPromptTokenPrincipal: gov.principal(),
+		ApprovedProjectSettingsSha256:  sess.ext.approvedHash,
+		ClientTools:                    sess.ext.clientTools,
 	}
 	return rec
 }

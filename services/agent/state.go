@@ -241,7 +241,8 @@ func (sess *session) awaitUnload(ctx context.Context) bool {
 // turn (0: a new prompt); FAILED_PRECONDITION when a prompt already runs
 // or the session is not open. A prompt that continues an unfinished one
 // (after a restart, or --continue) is not counted again: counted false.
-func (sess *session) beginPrompt(promptID string, turn int32, counted bool) (chan struct{}, error) {
+// gov is the token holder who governs its model calls (governance.go).
+func (sess *session) beginPrompt(promptID string, turn int32, counted bool, gov *auth.Principal) (chan struct{}, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	id := sess.info.GetSessionId()
@@ -255,6 +256,7 @@ func (sess *session) beginPrompt(promptID string, turn int32, counted bool) (cha
 	sess.running = true
 	sess.promptID = promptID
 	sess.checkpointTurn = turn
+	sess.governor = gov
 	sess.done = make(chan struct{})
 	if counted {
 		sess.info.PromptCount++
@@ -269,6 +271,7 @@ func (sess *session) finishPrompt(report *agentv1.PromptReport) {
 	sess.lastReport = report
 	sess.running = false
 	sess.promptID = ""
+	sess.governor = nil
 	sess.done = nil
 	sess.info.ActivePromptId = ""
 	sess.info.UpdateTime = timestamppb.Now()

@@ -98,7 +98,7 @@ func (s *Service) spawnAgent(ctx context.Context, sess *session, callID string, 
 		return "Could not start a subagent: " + status.Convert(err).Message(), true
 	}
 	id := child.info.GetSessionId()
-	if err := s.startChild(ctx, child, a.Task); err != nil {
+	if err := s.startChild(sess.governed(ctx), child, a.Task); err != nil {
 		return "Could not start a subagent: " + status.Convert(err).Message(), true
 	}
 	return fmt.Sprintf("Subagent %s started on the task. Call wait with agent_id %q for its answer.", id, id), false
@@ -109,7 +109,7 @@ func (s *Service) spawnAgent(ctx context.Context, sess *session, callID string, 
 // call's, though the prompt outlives that call.
 func (s *Service) startChild(ctx context.Context, child *session, text string) error {
 	promptID := newID("p_")
-	done, err := s.startPrompt(child, promptID, false)
+	done, err := s.startPrompt(ctx, child, promptID, false)
 	if err != nil {
 		return err
 	}
@@ -151,10 +151,11 @@ func (s *Service) sendInput(ctx context.Context, sess *session, raw []byte) (str
 	if st := c.state(); st == agentv1.SessionState_SESSION_STATE_CLOSED || st == agentv1.SessionState_SESSION_STATE_SUSPENDED {
 		return fmt.Sprintf("Subagent %s is closed.", a.AgentID), true
 	}
+	c.drive(sess.governed(ctx)) // the child's next turn is governed as the parent's
 	if _, err := c.agent.FollowUp(newID("f_"), a.Message); err == nil {
 		return fmt.Sprintf("Message queued for subagent %s; it reads it when its current answer is done.", a.AgentID), false
 	}
-	if err := s.startChild(ctx, c, a.Message); err != nil {
+	if err := s.startChild(sess.governed(ctx), c, a.Message); err != nil {
 		// It started another prompt between the two checks: queue instead.
 		if _, ferr := c.agent.FollowUp(newID("f_"), a.Message); ferr == nil {
 			return fmt.Sprintf("Message queued for subagent %s.", a.AgentID), false

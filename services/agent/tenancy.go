@@ -81,14 +81,15 @@ func actingFor(ctx context.Context) string {
 // again for that owner's next turn only.
 type actingLLM struct {
 	llmv1.LLMGatewayServiceClient
+	sess *session // whose running prompt's governor the calls carry
 }
 
 func (a actingLLM) Stream(ctx context.Context, in *llmv1.StreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[llmv1.StreamResponse], error) {
-	return a.LLMGatewayServiceClient.Stream(forwarding(ctx), in, opts...)
+	return a.LLMGatewayServiceClient.Stream(forwarding(a.sess.governed(ctx)), in, opts...)
 }
 
 func (a actingLLM) Complete(ctx context.Context, in *llmv1.CompleteRequest, opts ...grpc.CallOption) (*llmv1.CompleteResponse, error) {
-	return a.LLMGatewayServiceClient.Complete(forwarding(ctx), in, opts...)
+	return a.LLMGatewayServiceClient.Complete(forwarding(a.sess.governed(ctx)), in, opts...)
 }
 
 // forwarding is the outgoing context of a sandbox or gateway call: the

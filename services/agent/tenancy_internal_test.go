@@ -108,7 +108,7 @@ func TestActingLLMNamesTheCallersToken(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var md metadata.MD
 			rc := captureConn(func(ctx context.Context) { md, _ = metadata.FromOutgoingContext(ctx) })
-			c := actingLLM{llmv1.NewLLMGatewayServiceClient(rc)}
+			c := actingLLM{llmv1.NewLLMGatewayServiceClient(rc), nil}
 			for _, call := range []func(){
 				func() { _, _ = c.Stream(tt.ctx, &llmv1.StreamRequest{}) },
 				func() { _, _ = c.Complete(tt.ctx, &llmv1.CompleteRequest{}) },

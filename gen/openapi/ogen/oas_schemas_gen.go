@@ -5170,7 +5170,13 @@ func (s *FabroLlmV1Model) SetProviderId(val OptString) {
 // item with encrypted_content.
 // Ref: #/components/schemas/fabro.llm.v1.OpaquePart
 type FabroLlmV1OpaquePart struct {
-	// The provider's item as JSON text, sent back byte for byte.
+	// A sealed envelope of the provider's item, never the item itself:
+	// "fabro2.<base64url(provider/model)>.<base64url(nonce, XChaCha20-Poly1305 box)>", sealed under the
+	// gateway's key over kind and the provider's JSON, bound to the route that produced it and to the
+	// caller's principal. Send it back byte for byte, to the same gateway key, as the same caller, on a
+	// request that may take that route; anything else (altered, forged, another caller's, a bare provider
+	// item) is INVALID_ARGUMENT naming this field, and nothing goes upstream. The gateway opens it into
+	// the provider's item before any route sees the request.
 	Data OptString `json:"data"`
 	// Namespaced kind ".", such as "openai.reasoning".
 	Kind OptString `json:"kind"`

@@ -63,8 +63,16 @@ type SessionRecord struct {
 	// runs this turn again from its start. 0: before the first turn (the
 	// prompt's input may not be in messages yet; the event log has it).
 	UnfinishedPromptTurn int32 `protobuf:"varint,23,opt,name=unfinished_prompt_turn,json=unfinishedPromptTurn,proto3" json:"unfinished_prompt_turn,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The public id of the fabro token that governs the unfinished prompt
+	// (the one that started it, or the last that drove it with FollowUp,
+	// Steer, Approve or SubmitToolResult), and the principal it was issued
+	// to: a restart or a takeover continues the prompt under that token's
+	// policy (model list, budget), and ends it, FAILED, when the token has
+	// been revoked. Empty: the prompt was started without a token.
+	UnfinishedPromptTokenId        string `protobuf:"bytes,24,opt,name=unfinished_prompt_token_id,json=unfinishedPromptTokenId,proto3" json:"unfinished_prompt_token_id,omitempty"`
+	UnfinishedPromptTokenPrincipal string `protobuf:"bytes,25,opt,name=unfinished_prompt_token_principal,json=unfinishedPromptTokenPrincipal,proto3" json:"unfinished_prompt_token_principal,omitempty"`
+	unknownFields                  protoimpl.UnknownFields
+	sizeCache                      protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
@@ -181,11 +189,25 @@ func (x *SessionRecord) GetUnfinishedPromptTurn() int32 {
 	return 0
 }
 
+func (x *SessionRecord) GetUnfinishedPromptTokenId() string {
+	if x != nil {
+		return x.UnfinishedPromptTokenId
+	}
+	return ""
+}
+
+func (x *SessionRecord) GetUnfinishedPromptTokenPrincipal() string {
+	if x != nil {
+		return x.UnfinishedPromptTokenPrincipal
+	}
+	return ""
+}
+
 var File_fabro_agent_v1_record_proto protoreflect.FileDescriptor
 
 const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x05\n" +
+	"\x1bfabro/agent/v1/record.proto\x12\x0efabro.agent.v1\x1a\x1ffabro/agent/v1/extensions.proto\x1a\x1afabro/agent/v1/types.proto\x1a\x18fabro/llm/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x06\n" +
 	"\rSessionRecord\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x05R\rformatVersion\x121\n" +
 	"\asession\x18\x02 \x01(\v2\x17.fabro.agent.v1.SessionR\asession\x12'\n" +
@@ -200,7 +222,9 @@ const file_fabro_agent_v1_record_proto_rawDesc = "" +
 	"\bsettings\x18\x14 \x01(\v2\x1c.fabro.agent.v1.ToolSettingsR\bsettings\x12G\n" +
 	" approved_project_settings_sha256\x18\x15 \x01(\tR\x1dapprovedProjectSettingsSha256\x12=\n" +
 	"\fclient_tools\x18\x16 \x03(\v2\x1a.fabro.agent.v1.ClientToolR\vclientTools\x124\n" +
-	"\x16unfinished_prompt_turn\x18\x17 \x01(\x05R\x14unfinishedPromptTurnB\xb4\x01\n" +
+	"\x16unfinished_prompt_turn\x18\x17 \x01(\x05R\x14unfinishedPromptTurn\x12;\n" +
+	"\x1aunfinished_prompt_token_id\x18\x18 \x01(\tR\x17unfinishedPromptTokenId\x12I\n" +
+	"!unfinished_prompt_token_principal\x18\x19 \x01(\tR\x1eunfinishedPromptTokenPrincipalB\xb4\x01\n" +
 	"\x12com.fabro.agent.v1B\vRecordProtoP\x01Z7github.com/fabro-sh/fabro-go/gen/fabro/agent/v1;agentv1\xa2\x02\x03FAX\xaa\x02\x0eFabro.Agent.V1\xca\x02\x0eFabro\\Agent\\V1\xe2\x02\x1aFabro\\Agent\\V1\\GPBMetadata\xea\x02\x10Fabro::Agent::V1b\x06proto3"
 
 var (

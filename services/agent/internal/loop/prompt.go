@@ -166,6 +166,12 @@ const AbandonedOutput = "interrupted: the agent stopped while this call ran (it 
 // the INTERRUPTED error kind, and its prompt_completed says it was
 // CANCELLED, with why. ErrBusy when a prompt runs.
 func (a *Agent) Abandon(ctx context.Context, promptID string, r Resumption, why string) (*agentv1.PromptReport, error) {
+	return a.AbandonWith(ctx, promptID, r, agentv1.PromptStatus_PROMPT_STATUS_CANCELLED, agentv1.AgentErrorKind_AGENT_ERROR_KIND_INTERRUPTED, why)
+}
+
+// AbandonWith is Abandon whose prompt_completed has status and an error
+// of kind (a prompt whose token was revoked FAILED).
+func (a *Agent) AbandonWith(ctx context.Context, promptID string, r Resumption, status agentv1.PromptStatus, kind agentv1.AgentErrorKind, why string) (*agentv1.PromptReport, error) {
 	a.mu.Lock()
 	if a.run != nil {
 		a.mu.Unlock()
@@ -181,8 +187,7 @@ func (a *Agent) Abandon(ctx context.Context, promptID string, r Resumption, why 
 	}()
 	ps := &promptState{id: promptID, start: a.opts.Now(), usage: &llmv1.Usage{}, cost: &llmv1.Cost{}, files: map[string]bool{}, turns: max(r.Turn, 1) - 1}
 	a.interruptCalls(promptID, r.Interrupted, AbandonedOutput)
-	report := &agentv1.PromptReport{Status: agentv1.PromptStatus_PROMPT_STATUS_CANCELLED,
-		Error: &agentv1.AgentError{Kind: agentv1.AgentErrorKind_AGENT_ERROR_KIND_INTERRUPTED, Message: why}}
+	report := &agentv1.PromptReport{Status: status, Error: &agentv1.AgentError{Kind: kind, Message: why}}
 	a.finishReport(ps, report)
 	if a.opts.PromptEnd != nil {
 		a.opts.PromptEnd(context.WithoutCancel(ctx), promptID, report)
