@@ -307,6 +307,12 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, info driver.Info)
 	if fi, err := os.Stat(info.RootDirectory); err != nil || !fi.IsDir() || !filepath.IsAbs(info.RootDirectory) {
 		return nil, fmt.Errorf("%w: the workspace %s is gone", driver.ErrGone, info.RootDirectory)
 	}
+	if info.ManagedWorkspace && !diskimage.Has(info.RootDirectory) {
+		// Its nosuid mount, gone if the host rebooted.
+		if err := local.Nosuid(info.RootDirectory); err != nil {
+			return nil, err
+		}
+	}
 	disk := driver.Limits{DiskBytes: spec.Limits.DiskBytes, BestEffort: spec.Limits.BestEffort}
 	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: info.RootDirectory, Labels: spec.Labels, Limits: disk})
 	if err != nil {

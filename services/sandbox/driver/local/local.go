@@ -222,6 +222,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 				os.Remove(dir)
 				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
 			}
+		} else if err := nosuid(dir); err != nil {
+			os.Remove(dir)
+			return nil, err
 		}
 	} else if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: working_directory %q must be an absolute host path", driver.ErrInvalid, dir)
@@ -275,6 +278,27 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 	}
 	return s, nil
 }
+
+// nosuid mounts a new managed workspace without a disk image nosuid,nodev
+// (its image is mounted so already), when the service is root: whoever
+// commands run as (root, with User "root"; a sandbox uid; a bwrap
+// sandbox's uid), a setuid binary or device node planted in the
+// workspace grants no host user anything. A service that is not root
+// needs none: what its commands plant is its own user's.
+func nosuid(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := diskimage.Nosuid(dir); err != nil {
+		diskimage.Detach(dir)
+		return fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Nosuid mounts a managed workspace reopened after a restart nosuid,nodev
+// again when the mount is gone (the host rebooted); see nosuid.
+func Nosuid(dir string) error { return nosuid(dir) }
 
 func envList(m map[string]string) []string {
 	out := make([]string, 0, len(m))
