@@ -13,6 +13,8 @@ import (
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/bwrap"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
 // PluginConfig names one out-of-process driver plugin.
@@ -107,6 +109,9 @@ func pluginDrivers(cfg Config, logger *slog.Logger) ([]driver.Driver, []*plugin.
 		if p.Name == "" || p.Path == "" {
 			return nil, nil, fmt.Errorf("sandbox: plugin %+v needs a name and a path", p)
 		}
+		if err := checkBwrapUIDs(p, cfg.Security.UIDs); err != nil {
+			return nil, nil, err
+		}
 		if p.SHA256 == "" {
 			drivers = append(drivers, refusedPlugin(p, logger))
 			continue
@@ -195,6 +200,21 @@ func checkWritableByOwnerOnly(path string) error {
 	}
 	if uid, ok := ownerOf(fi); ok && uid != 0 && uid != os.Getuid() {
 		return fmt.Errorf("%s is owned by uid %d, neither root nor this service's user", path, uid)
+	}
+	return nil
+}
+
+// checkBwrapUIDs refuses a -sandbox-uids range that shares a uid with the
+// bwrap plugin's own sandbox uids: a local or docker sandbox could then be
+// given the uid a bwrap sandbox owns its workspace with, and read it.
+func checkBwrapUIDs(p PluginConfig, u *local.UIDs) error {
+	if p.Name != bwrap.Name || u == nil {
+		return nil
+	}
+	first, last := uint64(bwrap.DefaultUIDBase), uint64(bwrap.DefaultUIDBase)+uint64(bwrap.DefaultUIDCount)-1
+	if a, b := u.Bounds(); uint64(a) <= last && uint64(b) >= first {
+		return fmt.Errorf("sandbox: -sandbox-uids %d-%d overlaps the bwrap plugin's sandbox uids %d-%d: a local or docker sandbox could get a bwrap sandbox's uid and read its workspace; choose a range outside it (below %d, say)",
+			a, b, first, last, first)
 	}
 	return nil
 }
