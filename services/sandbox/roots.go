@@ -56,7 +56,7 @@ func (c *Security) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.Func("sandbox-uids", "FIRST-LAST: a host uid range that is no one's; when the service runs as root, each managed local and docker sandbox gets a uid of its own from it (FIRST is their shared group), so that no sandbox can read another's workspace (one range per service; outside the bwrap plugin's 1073741824-1090519039, checked at start)", func(v string) error {
+	fs.Func("sandbox-uids", "FIRST-LAST: a host uid range that is no one's; when the service runs as root, each managed local and docker sandbox gets a uid of its own from it (FIRST is their shared group), so that no sandbox can read another's workspace (one range per service)", func(v string) error {
 		u, err := local.ParseUIDs(v)
 		c.UIDs = u
 		return err
