@@ -3,18 +3,23 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/bwrap"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // PluginConfig names one out-of-process driver plugin.
@@ -116,7 +121,13 @@ func pluginDrivers(cfg Config, logger *slog.Logger) ([]driver.Driver, []*plugin.
 			drivers = append(drivers, refusedPlugin(p, logger))
 			continue
 		}
-		d := plugin.New(plugin.Config{Name: p.Name, Path: p.Path, Args: p.Args, Env: p.Env, SHA256: p.SHA256, Logger: logger, HealthInterval: p.HealthInterval})
+		env := p.Env
+		if p.Name == bwrap.Name && cfg.DataDir != "" {
+			// Its workspaces in a directory of this instance's, which the
+			// service sweeps at start (sweepBwrap).
+			env = append(slices.Clone(env), bwrap.InstanceEnv+"="+instanceID(cfg.DataDir))
+		}
+		d := plugin.New(plugin.Config{Name: p.Name, Path: p.Path, Args: p.Args, Env: env, SHA256: p.SHA256, Logger: logger, HealthInterval: p.HealthInterval})
 		drivers, plugins = append(drivers, d), append(plugins, d)
 	}
 	return drivers, plugins, nil
@@ -217,4 +228,62 @@ func checkBwrapUIDs(p PluginConfig, u *local.UIDs) error {
 			a, b, first, last, first)
 	}
 	return nil
+}
+
+// instanceID names a service instance by its data directory, for the
+// bwrap plugin's workspace root.
+func instanceID(dataDir string) string {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:8])
+}
+
+// sweepBwrap removes the bwrap workspaces of this instance's dead
+// sandboxes: those in its directory (bwrap.InstanceRoot, root's, which
+// only the plugin writes) that no record names, with their disk images.
+// Entries are never followed: a link, or anything but a directory named
+// like a workspace or its image, is left alone.
+func (s *Service) sweepBwrap(ctx context.Context, instance string, live map[string]bool) {
+	root := bwrap.InstanceRoot(instance)
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+		s.logger.WarnContext(ctx, "bwrap workspaces not swept: their directory is not root's alone", "dir", root)
+		return
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		if !strings.HasPrefix(de.Name(), "sandbox-") {
+			continue
+		}
+		p := filepath.Join(root, de.Name())
+		if ws, ok := strings.CutSuffix(p, diskimage.Suffix); ok {
+			if de.Type().IsRegular() && !live[ws] {
+				if _, err := os.Lstat(ws); errors.Is(err, os.ErrNotExist) {
+					os.Remove(p) // an image whose workspace is gone
+				}
+			}
+			continue
+		}
+		if !de.IsDir() || live[p] { // de's type is the entry's own: a link is no directory
+			continue
+		}
+		err := diskimage.Detach(p)
+		if err == nil {
+			err = os.RemoveAll(p)
+		}
+		if err != nil {
+			s.logger.WarnContext(ctx, "orphaned bwrap workspace not removed", "workspace", p, "error", err)
+		} else {
+			s.logger.InfoContext(ctx, "orphaned bwrap workspace removed", "workspace", p)
+		}
+	}
 }

@@ -80,6 +80,9 @@ type Config struct {
 	// system's temporary directory, or, as root, a directory of root's in
 	// it (fabro-bwrap) that no other user can create names in.
 	WorkspaceRoot string
+	// Instance is the service instance the plugin serves ([InstanceEnv]):
+	// a root plugin's default workspace root is then [InstanceRoot].
+	Instance string
 	// UIDBase and UIDCount are the host uids given to sandboxes when the
 	// plugin runs as root; default [DefaultUIDBase], [DefaultUIDCount].
 	UIDBase, UIDCount uint32
@@ -153,7 +156,7 @@ func New(cfg Config) *Driver {
 	}
 	var rootErr error
 	if cfg.WorkspaceRoot == "" && os.Geteuid() == 0 {
-		cfg.WorkspaceRoot, rootErr = privateRoot()
+		cfg.WorkspaceRoot, rootErr = privateRoot(cfg.Instance)
 	}
 	cfg.TmpBytes = cmp.Or(cfg.TmpBytes, DefaultTmpBytes)
 	cfg.MaxExecs = cmp.Or(cfg.MaxExecs, DefaultMaxExecs)
@@ -163,7 +166,7 @@ func New(cfg Config) *Driver {
 		// The local driver only makes and removes workspaces and serves
 		// their files; this driver decides who acts on them (identity.go),
 		// so it keeps the local driver's own user switch off.
-		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root"}),
+		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root", NoPrivateTmp: true}),
 	}
 	d.rootErr = rootErr
 	d.rg, _ = lookPath("rg")

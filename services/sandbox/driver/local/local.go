@@ -52,6 +52,10 @@ type Config struct {
 	// by one of its uids (a workspace reopened after a restart) is worked
 	// in as that uid. User is then for designated directories only.
 	UIDs *UIDs
+	// NoPrivateTmp keeps managed workspaces without their own temporary
+	// directory (TmpDirName): for drivers whose commands have a /tmp of
+	// their own (bwrap, docker), which use this one for files only.
+	NoPrivateTmp bool
 	// User is who commands run as when the service runs as root (see
 	// runas_linux.go): default DefaultUser when it exists, else "nobody";
 	// "root" keeps root.
@@ -265,9 +269,17 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		}
 		return nil, err
 	}
+	tmp, err := d.privateTmp(root, canon, managed, user)
+	if err != nil {
+		root.Close()
+		if managed {
+			removeAll(canon)
+		}
+		return nil, err
+	}
 	s := &sandbox{
 		d: d, root: root, dir: canon, bash: bash, managed: managed, limits: limits, user: user, disk: limits.DiskBytes > 0,
-		env: append(append(append([]string(nil), d.base...), user.env()...), envList(spec.Env)...),
+		env: append(append(append(append([]string(nil), d.base...), user.env()...), tmp...), envList(spec.Env)...),
 	}
 	// Probed once per sandbox: which search programs the host has.
 	s.rg, _ = d.lookPath("rg")
@@ -299,6 +311,35 @@ func nosuid(dir string) error {
 // Nosuid mounts a managed workspace reopened after a restart nosuid,nodev
 // again when the mount is gone (the host rebooted); see nosuid.
 func Nosuid(dir string) error { return nosuid(dir) }
+
+// TmpDirName is the managed workspace's own temporary directory, the
+// commands' TMPDIR: what they write there is the workspace's, counted by
+// its disk limit and removed with it, where the host's /tmp would take
+// whatever a command (mktemp, sort, a compiler, go build) put there,
+// unbounded and left after the sandbox. /tmp itself is still the host's:
+// the local driver isolates nothing, and a command naming /tmp writes it.
+const TmpDirName = ".fabro-tmp"
+
+// privateTmp makes a managed workspace's TmpDirName (unless
+// Config.NoPrivateTmp) and returns the TMPDIR naming it; a workspace that
+// has one (reopened after a restart) uses it.
+func (d *Driver) privateTmp(root *os.Root, dir string, managed bool, user runAs) ([]string, error) {
+	if d.cfg.NoPrivateTmp {
+		return nil, nil
+	}
+	if managed {
+		if err := root.Mkdir(TmpDirName, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("%w: the workspace's temporary directory: %v", driver.ErrUnavailable, err)
+		}
+		if err := user.adopt(root, TmpDirName); err != nil {
+			return nil, fmt.Errorf("%w: the workspace's temporary directory: %v", driver.ErrUnavailable, err)
+		}
+	}
+	if fi, err := root.Lstat(TmpDirName); err != nil || !fi.IsDir() {
+		return nil, nil
+	}
+	return []string{"TMPDIR=" + filepath.Join(dir, TmpDirName)}, nil
+}
 
 func envList(m map[string]string) []string {
 	out := make([]string, 0, len(m))
