@@ -396,11 +396,20 @@ func (d *Driver) baseArgs(network bool, tmpBytes int64) []string {
 		"--unshare-user", "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--hostname", "fabro-sandbox",
 		"--cap-drop", "ALL",
-		"--ro-bind", "/usr", "/usr",
 	}
 	if network {
 		a = append(a, "--info-fd", strconv.Itoa(infoFD))
 	}
+	a = append(a, hostMounts()...)
+	return append(a, "--dev", "/dev", "--size", strconv.FormatInt(tmpBytes, 10), "--tmpfs", "/tmp", "--size", "1048576", "--tmpfs", "/run",
+		"--ro-bind", d.init, initPath)
+}
+
+// hostMounts are the system directories and masks, probed on the host
+// once (a dozen stats per exec otherwise): the host's layout does not
+// change under a running plugin.
+var hostMounts = sync.OnceValue(func() []string {
+	a := []string{"--ro-bind", "/usr", "/usr"}
 	for _, dir := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(dir)
 		switch {
@@ -430,9 +439,8 @@ func (d *Driver) baseArgs(network bool, tmpBytes int64) []string {
 			a = append(a, "--ro-bind", "/dev/null", f)
 		}
 	}
-	return append(a, "--dev", "/dev", "--size", strconv.FormatInt(tmpBytes, 10), "--tmpfs", "/tmp", "--size", "1048576", "--tmpfs", "/run",
-		"--ro-bind", d.init, initPath)
-}
+	return slices.Clip(a)
+})
 
 // sandbox is a local workspace whose commands run in bwrap.
 type sandbox struct {
