@@ -354,13 +354,6 @@ func (s *Service) reopen(ctx context.Context, rec record) (driver.Sandbox, strin
 	}
 	spec := rec.Spec
 	spec.WorkingDirectory = dir
-	if rec.Info.ManagedWorkspace && !diskimage.Has(dir) {
-		// Its nosuid mount, gone if the host rebooted (an image is
-		// mounted again by the driver).
-		if err := local.Nosuid(dir); err != nil {
-			return nil, "", err
-		}
-	}
 	sb, err := d.Create(ctx, spec)
 	if err != nil {
 		return nil, "", err

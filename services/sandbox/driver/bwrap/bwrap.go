@@ -166,7 +166,7 @@ func New(cfg Config) *Driver {
 		// The local driver only makes and removes workspaces and serves
 		// their files; this driver decides who acts on them (identity.go),
 		// so it keeps the local driver's own user switch off.
-		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root", NoPrivateTmp: true}),
+		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root", Nosuid: true}),
 	}
 	d.rootErr = rootErr
 	d.rg, _ = lookPath("rg")

@@ -135,7 +135,7 @@ func New(cfg Config) *Driver {
 			cfg.User = fmt.Sprintf("%d:%d", os.Geteuid(), os.Getegid())
 		}
 	}
-	d := &Driver{cfg: cfg, cli: cfg.Client, files: local.New(local.Config{NoCgroups: true, NoPrivateTmp: true, UIDs: cfg.UIDs})} // files and search only: no host command needs a cgroup
+	d := &Driver{cfg: cfg, cli: cfg.Client, files: local.New(local.Config{NoCgroups: true, UIDs: cfg.UIDs})} // files and search only: no host command needs a cgroup
 	if d.cli == nil {
 		d.cli, d.cliErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	}

@@ -52,10 +52,15 @@ type Config struct {
 	// by one of its uids (a workspace reopened after a restart) is worked
 	// in as that uid. User is then for designated directories only.
 	UIDs *UIDs
-	// NoPrivateTmp keeps managed workspaces without their own temporary
-	// directory (TmpDirName): for drivers whose commands have a /tmp of
-	// their own (bwrap, docker), which use this one for files only.
-	NoPrivateTmp bool
+	// PrivateTmp gives each managed workspace a temporary directory of its
+	// own (TmpDirName), its commands' TMPDIR. Off for drivers whose
+	// commands have a /tmp of their own (bwrap, docker).
+	PrivateTmp bool
+	// Nosuid mounts each managed workspace without a disk image
+	// nosuid,nodev when the service is root (see nosuid). The workspace
+	// is then a mount point: whoever removes it unmounts it first
+	// (diskimage.Detach; the driver's Delete and ClaimWorkspaceRoot do).
+	Nosuid bool
 	// User is who commands run as when the service runs as root (see
 	// runas_linux.go): default DefaultUser when it exists, else "nobody";
 	// "root" keeps root.
@@ -226,7 +231,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 				os.Remove(dir)
 				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
 			}
-		} else if err := nosuid(dir); err != nil {
+		} else if err := d.nosuid(dir); err != nil {
 			os.Remove(dir)
 			return nil, err
 		}
@@ -297,7 +302,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 // sandbox's uid), a setuid binary or device node planted in the
 // workspace grants no host user anything. A service that is not root
 // needs none: what its commands plant is its own user's.
-func nosuid(dir string) error {
+func (d *Driver) nosuid(dir string) error {
+	if !d.cfg.Nosuid {
+		return nil
+	}
+	return Nosuid(dir)
+}
+
+// Nosuid mounts a managed workspace nosuid,nodev (when the service is
+// root), or again when it is reopened after a reboot; see nosuid.
+func Nosuid(dir string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -308,10 +322,6 @@ func nosuid(dir string) error {
 	return nil
 }
 
-// Nosuid mounts a managed workspace reopened after a restart nosuid,nodev
-// again when the mount is gone (the host rebooted); see nosuid.
-func Nosuid(dir string) error { return nosuid(dir) }
-
 // TmpDirName is the managed workspace's own temporary directory, the
 // commands' TMPDIR: what they write there is the workspace's, counted by
 // its disk limit and removed with it, where the host's /tmp would take
@@ -320,11 +330,11 @@ func Nosuid(dir string) error { return nosuid(dir) }
 // the local driver isolates nothing, and a command naming /tmp writes it.
 const TmpDirName = ".fabro-tmp"
 
-// privateTmp makes a managed workspace's TmpDirName (unless
-// Config.NoPrivateTmp) and returns the TMPDIR naming it; a workspace that
+// privateTmp makes a managed workspace's TmpDirName (with
+// Config.PrivateTmp) and returns the TMPDIR naming it; a workspace that
 // has one (reopened after a restart) uses it.
 func (d *Driver) privateTmp(root *os.Root, dir string, managed bool, user runAs) ([]string, error) {
-	if d.cfg.NoPrivateTmp {
+	if !d.cfg.PrivateTmp {
 		return nil, nil
 	}
 	if managed {

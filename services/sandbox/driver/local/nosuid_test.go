@@ -28,7 +28,7 @@ func TestPlantedSetuidRootGivesNothing(t *testing.T) {
 	// nobody reaches the plant, as on a host.
 	os.Chmod(filepath.Dir(root), 0o755)
 	os.Chmod(root, 0o755)
-	d := local.New(local.Config{WorkspaceRoot: root, User: "root"})
+	d := local.New(local.Config{WorkspaceRoot: root, User: "root", Nosuid: true})
 	sb := drivertest.NewSandbox(t, d, driver.Spec{})
 	ws := sb.Info().RootDirectory
 	if got := drivertest.Sh(t, sb, "cp /usr/bin/id ./suid && chmod 6755 ./suid && chmod 0755 . && id -u"); got != "0\n" {

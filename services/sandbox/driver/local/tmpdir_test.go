@@ -17,7 +17,7 @@ import (
 // there, and with a disk limit filling it hits the limit, not the host's
 // /tmp.
 func TestPrivateTmp(t *testing.T) {
-	d := local.New(local.Config{WorkspaceRoot: t.TempDir(), Environ: []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp"}})
+	d := local.New(local.Config{WorkspaceRoot: t.TempDir(), PrivateTmp: true, Environ: []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp"}})
 	sb := drivertest.NewSandbox(t, d, driver.Spec{})
 	want := filepath.Join(sb.Info().RootDirectory, local.TmpDirName)
 	if got := drivertest.Sh(t, sb, `f=$(mktemp) && dirname "$f" && echo x > "$f" && echo "$TMPDIR"`); got != want+"\n"+want+"\n" {
