@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,11 +65,18 @@ type serve struct {
 	data     string
 	client   sandboxv1.SandboxServiceClient
 	token    string
+	stop     func() // ends fabro serve (again: nothing)
 }
 
 func startServe(t *testing.T) *serve {
 	t.Helper()
-	data := t.TempDir()
+	return startServeData(t, t.TempDir())
+}
+
+// startServeData starts fabro serve on the data directory data; it is
+// stopped at the end of the test, or earlier by stop.
+func startServeData(t *testing.T, data string) *serve {
+	t.Helper()
 	cmd := exec.Command(fabroBin, "serve", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:-1",
 		"-log-format", "json", "-sandbox-uids", "1610000000-1610000999", "-sandbox-plugin-dir", pluginDir, "-sandbox-disk-max", "1G")
 	cmd.Env = append(os.Environ(), "FABRO_DATA_DIR="+data)
@@ -97,18 +105,22 @@ func startServe(t *testing.T) *serve {
 	}
 	stuck.Stop()
 	go func() { io.Copy(logs, stderr); cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("fabro serve logs:\n%s", logs)
-		}
-	})
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+			if t.Failed() {
+				t.Logf("fabro serve logs:\n%s", logs)
+			}
+		})
+	}
+	t.Cleanup(s.stop)
 	if s.grpcAddr == "" {
 		t.Fatalf("fabro serve did not start:\n%s", logs)
 	}

@@ -3,16 +3,23 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/bwrap"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
+	"github.com/fabro-sh/fabro-go/services/sandbox/internal/diskimage"
 )
 
 // PluginConfig names one out-of-process driver plugin.
@@ -107,11 +114,20 @@ func pluginDrivers(cfg Config, logger *slog.Logger) ([]driver.Driver, []*plugin.
 		if p.Name == "" || p.Path == "" {
 			return nil, nil, fmt.Errorf("sandbox: plugin %+v needs a name and a path", p)
 		}
+		if err := checkBwrapUIDs(p, cfg.Security.UIDs); err != nil {
+			return nil, nil, err
+		}
 		if p.SHA256 == "" {
 			drivers = append(drivers, refusedPlugin(p, logger))
 			continue
 		}
-		d := plugin.New(plugin.Config{Name: p.Name, Path: p.Path, Args: p.Args, Env: p.Env, SHA256: p.SHA256, Logger: logger, HealthInterval: p.HealthInterval})
+		env := p.Env
+		if p.Name == bwrap.Name && cfg.DataDir != "" {
+			// Its workspaces in a directory of this instance's, which the
+			// service sweeps at start (sweepBwrap).
+			env = append(slices.Clone(env), bwrap.InstanceEnv+"="+instanceID(cfg.DataDir))
+		}
+		d := plugin.New(plugin.Config{Name: p.Name, Path: p.Path, Args: p.Args, Env: env, SHA256: p.SHA256, Logger: logger, HealthInterval: p.HealthInterval})
 		drivers, plugins = append(drivers, d), append(plugins, d)
 	}
 	return drivers, plugins, nil
@@ -197,4 +213,77 @@ func checkWritableByOwnerOnly(path string) error {
 		return fmt.Errorf("%s is owned by uid %d, neither root nor this service's user", path, uid)
 	}
 	return nil
+}
+
+// checkBwrapUIDs refuses a -sandbox-uids range that shares a uid with the
+// bwrap plugin's own sandbox uids: a local or docker sandbox could then be
+// given the uid a bwrap sandbox owns its workspace with, and read it.
+func checkBwrapUIDs(p PluginConfig, u *local.UIDs) error {
+	if p.Name != bwrap.Name || u == nil {
+		return nil
+	}
+	first, last := uint64(bwrap.DefaultUIDBase), uint64(bwrap.DefaultUIDBase)+uint64(bwrap.DefaultUIDCount)-1
+	if a, b := u.Bounds(); uint64(a) <= last && uint64(b) >= first {
+		return fmt.Errorf("sandbox: -sandbox-uids %d-%d overlaps the bwrap plugin's sandbox uids %d-%d: a local or docker sandbox could get a bwrap sandbox's uid and read its workspace; choose a range outside it (below %d, say)",
+			a, b, first, last, first)
+	}
+	return nil
+}
+
+// instanceID names a service instance by its data directory, for the
+// bwrap plugin's workspace root.
+func instanceID(dataDir string) string {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:8])
+}
+
+// sweepBwrap removes the bwrap workspaces of this instance's dead
+// sandboxes: those in its directory (bwrap.InstanceRoot, root's, which
+// only the plugin writes) that no record names, with their disk images.
+// Entries are never followed: a link, or anything but a directory named
+// like a workspace or its image, is left alone.
+func (s *Service) sweepBwrap(ctx context.Context, instance string, live map[string]bool) {
+	root := bwrap.InstanceRoot(instance)
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+		s.logger.WarnContext(ctx, "bwrap workspaces not swept: their directory is not root's alone", "dir", root)
+		return
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		if !strings.HasPrefix(de.Name(), "sandbox-") {
+			continue
+		}
+		p := filepath.Join(root, de.Name())
+		if ws, ok := strings.CutSuffix(p, diskimage.Suffix); ok {
+			if de.Type().IsRegular() && !live[ws] {
+				if _, err := os.Lstat(ws); errors.Is(err, os.ErrNotExist) {
+					os.Remove(p) // an image whose workspace is gone
+				}
+			}
+			continue
+		}
+		if !de.IsDir() || live[p] { // de's type is the entry's own: a link is no directory
+			continue
+		}
+		err := diskimage.Detach(p)
+		if err == nil {
+			err = os.RemoveAll(p)
+		}
+		if err != nil {
+			s.logger.WarnContext(ctx, "orphaned bwrap workspace not removed", "workspace", p, "error", err)
+		} else {
+			s.logger.InfoContext(ctx, "orphaned bwrap workspace removed", "workspace", p)
+		}
+	}
 }

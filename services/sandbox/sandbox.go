@@ -27,6 +27,7 @@ import (
 	"github.com/fabro-sh/fabro-go/platform/grpcerr"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/driver"
 	"github.com/fabro-sh/fabro-go/sdk/sandbox/plugin"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/bwrap"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/daytona"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/docker"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
@@ -80,6 +81,7 @@ type Service struct {
 	roots         rootPolicy
 	security      Security // its disk default and maximum (diskLimit)
 	tmpWorkspaces string   // the managed workspace root made without a data directory; removed on Close
+	dataDir       string   // the data directory, "" without one
 
 	mu        sync.Mutex
 	sandboxes map[string]*entry
@@ -194,6 +196,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		workspaces, s.tmpWorkspaces = dir, dir
 	}
 	s.roots = newRootPolicy(cfg, workspaces)
+	s.dataDir = cfg.DataDir
 	s.security = cfg.Security
 	if err := harden(cfg.DataDir); err != nil {
 		return nil, err
@@ -260,12 +263,15 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 // names: local managed workspaces, and what sweeping drivers own.
 func (s *Service) restore(ctx context.Context, recs []record, localRoot string) {
 	known := map[string]bool{}
-	dirs := map[string]bool{}
+	dirs, bwrapDirs := map[string]bool{}, map[string]bool{}
 	for _, rec := range recs {
 		e := &entry{id: rec.ID, driver: rec.Driver, spec: rec.Spec, info: rec.Info, created: rec.Created, owner: rec.Owner}
 		known[rec.ID] = true
 		if rec.Driver == local.Name {
 			dirs[rec.Info.RootDirectory] = true
+		}
+		if rec.Driver == bwrap.Name {
+			bwrapDirs[rec.Info.RootDirectory] = true
 		}
 		sb, removeDir, err := s.reopen(ctx, rec)
 		switch {
@@ -300,6 +306,9 @@ func (s *Service) restore(ctx context.Context, recs []record, localRoot string) 
 				}
 			}
 		}
+	}
+	if _, ok := s.drivers[bwrap.Name]; ok && os.Geteuid() == 0 {
+		s.sweepBwrap(ctx, instanceID(s.dataDir), bwrapDirs)
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.drivers)) {
 		sw, ok := s.drivers[name].(sweeper)

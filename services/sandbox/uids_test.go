@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	sandboxv1 "github.com/fabro-sh/fabro-go/gen/fabro/sandbox/v1"
 	"github.com/fabro-sh/fabro-go/services/sandbox"
+	"github.com/fabro-sh/fabro-go/services/sandbox/driver/bwrap"
 	"github.com/fabro-sh/fabro-go/services/sandbox/driver/local"
 )
 
@@ -250,5 +252,37 @@ func TestPlantedSetuidGivesNoUID(t *testing.T) {
 	code, out := run(attacker, suid+" -p -c 'id -u; cat "+victimDir+"/secret'")
 	if strings.Contains(out, canary) || strings.Contains(out, fmt.Sprint(vi.Sys().(*syscall.Stat_t).Uid)) {
 		t.Errorf("another sandbox became the victim's uid through the planted setuid binary: exit %d, %q", code, out)
+	}
+}
+
+// TestBwrapUIDsOverlap: a -sandbox-uids range sharing a uid with the bwrap
+// plugin's sandbox uids is refused at start, saying which ranges clash; one
+// outside it starts.
+func TestBwrapUIDsOverlap(t *testing.T) {
+	plug := []sandbox.PluginConfig{{Name: "bwrap", Path: "/nonexistent/fabro-sandbox-bwrap", SHA256: strings.Repeat("0", 64)}}
+	for _, tt := range []struct {
+		uids    string
+		refused bool
+	}{
+		{"1610000000-1610000999", false},
+		{fmt.Sprintf("%d-%d", bwrap.DefaultUIDBase-10, bwrap.DefaultUIDBase), true},
+		{fmt.Sprintf("%d-%d", bwrap.DefaultUIDBase+5, bwrap.DefaultUIDBase+10), true},
+		{fmt.Sprintf("%d-%d", bwrap.DefaultUIDBase+bwrap.DefaultUIDCount-1, bwrap.DefaultUIDBase+bwrap.DefaultUIDCount+10), true},
+		{fmt.Sprintf("%d-%d", bwrap.DefaultUIDBase+bwrap.DefaultUIDCount, bwrap.DefaultUIDBase+bwrap.DefaultUIDCount+10), false},
+	} {
+		uids, err := local.ParseUIDs(tt.uids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := sandbox.New(sandbox.Config{Plugins: plug, Security: sandbox.Security{UIDs: uids}}, slog.New(slog.DiscardHandler))
+		if svc != nil {
+			svc.Close(t.Context())
+		}
+		switch {
+		case tt.refused && (err == nil || !strings.Contains(err.Error(), "overlaps the bwrap plugin's sandbox uids")):
+			t.Errorf("-sandbox-uids %s: %v; want it refused as overlapping the bwrap uids", tt.uids, err)
+		case !tt.refused && err != nil:
+			t.Errorf("-sandbox-uids %s: %v; want it accepted", tt.uids, err)
+		}
 	}
 }

@@ -16,5 +16,5 @@ func main() {
 		bwrap.Init() // inside a sandbox: the init of its pid namespace
 		return
 	}
-	plugin.Serve(bwrap.New(bwrap.Config{WorkspaceRoot: os.Getenv("FABRO_BWRAP_WORKSPACE_ROOT")}))
+	plugin.Serve(bwrap.New(bwrap.Config{WorkspaceRoot: os.Getenv("FABRO_BWRAP_WORKSPACE_ROOT"), Instance: os.Getenv(bwrap.InstanceEnv)}))
 }

@@ -79,6 +79,9 @@ type Config struct {
 	// system's temporary directory, or, as root, a directory of root's in
 	// it (fabro-bwrap) that no other user can create names in.
 	WorkspaceRoot string
+	// Instance is the service instance the plugin serves ([InstanceEnv]):
+	// a root plugin's default workspace root is then [InstanceRoot].
+	Instance string
 	// UIDBase and UIDCount are the host uids given to sandboxes when the
 	// plugin runs as root; default [DefaultUIDBase], [DefaultUIDCount].
 	UIDBase, UIDCount uint32
@@ -152,7 +155,7 @@ func New(cfg Config) *Driver {
 	}
 	var rootErr error
 	if cfg.WorkspaceRoot == "" && os.Geteuid() == 0 {
-		cfg.WorkspaceRoot, rootErr = privateRoot()
+		cfg.WorkspaceRoot, rootErr = privateRoot(cfg.Instance)
 	}
 	cfg.TmpBytes = cmp.Or(cfg.TmpBytes, DefaultTmpBytes)
 	cfg.MaxExecs = cmp.Or(cfg.MaxExecs, DefaultMaxExecs)
@@ -162,7 +165,7 @@ func New(cfg Config) *Driver {
 		// The local driver only makes and removes workspaces and serves
 		// their files; this driver decides who acts on them (identity.go),
 		// so it keeps the local driver's own user switch off.
-		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root"}),
+		local: local.New(local.Config{WorkspaceRoot: cfg.WorkspaceRoot, Environ: []string{"PATH=" + commandPath}, User: "root", Nosuid: true}),
 	}
 	d.rootErr = rootErr
 	d.rg, _ = lookPath("rg")
@@ -307,6 +310,12 @@ func (d *Driver) Reopen(ctx context.Context, spec driver.Spec, info driver.Info)
 	if fi, err := os.Stat(info.RootDirectory); err != nil || !fi.IsDir() || !filepath.IsAbs(info.RootDirectory) {
 		return nil, fmt.Errorf("%w: the workspace %s is gone", driver.ErrGone, info.RootDirectory)
 	}
+	if info.ManagedWorkspace && !diskimage.Has(info.RootDirectory) {
+		// Its nosuid mount, gone if the host rebooted.
+		if err := local.Nosuid(info.RootDirectory); err != nil {
+			return nil, err
+		}
+	}
 	disk := driver.Limits{DiskBytes: spec.Limits.DiskBytes, BestEffort: spec.Limits.BestEffort}
 	inner, err := d.local.Create(ctx, driver.Spec{ID: spec.ID, WorkingDirectory: info.RootDirectory, Labels: spec.Labels, Limits: disk})
 	if err != nil {
@@ -387,11 +396,20 @@ func (d *Driver) baseArgs(network bool, tmpBytes int64) []string {
 		"--unshare-user", "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--hostname", "fabro-sandbox",
 		"--cap-drop", "ALL",
-		"--ro-bind", "/usr", "/usr",
 	}
 	if network {
 		a = append(a, "--info-fd", strconv.Itoa(infoFD))
 	}
+	a = append(a, hostMounts()...)
+	return append(a, "--dev", "/dev", "--size", strconv.FormatInt(tmpBytes, 10), "--tmpfs", "/tmp", "--size", "1048576", "--tmpfs", "/run",
+		"--ro-bind", d.init, initPath)
+}
+
+// hostMounts are the system directories and masks, probed on the host
+// once (a dozen stats per exec otherwise): the host's layout does not
+// change under a running plugin.
+var hostMounts = sync.OnceValue(func() []string {
+	a := []string{"--ro-bind", "/usr", "/usr"}
 	for _, dir := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(dir)
 		switch {
@@ -421,9 +439,8 @@ func (d *Driver) baseArgs(network bool, tmpBytes int64) []string {
 			a = append(a, "--ro-bind", "/dev/null", f)
 		}
 	}
-	return append(a, "--dev", "/dev", "--size", strconv.FormatInt(tmpBytes, 10), "--tmpfs", "/tmp", "--size", "1048576", "--tmpfs", "/run",
-		"--ro-bind", d.init, initPath)
-}
+	return slices.Clip(a)
+})
 
 // sandbox is a local workspace whose commands run in bwrap.
 type sandbox struct {

@@ -258,8 +258,8 @@ func TestLimits(t *testing.T) {
 		sb := drivertest.DiskLimit(t, d, driver.Spec{Limits: driver.Limits{DiskBytes: 16 << 20}}, true)
 		dir := sb.Info().RootDirectory
 		// The image is mounted nosuid: a setuid plant in a workspace opened
-		// up gives a host user nothing (without a disk limit it gives the
-		// sandbox's uid, see TestNoRootOnTheHost).
+		// up gives a host user nothing (as without a disk limit, where the
+		// workspace is a nosuid bind mount: see TestNoRootOnTheHost).
 		if res := run(t, sb, "cp /usr/bin/id ./suid && chmod 6755 ./suid && chmod 0755 . && stat -c %a suid"); failed(res) || string(res.Stdout) != "6755\n" {
 			t.Fatalf("the plant failed: %q %q", res.Stdout, res.Stderr)
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -50,7 +51,23 @@ func (d *Driver) allocUID() (uint32, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	taken := map[uint32]bool{}
-	if ents, err := os.ReadDir(d.workspaceRoot()); err == nil {
+	roots := []string{d.workspaceRoot()}
+	if filepath.Dir(roots[0]) == sharedRoot {
+		// The other instances' workspaces too: a uid is one sandbox's
+		// on the whole host.
+		if ents, err := os.ReadDir(sharedRoot); err == nil {
+			for _, e := range ents {
+				if e.IsDir() && strings.HasPrefix(e.Name(), "i-") {
+					roots = append(roots, filepath.Join(sharedRoot, e.Name()))
+				}
+			}
+		}
+	}
+	for _, r := range roots {
+		ents, err := os.ReadDir(r)
+		if err != nil {
+			continue
+		}
 		for _, e := range ents {
 			if fi, err := e.Info(); err == nil {
 				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -90,11 +107,30 @@ func (d *Driver) inRange(uid uint32) bool {
 // fabro-bwrap, root's and writable by no one else, is shared by the
 // plugins of every service (names in it are random); one a user planted
 // is passed over for a fresh directory.
-func privateRoot() (string, error) {
+//
+// Given the service's instance ([InstanceEnv]), the plugin keeps its
+// workspaces in a directory of that instance's below it
+// ([InstanceRoot]), so that the service can remove at start those of
+// its dead sandboxes (no record names them) without touching another
+// service's.
+func privateRoot(instance string) (string, error) {
 	p := filepath.Join(os.TempDir(), "fabro-bwrap")
+	if instance != "" {
+		if !validInstance(instance) {
+			return "", fmt.Errorf("%s %q: want 1 to 64 letters, digits, '-' or '_'", InstanceEnv, instance)
+		}
+		p = sharedRoot
+	}
 	if err := os.Mkdir(p, 0o711); err == nil || errors.Is(err, fs.ErrExist) {
 		if ownedByRoot(p, true) == nil {
-			return p, nil
+			if instance == "" {
+				return p, nil
+			}
+			sub := InstanceRoot(instance)
+			if err := os.Mkdir(sub, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+				return "", err
+			}
+			return sub, ownedByRoot(sub, true)
 		}
 	}
 	p, err := os.MkdirTemp("", "fabro-bwrap-")
@@ -103,6 +139,30 @@ func privateRoot() (string, error) {
 	}
 	// Traversable by the sandboxes' uids, listed by no one.
 	return p, os.Chmod(p, 0o711)
+}
+
+// InstanceEnv, in the plugin's environment, names the service instance it
+// serves (the service sets it); see [InstanceRoot].
+const InstanceEnv = "FABRO_SANDBOX_INSTANCE"
+
+// sharedRoot is the root plugins' directory; a plugin's environment has
+// no TMPDIR, so it is in /tmp.
+const sharedRoot = "/tmp/fabro-bwrap"
+
+// InstanceRoot is where a root plugin serving the service instance keeps
+// its workspaces: a directory of root's, 0711, in sharedRoot.
+func InstanceRoot(instance string) string { return filepath.Join(sharedRoot, "i-"+instance) }
+
+func validInstance(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *Driver) workspaceRoot() string {

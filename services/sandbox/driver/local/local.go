@@ -52,6 +52,15 @@ type Config struct {
 	// by one of its uids (a workspace reopened after a restart) is worked
 	// in as that uid. User is then for designated directories only.
 	UIDs *UIDs
+	// PrivateTmp gives each managed workspace a temporary directory of its
+	// own (TmpDirName), its commands' TMPDIR. Off for drivers whose
+	// commands have a /tmp of their own (bwrap, docker).
+	PrivateTmp bool
+	// Nosuid mounts each managed workspace without a disk image
+	// nosuid,nodev when the service is root (see nosuid). The workspace
+	// is then a mount point: whoever removes it unmounts it first
+	// (diskimage.Detach; the driver's Delete and ClaimWorkspaceRoot do).
+	Nosuid bool
 	// User is who commands run as when the service runs as root (see
 	// runas_linux.go): default DefaultUser when it exists, else "nobody";
 	// "root" keeps root.
@@ -222,6 +231,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 				os.Remove(dir)
 				return nil, fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
 			}
+		} else if err := d.nosuid(dir); err != nil {
+			os.Remove(dir)
+			return nil, err
 		}
 	} else if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: working_directory %q must be an absolute host path", driver.ErrInvalid, dir)
@@ -262,9 +274,17 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		}
 		return nil, err
 	}
+	tmp, err := d.privateTmp(root, canon, managed, user)
+	if err != nil {
+		root.Close()
+		if managed {
+			removeAll(canon)
+		}
+		return nil, err
+	}
 	s := &sandbox{
 		d: d, root: root, dir: canon, bash: bash, managed: managed, limits: limits, user: user, disk: limits.DiskBytes > 0,
-		env: append(append(append([]string(nil), d.base...), user.env()...), envList(spec.Env)...),
+		env: append(append(append(append([]string(nil), d.base...), user.env()...), tmp...), envList(spec.Env)...),
 	}
 	// Probed once per sandbox: which search programs the host has.
 	s.rg, _ = d.lookPath("rg")
@@ -274,6 +294,61 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (driver.Sandbox, 
 		WorkingDirectory: canon, RootDirectory: canon, ManagedWorkspace: managed,
 	}
 	return s, nil
+}
+
+// nosuid mounts a new managed workspace without a disk image nosuid,nodev
+// (its image is mounted so already), when the service is root: whoever
+// commands run as (root, with User "root"; a sandbox uid; a bwrap
+// sandbox's uid), a setuid binary or device node planted in the
+// workspace grants no host user anything. A service that is not root
+// needs none: what its commands plant is its own user's.
+func (d *Driver) nosuid(dir string) error {
+	if !d.cfg.Nosuid {
+		return nil
+	}
+	return Nosuid(dir)
+}
+
+// Nosuid mounts a managed workspace nosuid,nodev (when the service is
+// root), or again when it is reopened after a reboot; see nosuid.
+func Nosuid(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := diskimage.Nosuid(dir); err != nil {
+		diskimage.Detach(dir)
+		return fmt.Errorf("%w: %v", driver.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// TmpDirName is the managed workspace's own temporary directory, the
+// commands' TMPDIR: what they write there is the workspace's, counted by
+// its disk limit and removed with it, where the host's /tmp would take
+// whatever a command (mktemp, sort, a compiler, go build) put there,
+// unbounded and left after the sandbox. /tmp itself is still the host's:
+// the local driver isolates nothing, and a command naming /tmp writes it.
+const TmpDirName = ".fabro-tmp"
+
+// privateTmp makes a managed workspace's TmpDirName (with
+// Config.PrivateTmp) and returns the TMPDIR naming it; a workspace that
+// has one (reopened after a restart) uses it.
+func (d *Driver) privateTmp(root *os.Root, dir string, managed bool, user runAs) ([]string, error) {
+	if !d.cfg.PrivateTmp {
+		return nil, nil
+	}
+	if managed {
+		if err := root.Mkdir(TmpDirName, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("%w: the workspace's temporary directory: %v", driver.ErrUnavailable, err)
+		}
+		if err := user.adopt(root, TmpDirName); err != nil {
+			return nil, fmt.Errorf("%w: the workspace's temporary directory: %v", driver.ErrUnavailable, err)
+		}
+	}
+	if fi, err := root.Lstat(TmpDirName); err != nil || !fi.IsDir() {
+		return nil, nil
+	}
+	return []string{"TMPDIR=" + filepath.Join(dir, TmpDirName)}, nil
 }
 
 func envList(m map[string]string) []string {

@@ -44,6 +44,9 @@ func NewUIDs(first, last uint32) *UIDs {
 	return &UIDs{first: first, last: last, refs: map[uint32]int{}, next: first + 1}
 }
 
+// Bounds are the range's first and last ids.
+func (u *UIDs) Bounds() (first, last uint32) { return u.first, u.last }
+
 // Group is the group id every sandbox uid of the range is a member of.
 func (u *UIDs) Group() uint32 { return u.first }
 

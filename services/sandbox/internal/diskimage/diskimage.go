@@ -221,6 +221,39 @@ func Detach(dir string) error {
 	return nil
 }
 
+// Nosuid makes the managed directory dir a mount of its own flagged
+// nosuid,nodev (a bind mount onto itself), unless something is mounted
+// there already (its image, or this mount made by an earlier run). A
+// command that plants a setuid binary or a device node in its workspace
+// then gains nothing on the host: no host user running the plant takes
+// its owner's uid, whoever owns it (root, where commands run as root).
+// Detach undoes it. It takes root; without it, it does nothing and says
+// so.
+func Nosuid(dir string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("a nosuid mount needs root")
+	}
+	if Mounted(dir) {
+		return nil
+	}
+	// Through a descriptor of the directory, opened without following a
+	// link: never a name a command could have swapped for a link.
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("nosuid mount of %s: %w", dir, err)
+	}
+	defer syscall.Close(fd)
+	self := "/proc/self/fd/" + strconv.Itoa(fd)
+	if err := syscall.Mount(self, dir, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("nosuid mount of %s: bind: %w", dir, err)
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, ""); err != nil {
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+		return fmt.Errorf("nosuid mount of %s: remount: %w", dir, err)
+	}
+	return nil
+}
+
 // Has says whether dir was given an image.
 func Has(dir string) bool {
 	_, err := os.Lstat(ImagePath(dir))
