@@ -145,8 +145,8 @@ func (s *Service) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbo
 		return nil, err
 	}
 	ds := driver.Spec{
-		ID: newID("sbx-"), WorkingDirectory: spec.GetWorkingDirectory(), Env: cloneMap(spec.GetEnv()),
-		Labels: cloneMap(spec.GetLabels()), Options: cloneMap(spec.GetDriverOptions()), Limits: limits,
+		ID: newID("sbx-"), WorkingDirectory: spec.GetWorkingDirectory(), Env: maps.Clone(spec.GetEnv()),
+		Labels: maps.Clone(spec.GetLabels()), Options: maps.Clone(spec.GetDriverOptions()), Limits: limits,
 	}
 	sb, err := d.Create(ctx, ds)
 	if err != nil {

@@ -662,10 +662,3 @@ func hasLabels(have, want map[string]string) bool {
 	}
 	return true
 }
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	return maps.Clone(m)
-}

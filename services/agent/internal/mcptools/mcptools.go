@@ -12,11 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -157,12 +158,7 @@ func (s *server) connect(ctx context.Context) error {
 	default:
 		cmd := exec.Command(s.spec.GetCommand(), s.spec.GetArgs()...)
 		cmd.Env = os.Environ()
-		keys := make([]string, 0, len(s.spec.GetEnv()))
-		for k := range s.spec.GetEnv() {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(s.spec.GetEnv())) {
 			cmd.Env = append(cmd.Env, k+"="+s.spec.GetEnv()[k])
 		}
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -545,17 +546,12 @@ func strictDecode(raw json.RawMessage, v any) error {
 
 // sortedKeys returns a map's keys in the order the file writes them.
 func sortedKeys[V any](m map[string]V, data []byte) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b string) int {
+	return slices.SortedFunc(maps.Keys(m), func(a, b string) int {
 		if d := lineOf(data, a) - lineOf(data, b); d != 0 {
 			return d
 		}
 		return strings.Compare(a, b)
 	})
-	return keys
 }
 
 func sortByLine(hs []*agentv1.Hook, data []byte) {

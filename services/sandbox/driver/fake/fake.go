@@ -474,7 +474,7 @@ func (s *Sandbox) Grep(_ context.Context, o driver.GrepOptions) (driver.GrepResu
 		return driver.GrepResult{}, fmt.Errorf("%w: %s", driver.ErrNotFound, o.Path)
 	}
 	res := driver.GrepResult{Backend: driver.BackendPOSIX}
-	for _, f := range slices.Sorted(mapKeys(s.files)) {
+	for _, f := range slices.Sorted(maps.Keys(s.files)) {
 		below, ok := under(rel, f)
 		if f == rel {
 			below, ok = "", true
@@ -556,14 +556,4 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
