@@ -87,6 +87,8 @@ var routesWithoutCase = map[string]string{
 	"SandboxService_AttachProcess":     "stream (NDJSON), not yet",
 	"SandboxService_CancelExec":        "not yet: needs a running exec",
 	"SandboxService_StartProcess":      "not yet",
+	"SandboxService_PauseSandbox":      "not yet: the test's sandbox is local, which has no pause facet",
+	"SandboxService_ResumeSandbox":     "not yet: the test's sandbox is local, which has no pause facet",
 	"SandboxService_SignalProcess":     "not yet: needs a process",
 	"SandboxService_WaitProcess":       "not yet: needs a process",
 	"AgentService_Approve":             "not yet: needs a pending approval",

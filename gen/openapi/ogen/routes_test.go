@@ -73,6 +73,8 @@ var ogenWithoutCase = map[string]string{
 	"SandboxServiceStartProcess":      "not yet",
 	"SandboxServiceSignalProcess":     "not yet: needs a process",
 	"SandboxServiceWaitProcess":       "not yet: needs a process",
+	"SandboxServicePauseSandbox":      "not yet: the test's sandbox is local, which has no pause facet",
+	"SandboxServiceResumeSandbox":     "not yet: the test's sandbox is local, which has no pause facet",
 	"AgentServiceApprove":             "not yet: needs a pending approval",
 	"AgentServiceDiffCheckpoint":      "not yet: needs a checkpoint",
 	"AgentServiceRestoreCheckpoint":   "not yet: needs a checkpoint",
