@@ -135,6 +135,14 @@ var sandboxCalls = map[string]sandboxCall{
 		return err
 	},
 	"DeleteSandbox": nil, // answers Existed: false, not NOT_FOUND: its own case below
+	"PauseSandbox": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.PauseSandbox(ctx, &sandboxv1.PauseSandboxRequest{SandboxId: id})
+		return err
+	},
+	"ResumeSandbox": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
+		_, err := c.ResumeSandbox(ctx, &sandboxv1.ResumeSandboxRequest{SandboxId: id})
+		return err
+	},
 	"ReadFile": func(ctx context.Context, c sandboxv1.SandboxServiceClient, id string) error {
 		_, err := c.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: id, Path: "a.txt"})
 		return err
